@@ -1,0 +1,1 @@
+"""Runtime integration for users' own programs: ``import kernelopt; kernelopt.enable()``."""

@@ -1,0 +1,1 @@
+"""KernelOPT core: everything that is not protocol. Importing it never imports torch."""

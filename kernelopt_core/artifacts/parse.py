@@ -1,0 +1,488 @@
+"""Parse an Inductor ``output_code.py`` (or a cache-dir wrapper) without executing it.
+
+The wrapper is read with :mod:`ast`; each embedded kernel source is parsed again on its own.
+Every failure becomes a :class:`DumpError` naming the file and the problem: callers never see
+another exception from here.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .model import (
+    BufferAlloc,
+    CompiledGraph,
+    DumpError,
+    ExternCall,
+    InputSpec,
+    KernelKind,
+    Launch,
+    SourceRange,
+    TritonKernel,
+    source_hash,
+)
+
+MAX_DUMP_BYTES = 32 * 1024 * 1024  # real wrappers are a few MB at most; larger is not a dump
+_KIND_BY_PREFIX: dict[str, KernelKind] = {
+    "triton_poi_": "poi", "triton_red_": "red", "triton_per_": "per", "triton_tem_": "tem",
+}
+_KIND_BY_HEURISTIC: dict[str, KernelKind] = {
+    "pointwise": "poi", "reduction": "red", "persistent_reduction": "per", "template": "tem",
+}
+_ALLOC_FUNCS = re.compile(r"^empty_strided(_\w+)?$")
+
+
+def read_dump_text(path: str) -> str:
+    """Read a dump file as text, refusing what cannot be one."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise DumpError(path, f"cannot read file: {exc.strerror or exc}") from None
+    if size == 0:
+        raise DumpError(path, "file is empty")
+    if size > MAX_DUMP_BYTES:
+        raise DumpError(
+            path, f"file is {size / 1e6:.1f} MB, over the {MAX_DUMP_BYTES / 1e6:.0f} MB limit for a dump"
+        )
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise DumpError(path, f"cannot read file: {exc.strerror or exc}") from None
+    if b"\x00" in raw[:65536]:
+        raise DumpError(path, "binary file (NUL bytes), not Python source")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DumpError(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_output_code(path: str, text: str | None = None, name: str | None = None) -> CompiledGraph:
+    """Parse one wrapper file into a :class:`CompiledGraph`."""
+    if text is None:
+        text = read_dump_text(path)
+    try:
+        return _Parser(path, text, name).parse()
+    except DumpError:
+        raise
+    except RecursionError:
+        raise DumpError(path, "source nests too deeply to parse") from None
+    except Exception as exc:  # noqa: BLE001 - the parser's promise: only DumpError escapes
+        raise DumpError(path, f"unexpected content ({type(exc).__name__}: {exc})") from None
+
+
+def looks_like_wrapper(text: str) -> bool:
+    return "async_compile" in text and ("def call(" in text or "def partition_" in text)
+
+
+def looks_like_kernel_file(text: str) -> bool:
+    return "@triton.jit" in text and "triton_heuristics" in text and "async_compile" not in text
+
+
+@dataclass
+class _Context:
+    function: str
+
+
+class _Parser:
+    def __init__(self, path: str, text: str, name: str | None):
+        self.path = path
+        self.text = text
+        self.lines = text.splitlines()
+        self.name = name or _default_graph_name(path)
+        self.order = 0
+
+    def parse(self) -> CompiledGraph:
+        try:
+            tree = ast.parse(self.text, filename=self.path)
+        except SyntaxError as exc:
+            line = (exc.lineno or 1) - 1
+            hint = " (the file looks truncated)" if line >= len(self.lines) - 2 else ""
+            raise DumpError(self.path, f"Python syntax error: {exc.msg}{hint}", line) from None
+        if not looks_like_wrapper(self.text):
+            raise DumpError(
+                self.path,
+                "not an Inductor wrapper: no async_compile kernels and no call()/partition_N() function",
+            )
+        graph = CompiledGraph(
+            path=self.path, name=self.name, text_hash=source_hash(self.text),
+            wrapper_style="unknown", device=None,
+        )
+        functions: dict[str, ast.FunctionDef] = {}
+        runner_call: ast.FunctionDef | None = None
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                kernel = self._kernel_from_assign(node, graph)
+                if kernel is not None:
+                    graph.kernels.append(kernel)
+            elif isinstance(node, ast.FunctionDef):
+                functions[node.name] = node
+            elif isinstance(node, ast.ClassDef) and node.name == "Runner":
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "call":
+                        runner_call = item
+        kernel_names = {k.name for k in graph.kernels}
+        if runner_call is not None:
+            graph.wrapper_style = "partitioned"
+            self._walk_function(runner_call, "call", graph, kernel_names, functions)
+        elif "call" in functions:
+            graph.wrapper_style = "call"
+            self._walk_function(functions["call"], "call", graph, kernel_names, functions)
+        else:
+            graph.warnings.append("no call() entry point found; launches not listed")
+        for fname in ("get_args", "benchmark_compiled_module"):
+            if fname in functions and not graph.inputs:
+                graph.inputs = _input_specs(functions[fname])
+        graph.device = _guess_device(graph)
+        return graph
+
+    # --- kernels ---------------------------------------------------------------------------
+
+    def _kernel_from_assign(self, node: ast.Assign, graph: CompiledGraph) -> TritonKernel | None:
+        call = node.value
+        if not (isinstance(call, ast.Call) and _dotted(call.func) == "async_compile.triton"):
+            return None
+        if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            return None
+        target = node.targets[0]
+        name = target.id
+        src_node = call.args[1] if len(call.args) > 1 else None
+        if not (isinstance(src_node, ast.Constant) and isinstance(src_node.value, str)):
+            graph.warnings.append(f"kernel {name}: source is not a string literal; skipped")
+            return None
+        source = src_node.value
+        source_start = src_node.lineno - 1  # the line holding the opening quotes
+        comments = self._comment_block_above(node.lineno - 1)
+        device_str = None
+        for kw in call.keywords:
+            if kw.arg == "device_str" and isinstance(kw.value, ast.Constant):
+                device_str = str(kw.value.value)
+        kernel = TritonKernel(
+            name=name, kind=_kind_from_name(name), source=source,
+            name_range=SourceRange(target.lineno - 1, target.col_offset,
+                                   target.lineno - 1, target.col_offset + len(name)),
+            statement_range=SourceRange(node.lineno - 1, node.col_offset,
+                                        (node.end_lineno or node.lineno) - 1, node.end_col_offset or 0),
+            source_start_line=source_start, def_line=None, heuristic="unknown", signature=[],
+            aten_ops=_bracket_list(comments, "Original ATen:"),
+            source_nodes=_bracket_list(comments, "Topologically Sorted Source Nodes:"),
+            kernel_path=_comment_value(comments, "kernel path:"), device_str=device_str,
+        )
+        _read_kernel_source(kernel, graph)
+        return kernel
+
+    def _comment_block_above(self, line: int) -> list[str]:
+        block: list[str] = []
+        index = line - 1
+        while index >= 0 and self.lines[index].lstrip().startswith("#"):
+            block.append(self.lines[index].lstrip()[1:].strip())
+            index -= 1
+        block.reverse()
+        return block
+
+    # --- wrapper functions -----------------------------------------------------------------
+
+    def _walk_function(
+        self, func: ast.FunctionDef, label: str, graph: CompiledGraph,
+        kernel_names: set[str], functions: dict[str, ast.FunctionDef], depth: int = 0,
+    ) -> None:
+        ctx = _Context(label)
+        for stmt in func.body:
+            self._walk_statement(stmt, ctx, graph, kernel_names, functions, depth)
+
+    def _walk_statement(
+        self, stmt: ast.stmt, ctx: _Context, graph: CompiledGraph,
+        kernel_names: set[str], functions: dict[str, ast.FunctionDef], depth: int,
+    ) -> None:
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            return
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+            alloc = _buffer_alloc(stmt, ctx.function)
+            if alloc is not None:
+                graph.buffers.append(alloc)
+        for node in _calls_in_order(stmt):
+            self._visit_call(node, ctx, graph, kernel_names, functions, depth)
+        for child in _child_blocks(stmt):
+            for inner in child:
+                self._walk_statement(inner, ctx, graph, kernel_names, functions, depth)
+
+    def _visit_call(
+        self, node: ast.Call, ctx: _Context, graph: CompiledGraph,
+        kernel_names: set[str], functions: dict[str, ast.FunctionDef], depth: int,
+    ) -> None:
+        func = node.func
+        # kernel.run(...)
+        if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
+            if func.value.id in kernel_names:
+                self._add_launch(graph, func.value, node, "run", None, ctx)
+                return
+        # kernel[grid(...)](...)
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+            if func.value.id in kernel_names:
+                self._add_launch(graph, func.value, node, "grid", ast.unparse(func.slice), ctx)
+                return
+        # self.partitions[i](args) -> inline partition_i
+        if isinstance(func, ast.Subscript) and _dotted(func.value) == "self.partitions":
+            index = func.slice.value if isinstance(func.slice, ast.Constant) else None
+            target = functions.get(f"partition_{index}")
+            if target is not None and depth < 4:
+                self._walk_function(target, target.name, graph, kernel_names, functions, depth + 1)
+            return
+        dotted = _dotted(func)
+        if dotted is None:
+            return
+        if dotted.startswith("extern_kernels."):
+            library = "extern_kernels"
+        elif dotted.startswith(("aten.", "torch.ops.aten.")):
+            library = "aten"
+            dotted = dotted.removeprefix("torch.ops.")
+        else:
+            return
+        graph.extern_calls.append(ExternCall(
+            order=self._next_order(), op=dotted, library=library,
+            args=[_unparse(a) for a in node.args],
+            kwargs={kw.arg: _unparse(kw.value) for kw in node.keywords if kw.arg},
+            line=node.lineno - 1, function=ctx.function,
+        ))
+
+    def _add_launch(
+        self, graph: CompiledGraph, name_node: ast.Name, call: ast.Call, style: str,
+        grid: str | None, ctx: _Context,
+    ) -> None:
+        args = [_unparse(a) for a in call.args]
+        int_args: list[int] = []
+        for arg in reversed(call.args):
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, int) and not isinstance(arg.value, bool):
+                int_args.insert(0, arg.value)
+            else:
+                break
+        kwargs = {kw.arg: _unparse(kw.value) for kw in call.keywords if kw.arg}
+        graph.launches.append(Launch(
+            order=self._next_order(), kernel=name_node.id, style=style,  # type: ignore[arg-type]
+            args=args, kwargs=kwargs, int_args=int_args, grid=grid, stream=kwargs.get("stream"),
+            line=call.lineno - 1, function=ctx.function,
+            name_range=SourceRange(name_node.lineno - 1, name_node.col_offset,
+                                   name_node.lineno - 1, name_node.col_offset + len(name_node.id)),
+        ))
+
+    def _next_order(self) -> int:
+        self.order += 1
+        return self.order - 1
+
+
+# --- kernel source --------------------------------------------------------------------------
+
+
+def _read_kernel_source(kernel: TritonKernel, graph: CompiledGraph) -> None:
+    try:
+        tree = ast.parse(kernel.source)
+    except SyntaxError as exc:
+        graph.warnings.append(f"kernel {kernel.name}: its source does not parse ({exc.msg})")
+        return
+    func = next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name),
+        next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None),
+    )
+    if func is None:
+        graph.warnings.append(f"kernel {kernel.name}: no function in its source")
+        return
+    kernel.def_line = kernel.source_start_line + func.lineno - 1
+    kernel.signature = [a.arg for a in func.args.args]
+    for deco in func.decorator_list:
+        if not isinstance(deco, ast.Call):
+            continue
+        dotted = _dotted(deco.func) or ""
+        if not dotted.startswith("triton_heuristics."):
+            continue
+        kernel.heuristic = dotted.split(".", 1)[1]
+        for kw in deco.keywords:
+            if kw.arg is None:
+                continue
+            value = _literal(kw.value)
+            if kw.arg == "size_hints" and isinstance(value, dict):
+                kernel.size_hints = value
+            elif kw.arg == "triton_meta" and isinstance(value, dict):
+                kernel.triton_meta = value
+            elif kw.arg == "inductor_meta" and isinstance(value, dict):
+                kernel.inductor_meta = value
+            elif kw.arg != "filename":
+                kernel.decorator_kwargs[kw.arg] = value
+    if kernel.kind == "other" and kernel.heuristic in _KIND_BY_HEURISTIC:
+        kernel.kind = _KIND_BY_HEURISTIC[kernel.heuristic]
+
+
+def _kind_from_name(name: str) -> KernelKind:
+    for prefix, kind in _KIND_BY_PREFIX.items():
+        if name.startswith(prefix):
+            return kind
+    return "other"
+
+
+def _literal(node: ast.AST) -> Any:
+    """Evaluate the literal parts of decorator arguments; name what is not literal."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {
+            _hashable(_literal(k)) if k is not None else "**": _literal(v)
+            for k, v in zip(node.keys, node.values, strict=False)
+        }
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(e) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.Set):
+        return {_hashable(_literal(e)) for e in node.elts}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand)
+        return -value if isinstance(value, (int, float)) else f"-{value}"
+    if isinstance(node, ast.Call):
+        dotted = _dotted(node.func)
+        if dotted == "set" and not node.args:
+            return set()
+        if dotted == "DeviceProperties":
+            return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg}
+    return ast.unparse(node)
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+# --- wrapper helpers -----------------------------------------------------------------------
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _unparse(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def _calls_in_order(stmt: ast.stmt) -> list[ast.Call]:
+    """Calls in a simple statement (not in nested blocks), outermost first, in source order."""
+    if isinstance(stmt, (ast.With, ast.If, ast.For, ast.While, ast.Try)):
+        roots: list[ast.AST] = []
+        if isinstance(stmt, ast.With):
+            roots = [item.context_expr for item in stmt.items]
+        elif isinstance(stmt, (ast.If, ast.While)):
+            roots = [stmt.test]
+        elif isinstance(stmt, ast.For):
+            roots = [stmt.iter]
+    else:
+        roots = [stmt]
+    calls: list[ast.Call] = []
+    for root in roots:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Call):
+                calls.append(node)
+    calls.sort(key=lambda c: (c.lineno, c.col_offset))
+    return calls
+
+
+def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    blocks: list[list[ast.stmt]] = []
+    for attr in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, attr, None)
+        if isinstance(block, list) and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+            blocks.append(block)
+    for handler in getattr(stmt, "handlers", []) or []:
+        blocks.append(handler.body)
+    return blocks
+
+
+def _buffer_alloc(stmt: ast.Assign, function: str) -> BufferAlloc | None:
+    call = stmt.value
+    assert isinstance(call, ast.Call)
+    dotted = _dotted(call.func) or ""
+    if not _ALLOC_FUNCS.match(dotted.rsplit(".", 1)[-1]) or len(call.args) < 2:
+        return None
+    if not (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    shape, stride = _literal(call.args[0]), _literal(call.args[1])
+    dtype = _unparse(call.args[2]) if len(call.args) > 2 else ""
+    device = dotted.rsplit("_", 1)[-1] if dotted.startswith("empty_strided_") else "unknown"
+    return BufferAlloc(
+        name=stmt.targets[0].id, shape=list(shape) if isinstance(shape, tuple) else [shape],
+        stride=list(stride) if isinstance(stride, tuple) else [stride], dtype=dtype,
+        device=device, line=stmt.lineno - 1, function=function,
+    )
+
+
+def _input_specs(func: ast.FunctionDef) -> list[InputSpec]:
+    specs: list[InputSpec] = []
+    for stmt in ast.walk(func):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        name = stmt.targets[0].id
+        value = stmt.value
+        if isinstance(value, ast.Call) and (_dotted(value.func) or "").endswith("rand_strided"):
+            shape = _literal(value.args[0]) if value.args else ()
+            stride = _literal(value.args[1]) if len(value.args) > 1 else ()
+            kwargs = {kw.arg: kw.value for kw in value.keywords if kw.arg}
+            device = _literal(kwargs["device"]) if "device" in kwargs else None
+            dtype = _unparse(kwargs["dtype"]) if "dtype" in kwargs else None
+            specs.append(InputSpec(
+                name=name, kind="tensor",
+                shape=list(shape) if isinstance(shape, (tuple, list)) else [shape],
+                stride=list(stride) if isinstance(stride, (tuple, list)) else [stride],
+                dtype=dtype, device=str(device) if device is not None else None,
+            ))
+        elif isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
+            kind = "int" if isinstance(value.value, int) else "float"
+            specs.append(InputSpec(name=name, kind=kind, value=value.value))
+    return specs
+
+
+def _guess_device(graph: CompiledGraph) -> str | None:
+    for spec in graph.inputs:
+        if spec.device:
+            return spec.device.split(":")[0]
+    for kernel in graph.kernels:
+        if kernel.device_str:
+            return kernel.device_str
+    for buf in graph.buffers:
+        if buf.device != "unknown":
+            return buf.device
+    return None
+
+
+def _bracket_list(comments: list[str], label: str) -> list[str]:
+    """Items of ``label [a, b, c]`` in the comment block (several labels may share one line)."""
+    for comment in comments:
+        at = comment.find(label)
+        if at < 0:
+            continue
+        rest = comment[at + len(label):].strip()
+        if rest.startswith("[") and "]" in rest:
+            inner = rest[1:rest.index("]")]
+            return [item.strip() for item in inner.split(",") if item.strip()]
+    return []
+
+
+def _comment_value(comments: list[str], label: str) -> str | None:
+    for comment in comments:
+        if comment.startswith(label):
+            return comment[len(label):].strip() or None
+    return None
+
+
+def _default_graph_name(path: str) -> str:
+    base = os.path.basename(path)
+    parent = os.path.basename(os.path.dirname(path))
+    return parent if base == "output_code.py" and parent else os.path.splitext(base)[0]

@@ -1,0 +1,90 @@
+"""``kernelopt inspect PATH [--json] [--time]``: what Inductor wrote, per graph."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from ..artifacts import CompiledGraph, discover
+from ..dispatch import DispatchReport, analyze
+from .common import console, err_console, print_json
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("inspect", help="list the kernels, vendor calls and launches of compiled graphs")
+    parser.add_argument("path", help="a dump folder, a TORCHINDUCTOR_CACHE_DIR, or one output_code.py")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--time", action="store_true", help="run each graph and add per-launch time shares")
+    parser.add_argument("--device", default="auto", help="where to time: auto, cpu, cuda:N")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    graphs, problems = discover(args.path)
+    reports: dict[str, DispatchReport] = {}
+    for graph in graphs:
+        reports[graph.path] = _report(graph, args)
+    if args.json:
+        print_json({
+            "graphs": [{**g.to_json(), **_dispatch_json(reports[g.path])} for g in graphs],
+            "problems": [{"path": p.path, "problem": p.problem, "line": p.line} for p in problems],
+        })
+    else:
+        for graph in graphs:
+            _print_graph(graph, reports[graph.path])
+        for problem in problems:
+            err_console.print(f"[yellow]skipped[/yellow] {problem}")
+        if not graphs and not problems:
+            err_console.print(f"no Inductor dumps found under {args.path}")
+    return 0 if graphs else 1
+
+
+def _report(graph: CompiledGraph, args: argparse.Namespace) -> DispatchReport:
+    if not args.time:
+        return analyze(graph)
+    from ..measure.launch_timing import time_launches  # imports the worker machinery lazily
+
+    try:
+        timing = time_launches(graph, device=args.device)
+    except Exception as exc:  # noqa: BLE001 - timing is optional: say why, keep the static view
+        err_console.print(f"[yellow]timing {graph.name} failed:[/yellow] {exc}")
+        return analyze(graph)
+    return analyze(graph, timing.launch_times_ms, timing.overheads, timing.path)
+
+
+def _dispatch_json(report: DispatchReport) -> dict[str, Any]:
+    data = report.to_json()
+    return {"classification": data.pop("classification"), "dispatch": data}
+
+
+def _print_graph(graph: CompiledGraph, report: DispatchReport) -> None:
+    style = {"optimizable": "green", "vendor-dominated": "yellow", "no-triton": "red"}[report.classification]
+    console.print(f"\n[bold]{graph.name}[/bold]  {graph.path}")
+    console.print(f"  [{style}]{report.classification}[/{style}]: {report.evidence}")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column("launch")
+    table.add_column("kind")
+    table.add_column("fused ATen ops")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    kinds = {k.name: k for k in graph.kernels}
+    for share in report.launches:
+        if share.type == "triton":
+            kernel = kinds.get(share.name)
+            kind = kernel.kind if kernel else "?"
+            ops = ", ".join(op.removeprefix("aten.") for op in (kernel.aten_ops if kernel else []))
+        else:
+            kind, ops = "vendor", ""
+        time_text = f"{share.time_ms:.3f} ms" if share.time_ms is not None else "-"
+        table.add_row(str(share.order), share.name, kind, ops, time_text, f"{share.share:.1%}")
+    for item in report.overheads:
+        table.add_row("", item.name, "overhead", item.detail, f"{item.time_ms:.3f} ms", f"{item.share:.1%}")
+    console.print(table)
+    for item in report.overheads:
+        if item.suggestion:
+            console.print(f"  [cyan]hint[/cyan] {item.name}: {item.suggestion}")
+    for warning in graph.warnings:
+        console.print(f"  [yellow]warning[/yellow] {warning}")

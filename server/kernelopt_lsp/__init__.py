@@ -1,0 +1,1 @@
+"""kernelopt-lsp: the KernelOPT language server. It never imports torch or triton."""
