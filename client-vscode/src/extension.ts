@@ -8,6 +8,7 @@ import { jobStatusHandler } from './notifications';
 import { activePythonInterpreter, onPythonInterpreterChanged } from './python';
 import { ApiKeyStore } from './secrets';
 import { ServerManager } from './server';
+import { resolveInterpreter } from './serverOptions';
 import { readSettings, RESTART_KEYS } from './settings';
 import { StatusBar } from './status';
 
@@ -42,9 +43,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   manager = server;
 
   context.subscriptions.push(
-    output,
-    status,
+    // The server first: it still logs to the channel while stopping.
     server,
+    status,
     server.onDidChangeState((state) => {
       status.setServerState(state);
       if (state !== 'running' && state !== 'starting') {
@@ -65,6 +66,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       output.info('API key changed; restarting the server.');
       void server.restart();
     }),
+    output,
   );
 
   // Not awaited: activation must not wait for Python to start; failures are reported by the manager.
@@ -73,7 +75,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   // Subscribed after the start so a slow Python extension activation does not delay the server.
   void onPythonInterpreterChanged(async () => {
     // Only matters while the interpreter comes from the Python extension, and only if it really changed.
-    if (!settings().interpreter && (await pythonInterpreter()) !== server.launchedInterpreter) {
+    if (!settings().interpreter && resolveInterpreter('', await pythonInterpreter()).path !== server.launchedInterpreter) {
       output.info('Python environment changed; restarting the server.');
       void server.restart();
     }

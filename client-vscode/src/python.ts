@@ -40,8 +40,8 @@ async function environmentsApi(): Promise<PythonEnvironmentsApi | undefined> {
   if (!ext) {
     return undefined;
   }
-  const exports = ext.isActive ? ext.exports : await withTimeout(ext.activate(), ACTIVATE_TIMEOUT_MS);
-  const envs = (exports as { environments?: unknown } | undefined)?.environments;
+  const api = ext.isActive ? ext.exports : await withTimeout(ext.activate(), ACTIVATE_TIMEOUT_MS);
+  const envs = (api as { environments?: unknown } | undefined)?.environments;
   return envs && typeof envs === 'object' ? (envs as PythonEnvironmentsApi) : undefined;
 }
 
