@@ -1,0 +1,203 @@
+"""Verify a configuration change like any candidate. Runs in a worker subprocess (imports torch).
+
+The candidate is the problem compiled with the recommended configuration; the baseline is the
+same problem compiled as the user had it. Both are checked gate-3 style (seeds 0, 42, 123 at
+1e-4 relative, with the float64 fallback of the reference system) and timed interleaved through
+the full callable, the path the user calls. The two callables' paths may differ in CUDA graphs;
+that is the point of the change, and both are user-facing callables
+(:func:`kernelopt_core.measure.accounting.speedup_between` with ``across_configurations``).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from .accounting import callable_path, mode_uses_cudagraphs, speedup_between
+from .statistics import ab_speedup, summarize
+
+MODEL_SEEDS = (0, 42, 123)
+MODEL_TOLERANCE = 1e-4
+RHO_LIMIT = 10.0
+D_REF_FLOOR = 1e-8
+
+
+def _flat_tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flat_tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _flat_tensors(item)]
+    return []
+
+
+def _max_abs(tensors: list[Any]) -> float:
+    return max((float(t.double().abs().max()) for t in tensors if t.numel()), default=0.0)
+
+
+def _max_diff(a: list[Any], b: list[Any]) -> float:
+    return max((float((x.double() - y.double()).abs().max()) for x, y in zip(a, b, strict=True) if x.numel()),
+               default=0.0)
+
+
+def compare_outputs(baseline: Any, candidate: Any, reference64: Any | None, tol: float = MODEL_TOLERANCE
+                    ) -> dict[str, Any]:
+    """Gate-3 style: relative error vs the baseline at ``tol``, else the float64 rho rule.
+
+    ``reference64`` is the float64 output, or a function computing it (only called when needed:
+    on a large graph it costs twice the memory of the baseline).
+    """
+    base, cand = _flat_tensors(baseline), _flat_tensors(candidate)
+    if len(base) != len(cand) or any(x.shape != y.shape for x, y in zip(base, cand, strict=True)):
+        return {"passed": False, "reason": "outputs differ in number or shape"}
+    if any(not bool(t.isfinite().all()) for t in cand if t.is_floating_point()) and all(
+            bool(t.isfinite().all()) for t in base if t.is_floating_point()):
+        return {"passed": False, "reason": "candidate output has NaN/inf where the baseline has none"}
+    scale = max(_max_abs(base), 1e-12)
+    rel = _max_diff(base, cand) / scale
+    numbers: dict[str, Any] = {"rel_err": rel}
+    if rel <= tol:
+        return {"passed": True, "reason": f"relative error {rel:.2e} <= {tol:g}", **numbers}
+    if reference64 is None:
+        return {"passed": False, "reason": f"relative error {rel:.2e} > {tol:g} (no float64 reference)", **numbers}
+    ref = _flat_tensors(reference64() if callable(reference64) else reference64)
+    d_ref, d_opt = _max_diff(base, ref), _max_diff(cand, ref)
+    numbers.update(d_ref=d_ref, d_opt=d_opt)
+    if d_ref >= D_REF_FLOOR:
+        rho = d_opt / d_ref
+        numbers["rho"] = rho
+        return {"passed": rho <= RHO_LIMIT, "reason": f"float64 fallback: rho = {rho:.2f} (limit {RHO_LIMIT:g})",
+                **numbers}
+    relative = d_opt / scale
+    return {"passed": relative <= tol, "reason": f"float64 fallback: d_opt/|ref| = {relative:.2e} (limit {tol:g})",
+            **numbers}
+
+
+def _inputs_for_seed(problem: Any, device: str, seed: int) -> list[Any]:
+    import torch
+
+    torch.manual_seed(seed)
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+
+
+def _clone(value: Any) -> Any:
+    # cudagraph trees overwrite a replay's outputs on the next replay: keep a copy
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    return value
+
+
+def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """Worker job: ``{"problem", "baseline_mode", "candidate_mode", "seeds"?, "tol"?, "min_speedup"?, "rounds"?}``."""
+    import torch
+
+    from ..compile import build_problem, load_problem
+    from .accounting_run import SyncedTimer, compile_callable
+    from .job_context import worker_device
+
+    device = payload.get("device") or worker_device()
+    if device == "auto":
+        device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    seeds = tuple(payload.get("seeds") or MODEL_SEEDS)
+    tol = float(payload.get("tol") or MODEL_TOLERANCE)
+    min_speedup = float(payload.get("min_speedup") or 1.03)
+    rounds = int(payload.get("rounds") or (30 if device.startswith("cuda") else 7))
+    baseline_mode, candidate_mode = str(payload["baseline_mode"]), str(payload["candidate_mode"])
+    notes: list[str] = []
+    modes = {"baseline": baseline_mode, "candidate": candidate_mode}
+    if not device.startswith("cuda"):
+        notes.append("on the CPU backend every mode compiles as 'default': baseline and candidate are the same code")
+        modes = {"baseline": "default", "candidate": "default"}
+    problem = load_problem(str(payload["problem"]))
+    model, inputs = build_problem(problem, device)
+    gates: list[dict[str, Any]] = []
+    with torch.no_grad():
+        started = time.perf_counter()
+        baseline, _, base_skipped = compile_callable(model, inputs, modes["baseline"])
+        candidate, _, cand_skipped = compile_callable_keep(model, inputs, modes["candidate"])
+        reference = copy.deepcopy(model).double()
+        per_seed = []
+        for seed in seeds:
+            seed_inputs = _inputs_for_seed(problem, device, seed)
+            base_out = _clone(baseline(*seed_inputs))
+            cand_out = _clone(candidate(*seed_inputs))
+
+            def ref_out(seed_inputs: list[Any] = seed_inputs) -> Any:
+                return reference(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                   for x in seed_inputs])
+
+            per_seed.append({"seed": seed, **compare_outputs(base_out, cand_out, ref_out, tol)})
+            del base_out, cand_out, seed_inputs
+        correct = all(item["passed"] for item in per_seed)
+        failed = next((item for item in per_seed if not item["passed"]), None)
+        gates.append({"gate": 3, "name": "model", "passed": correct, "seconds": time.perf_counter() - started,
+                      "reason": f"seeds {list(seeds)}: " + ("all within tolerance" if correct else
+                                                            f"seed {failed['seed']}: {failed['reason']}"),
+                      "seeds": per_seed})
+        comparison = None
+        if correct:
+            started = time.perf_counter()
+            timer = SyncedTimer(device)
+            path_a = callable_path(modes["baseline"] if not base_skipped else "default", device)
+            path_b = callable_path(modes["candidate"] if not cand_skipped else "default", device)
+            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*inputs), rounds)
+            paired = ab_speedup(a_ms, b_ms, path_a.value)
+            comparison = speedup_between(summarize(a_ms, path_a.value), summarize(b_ms, path_b.value),
+                                         across_configurations=True)
+            comparison.ci_low, comparison.ci_high = paired.ci_low, paired.ci_high  # rounds are paired
+            passed = comparison.speedup >= min_speedup and comparison.ci_low > 1.0
+            gates.append({"gate": 4, "name": "perf", "passed": passed, "seconds": time.perf_counter() - started,
+                          "reason": (f"{comparison.describe(baseline_mode, candidate_mode)}; needs >= {min_speedup:.2f}x "
+                                     "with the interval above 1.0"),
+                          "speedup": comparison.speedup, "ci": [comparison.ci_low, comparison.ci_high],
+                          "baseline_path": path_a.value, "candidate_path": path_b.value, "rounds": rounds})
+    torch._dynamo.reset()
+    accepted = all(g["passed"] for g in gates) and len(gates) == 2
+    return {
+        "accepted": accepted, "baseline_mode": baseline_mode, "candidate_mode": candidate_mode,
+        "change": {"mode": candidate_mode}, "device": device,
+        "reason": next((g["reason"] for g in gates if not g["passed"]), gates[-1]["reason"]),
+        "gates": gates, "comparison": comparison.to_json() if comparison else None,
+        "cudagraphs": {"baseline": mode_uses_cudagraphs(modes["baseline"]) and not base_skipped and device != "cpu",
+                       "candidate": mode_uses_cudagraphs(modes["candidate"]) and not cand_skipped and device != "cpu"},
+        "notes": notes,
+    }
+
+
+def compile_callable_keep(model: Any, inputs: list[Any], mode: str) -> tuple[Any, Any, bool]:
+    """Like :func:`accounting_run.compile_callable` but without resetting dynamo (keeps the baseline)."""
+    import torch
+
+    from .accounting_run import WARMUP_CALLS, _cudagraph_skips, _synchronize
+
+    skips = _cudagraph_skips()
+    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    for _ in range(WARMUP_CALLS):
+        compiled(*inputs)
+    _synchronize(inputs)
+    return compiled, None, _cudagraph_skips() > skips
+
+
+def _interleaved(timer: Any, fn_a: Any, fn_b: Any, rounds: int) -> tuple[list[float], list[float]]:
+    """A,B then B,A alternately; one sample per side per round."""
+    for _ in range(2):
+        timer.once(fn_a)
+        timer.once(fn_b)
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a_ms.append(timer.once(fn_a))
+            b_ms.append(timer.once(fn_b))
+        else:
+            b_ms.append(timer.once(fn_b))
+            a_ms.append(timer.once(fn_a))
+    return a_ms, b_ms
