@@ -1,0 +1,277 @@
+"""``kernelopt profile PATH [--kernel NAME] [--json] [--ncu-csv FILE] [--events] [--device D]``.
+
+Per Triton kernel: time, time share, tier, DRAM/SM throughput, occupancy, registers, top ncu rule.
+Three sources, in order of preference:
+* ``--ncu-csv FILE``: analyse an existing ncu CSV; nothing runs;
+* ncu on a GPU, through :mod:`kernelopt_core.measure.ncu_profile` (cached);
+* no ncu (or a CPU-backend graph): the kernels are timed in a worker, the tier is "unknown",
+  and the output says that ncu was not available and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .common import console, err_console, fail, print_json
+
+if TYPE_CHECKING:
+    from ..artifacts.model import CompiledGraph
+    from ..events import EventSink
+    from ..measure.ncu import KernelMetrics
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("profile", help="per-kernel time, tier and ncu metrics of compiled graphs")
+    parser.add_argument("path", nargs="?", help="a dump folder or output_code.py (optional with --ncu-csv)")
+    parser.add_argument("--kernel", help="only this Triton kernel")
+    parser.add_argument("--ncu-csv", metavar="FILE", help="analyse this ncu --csv output; run nothing")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
+    parser.add_argument("--iters", type=int, default=1, help="profiled calls per graph under ncu")
+    parser.add_argument("--no-cache", action="store_true", help="re-run ncu even when results are cached")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    parser.set_defaults(handler=run)
+
+
+@dataclass
+class ProfileResult:
+    source: str  # "ncu-csv", "ncu" or "timing"
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    graphs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ncu_available: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "ncu_available": self.ncu_available, "graphs": self.graphs,
+                "kernels": self.kernels, "notes": self.notes}
+
+
+class ProfileFailed(Exception):
+    """A problem the user must fix (bad file, unknown kernel); printed, exit status 2."""
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..events import EventSink, emit_result, json_line_sink
+
+    sink = json_line_sink() if args.events else EventSink()
+    try:
+        result = profile(args, sink)
+    except ProfileFailed as exc:
+        if args.events:
+            emit_result({"error": str(exc)})
+        return fail(str(exc))
+    if args.events:
+        emit_result(result.to_json())
+    elif args.json:
+        print_json(result.to_json())
+    else:
+        _print(result)
+    return 0 if result.kernels else 1
+
+
+def profile(args: argparse.Namespace, sink: EventSink) -> ProfileResult:
+    graphs = _graphs(args.path) if args.path else []
+    if args.kernel and graphs:
+        graphs = [g for g in graphs if g.kernel(args.kernel) is not None]
+        if not graphs:
+            raise ProfileFailed(f"no graph under {args.path} has a Triton kernel named {args.kernel}")
+    if args.ncu_csv:
+        return _from_csv(args, graphs, sink)
+    if not args.path:
+        raise ProfileFailed("give a dump folder or output_code.py, or --ncu-csv FILE")
+    if not graphs:
+        raise ProfileFailed(f"no Inductor dumps found under {args.path}")
+    result = ProfileResult(source="ncu", graphs=[g.path for g in graphs])
+    for index, graph in enumerate(graphs):
+        sink.check_cancelled()
+        sink.progress(f"profiling {graph.name}", percentage=int(100 * index / len(graphs)), stage="profile")
+        _profile_graph(graph, args, sink, result)
+    if not result.ncu_available and any(row["source"] == "ncu" for row in result.kernels):
+        result.source = "mixed"
+    elif not result.ncu_available:
+        result.source = "timing"
+    sink.progress("profile done", percentage=100, stage="profile")
+    return result
+
+
+def _graphs(path: str) -> list[CompiledGraph]:
+    from ..artifacts import discover
+
+    if not Path(path).exists():
+        raise ProfileFailed(f"{path}: no such file or folder")
+    graphs, problems = discover(path)
+    for problem in problems:
+        err_console.print(f"[yellow]skipped[/yellow] {problem}")
+    return graphs
+
+
+def _from_csv(args: argparse.Namespace, graphs: list[CompiledGraph], sink: EventSink) -> ProfileResult:
+    from ..measure.ncu import NcuError, parse_ncu_csv, summarize_launches
+
+    path = Path(args.ncu_csv)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        launches = parse_ncu_csv(text, source=str(path))
+    except OSError as exc:
+        raise ProfileFailed(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except NcuError as exc:
+        raise ProfileFailed(str(exc)) from exc
+    sink.progress(f"read {len(launches)} profiled launch(es) from {path.name}", stage="profile")
+    metrics = summarize_launches(launches)
+    if args.kernel:
+        metrics = [m for m in metrics if m.name == args.kernel]
+        if not metrics:
+            raise ProfileFailed(f"{path}: no launch of a kernel named {args.kernel}")
+    kernels = {k.name: (g, k) for g in graphs for k in g.kernels}
+    result = ProfileResult(source="ncu-csv", graphs=[g.path for g in graphs])
+    result.kernels = _rows_from_metrics(metrics, kernels, peaks=None, source="ncu-csv")
+    return result
+
+
+def _rows_from_metrics(metrics: list[KernelMetrics], kernels: dict[str, Any], peaks: Any,
+                       source: str) -> list[dict[str, Any]]:
+    from ..analyst import analyze_kernel
+
+    def per_call_ns(m: KernelMetrics) -> float:
+        graph, _ = kernels.get(m.name, (None, None))
+        count = len(graph.launches_of(m.name)) if graph is not None else 1
+        return (m.duration_ns or 0.0) * max(1, count)
+
+    total = sum(per_call_ns(m) for m in metrics)
+    rows = []
+    for m in metrics:
+        graph, kernel = kernels.get(m.name, (None, None))
+        analysis = analyze_kernel(m, None, peaks, kernel)
+        rows.append({
+            "name": m.name, "graph": graph.path if graph is not None else None,
+            "kind": kernel.kind if kernel is not None else None,
+            "duration_ns": m.duration_ns, "time_share": per_call_ns(m) / total if total else None,
+            "time_share_of": "profiled kernels",
+            "tier": analysis.tier, "dram_pct": m.dram_pct, "sm_pct": m.compute_pct, "memory_pct": m.memory_pct,
+            "occupancy_pct": m.achieved_occupancy_pct, "registers": m.registers,
+            "block_size": m.block_size, "grid_size": m.grid_size, "launches": m.launches,
+            "rules": [r.to_json() for r in m.top_rules(len(m.rules))],
+            "top_rule": analysis.top_rules[0].name if analysis.top_rules else None,
+            "evidence": analysis.evidence, "directions": [d.to_json() for d in analysis.directions],
+            "achieved": analysis.achieved, "source": source,
+        })
+    return rows
+
+
+def _profile_graph(graph: CompiledGraph, args: argparse.Namespace, sink: EventSink, result: ProfileResult) -> None:
+    from ..measure.devices import DeviceMismatch, device_for_graph
+    from ..measure.ncu import NcuError, NcuNotFound, NcuPermissionDenied
+
+    try:
+        device = device_for_graph(args.device, graph.device, graph.name)
+    except DeviceMismatch as exc:
+        raise ProfileFailed(str(exc)) from exc
+    kernels = [args.kernel] if args.kernel else None
+    reason = None
+    if device == "cpu":
+        reason = f"{graph.name} runs on the CPU backend; ncu needs an NVIDIA GPU"
+    else:
+        from ..measure.ncu_profile import profile_graph
+        from ..measure.peaks import device_peaks
+
+        try:
+            profiled = profile_graph(graph, kernels=kernels, iters=args.iters, device=device,
+                                     use_cache=not args.no_cache, cancel=sink.cancel_event)
+        except NcuNotFound as exc:
+            reason = str(exc)
+        except NcuPermissionDenied as exc:
+            reason = str(exc)
+        except NcuError as exc:
+            reason = f"ncu failed on {graph.name}: {exc}"
+        else:
+            sink.progress(f"ncu: {len(profiled.kernels)} kernel(s) of {graph.name}"
+                          + (f" ({len(profiled.from_cache)} from cache)" if profiled.from_cache else ""),
+                          stage="profile")
+            peaks = device_peaks(device, cancel=sink.cancel_event)
+            result.notes.extend(profiled.notes)
+            result.kernels.extend(_rows_from_metrics(profiled.kernels, {k.name: (graph, k) for k in graph.kernels},
+                                                     peaks, "ncu"))
+            return
+    result.ncu_available = False
+    result.notes.append(f"ncu not available: {reason}; kernels timed in a {device} worker instead, tier unknown")
+    sink.progress(f"ncu not available; timing {graph.name} on {device}", stage="profile")
+    _timed_rows(graph, device, kernels, sink, result, reason or "")
+
+
+def _timed_rows(graph: CompiledGraph, device: str, only: list[str] | None, sink: EventSink,
+                result: ProfileResult, ncu_reason: str) -> None:
+    from ..analyst import analyze_kernel
+    from ..measure.launch_timing import MeasurementError, time_launches
+
+    try:
+        timing = time_launches(graph, device=device, cancel=sink.cancel_event)
+    except MeasurementError as exc:
+        raise ProfileFailed(f"ncu not available ({ncu_reason}), and timing without it failed too: {exc}") from exc
+    result.notes.extend(timing.notes)
+    for kernel in graph.kernels:
+        if only and kernel.name not in only:
+            continue
+        orders = [launch.order for launch in graph.launches_of(kernel.name)]
+        times = [timing.launch_times_ms[o] for o in orders if o in timing.launch_times_ms]
+        kernel_ms = sum(times) if times else None
+        analysis = analyze_kernel(None, None, None, kernel)
+        analysis.evidence.append(f"time per graph call: {kernel_ms:.4f} ms over {len(times)} launch(es), "
+                                 f"median of {timing.iters} runs ({timing.path} path, {timing.device})"
+                                 if kernel_ms is not None else "no time recorded for this kernel")
+        result.kernels.append({
+            "name": kernel.name, "graph": graph.path, "kind": kernel.kind,
+            "duration_ns": kernel_ms * 1e6 if kernel_ms is not None else None,
+            "time_share": kernel_ms / timing.total_ms if kernel_ms is not None and timing.total_ms else None,
+            "time_share_of": "graph", "tier": analysis.tier, "dram_pct": None, "sm_pct": None,
+            "memory_pct": None, "occupancy_pct": None, "registers": None, "block_size": None,
+            "grid_size": None, "launches": len(orders), "rules": [], "top_rule": None,
+            "evidence": analysis.evidence, "directions": [d.to_json() for d in analysis.directions],
+            "achieved": {}, "source": "timing", "timing_path": timing.path, "device": timing.device,
+            "graph_total_ms": timing.total_ms,
+        })
+
+
+def _fmt(value: Any, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _print(result: ProfileResult) -> None:
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("kernel", overflow="fold")
+    for column in ("time", "share"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("tier", no_wrap=True)
+    for column in ("DRAM", "SM", "occ.", "regs"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("top rule", overflow="fold")
+    styles = {"near-optimal": "green", "memory-bound": "yellow", "compute-bound": "yellow",
+              "underutilized": "red", "unknown": "dim"}
+    for row in result.kernels:
+        duration = row["duration_ns"]
+        time_text = "-" if duration is None else (f"{duration / 1e3:,.1f} us" if duration < 1e6
+                                                  else f"{duration / 1e6:,.2f} ms")
+        style = styles.get(row["tier"], "")
+        table.add_row(row["name"], time_text, _fmt(row["time_share"], ".1%"), f"[{style}]{row['tier']}[/{style}]",
+                      _fmt(row["dram_pct"], ".1f", "%"), _fmt(row["sm_pct"], ".1f", "%"),
+                      _fmt(row["occupancy_pct"], ".1f", "%"), _fmt(row["registers"], "d"), row["top_rule"] or "-")
+    console.print(f"[bold]profile[/bold] ({result.source}; time share of {_share_basis(result)})")
+    console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]note[/yellow] {note}")
+    for row in result.kernels:
+        console.print(f"\n[bold]{row['name']}[/bold]  {row['tier']}")
+        for line in row["evidence"]:
+            console.print(f"  {line}", highlight=False)
+        for direction in row["directions"]:
+            console.print(f"  [cyan]{direction['name']}[/cyan]: {direction['rationale']} ({direction['evidence']})",
+                          highlight=False)
+
+
+def _share_basis(result: ProfileResult) -> str:
+    bases = {row.get("time_share_of") for row in result.kernels} - {None}
+    return " / ".join(sorted(bases)) or "n/a"

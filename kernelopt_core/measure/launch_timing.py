@@ -1,0 +1,99 @@
+"""Per-launch and whole-graph times of one compiled graph, measured in a worker.
+
+``kernelopt inspect --time`` and ``kernelopt profile`` (without ncu) use this. Nothing here
+imports torch; the timing itself runs in :mod:`kernelopt_core.measure.graph_jobs` inside a worker.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..artifacts.model import CompiledGraph
+from ..dispatch import OverheadItem
+from .devices import device_for_graph
+from .job_context import in_worker, worker_device
+from .worker import JobFailure, Worker, get_worker
+
+LAUNCH_JOB = "kernelopt_core.measure.graph_jobs:time_launches_job"
+# Above this share of the graph's time outside kernels and vendor calls, a graph is launch-bound.
+LAUNCH_BOUND_SHARE = 0.20
+
+
+class MeasurementError(RuntimeError):
+    """A measurement job failed; ``failure`` says how (timeout, crash, oom, ...)."""
+
+    def __init__(self, what: str, failure: JobFailure):
+        self.failure = failure
+        super().__init__(f"{what} failed ({failure.kind}): {failure.message}")
+
+
+@dataclass
+class LaunchTiming:
+    graph: str
+    launch_times_ms: dict[int, float]  # keyed by launch/extern call ``order``
+    total_ms: float
+    overheads: list[OverheadItem]
+    path: str
+    device: str
+    iters: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"graph": self.graph, "launch_times_ms": {str(k): v for k, v in self.launch_times_ms.items()},
+                "total_ms": self.total_ms, "overheads": [o.to_json() for o in self.overheads],
+                "path": self.path, "device": self.device, "iters": self.iters, "notes": self.notes}
+
+
+def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker | None = None,
+                  iters: int | None = None, timeout_s: float = 600.0,
+                  cancel: threading.Event | None = None) -> LaunchTiming:
+    """Time every launch of ``graph`` (median over ``iters`` runs) and the whole graph."""
+    resolved = device_for_graph(device, graph.device, graph.name)
+    payload: dict[str, Any] = {"dump": graph.path, "device": resolved}
+    if iters:
+        payload["iters"] = iters
+    if worker is None and in_worker() and worker_device() == resolved:
+        # Already inside the worker that owns this device (a job timing a graph): no nested worker.
+        from .graph_jobs import time_launches_job
+
+        try:
+            return launch_timing_from_json(time_launches_job(payload))
+        except Exception as exc:  # noqa: BLE001 - the same typed error the worker path gives
+            raise MeasurementError(f"timing the launches of {graph.name}",
+                                   JobFailure("error", f"{type(exc).__name__}: {exc}")) from exc
+    runner = worker or get_worker(resolved)
+    outcome = runner.call(LAUNCH_JOB, payload, timeout_s=timeout_s, cancel=cancel)
+    if not outcome.ok or outcome.failure is not None:
+        assert outcome.failure is not None
+        raise MeasurementError(f"timing the launches of {graph.name}", outcome.failure)
+    return launch_timing_from_json(outcome.value)
+
+
+def launch_timing_from_json(value: dict[str, Any]) -> LaunchTiming:
+    launch_ms = {int(order): float(ms) for order, ms in value["launch_times_ms"].items()}
+    total = float(value["total_ms"])
+    return LaunchTiming(
+        graph=value.get("graph", ""), launch_times_ms=launch_ms, total_ms=total,
+        overheads=wrapper_overheads(launch_ms, total, value.get("device", "")), path=value["path"],
+        device=value.get("device", ""), iters=int(value.get("iters", 0)), notes=list(value.get("notes", [])),
+    )
+
+
+def wrapper_overheads(launch_ms: dict[int, float], total_ms: float, device: str) -> list[OverheadItem]:
+    """The graph time not spent inside any timed launch: Python wrapper, allocations, launch gaps."""
+    gap = total_ms - sum(launch_ms.values())
+    if gap <= 0 or total_ms <= 0:
+        return []
+    share = gap / total_ms
+    suggestion = ""
+    if share >= LAUNCH_BOUND_SHARE and device.startswith("cuda"):
+        suggestion = ("launch-bound: CUDA-graph replay (torch.compile mode='reduce-overhead' or 'max-autotune') "
+                      "removes most wrapper and launch time")
+    return [OverheadItem(
+        name="wrapper overhead", time_ms=gap, share=share,
+        detail=f"{gap:.3f} ms of {total_ms:.3f} ms outside kernels and vendor calls "
+               "(Python wrapper, allocations, launch gaps)",
+        suggestion=suggestion,
+    )]

@@ -1,0 +1,149 @@
+"""The worker process's main loop: ``python -m kernelopt_core.measure.worker_main --device D ...``.
+
+Runs only inside the worker subprocess (it imports torch at start-up). It reads one JSON request
+per line from ``--request-fd`` and answers one JSON line per job on ``--response-fd``. Its own
+stdout is pointed at stderr before anything runs, so no job output can corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from .job_context import DEVICE_ENV
+
+_FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
+_CUDA_ERROR_MARKERS = ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError",
+                       "device-side assert", "unspecified launch failure")
+
+
+def _write(fd: int, message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode("utf-8")
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _set_up_device(device: str) -> str:
+    """Prepare the device; returns the device this worker owns ("auto" resolved)."""
+    if device == "cpu":
+        from ..backends import cpu_triton
+
+        cpu_triton.activate()  # before anything imports triton
+        return "cpu"
+    import torch  # triton is not imported by torch itself, so the CPU backend can still follow
+
+    if device == "auto":
+        if torch.cuda.is_available():
+            index = torch.cuda.current_device()
+            torch.cuda.set_device(index)
+            return f"cuda:{index}"
+        from ..backends import cpu_triton
+
+        cpu_triton.activate()
+        return "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device!r} requested but torch sees no CUDA device")
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+        torch.cuda.set_device(index)
+        return f"cuda:{index}"
+    raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or auto")
+
+
+def _resolve(job: str) -> Any:
+    module_name, sep, function_name = job.partition(":")
+    if not sep or not module_name or not function_name:
+        raise ValueError(f"a job is 'package.module:function', got {job!r}")
+    module = importlib.import_module(module_name)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise AttributeError(f"{module_name} has no callable {function_name!r}")
+    return function
+
+
+def _classify(exc: BaseException) -> str:
+    declared = getattr(exc, "failure_kind", None)  # a job may say what went wrong
+    if declared in _FAILURE_KINDS:
+        return str(declared)
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return "oom"
+    text = f"{type(exc).__name__}: {exc}"
+    if any(marker in text for marker in _CUDA_ERROR_MARKERS):
+        return "cuda_error"
+    return "error"
+
+
+def _after_oom() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+def _run_job(request: dict[str, Any]) -> dict[str, Any]:
+    job_id = request.get("id")
+    job = str(request.get("job", ""))
+    try:
+        function = _resolve(job)
+        value = function(request.get("payload") or {})
+        text = json.dumps(value)  # must be JSON-able; checked here, where the traceback makes sense
+        return {"id": job_id, "ok": True, "value": json.loads(text)}
+    except BaseException as exc:  # noqa: BLE001 - report everything; SystemExit included
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        kind = _classify(exc)
+        if isinstance(exc, (TypeError, ValueError)) and "JSON serializable" in str(exc):
+            message = f"{job} returned a value that is not JSON-serializable: {exc}"
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        if kind == "oom":
+            _after_oom()
+        return {"id": job_id, "ok": False, "kind": kind, "message": message,
+                "traceback": traceback.format_exc(), "poisoned": kind == "cuda_error"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kernelopt-worker")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--request-fd", type=int, required=True)
+    parser.add_argument("--response-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    os.dup2(2, 1)  # anything written to fd 1 (print, C printf) lands in stderr
+    sys.stdout = sys.stderr
+    faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the stderr tail
+    response_fd = args.response_fd
+    try:
+        device = _set_up_device(args.device)
+    except Exception as exc:  # noqa: BLE001 - tell the parent why, then stop
+        _write(response_fd, {"startup_error": f"{type(exc).__name__}: {exc}"})
+        return 3
+    os.environ[DEVICE_ENV] = device
+    _write(response_fd, {"ready": True, "pid": os.getpid(), "device": device})
+    with os.fdopen(args.request_fd, "rb", buffering=0) as requests:
+        for raw in iter(requests.readline, b""):
+            try:
+                request = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if request.get("shutdown"):
+                break
+            reply = _run_job(request)
+            _write(response_fd, reply)
+            if reply.get("poisoned"):
+                return 4  # a faulted CUDA context cannot run another job
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

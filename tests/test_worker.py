@@ -1,0 +1,187 @@
+"""The worker subprocess: typed results, typed failures, replacement after a crash or hang, cancel.
+
+The job functions below run inside the worker (imported there as ``tests.test_worker``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from kernelopt_core.measure.worker import Worker, get_worker
+
+JOBS = "tests.test_worker"
+
+
+# --- jobs (run inside the worker) ------------------------------------------------------------
+
+
+def echo_job(payload: dict) -> dict:
+    from kernelopt_core.measure.job_context import worker_device
+
+    print("noise on stdout that must not corrupt the protocol")
+    os.write(1, b"raw fd-1 noise\n")
+    return {"echo": payload, "pid": os.getpid(), "device": worker_device("none"),
+            "interpret": os.environ.get("TRITON_INTERPRET")}
+
+
+def segfault_job(payload: dict) -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hang_job(payload: dict) -> None:
+    time.sleep(payload.get("seconds", 3600))
+
+
+def raise_job(payload: dict) -> None:
+    raise ValueError(f"bad value {payload.get('value')}")
+
+
+def oom_job(payload: dict) -> None:
+    raise MemoryError("cannot allocate 1 TiB")
+
+
+def cuda_error_job(payload: dict) -> None:
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def not_json_job(payload: dict) -> object:
+    return {"value": object()}
+
+
+def exit_job(payload: dict) -> None:
+    os._exit(7)
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker("cpu")
+    yield w
+    w.close()
+
+
+def test_job_runs_and_stdout_noise_is_harmless(worker: Worker) -> None:
+    outcome = worker.call(f"{JOBS}:echo_job", {"x": [1, 2]}, timeout_s=120)
+    assert outcome.ok, outcome.failure
+    assert outcome.value["echo"] == {"x": [1, 2]}
+    assert outcome.value["pid"] != os.getpid()
+    assert outcome.value["device"] == "cpu"
+    assert outcome.value["interpret"] == "1"  # the CPU Triton backend is active in a cpu worker
+    assert worker.resolved_device == "cpu"
+
+
+def test_segfault_is_a_crash_and_the_next_job_runs(worker: Worker) -> None:
+    before = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{JOBS}:segfault_job", {}, timeout_s=60)
+    assert not outcome.ok and outcome.failure is not None
+    assert outcome.failure.kind == "crash"
+    assert "SIGSEGV" in outcome.failure.message
+    assert "Segmentation fault" in (outcome.failure.traceback or "")  # faulthandler's report
+    after = worker.call(f"{JOBS}:echo_job", {"again": True}, timeout_s=120)
+    assert after.ok and after.value["echo"] == {"again": True}
+    assert after.value["pid"] != before
+
+
+def test_hang_past_timeout_is_killed_and_replaced(worker: Worker) -> None:
+    begin = time.monotonic()
+    outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 600}, timeout_s=1.0)
+    assert outcome.failure is not None and outcome.failure.kind == "timeout"
+    assert time.monotonic() - begin < 30
+    assert 1.0 <= outcome.wall_s < 30
+    # The replacement takes ~2-3 s to start (torch, the CPU backend); that does not count
+    # against the next job's own 1.5 s limit.
+    after = worker.call(f"{JOBS}:echo_job", {"n": 3}, timeout_s=1.5)
+    assert after.ok, after.failure
+    assert after.value["echo"] == {"n": 3}
+
+
+def test_exception_is_an_error_and_the_worker_survives(worker: Worker) -> None:
+    pid = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{JOBS}:raise_job", {"value": 42}, timeout_s=60)
+    assert outcome.failure is not None and outcome.failure.kind == "error"
+    assert "ValueError: bad value 42" in outcome.failure.message
+    assert "raise_job" in (outcome.failure.traceback or "")
+    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=60).value["pid"] == pid  # same process
+
+
+def test_oom_and_unserializable_results_are_typed(worker: Worker) -> None:
+    oom = worker.call(f"{JOBS}:oom_job", {}, timeout_s=60)
+    assert oom.failure is not None and oom.failure.kind == "oom"
+    bad = worker.call(f"{JOBS}:not_json_job", {}, timeout_s=60)
+    assert bad.failure is not None and bad.failure.kind == "error"
+    assert "not JSON-serializable" in bad.failure.message
+    missing = worker.call("kernelopt_core.measure.no_such_module:job", {}, timeout_s=60)
+    assert missing.failure is not None and missing.failure.kind == "error"
+    assert "no_such_module" in missing.failure.message
+
+
+def test_cuda_error_poisons_the_worker_which_is_replaced(worker: Worker) -> None:
+    pid = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{JOBS}:cuda_error_job", {}, timeout_s=60)
+    assert outcome.failure is not None and outcome.failure.kind == "cuda_error"
+    assert "illegal memory access" in outcome.failure.message
+    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
+
+
+def test_exit_is_a_crash_with_status(worker: Worker) -> None:
+    outcome = worker.call(f"{JOBS}:exit_job", {}, timeout_s=60)
+    assert outcome.failure is not None and outcome.failure.kind == "crash"
+    assert "status 7" in outcome.failure.message
+
+
+def test_cancel_a_running_job(worker: Worker) -> None:
+    worker.call(f"{JOBS}:echo_job", {}, timeout_s=120)  # started, so the cancel hits the job itself
+    cancel = threading.Event()
+    timer = threading.Timer(0.5, cancel.set)
+    timer.start()
+    begin = time.monotonic()
+    outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 600}, timeout_s=120, cancel=cancel)
+    timer.join()
+    assert outcome.failure is not None and outcome.failure.kind == "cancelled"
+    assert time.monotonic() - begin < 30
+    already = threading.Event()
+    already.set()
+    skipped = worker.call(f"{JOBS}:echo_job", {}, timeout_s=60, cancel=already)
+    assert skipped.failure is not None and skipped.failure.kind == "cancelled"
+    assert worker.call(f"{JOBS}:echo_job", {"after": "cancel"}, timeout_s=120).ok
+
+
+def test_jobs_on_one_worker_are_serialized(worker: Worker) -> None:
+    results: list[tuple[float, float]] = []
+
+    def run() -> None:
+        begin = time.monotonic()
+        outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 0.4}, timeout_s=60)
+        assert outcome.ok
+        results.append((begin, time.monotonic()))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    begin = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2
+    assert time.monotonic() - begin >= 0.8  # two 0.4 s jobs, one after the other
+
+
+def test_bad_device_is_a_startup_crash_not_an_exception() -> None:
+    w = Worker("tpu:3")
+    try:
+        outcome = w.call(f"{JOBS}:echo_job", {}, timeout_s=60)
+        assert outcome.failure is not None and outcome.failure.kind == "crash"
+        assert "unknown device 'tpu:3'" in outcome.failure.message
+    finally:
+        w.close()
+
+
+def test_get_worker_shares_one_per_device() -> None:
+    assert get_worker("cpu") is get_worker("cpu")
+    assert get_worker("cpu") is not get_worker("cuda:0")
