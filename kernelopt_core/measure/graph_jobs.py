@@ -117,11 +117,21 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
         notes.append(f"no time recorded for {len(missing)} launch(es): {', '.join(sorted(set(missing)))}")
     if unmatched:
         notes.append(f"timed calls not in the parsed timeline: {', '.join(sorted(unmatched))}")
+    overheads: list[dict[str, Any]] = []
+    if payload.get("overheads", True):
+        # Named wrapper-level overheads (launch gaps, host time, CUDA-graph input copies).
+        from .accounting_run import overheads_for_graph
+
+        try:
+            overheads = [item.to_json() for item in
+                         overheads_for_graph(graph, device, module=module, args=input_sets[0])]
+        except Exception as exc:  # noqa: BLE001 - overheads are an addition; keep the launch times
+            notes.append(f"overhead accounting failed: {type(exc).__name__}: {exc}")
     return {
         "graph": graph.name, "dump": payload["dump"], "device": device, "iters": iters,
         "path": TimingPath.MODULE_CALL.value,
         "launch_times_ms": {str(order): ms for order, ms in launch_ms.items()},
-        "total_ms": total_ms, "notes": notes,
+        "total_ms": total_ms, "notes": notes, "overheads": overheads,
     }
 
 

@@ -74,9 +74,15 @@ def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker 
 def launch_timing_from_json(value: dict[str, Any]) -> LaunchTiming:
     launch_ms = {int(order): float(ms) for order, ms in value["launch_times_ms"].items()}
     total = float(value["total_ms"])
+    if value.get("overheads"):
+        from .accounting import overheads_from_json
+
+        overheads = overheads_from_json(value["overheads"])
+    else:
+        overheads = wrapper_overheads(launch_ms, total, value.get("device", ""))
     return LaunchTiming(
         graph=value.get("graph", ""), launch_times_ms=launch_ms, total_ms=total,
-        overheads=wrapper_overheads(launch_ms, total, value.get("device", "")), path=value["path"],
+        overheads=overheads, path=value["path"],
         device=value.get("device", ""), iters=int(value.get("iters", 0)), notes=list(value.get("notes", [])),
     )
 
