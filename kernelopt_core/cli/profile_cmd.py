@@ -43,10 +43,11 @@ class ProfileResult:
     graphs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     ncu_available: bool = True
+    overheads: list[dict[str, Any]] = field(default_factory=list)  # wrapper-level items, per graph
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "ncu_available": self.ncu_available, "graphs": self.graphs,
-                "kernels": self.kernels, "notes": self.notes}
+                "kernels": self.kernels, "overheads": self.overheads, "notes": self.notes}
 
 
 class ProfileFailed(Exception):
@@ -211,6 +212,10 @@ def _timed_rows(graph: CompiledGraph, device: str, only: list[str] | None, sink:
     except MeasurementError as exc:
         raise ProfileFailed(f"ncu not available ({ncu_reason}), and timing without it failed too: {exc}") from exc
     result.notes.extend(timing.notes)
+    from ..measure.accounting import describe_overhead
+
+    for item in timing.overheads:
+        result.overheads.append({"graph": graph.path, **item.to_json(), "description": describe_overhead(item)})
     for kernel in graph.kernels:
         if only and kernel.name not in only:
             continue
@@ -261,6 +266,10 @@ def _print(result: ProfileResult) -> None:
                       _fmt(row["occupancy_pct"], ".1f", "%"), _fmt(row["registers"], "d"), row["top_rule"] or "-")
     console.print(f"[bold]profile[/bold] ({result.source}; time share of {_share_basis(result)})")
     console.print(table)
+    for item in result.overheads:
+        console.print(f"[cyan]overhead[/cyan] {item['description']}", highlight=False)
+        if item.get("suggestion"):
+            console.print(f"  hint: {item['suggestion']}", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]note[/yellow] {note}")
     for row in result.kernels:
