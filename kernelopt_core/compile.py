@@ -67,8 +67,10 @@ def build_problem(module: ModuleType, device: str, dtype: Any = None, seed: int 
 
     torch.manual_seed(seed)
     try:
-        model = module.Model(*module.get_init_inputs()).eval().to(device)
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        # Build on the device: GPU-sized inputs (GBs) made on the CPU and copied over are slow.
+        with torch.device(device):
+            model = module.Model(*module.get_init_inputs()).eval().to(device)
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
     except Exception as exc:  # noqa: BLE001
         raise ProblemError(f"building the model failed: {type(exc).__name__}: {exc}") from exc
     if dtype is not None:

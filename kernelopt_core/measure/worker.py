@@ -363,9 +363,11 @@ def get_worker(device: str) -> Worker:
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all_workers() -> None:
+    """Close every shared worker (also run at exit); call it before a fast ``os._exit``."""
     with _WORKERS_LOCK:
         workers = list(_WORKERS.values())
         _WORKERS.clear()
     for worker in workers:
         worker.close()
+

@@ -1,0 +1,232 @@
+"""The benchmark suite on the H200, within a hard time budget (about 8 minutes).
+
+Run on the device: PYTHONPATH=.:server python benchmarks/gpu/bench.py OUT_DIR
+
+Three phases, each recorded even when a later one runs out of time:
+1. eager survey: every problem's eager time against the 1-15 ms target and its stated estimate;
+2. the campaign on one GPU with the offline provider and a reduced beam (B=2, T=1, N=2, K=1,
+   no ncu, one finalist, one kernel per graph), a per-problem cap, problems interleaved by level
+   (L1, L2, L3, L1, ...) so each level is covered; problems not started within the budget are
+   listed as not reached;
+3. when a second GPU is visible: the problems finished in phase 2 (up to 4) again on 2 GPUs, with
+   the campaign's wall time against the same problems' one-GPU wall times.
+Only torch, triton, numpy and rich are needed (no anthropic/pygls/watchdog). GPU clocks and
+settings are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+BUDGET_S = 470.0  # the whole script, all phases
+SURVEY_S = 100.0
+PER_PROBLEM_S = 80.0  # a problem still running at this point is killed and recorded as a timeout
+TWO_GPU_RESERVE_S = 120.0
+TWO_GPU_PROBLEMS = 4
+REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
+REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
+
+
+def _write(out_dir: str, name: str, data: Any) -> None:
+    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, default=str)
+
+
+def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: float, scale: str | None) -> Any:
+    from kernelopt_core.bench.config import CampaignConfig
+
+    return CampaignConfig(device=device, gpus=gpus, provider="offline", scale=scale, timeout_s=per_problem_s,
+                          deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
+                          confirm_rounds=15, **REDUCED_BEAM)
+
+
+def _stderr_sink() -> Any:
+    """One line per finished problem on stderr, for the log of the GPU session."""
+    from kernelopt_core.events import EventSink
+
+    def show(event: Any) -> None:
+        if event.stage in ("problem-done", "campaign"):
+            sys.stderr.write(f"[bench] {event.message}\n")
+            sys.stderr.flush()
+
+    return EventSink(show)
+
+
+def _campaign_json(result: Any) -> dict[str, Any]:
+    summary = result.summary
+    return {
+        "out_dir": result.out_dir, "wall_s": result.info.wall_s, "workers": result.info.workers,
+        "counts": summary.counts, "fallback_reasons": summary.fallback_reasons, "error_reasons": summary.error_reasons,
+        "geomean_vs_max_autotune": {level: g.geomean_vs_max_autotune for level, g in summary.levels.items()},
+        "geomean_vs_max_autotune_all": summary.overall.geomean_vs_max_autotune,
+        "geomean_vs_eager": {level: g.geomean_vs_eager for level, g in summary.levels.items()},
+        "fast_p": summary.overall.fast_p,
+        "regressions": summary.regression.regressions, "regression_count": len(summary.regression.regressions),
+        "unconfirmed": summary.regression.unconfirmed,
+        "not_reached": result.not_reached,
+        "problems": [{"name": r.name, "level": r.level, "outcome": r.outcome, "category": r.category,
+                      "reason": r.reason[:200], "wall_s": r.wall_s, "stage_seconds": r.stage_seconds,
+                      "vs_max_autotune": r.vs_max_autotune.to_json() if r.vs_max_autotune else None,
+                      "eager_ms": (r.eager or {}).get("median_ms"),
+                      "max_autotune_ms": (r.max_autotune or {}).get("median_ms"), "gpu": r.gpu}
+                     for r in result.results],
+    }
+
+
+def _markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Benchmark suite on the GPU (offline provider, reduced beam)", ""]
+    lines.append(f"- device: {summary.get('device')}; GPUs visible: {summary.get('gpus_visible')}; "
+                 f"total wall {summary.get('wall_s', 0):.0f} s of a {BUDGET_S:.0f} s budget")
+    lines.append(f"- beam: {REDUCED_BEAM}, optimizer options {REDUCED_OPTIONS}; per-problem cap {PER_PROBLEM_S:.0f} s")
+    survey = summary.get("eager_survey") or {}
+    if survey:
+        lines += ["", "## Eager times against the 1-15 ms target",
+                  f"{survey.get('within_target')} of {survey.get('measured')} measured problems within target; "
+                  f"median measured/estimate {survey.get('median_measured_over_estimate')}", "",
+                  "| problem | eager ms | estimate ms | measured/estimate | within 1-15 ms |", "|---|---|---|---|---|"]
+        for row in survey.get("rows", []):
+            ms = row.get("median_ms")
+            ratio = row.get("measured_over_estimate")
+            lines.append(f"| `{row['name']}` | {f'{ms:.3g}' if ms else row.get('error', '–')} | "
+                         f"{row.get('estimate_ms')} | {f'{ratio:.2f}' if ratio else '–'} | "
+                         f"{'yes' if row.get('within_target') else 'NO'} |")
+    for key, title in (("campaign_1gpu", "Campaign on 1 GPU"), ("campaign_2gpu", "Campaign on 2 GPUs")):
+        data = summary.get(key)
+        if not data:
+            continue
+        if "error" in data:
+            lines += ["", f"## {title}", f"failed: {data['error']}"]
+            continue
+        lines += ["", f"## {title}", f"- wall {data['wall_s']:.0f} s; counts {data['counts']}; "
+                  f"regressions {data['regression_count']} {data['regressions'] or ''}",
+                  f"- geomean vs max-autotune per level: {data['geomean_vs_max_autotune']} "
+                  f"(all: {data['geomean_vs_max_autotune_all']})",
+                  f"- fallback reasons {data['fallback_reasons']}; errors {data['error_reasons']}",
+                  f"- not reached ({len(data['not_reached'])}): {', '.join(data['not_reached']) or 'none'}",
+                  "", "| problem | outcome | reason | wall s | vs max-autotune |", "|---|---|---|---|---|"]
+        for row in data["problems"]:
+            figure = row["vs_max_autotune"]
+            shown = f"{figure['value']:.3f} [{figure['ci_low']:.3f}, {figure['ci_high']:.3f}]" if figure else "–"
+            reason = str(row["reason"]).replace("|", "/")[:90]
+            lines.append(f"| `{row['name']}` | {row['outcome']} | {reason} | {row['wall_s']:.1f} | {shown} |")
+    scaling = summary.get("scaling")
+    if scaling:
+        lines += ["", "## Two-GPU scaling", json.dumps(scaling)]
+    return "\n".join(lines) + "\n"
+
+
+def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str | None = None,
+        budget_s: float = BUDGET_S, per_problem_s: float = PER_PROBLEM_S, levels: set[int] | None = None) -> dict:
+    """The suite on this machine's GPU(s); ``device="cpu"``/``scale="tiny"`` give a CPU smoke test."""
+    from kernelopt_core.bench.campaign import run_campaign
+    from kernelopt_core.bench.eager_survey import survey_eager
+    from kernelopt_core.bench.scheduler import resolve_device, visible_gpus
+    from kernelopt_core.bench.suite import discover_suite, interleave_levels
+
+    started = time.monotonic()
+    os.makedirs(out_dir, exist_ok=True)
+    suite = suite or os.path.join(ROOT, "benchmarks", "problems")
+    gpus = visible_gpus()
+    kind = resolve_device(device, gpus)
+    summary: dict[str, Any] = {"device": kind, "gpus_visible": len(gpus), "suite": suite, "budget_s": budget_s,
+                               "beam": REDUCED_BEAM, "optimizer_options": REDUCED_OPTIONS,
+                               "per_problem_s": per_problem_s}
+    try:
+        import torch
+
+        summary["torch"] = torch.__version__
+        summary["gpu_name"] = torch.cuda.get_device_name(0) if kind == "cuda" else None
+    except Exception as exc:  # noqa: BLE001
+        summary["torch"] = f"unavailable: {exc}"
+    problems = interleave_levels(discover_suite(suite, levels))
+    summary["problems"] = len(problems)
+
+    def left() -> float:
+        return budget_s - (time.monotonic() - started)
+
+    # 1. eager survey
+    try:
+        survey_device = "cuda:0" if kind == "cuda" else "cpu"
+        env = {"KERNELOPT_PROBLEM_SCALE": scale} if scale else None
+        rows = survey_eager(problems, os.path.join(out_dir, "survey"), survey_device,
+                            timeout_s=min(SURVEY_S, max(10.0, left() * 0.25)), env=env)
+        measured = [r for r in rows if r.get("median_ms") is not None]
+        ratios = sorted(r["measured_over_estimate"] for r in measured if r.get("measured_over_estimate"))
+        summary["eager_survey"] = {
+            "measured": len(measured), "within_target": sum(1 for r in measured if r["within_target"]),
+            "outside_target": [r["name"] for r in measured if not r["within_target"]],
+            "failed": [r["name"] for r in rows if r.get("median_ms") is None],
+            "median_measured_over_estimate": ratios[len(ratios) // 2] if ratios else None, "rows": rows,
+        }
+    except Exception as exc:  # noqa: BLE001 - record and go on to the campaign
+        summary["eager_survey"] = {"error": f"{type(exc).__name__}: {exc}"}
+    _write(out_dir, "bench_gpu.json", summary)
+
+    # 2. the campaign on one GPU
+    two_gpus = kind == "cuda" and len(gpus) >= 2
+    reserve = TWO_GPU_RESERVE_S if two_gpus else 0.0
+    allot = left() - reserve - 10.0
+    one: Any = None
+    try:
+        config = _campaign_config(device, 1 if kind == "cuda" else 0, allot - per_problem_s, per_problem_s, scale)
+        one = run_campaign(problems, config, os.path.join(out_dir, "campaign_1gpu"), _stderr_sink(), suite=suite)
+        summary["campaign_1gpu"] = _campaign_json(one)
+    except Exception as exc:  # noqa: BLE001
+        summary["campaign_1gpu"] = {"error": f"{type(exc).__name__}: {exc}"}
+    _write(out_dir, "bench_gpu.json", summary)
+
+    # 3. the same problems on two GPUs
+    if two_gpus and one is not None:
+        finished = [r.name for r in one.results if r.outcome != "error"][:TWO_GPU_PROBLEMS]
+        subset = [p for p in problems if p.name in finished]
+        if len(subset) >= 2 and left() > per_problem_s:
+            try:
+                config = _campaign_config(device, 2, left() - per_problem_s - 5.0, per_problem_s, scale)
+                two = run_campaign(subset, config, os.path.join(out_dir, "campaign_2gpu"), _stderr_sink(), suite=suite)
+                summary["campaign_2gpu"] = _campaign_json(two)
+                one_gpu_walls = {r.name: r.wall_s for r in one.results}
+                sequential = sum(one_gpu_walls[p.name] for p in subset)
+                own = sum(r.wall_s for r in two.results)
+                summary["scaling"] = {
+                    "problems": [p.name for p in subset], "one_gpu_sum_wall_s": round(sequential, 1),
+                    "two_gpu_campaign_wall_s": two.info.wall_s,
+                    "wall_time_speedup": round(sequential / two.info.wall_s, 3) if two.info.wall_s else None,
+                    # the same problems' own walls on 2 GPUs: warm caches do not inflate this one
+                    "parallel_speedup": round(own / two.info.wall_s, 3) if two.info.wall_s else None,
+                    "note": "the second run reuses Triton's on-disk cache; parallel_speedup compares the "
+                            "2-GPU run against its own per-problem walls",
+                }
+            except Exception as exc:  # noqa: BLE001
+                summary["campaign_2gpu"] = {"error": f"{type(exc).__name__}: {exc}"}
+        else:
+            summary["campaign_2gpu"] = {"error": "skipped: fewer than 2 finished problems or no time left"}
+    elif kind == "cuda":
+        summary["campaign_2gpu"] = None
+        summary["two_gpu_note"] = f"only {len(gpus)} GPU visible: the 2-GPU campaign was not run"
+    summary["wall_s"] = round(time.monotonic() - started, 1)
+    _write(out_dir, "bench_gpu.json", summary)
+    with open(os.path.join(out_dir, "bench_gpu.md"), "w", encoding="utf-8") as handle:
+        handle.write(_markdown(summary))
+    brief = {k: v for k, v in summary.items() if k not in ("eager_survey", "campaign_1gpu", "campaign_2gpu")}
+    for key in ("campaign_1gpu", "campaign_2gpu"):
+        data = summary.get(key)
+        if isinstance(data, dict):
+            brief[key] = {k: data.get(k) for k in ("wall_s", "counts", "geomean_vs_max_autotune",
+                                                    "regression_count", "not_reached", "error") if k in data}
+    survey = summary.get("eager_survey") or {}
+    brief["eager_survey"] = {k: survey.get(k) for k in ("measured", "within_target", "outside_target",
+                                                         "median_measured_over_estimate", "error") if k in survey}
+    return brief
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else "/tmp/bench_gpu"
+    print(json.dumps(run(target), indent=1, default=str))

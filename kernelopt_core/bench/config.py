@@ -1,0 +1,58 @@
+"""The settings of a campaign, shared by the parent process and every problem's subprocess."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DTYPES = ("fp32", "bf16")
+
+
+@dataclass
+class CampaignConfig:
+    device: str = "auto"  # auto, cpu (the CPU Triton backend) or cuda
+    dtype: str = "fp32"  # bf16 casts the model and the floating-point inputs
+    scale: str | None = None  # sets KERNELOPT_PROBLEM_SCALE in each problem's process (e.g. "tiny")
+    provider: str = "offline"
+    model: str | None = None  # the LLM model for LLM providers; None keeps the optimizer's default
+    beam_width: int | None = None  # None keeps the optimizer's defaults (B=4, T=5, N=4, K=4)
+    iterations: int | None = None
+    plans: int | None = None
+    retries: int | None = None
+    force: bool = False  # optimize vendor-dominated graphs too
+    optimizer_options: dict[str, Any] = field(default_factory=dict)  # any other OptimizeConfig field
+    optimize: bool = True  # False: time, compile and classify only
+    gpus: int = 0  # spread over this many local GPUs (one slot per GPU); 0 = one slot
+    workers: int = 1  # parallel CPU slots when the device is the CPU
+    ray_address: str | None = None  # "local" or a cluster address
+    resume: bool = False
+    timeout_s: float = 1800.0  # per problem, including compile and search
+    deadline_s: float | None = None  # no problem starts after this many seconds of campaign time
+    timing_reps: int | None = None  # None adapts to the callable's speed
+    confirm_rounds: int | None = None  # rounds of the confirmation A/B; None: the timer's default
+    plot: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        if self.timeout_s <= 0:
+            raise ValueError("the per-problem timeout must be positive")
+        if self.gpus < 0 or self.workers < 1:
+            raise ValueError("--gpus must be >= 0 and --workers >= 1")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CampaignConfig:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def optimizer_overrides(self) -> dict[str, Any]:
+        """Fields for the optimizer's OptimizeConfig that this campaign sets (None = its default).
+
+        The named fields win over ``optimizer_options``; fields the optimizer does not know are
+        dropped by the problem job (and noted in its result)."""
+        values = {**self.optimizer_options, "provider": self.provider, "model": self.model, "beam_width": self.beam_width,
+                  "iterations": self.iterations, "plans": self.plans, "retries": self.retries,
+                  "force": self.force}
+        return {k: v for k, v in values.items() if v is not None}

@@ -1,0 +1,417 @@
+"""One problem of a campaign, run inside its own subprocess. Imports torch: subprocess only.
+
+``python -m kernelopt_core.bench.problem_job PAYLOAD.json`` runs the stages below, streams
+``@kernelopt-event`` progress lines on stdout, and writes the problem's result file. Every stage
+failure becomes a recorded error (or a note, for stages the result can do without); the
+parent turns a crash or a timeout of this process into an error result too.
+
+Stages: import, build, eager (time the eager module), compile (Inductor dumps via
+``compile_problem``), max-autotune (time the full ``torch.compile`` callable), classify
+(``dispatch.analyze``), optimize (the optimizer and its gates), confirm (an independent A/B of
+the accepted graph against Inductor's, through ``module-call``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import EventSink, ProgressEvent, json_line_sink
+from .config import CampaignConfig
+from .dtype_adapter import write_bf16_problem
+from .figures import derived_eager_speedup, identity_speedup, ratio_of_medians
+from .outcome import classify_decision
+from .results import ProblemResult, Speedup, write_result
+from .suite import ProblemSpec
+
+MODULE_CALL = "module-call"
+TRACEBACK_LINES = 30
+# Stages a result can do without: their failure is a note, not an error.
+SOFT_STAGES = {"max-autotune", "classify", "confirm"}
+
+
+class StageFailed(Exception):
+    def __init__(self, stage: str, message: str, exc: BaseException | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.exc = exc
+
+
+@dataclass
+class ProblemState:
+    """What the stages hand each other."""
+
+    spec: ProblemSpec
+    config: CampaignConfig
+    device: str
+    work_dir: str
+    result: ProblemResult
+    sink: EventSink
+    problem_path: str = ""
+    module: Any = None
+    model: Any = None
+    eager_samples: list[float] = field(default_factory=list)
+    compiled_samples: list[float] = field(default_factory=list)
+    compiled_path: str | None = None
+    graph_paths: list[str] = field(default_factory=list)
+    graph: Any = None  # the CompiledGraph the optimizer works on
+    optimize_result: Any = None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@contextmanager
+def stage(state: ProblemState, name: str) -> Iterator[None]:
+    state.result.stage = name
+    state.sink.progress(f"{state.spec.name}: {name}", stage=name, problem=state.spec.name)
+    started = time.perf_counter()
+    try:
+        yield
+    except StageFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure of problem code is recorded, never fatal
+        raise StageFailed(name, f"{type(exc).__name__}: {exc}", exc) from exc
+    finally:
+        state.result.stage_seconds[name] = round(time.perf_counter() - started, 3)
+
+
+def _traceback_tail(exc: BaseException | None) -> str | None:
+    if exc is None:
+        return None
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
+    return "\n".join(lines[-TRACEBACK_LINES:])
+
+
+def run_problem(payload: dict[str, Any], sink: EventSink | None = None) -> ProblemResult:
+    """Run every stage for one problem and return its result (also written to its file)."""
+    spec = ProblemSpec.from_json(payload["problem"])
+    config = CampaignConfig.from_json(payload["config"])
+    device = payload.get("device") or "cpu"
+    started = time.perf_counter()
+    result = ProblemResult(name=spec.name, level=spec.level, path=spec.path, outcome="error",
+                           reason="not finished", device=device, dtype=config.dtype, started=_now(),
+                           gpu=payload.get("gpu"), log_path=payload.get("log_path"))
+    state = ProblemState(spec=spec, config=config, device=device, work_dir=payload["work_dir"], result=result,
+                         sink=sink or EventSink())
+    try:
+        _run_stages(state)
+    except StageFailed as failure:
+        result.outcome = "error"
+        result.category = failure.stage
+        result.reason = f"{failure.stage} failed: {failure}"
+        result.error = {"stage": failure.stage, "type": type(failure.exc).__name__ if failure.exc else "StageFailed",
+                        "message": str(failure), "traceback": _traceback_tail(failure.exc)}
+    result.wall_s = round(time.perf_counter() - started, 3)
+    result.finished = _now()
+    if payload.get("out_dir"):
+        write_result(payload["out_dir"], result)
+    return result
+
+
+def _run_stages(state: ProblemState) -> None:
+    import torch
+
+    config, result = state.config, state.result
+    if state.device == "cpu":
+        from ..backends import cpu_triton
+
+        cpu_triton.activate()  # before anything imports triton
+    elif torch.cuda.is_available():
+        result.gpu = f"{result.gpu or '0'} ({torch.cuda.get_device_name(0)})"
+    with stage(state, "import"):
+        from ..compile import ProblemError, load_problem
+
+        state.problem_path = state.spec.path
+        if config.dtype == "bf16":
+            state.problem_path = write_bf16_problem(state.spec.path, state.work_dir)
+        try:
+            state.module = load_problem(state.problem_path)
+        except ProblemError as exc:
+            raise StageFailed("import", str(exc), exc) from exc
+    with stage(state, "build"):
+        torch.manual_seed(0)
+        with torch.device(state.device):  # large weights are made on the device, not copied there
+            state.model = state.module.Model(*state.module.get_init_inputs()).eval()
+        state.model = state.model.to(state.device)
+        _make_inputs(state)(0)
+    with stage(state, "eager"):
+        from ..measure.timing import time_callable
+
+        model = state.model
+
+        def eager(inputs: list[Any]) -> Any:
+            with torch.no_grad():
+                return model(*inputs)
+
+        stats = time_callable(eager, device=state.device, path="eager", make_inputs=_make_inputs(state),
+                              reps=config.timing_reps)
+        result.eager = stats.to_json()
+        state.eager_samples = list(stats.samples_ms)
+    with stage(state, "compile"):
+        _compile(state)
+    _soft(state, "max-autotune", _time_compiled)
+    _release_baselines(state)
+    _soft(state, "classify", _classify)
+    if not config.optimize:
+        result.outcome, result.category = "fallback", "not-optimized"
+        result.reason = "not optimized (--no-optimize): the compiler's own code"
+        _baseline_figures(state)
+        return
+    with stage(state, "optimize"):
+        _optimize(state)
+    if result.outcome == "optimized":
+        _soft(state, "confirm", _confirm)
+    _baseline_figures(state)
+
+
+def _soft(state: ProblemState, name: str, step: Callable[[ProblemState], None]) -> None:
+    try:
+        with stage(state, name):
+            step(state)
+    except StageFailed as failure:
+        state.result.notes.append(f"{name} failed (the result goes on without it): {failure}")
+
+
+def _make_inputs(state: ProblemState) -> Callable[[int], list[Any]]:
+    import torch
+
+    def make(index: int) -> list[Any]:
+        torch.manual_seed(1000 + index)
+        with torch.device(state.device):
+            values = state.module.get_inputs()
+        return [v.to(state.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    return make
+
+
+def _compile(state: ProblemState) -> None:
+    from ..compile import ProblemError, compile_problem
+
+    mode = "max-autotune" if state.device.startswith("cuda") else "default"
+    try:
+        compiled = compile_problem(state.problem_path, os.path.join(state.work_dir, "dump"), mode,
+                                   "cuda" if state.device.startswith("cuda") else "cpu")
+    except ProblemError as exc:
+        raise StageFailed("compile", str(exc), exc) from exc
+    state.graph_paths = list(compiled.graphs)
+    state.result.compile_s = compiled.compile_s
+    state.result.graphs = len(compiled.graphs)
+    state.result.notes.extend(compiled.notes)
+    state.result.notes.append(f"compiled vs eager: max abs error {compiled.max_abs_err:.3g}, "
+                              f"max relative error {compiled.max_rel_err:.3g}")
+
+
+def _time_compiled(state: ProblemState) -> None:
+    """The full torch.compile callable: the user's view of max-autotune (CUDA graphs on a GPU)."""
+    import torch
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    from ..measure.timing import time_callable
+
+    cuda = state.device.startswith("cuda")
+    inductor_config.trace.enabled = False  # the dumps are written; a second trace would only duplicate them
+    torch._dynamo.reset()
+    compiled = torch.compile(state.model, mode="max-autotune" if cuda else None)
+
+    def call(inputs: list[Any]) -> Any:
+        with torch.no_grad():
+            return compiled(*inputs)
+
+    call(_make_inputs(state)(0))  # compile outside the timed region
+    path = "compiled-callable-cudagraphs" if cuda else "compiled-callable"
+    stats = time_callable(call, device=state.device, path=path, make_inputs=_make_inputs(state),
+                          reps=state.config.timing_reps)
+    state.result.max_autotune = stats.to_json()
+    state.compiled_samples = list(stats.samples_ms)
+    state.compiled_path = path
+
+
+def _release_baselines(state: ProblemState) -> None:
+    """Free the eager model and the compiled callable (and its CUDA-graph pool) before the search,
+    whose workers share this GPU. Only the timing samples are kept."""
+    import gc
+
+    import torch
+    import torch._dynamo
+
+    state.model = None
+    torch._dynamo.reset()
+    gc.collect()
+    if state.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def _classify(state: ProblemState) -> None:
+    from ..artifacts import parse_output_code
+    from ..dispatch import analyze
+
+    graphs = [parse_output_code(path) for path in state.graph_paths]
+    if not graphs:
+        state.result.classification = "no-triton"
+        state.result.dispatch_evidence = "torch.compile produced no graph"
+        return
+    # the graph with the most Triton launches is the one worth optimizing
+    state.graph = max(graphs, key=lambda g: (len(g.launches), len(g.kernels)))
+    state.result.kernels = sum(len(g.kernels) for g in graphs)
+    state.result.extern_calls = sum(len(g.extern_calls) for g in graphs)
+    report = None
+    if state.device.startswith("cuda"):
+        try:
+            from ..measure.launch_timing import time_launches
+
+            timing = time_launches(state.graph, device=state.device)
+            report = analyze(state.graph, timing.launch_times_ms, timing.overheads, timing.path)
+        except Exception as exc:  # noqa: BLE001 - the untimed classification still stands
+            state.result.notes.append(f"per-launch timing failed, classified by launch counts: {exc}")
+    if report is None:
+        report = analyze(state.graph)
+    state.result.classification = report.classification
+    state.result.dispatch_evidence = report.evidence
+    if len(graphs) > 1:
+        state.result.notes.append(f"{len(graphs)} graphs (graph breaks); optimizing {state.graph.name}")
+
+
+def _optimize(state: ProblemState) -> None:
+    result = state.result
+    if state.graph is None:
+        if state.graph_paths:
+            from ..artifacts import parse_output_code
+
+            state.graph = parse_output_code(state.graph_paths[0])
+        else:
+            result.outcome, result.category = "fallback", "no-triton-kernels"
+            result.reason = "torch.compile produced no graph to optimize"
+            return
+    try:
+        from ..search.pipeline import OptimizeConfig, optimize
+    except ImportError as exc:
+        raise StageFailed("optimize", f"the optimizer is not available: {exc}", exc) from exc
+    known = OptimizeConfig.__dataclass_fields__
+    wanted = state.config.optimizer_overrides()
+    settings = {k: v for k, v in wanted.items() if k in known}
+    if unknown := sorted(set(wanted) - set(known)):
+        result.notes.append(f"optimizer options it does not know were ignored: {', '.join(unknown)}")
+    settings["device"] = state.device
+    settings["run_root"] = os.path.join(state.work_dir, "runs")
+    config = OptimizeConfig(**settings)
+    name = state.spec.name
+
+    def forward(event: ProgressEvent) -> None:  # the optimizer's own progress, tagged with the problem
+        state.sink.progress(f"{name}: {event.message}", stage="optimize", problem=name,
+                            iteration=event.iteration, iterations=event.iterations,
+                            best_speedup=event.best_speedup)
+
+    inner = EventSink(forward, state.sink.cancel_event)
+    outcome = optimize(state.graph.path, config=config, sink=inner)
+    state.optimize_result = outcome
+    cascade = outcome.cascade.to_json() if getattr(outcome, "cascade", None) is not None else None
+    result.outcome, result.category = classify_decision(outcome.decision, outcome.reason, cascade,
+                                                        result.classification)
+    result.reason = outcome.reason or outcome.decision
+    result.run_id, result.run_dir = outcome.run_id, outcome.run_dir
+    result.kernels_changed = sorted(getattr(outcome, "accepted_sources", {}) or {})
+    if outcome.speedup is not None:
+        ci = outcome.ci or (outcome.speedup, outcome.speedup)
+        result.gate4 = {"speedup": outcome.speedup, "ci_low": ci[0], "ci_high": ci[1],
+                        "path": outcome.timing_path}
+    if result.outcome == "error":
+        result.reason = f"the optimizer returned an unknown decision {outcome.decision!r}: {outcome.reason}"
+
+
+def _restitched_path(state: ProblemState) -> str:
+    outcome = state.optimize_result
+    cascade = getattr(outcome, "cascade", None)
+    path = getattr(cascade, "restitched_path", None) if cascade is not None else None
+    if path and os.path.isfile(path):
+        return path
+    from ..gates.restitch import restitch
+
+    text = restitch(state.graph, outcome.accepted_sources)
+    path = os.path.join(state.work_dir, "restitched_output_code.py")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def _confirm(state: ProblemState) -> None:
+    """A fresh A/B of the accepted graph against Inductor's, apart from the gate that accepted it."""
+    from ..graph_module import call_graph, load_graph_module, make_inputs
+    from ..measure.timing import ab_compare
+
+    baseline = load_graph_module(state.graph.path, state.device)
+    candidate = load_graph_module(_restitched_path(state), state.device)
+    ab = ab_compare(lambda inputs: call_graph(baseline, inputs), lambda inputs: call_graph(candidate, inputs),
+                    device=state.device, path_a=MODULE_CALL, path_b=MODULE_CALL,
+                    make_inputs=lambda i: make_inputs(baseline, 7000 + i), rounds=state.config.confirm_rounds)
+    state.result.confirm = ab.to_json()
+
+
+def _baseline_figures(state: ProblemState) -> None:
+    """vs max-autotune, vs eager and max-autotune vs eager, each naming its path and source."""
+    result = state.result
+    if result.outcome == "error":
+        return
+    confirm = result.confirm
+    if result.outcome == "optimized":
+        if confirm:
+            result.vs_max_autotune = Speedup(confirm["speedup"], confirm["ci_low"], confirm["ci_high"], MODULE_CALL,
+                                             "confirmation A/B (independent of the perf gate)")
+        elif result.gate4:
+            result.vs_max_autotune = Speedup(result.gate4["speedup"], result.gate4["ci_low"], result.gate4["ci_high"],
+                                             str(result.gate4.get("path") or MODULE_CALL),
+                                             "gate 4 A/B (no confirmation A/B)")
+    else:
+        result.vs_max_autotune = identity_speedup(MODULE_CALL)
+    if not state.eager_samples or not state.compiled_samples:
+        return
+    pair = f"eager vs {state.compiled_path}"
+    result.max_autotune_vs_eager = ratio_of_medians(state.eager_samples, state.compiled_samples, pair,
+                                                    "ratio of independently timed medians")
+    if result.outcome == "optimized" and confirm:
+        derived = derived_eager_speedup(state.eager_samples, state.compiled_samples, confirm["a"]["samples_ms"],
+                                        confirm["b"]["samples_ms"], f"{pair}, less the {MODULE_CALL} A/B saving")
+        if derived is None:
+            result.notes.append("vs eager not derived: the A/B saving exceeds the compiled callable's time")
+        result.vs_eager = derived
+    elif result.outcome != "optimized":
+        result.vs_eager = Speedup(**{**result.max_autotune_vs_eager.to_json(),
+                                     "source": "the compiler's own code: max-autotune vs eager"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m kernelopt_core.bench.problem_job PAYLOAD.json\n")
+        return 2
+    with open(args[0], encoding="utf-8") as handle:
+        payload = json.load(handle)
+    result = run_problem(payload, json_line_sink(sys.stdout))
+    return 0 if result.outcome != "error" else 1
+
+
+def _close_optimizer_workers() -> None:
+    """Stop the worker processes the optimizer started (they run in their own sessions)."""
+    module = sys.modules.get("kernelopt_core.measure.worker")
+    if module is not None:
+        module.close_all_workers()
+
+
+if __name__ == "__main__":
+    code = main()
+    _close_optimizer_workers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result is written; skip torch's slow interpreter teardown (seconds per problem). Whatever
+    # else this process started shares its process group, which the parent kills next.
+    os._exit(code)

@@ -1,0 +1,186 @@
+"""``kernelopt bench SUITE``: run a benchmark campaign over a KernelBench-format suite.
+
+Per problem: time eager and max-autotune, compile, classify, optimize through the gates, and
+record optimized / matched / fallback (with its reason) / error. Writes ``<out>/problems/*.json``
+as problems finish, then ``results.json``, ``report.md`` and ``speedups.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from typing import Any
+
+from rich.markup import escape
+
+from ..events import EventSink, ProgressEvent, emit_result, json_line_sink
+from .common import console, err_console, print_json
+from .common import fail as _fail
+
+
+def fail(message: str, code: int = 2) -> int:
+    return _fail(escape(message), code)  # messages name paths and extras like kernelopt[ray]: not markup
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("bench", help="run a benchmark campaign over a folder of KernelBench-format problems")
+    parser.add_argument("suite", help="a folder of problems (files, or level1/ level2/ ... folders) or one problem file")
+    parser.add_argument("--levels", help="comma-separated levels to run, e.g. 1,2 (default: all)")
+    parser.add_argument("--out", help="output folder (default: .kernelopt/bench/<suite name>)")
+    parser.add_argument("--resume", action="store_true", help="skip problems that already have a result file")
+    parser.add_argument("--device", default="auto", help="auto, cpu (the CPU Triton backend), cuda or cuda:N")
+    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--scale", help="set KERNELOPT_PROBLEM_SCALE for the problems (e.g. tiny: CPU-sized inputs)")
+    parser.add_argument("--gpus", type=int, default=0, help="spread problems over N local GPUs (one worker each)")
+    parser.add_argument("--workers", type=int, default=1, help="parallel problems on the CPU (or local Ray CPUs)")
+    parser.add_argument("--ray", dest="ray_address", metavar="ADDRESS",
+                        help="run one Ray task per problem: 'local' or a cluster address")
+    parser.add_argument("--provider", default="offline", help="offline, anthropic or vertex")
+    parser.add_argument("--model", help="LLM model for LLM providers")
+    parser.add_argument("--beam-width", type=int)
+    parser.add_argument("--iterations", type=int)
+    parser.add_argument("--plans", type=int)
+    parser.add_argument("--retries", type=int)
+    parser.add_argument("--force", action="store_true", help="optimize vendor-dominated graphs too")
+    parser.add_argument("--optimizer-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other optimizer setting, e.g. ab_rounds=5 or use_ncu=false (repeatable)")
+    parser.add_argument("--no-optimize", action="store_true", help="time, compile and classify only")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per problem (default 1800)")
+    parser.add_argument("--budget", type=float, help="campaign seconds: no problem starts after this")
+    parser.add_argument("--reps", type=int, help="timing repetitions (default: adapt to each callable)")
+    parser.add_argument("--confirm-rounds", type=int, help="rounds of the confirmation A/B")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    parser.add_argument("--json", action="store_true", help="print the campaign summary as JSON")
+    parser.set_defaults(handler=run)
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["ab_rounds=5", "use_ncu=false"]`` -> {"ab_rounds": 5, "use_ncu": False}; values are JSON, else text."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--optimizer-option wants KEY=VALUE, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key.strip()] = text
+    return options
+
+
+def _default_out(suite: str) -> str:
+    name = os.path.basename(os.path.normpath(os.path.abspath(suite))) or "suite"
+    return os.path.join(".kernelopt", "bench", os.path.splitext(name)[0])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench.campaign import run_campaign
+    from ..bench.config import CampaignConfig
+    from ..bench.ray_runner import RayUnavailable
+    from ..bench.scheduler import SlotError
+    from ..bench.suite import SuiteError, discover_suite, parse_levels
+
+    try:
+        problems = discover_suite(args.suite, parse_levels(args.levels))
+        options = parse_options(args.optimizer_option)
+        config = CampaignConfig(
+            device=args.device, dtype=args.dtype, scale=args.scale, provider=args.provider, model=args.model,
+            beam_width=args.beam_width, iterations=args.iterations, plans=args.plans, retries=args.retries,
+            force=args.force, optimizer_options=options, optimize=not args.no_optimize, gpus=args.gpus, workers=args.workers,
+            ray_address=args.ray_address, resume=args.resume, timeout_s=args.timeout, deadline_s=args.budget,
+            timing_reps=args.reps, confirm_rounds=args.confirm_rounds, plot=not args.no_plot,
+        )
+    except (SuiteError, ValueError) as exc:
+        return fail(str(exc))
+    if config.ray_address:
+        try:
+            from ..bench.ray_runner import import_ray
+
+            import_ray()
+        except RayUnavailable as exc:
+            return fail(str(exc))
+    out_dir = args.out or _default_out(args.suite)
+    try:
+        if args.events:
+            result = run_campaign(problems, config, out_dir, json_line_sink(), suite=args.suite)
+        else:
+            with _RichProgress(len(problems)) as progress:
+                result = run_campaign(problems, config, out_dir, progress.sink, suite=args.suite)
+    except (SlotError, RayUnavailable) as exc:
+        return fail(str(exc))
+    data = result.to_json()
+    if args.events:
+        emit_result(data)
+    elif args.json:
+        print_json(data)
+    else:
+        _print_summary(result)
+    if result.regressions:
+        err_console.print(f"[bold red]REGRESSIONS: {len(result.regressions)} accepted result(s) slower than "
+                          f"max-autotune: {', '.join(result.regressions)}[/bold red]")
+        return 1
+    return 0
+
+
+class _RichProgress:
+    """A progress bar over problems, plus one line per finished problem."""
+
+    def __init__(self, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), TextColumn("{task.description}"), console=err_console)
+        self._task = self._progress.add_task("starting", total=total)
+        self._lock = threading.Lock()
+        self.sink = EventSink(self._on_event)
+
+    def __enter__(self) -> _RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def _on_event(self, event: ProgressEvent) -> None:
+        with self._lock:
+            extra = event.extra
+            if "done" in extra:
+                self._progress.update(self._task, completed=extra["done"])
+            if event.stage == "problem-done":
+                colour = {"optimized": "green", "matched": "blue", "fallback": "yellow"}.get(
+                    str(extra.get("outcome")), "red")
+                self._progress.console.print(f"[{colour}]{event.message}[/{colour}]")
+            else:
+                self._progress.update(self._task, description=event.message[:80])
+
+
+def _print_summary(result: Any) -> None:
+    from rich.table import Table
+
+    summary = result.summary
+    table = Table(title="benchmark campaign", header_style="bold")
+    # short headers: the table must fit an 80-column terminal (report.md has the long names)
+    for column in ("L", "n", "opt", "match", "fallb", "err", "gm/MA", "gm/eager", "f1.0", "f1.03", "f1.1"):
+        table.add_column(column, justify="right")
+
+    def row(label: str, group: Any) -> None:
+        gm = group.geomean_vs_max_autotune
+        ge = group.geomean_vs_eager
+        table.add_row(label, str(group.problems), *(str(group.counts[o]) for o in ("optimized", "matched", "fallback", "error")),
+                      f"{gm:.3f}x" if gm else "-", f"{ge:.3f}x" if ge else "-",
+                      *(f"{100 * v:.0f}%" for v in group.fast_p.values()))
+
+    for level, group in summary.levels.items():
+        row(f"L{level}", group)
+    row("all", summary.overall)
+    console.print(table)
+    console.print("gm/MA, gm/eager: geomean speedup over max-autotune / eager; f<p>: fast_p over max-autotune")
+    check = summary.regression
+    verdict = "[green]0 regressions[/green]" if check.passed else f"[bold red]{len(check.regressions)} REGRESSIONS[/bold red]"
+    console.print(f"{verdict} among {check.checked} accepted result(s)")
+    if result.not_reached:
+        console.print(f"[yellow]not reached (budget):[/yellow] {', '.join(result.not_reached)}")
+    console.print(f"report: {os.path.join(result.out_dir, 'report.md')}")
