@@ -1,1 +1,3 @@
 """kernelopt-lsp: the KernelOPT language server. It never imports torch or triton."""
+
+__version__ = "0.1.0"

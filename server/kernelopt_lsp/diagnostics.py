@@ -1,0 +1,143 @@
+"""Diagnostics, kept per (source, uri) and published together.
+
+Three sources:
+- ``kernelopt.dump``: what the dump says alone: a dump that cannot be read (line 1), a
+  vendor-dominated graph (line 1), and static facts on kernels that were not profiled;
+- ``kernelopt.profile``: tier and key metrics of profiled kernels;
+- ``kernelopt.gates``: the gates' verdicts of the last verify and optimize runs.
+
+Results from a run on an older version of a kernel are stale: said so in the message, shown
+as a hint with the ``Unnecessary`` tag.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from kernelopt_core.artifacts import DumpProblem
+from kernelopt_core.artifacts.model import CompiledGraph, SourceRange
+from kernelopt_core.dispatch import DispatchReport
+
+from .kernel_facts import STALE_SUFFIX, KernelView, gate_line, is_applied, profile_line, static_line
+
+SOURCE_DUMP = "kernelopt.dump"
+SOURCE_PROFILE = "kernelopt.profile"
+SOURCE_GATES = "kernelopt.gates"
+SOURCES = (SOURCE_DUMP, SOURCE_PROFILE, SOURCE_GATES)
+
+
+def first_line_range(first_line_length: int) -> types.Range:
+    return types.Range(types.Position(0, 0), types.Position(0, max(first_line_length, 1)))
+
+
+def to_range(source_range: SourceRange) -> types.Range:
+    return types.Range(
+        types.Position(source_range.start_line, source_range.start_col),
+        types.Position(source_range.end_line, source_range.end_col),
+    )
+
+
+def problem_diagnostics(problem: DumpProblem, first_line_length: int) -> list[types.Diagnostic]:
+    where = f" (at line {problem.line + 1})" if problem.line is not None else ""
+    return [types.Diagnostic(
+        range=first_line_range(first_line_length), severity=types.DiagnosticSeverity.Error,
+        source=SOURCE_DUMP, code="unreadable-dump",
+        message=f"KernelOPT could not read this dump: {problem.problem}{where}",
+    )]
+
+
+def dump_diagnostics(graph: CompiledGraph, dispatch: DispatchReport, views: list[KernelView],
+                     first_line_length: int) -> list[types.Diagnostic]:
+    out: list[types.Diagnostic] = []
+    head = first_line_range(first_line_length)
+    if dispatch.classification == "vendor-dominated":
+        out.append(types.Diagnostic(
+            range=head, severity=types.DiagnosticSeverity.Warning, source=SOURCE_DUMP, code="vendor-dominated",
+            message=f"vendor-dominated graph: {dispatch.evidence}. Rewriting its Triton kernels can "
+                    "change little; KernelOPT keeps the vendor calls.",
+        ))
+    elif dispatch.classification == "no-triton":
+        out.append(types.Diagnostic(
+            range=head, severity=types.DiagnosticSeverity.Information, source=SOURCE_DUMP, code="no-triton",
+            message=f"nothing to optimize: {dispatch.evidence}",
+        ))
+    for warning in graph.warnings:
+        out.append(types.Diagnostic(
+            range=head, severity=types.DiagnosticSeverity.Warning, source=SOURCE_DUMP, code="dump-warning",
+            message=warning,
+        ))
+    for view in views:
+        if view.profile is not None and not view.profile_stale:
+            continue  # the profile source says more
+        out.append(types.Diagnostic(
+            range=to_range(view.kernel.name_range), severity=types.DiagnosticSeverity.Information,
+            source=SOURCE_DUMP, code="kernel", message=static_line(view),
+        ))
+    return out
+
+
+def profile_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
+    out: list[types.Diagnostic] = []
+    for view in views:
+        if view.profile is None:
+            continue
+        message = profile_line(view.profile)
+        rules = view.profile.rules
+        if rules and rules[0].get("name"):
+            message += f" · top rule: {rules[0]['name']}"
+        out.append(_maybe_stale(types.Diagnostic(
+            range=to_range(view.kernel.name_range), severity=types.DiagnosticSeverity.Information,
+            source=SOURCE_PROFILE, code=view.profile.tier or "profile", message=message,
+        ), view.profile_stale))
+    return out
+
+
+def gate_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
+    out: list[types.Diagnostic] = []
+    for view in views:
+        current = view.kernel.source_hash
+        for record, stale in view.gate_records:
+            applied = is_applied(record, current)
+            if applied or record.accepted or record.decision == "matched":
+                severity = types.DiagnosticSeverity.Information
+            elif record.kind == "verify" and record.failed_gate in (1, 2, 3):
+                severity = types.DiagnosticSeverity.Error  # the edit is wrong or does not build
+            else:
+                severity = types.DiagnosticSeverity.Warning
+            code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
+            out.append(_maybe_stale(types.Diagnostic(
+                range=to_range(view.kernel.name_range), severity=severity, source=SOURCE_GATES,
+                code=code, message=gate_line(record, applied=applied),
+            ), stale))
+    return out
+
+
+def _maybe_stale(diagnostic: types.Diagnostic, stale: bool) -> types.Diagnostic:
+    if stale:
+        diagnostic.message += STALE_SUFFIX
+        diagnostic.severity = types.DiagnosticSeverity.Hint
+        diagnostic.tags = [types.DiagnosticTag.Unnecessary]
+    return diagnostic
+
+
+class DiagnosticBoard:
+    """Diagnostics per (source, uri); a uri's publication is every source's list together."""
+
+    def __init__(self) -> None:
+        self._by_uri: dict[str, dict[str, list[types.Diagnostic]]] = {}
+
+    def set(self, uri: str, source: str, diagnostics: list[types.Diagnostic]) -> None:
+        self._by_uri.setdefault(uri, {})[source] = list(diagnostics)
+
+    def get(self, uri: str, source: str) -> list[types.Diagnostic]:
+        return list(self._by_uri.get(uri, {}).get(source, []))
+
+    def combined(self, uri: str) -> list[types.Diagnostic]:
+        sources = self._by_uri.get(uri, {})
+        return [d for source in SOURCES for d in sources.get(source, [])]
+
+    def clear(self, uri: str) -> bool:
+        return self._by_uri.pop(uri, None) is not None
+
+    def uris(self) -> list[str]:
+        return list(self._by_uri)
