@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ def read_dump_text(path: str) -> str:
         raise DumpError(path, "file is empty")
     if size > MAX_DUMP_BYTES:
         raise DumpError(
-            path, f"file is {size / 1e6:.1f} MB, over the {MAX_DUMP_BYTES / 1e6:.0f} MB limit for a dump"
+            path, f"file is {size / 2**20:.1f} MiB, over the {MAX_DUMP_BYTES / 2**20:.0f} MiB limit for a dump"
         )
     try:
         with open(path, "rb") as handle:
@@ -98,10 +99,11 @@ class _Parser:
 
     def parse(self) -> CompiledGraph:
         try:
-            tree = ast.parse(self.text, filename=self.path)
+            tree = _quiet_parse(self.text, self.path)
         except SyntaxError as exc:
             line = (exc.lineno or 1) - 1
-            hint = " (the file looks truncated)" if line >= len(self.lines) - 2 else ""
+            unclosed = any(word in (exc.msg or "") for word in ("unterminated", "was never closed", "unexpected EOF"))
+            hint = " (the file looks truncated)" if unclosed or line >= len(self.lines) - 2 else ""
             raise DumpError(self.path, f"Python syntax error: {exc.msg}{hint}", line) from None
         if not looks_like_wrapper(self.text):
             raise DumpError(
@@ -263,7 +265,8 @@ class _Parser:
         kwargs = {kw.arg: _unparse(kw.value) for kw in call.keywords if kw.arg}
         graph.launches.append(Launch(
             order=self._next_order(), kernel=name_node.id, style=style,  # type: ignore[arg-type]
-            args=args, kwargs=kwargs, int_args=int_args, grid=grid, stream=kwargs.get("stream"),
+            args=args, kwargs=kwargs, int_args=int_args, grid=grid if grid is not None else kwargs.get("grid"),
+            stream=kwargs.get("stream"),
             line=call.lineno - 1, function=ctx.function,
             name_range=SourceRange(name_node.lineno - 1, name_node.col_offset,
                                    name_node.lineno - 1, name_node.col_offset + len(name_node.id)),
@@ -277,9 +280,38 @@ class _Parser:
 # --- kernel source --------------------------------------------------------------------------
 
 
+_DEF_LINE = re.compile(r"^def \w+\(", re.MULTILINE)
+
+
+def _kernel_header(source: str) -> str | None:
+    """The source up to the end of the kernel's ``def`` line(s), with a ``pass`` body.
+
+    Everything we read (decorator, signature) is above the body; parsing the body too would
+    double the parser's cost on large graphs (see benchmarks/parse_speed.py).
+    """
+    match = _DEF_LINE.search(source)
+    if match is None:
+        return None
+    index = match.start()
+    while True:
+        end = source.find("\n", index)
+        line = source[index:] if end < 0 else source[index:end]
+        if line.split("#", 1)[0].rstrip().endswith(":"):
+            return source[:index + len(line)] + "\n    pass\n"
+        if end < 0:
+            return None
+        index = end + 1
+
+
 def _read_kernel_source(kernel: TritonKernel, graph: CompiledGraph) -> None:
+    header = _kernel_header(kernel.source)
     try:
-        tree = ast.parse(kernel.source)
+        tree = _quiet_parse(header, kernel.name) if header is not None else None
+    except SyntaxError:
+        tree = None
+    try:
+        if tree is None:  # the fast path did not apply: parse it all, and report what is wrong
+            tree = _quiet_parse(kernel.source, kernel.name)
     except SyntaxError as exc:
         graph.warnings.append(f"kernel {kernel.name}: its source does not parse ({exc.msg})")
         return
@@ -296,16 +328,23 @@ def _read_kernel_source(kernel: TritonKernel, graph: CompiledGraph) -> None:
         if not isinstance(deco, ast.Call):
             continue
         dotted = _dotted(deco.func) or ""
-        if not dotted.startswith("triton_heuristics."):
+        # torch >= 2.2 writes @triton_heuristics.pointwise(...); older wrappers import the
+        # heuristic and write @pointwise(...), with ``meta=`` for triton_meta.
+        if dotted.startswith("triton_heuristics."):
+            kernel.heuristic = dotted.split(".", 1)[1]
+        elif dotted in _BARE_HEURISTICS:
+            kernel.heuristic = dotted
+        else:
             continue
-        kernel.heuristic = dotted.split(".", 1)[1]
         for kw in deco.keywords:
             if kw.arg is None:
                 continue
             value = _literal(kw.value)
-            if kw.arg == "size_hints" and isinstance(value, dict):
+            if kw.arg == "size_hints" and isinstance(value, (list, tuple)):
+                kernel.size_hints = _size_hints_from_list(list(value), kernel.heuristic)
+            elif kw.arg == "size_hints" and isinstance(value, dict):
                 kernel.size_hints = value
-            elif kw.arg == "triton_meta" and isinstance(value, dict):
+            elif kw.arg in ("triton_meta", "meta") and isinstance(value, dict):
                 kernel.triton_meta = value
             elif kw.arg == "inductor_meta" and isinstance(value, dict):
                 kernel.inductor_meta = value
@@ -313,6 +352,28 @@ def _read_kernel_source(kernel: TritonKernel, graph: CompiledGraph) -> None:
                 kernel.decorator_kwargs[kw.arg] = value
     if kernel.kind == "other" and kernel.heuristic in _KIND_BY_HEURISTIC:
         kernel.kind = _KIND_BY_HEURISTIC[kernel.heuristic]
+
+
+_BARE_HEURISTICS = {"pointwise", "reduction", "persistent_reduction", "template", "foreach", "user_autotune",
+                    "cooperative_reduction", "split_scan"}
+
+
+def _size_hints_from_list(hints: list[Any], heuristic: str) -> dict[str, Any]:
+    """Older Inductor wrote size_hints as a list in range-tree order (z, y, x, then r)."""
+    reduces = heuristic in ("reduction", "persistent_reduction", "cooperative_reduction", "split_scan")
+    n_pointwise = len(hints) - 1 if reduces and hints else len(hints)
+    keys = list("zyx"[3 - n_pointwise:]) if 0 <= n_pointwise <= 3 else [f"d{i}" for i in range(n_pointwise)]
+    if reduces and hints:
+        keys.append("r")
+    return dict(zip(keys, hints, strict=False))
+
+
+def _quiet_parse(text: str, filename: str) -> ast.Module:
+    """ast.parse without SyntaxWarnings (e.g. invalid escapes in a damaged file): problems are reported
+    as DumpErrors or graph warnings, never as stray interpreter warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=filename)
 
 
 def _kind_from_name(name: str) -> KernelKind:
@@ -415,8 +476,17 @@ def _buffer_alloc(stmt: ast.Assign, function: str) -> BufferAlloc | None:
     if not (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return None
     shape, stride = _literal(call.args[0]), _literal(call.args[1])
-    dtype = _unparse(call.args[2]) if len(call.args) > 2 else ""
-    device = dotted.rsplit("_", 1)[-1] if dotted.startswith("empty_strided_") else "unknown"
+    kwargs = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+    # empty_strided_cuda(shape, stride, dtype) or, in older wrappers, empty_strided(shape, stride,
+    # device='cuda', dtype=torch.float32)
+    dtype_node = call.args[2] if len(call.args) > 2 else kwargs.get("dtype")
+    dtype = _unparse(dtype_node) if dtype_node is not None else ""
+    if dotted.startswith("empty_strided_"):
+        device = dotted.rsplit("_", 1)[-1]
+    elif isinstance(kwargs.get("device"), ast.Constant):
+        device = str(kwargs["device"].value).split(":")[0]  # type: ignore[union-attr]
+    else:
+        device = "unknown"
     return BufferAlloc(
         name=stmt.targets[0].id, shape=list(shape) if isinstance(shape, tuple) else [shape],
         stride=list(stride) if isinstance(stride, tuple) else [stride], dtype=dtype,

@@ -17,5 +17,5 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = 2) -> int:
-    err_console.print(f"[bold red]error:[/bold red] {message}")
+    err_console.print(f"[bold red]error:[/bold red] {message}", soft_wrap=True)  # one line per error: greppable
     return code

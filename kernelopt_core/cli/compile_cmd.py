@@ -34,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
     for note in result.notes:
         console.print(f"[yellow]note[/yellow] {note}")
     for path in result.graphs:
-        console.print(f"  graph: {path}")
+        console.print(f"  graph: {path}", soft_wrap=True)  # keep long paths copyable
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..artifacts import CompiledGraph, discover
@@ -34,10 +36,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         for graph in graphs:
             _print_graph(graph, reports[graph.path])
+        # escape(): paths and messages may hold [brackets]; soft_wrap keeps one message per line
         for problem in problems:
-            err_console.print(f"[yellow]skipped[/yellow] {problem}")
+            err_console.print(f"[yellow]skipped[/yellow] {escape(str(problem))}", soft_wrap=True)
         if not graphs and not problems:
-            err_console.print(f"no Inductor dumps found under {args.path}")
+            err_console.print(f"no Inductor dumps found under {escape(args.path)}", soft_wrap=True)
     return 0 if graphs else 1
 
 
@@ -49,7 +52,7 @@ def _report(graph: CompiledGraph, args: argparse.Namespace) -> DispatchReport:
     try:
         timing = time_launches(graph, device=args.device)
     except Exception as exc:  # noqa: BLE001 - timing is optional: say why, keep the static view
-        err_console.print(f"[yellow]timing {graph.name} failed:[/yellow] {exc}")
+        err_console.print(f"[yellow]timing {escape(graph.name)} failed:[/yellow] {escape(str(exc))}")
         return analyze(graph)
     return analyze(graph, timing.launch_times_ms, timing.overheads, timing.path)
 
@@ -61,11 +64,13 @@ def _dispatch_json(report: DispatchReport) -> dict[str, Any]:
 
 def _print_graph(graph: CompiledGraph, report: DispatchReport) -> None:
     style = {"optimizable": "green", "vendor-dominated": "yellow", "no-triton": "red"}[report.classification]
-    console.print(f"\n[bold]{graph.name}[/bold]  {graph.path}")
-    console.print(f"  [{style}]{report.classification}[/{style}]: {report.evidence}")
+    console.print(f"\n[bold]{escape(graph.name)}[/bold]  {escape(graph.path)}")
+    console.print(f"  [{style}]{report.classification}[/{style}]: {escape(report.evidence)}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("#", justify="right")
-    table.add_column("launch")
+    # Kernel names are identities users grep and copy: never cut them (the table grows instead).
+    longest = max((len(share.name) for share in report.launches), default=6)
+    table.add_column("launch", no_wrap=True)
     table.add_column("kind")
     table.add_column("fused ATen ops")
     table.add_column("time", justify="right")
@@ -82,9 +87,12 @@ def _print_graph(graph: CompiledGraph, report: DispatchReport) -> None:
         table.add_row(str(share.order), share.name, kind, ops, time_text, f"{share.share:.1%}")
     for item in report.overheads:
         table.add_row("", item.name, "overhead", item.detail, f"{item.time_ms:.3f} ms", f"{item.share:.1%}")
-    console.print(table)
+    if console.width >= longest + 70:
+        console.print(table)
+    else:  # a console at least as wide as the table needs (rich cannot widen one per call)
+        Console(width=longest + 70, highlight=False).print(table)
     for item in report.overheads:
         if item.suggestion:
-            console.print(f"  [cyan]hint[/cyan] {item.name}: {item.suggestion}")
+            console.print(f"  [cyan]hint[/cyan] {escape(item.name)}: {escape(item.suggestion)}")
     for warning in graph.warnings:
-        console.print(f"  [yellow]warning[/yellow] {warning}")
+        console.print(f"  [yellow]warning[/yellow] {escape(warning)}")

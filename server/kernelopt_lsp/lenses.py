@@ -6,6 +6,8 @@ lenses that run the server commands of docs/lsp-contract.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lsprotocol import types
 
 from kernelopt_core.jobs import Job
@@ -22,8 +24,11 @@ CMD_REMOVE_ACCEPTED = "kernelopt.server.removeAccepted"
 SERVER_COMMANDS = (CMD_OPTIMIZE, CMD_PROFILE, CMD_VERIFY, CMD_SHOW_DIFF, CMD_APPLY, CMD_CANCEL, CMD_REMOVE_ACCEPTED)
 
 
-def kernel_lenses(uri: str, views: list[KernelView], active_jobs: list[Job]) -> list[types.CodeLens]:
+def kernel_lenses(uri: str, views: list[KernelView], active_jobs: list[Job],
+                  accepted: dict[str, list[Any]] | None = None) -> list[types.CodeLens]:
+    """``accepted`` maps a kernel name to the accepted-store entries that replace it at run time."""
     lenses: list[types.CodeLens] = []
+    accepted = accepted or {}
     for view in views:
         line = view.kernel.name_range.start_line
         where = types.Range(types.Position(line, 0), types.Position(line, 0))
@@ -44,4 +49,9 @@ def kernel_lenses(uri: str, views: list[KernelView], active_jobs: list[Job]) -> 
             lenses.append(types.CodeLens(range=where, command=types.Command(
                 title=f"Show diff ({view.run.speedup:.2f}×)" if view.run.speedup else "Show diff",
                 command=CMD_SHOW_DIFF, arguments=[{"runId": view.run.run_id}])))
+        for entry in accepted.get(view.kernel.name, [])[:1]:
+            speed = f" ({entry.speedup:.2f}×)" if entry.speedup else ""
+            lenses.append(types.CodeLens(range=where, command=types.Command(
+                title=f"accepted replacement {entry.id}{speed} · Remove", command=CMD_REMOVE_ACCEPTED,
+                arguments=[{"entryId": entry.id, "uri": uri}])))
     return lenses

@@ -345,7 +345,28 @@ class KernelOptServer(LanguageServer):
         state = await self.dump_state(params.text_document.uri)
         if state is None or state.graph is None:
             return []
-        return kernel_lenses(params.text_document.uri, self.views(state), self.runner.active())
+        return kernel_lenses(params.text_document.uri, self.views(state), self.runner.active(),
+                             self.accepted_for(uri_path(params.text_document.uri) or "", state.graph))
+
+    def accepted_store_dir(self, dump_path: str) -> str | None:
+        """The store beside a dump's workspace (None: KERNELOPT_ACCEPTED_DIR or the default)."""
+        if os.environ.get("KERNELOPT_ACCEPTED_DIR"):
+            return None
+        return os.path.join(self.job_cwd(dump_path), ".kernelopt", "accepted")
+
+    def accepted_for(self, dump_path: str, graph: CompiledGraph) -> dict[str, list[Any]]:
+        """Accepted-store entries that replace kernels of this graph, by kernel name."""
+        try:
+            from kernelopt_core.accepted import AcceptedStore
+        except ImportError:
+            return {}
+        store = AcceptedStore(self.accepted_store_dir(dump_path))
+        found: dict[str, list[Any]] = {}
+        for kernel in graph.kernels:
+            entries = store.find_by_source_hash(kernel.source_hash)
+            if entries:
+                found[kernel.name] = entries
+        return found
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
         uri = params.text_document.uri
@@ -602,8 +623,7 @@ class KernelOptServer(LanguageServer):
         except ImportError:
             raise CommandError("the accepted-kernel store is not available in this install; "
                                "use mode 'edit' to put the kernel into the dump") from None
-        root = self.job_cwd(run.graph_path)
-        store_dir = None if os.environ.get("KERNELOPT_ACCEPTED_DIR") else os.path.join(root, ".kernelopt", "accepted")
+        store_dir = self.accepted_store_dir(run.graph_path)
         try:
             try:
                 entry = entry_from_run(run.run_dir)
@@ -619,6 +639,7 @@ class KernelOptServer(LanguageServer):
         except Exception as exc:  # noqa: BLE001 - the store's own errors, in words
             raise CommandError(f"could not record run {run.run_id}: {exc}") from None
         self.message(f"recorded the optimized {run.kernel} as accepted ({entry_id})")
+        self.schedule_refresh(path_uri(run.graph_path), 0.0)
         return {"entryId": entry_id, "mode": "store"}
 
     async def apply_edit(self, run: RunRecord) -> dict[str, Any]:
@@ -666,13 +687,19 @@ class KernelOptServer(LanguageServer):
             from kernelopt_core.accepted import AcceptedStore
         except ImportError:
             raise CommandError("the accepted-kernel store is not available in this install") from None
+        dump_path = uri_path(argument.get("uri") or "") if isinstance(argument.get("uri"), str) else None
         roots = self.workspace_roots()
-        store_dir = None if os.environ.get("KERNELOPT_ACCEPTED_DIR") or not roots else \
-            os.path.join(roots[0], ".kernelopt", "accepted")
+        if dump_path:
+            store_dir = self.accepted_store_dir(dump_path)
+        else:
+            store_dir = None if os.environ.get("KERNELOPT_ACCEPTED_DIR") or not roots else \
+                os.path.join(roots[0], ".kernelopt", "accepted")
         try:
             AcceptedStore(store_dir).remove(entry_id)
         except Exception as exc:  # noqa: BLE001
             raise CommandError(f"could not remove {entry_id}: {exc}") from None
+        if dump_path:
+            self.schedule_refresh(path_uri(dump_path), 0.0)
         return {"removed": entry_id}
 
     def cancel_by_token(self, token: Any) -> None:

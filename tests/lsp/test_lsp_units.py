@@ -479,3 +479,24 @@ def test_timed_profile_row_without_ncu():
            "achieved": {}, "source": "timing", "timing_path": "module-call", "device": "cpu"}
     record = profile_records({"source": "timing", "kernels": [row]}, str(SOFTMAX), {SOFTMAX_KERNEL: "h"})[0]
     assert profile_line(record) == "timed, no ncu metrics · 2.86 s per call · 99.6% of graph time"
+
+
+def test_accepted_replacement_lens_offers_removal(tmp_path: Path):
+    from kernelopt_core.accepted import AcceptedStore, entry_from_cascade
+
+    graph = _graph(CONV)
+    first = graph.kernels[0]
+    cascade = {"accepted": True, "failed_gate": None, "reason": "accepted", "gates": [], "speedup": 1.25,
+               "ci": [1.1, 1.4]}
+    entry = entry_from_cascade(graph, first.name, first.source.replace("xmask", "xmask "), cascade, run_id="r1")
+    store = AcceptedStore(str(tmp_path / "accepted"))
+    entry_id = store.add(entry)
+    found = {first.name: store.find_by_source_hash(first.source_hash)}
+    views = [kernel_view(graph, k, analyze(graph), ResultStore()) for k in graph.kernels]
+    lenses = kernel_lenses("file:///c.py", views, [], found)
+    removal = [lens for lens in lenses if lens.command.command == "kernelopt.server.removeAccepted"]
+    assert len(removal) == 1
+    assert removal[0].range.start.line == first.name_range.start_line
+    assert removal[0].command.title.startswith(f"accepted replacement {entry_id}")
+    assert "1.25×" in removal[0].command.title
+    assert removal[0].command.arguments == [{"entryId": entry_id, "uri": "file:///c.py"}]

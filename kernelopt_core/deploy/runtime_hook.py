@@ -1,0 +1,194 @@
+"""Put accepted kernels into the user's own ``torch.compile``: the hook inside Inductor.
+
+Runs in the user's process and imports torch when installed (never at module load).
+
+Every Triton kernel Inductor loads goes through ``AsyncCompile.triton(kernel_name, source_code,
+device_str)``: the compiled wrapper calls it at import, for a fresh compile and for an FX-graph-
+cache hit alike (the cached wrapper is imported again). ``source_code`` is exactly the text our
+parser hashes, so the hook looks the hash up in the accepted store and hands Inductor the accepted
+source instead. The wrapper text itself is never changed, so caches never hold a replaced graph:
+turning KernelOPT off (``KERNELOPT_DISABLE=1``) takes effect on the next load, warm cache or not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..accepted import AcceptedStore, installed_version
+from .substitution import Decision, SubstitutionTable
+
+logger = logging.getLogger("kernelopt")
+DISABLE_ENV = "KERNELOPT_DISABLE"
+
+
+@dataclass
+class Substitution:
+    """One kernel replaced in this process."""
+
+    kernel: str
+    entry_id: str
+    original_hash: str
+    accepted_hash: str
+    speedup: float | None
+    ci: tuple[float, float] | None
+
+
+@dataclass
+class EnableReport:
+    enabled: bool
+    reason: str
+    store_root: str | None = None
+    entries: int = 0  # usable entries
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    table: SubstitutionTable | None = None
+    original: Callable[..., Any] | None = None
+    substitutions: list[Substitution] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)  # messages already logged (each is logged once)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_STATE = _State()
+
+
+def disabled_by_env() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def install(store_root: str | None = None, announce: bool = True) -> EnableReport:
+    """Read the store and hook Inductor. Calling it again re-reads the store."""
+    if announce:
+        _announce()
+    if disabled_by_env():
+        uninstall()
+        logger.info("kernelopt: %s=1, accepted kernels are not used", DISABLE_ENV)
+        return EnableReport(False, f"{DISABLE_ENV} is set")
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+    store = AcceptedStore(store_root)
+    table = SubstitutionTable.from_store(store, torch_version=torch.__version__,
+                                         triton_version=_triton_version())
+    for message in table.skipped:
+        _say_once(logging.WARNING, f"kernelopt: {message}")
+    with _STATE.lock:
+        _STATE.table = table
+        if _STATE.original is None:
+            _STATE.original = AsyncCompile.triton
+            AsyncCompile.triton = _hooked_triton  # type: ignore[method-assign]
+    logger.info("kernelopt: %d accepted kernel(s) from %s", len(table.by_hash), store.root)
+    _clear_loaded_wrappers()
+    return EnableReport(True, "enabled", store.root, len(table.by_hash), list(table.skipped))
+
+
+def uninstall() -> None:
+    from torch._inductor.async_compile import AsyncCompile
+
+    with _STATE.lock:
+        if _STATE.original is not None:
+            AsyncCompile.triton = _STATE.original  # type: ignore[method-assign]
+        _STATE.original = None
+        _STATE.table = None
+
+
+def is_installed() -> bool:
+    return _STATE.original is not None
+
+
+def substitutions() -> list[Substitution]:
+    with _STATE.lock:
+        return list(_STATE.substitutions)
+
+
+def _hooked_triton(self: Any, kernel_name: str, source_code: str, *args: Any, **kwargs: Any) -> Any:
+    original = _STATE.original
+    assert original is not None, "kernelopt hook called after uninstall"
+    table = _STATE.table
+    if table is None or disabled_by_env() or not isinstance(source_code, str):
+        return original(self, kernel_name, source_code, *args, **kwargs)
+    try:
+        decision = table.decide(kernel_name, source_code)
+    except Exception as exc:  # noqa: BLE001 - a rule that fails must never break the user's compile
+        _say_once(logging.WARNING, f"kernelopt: could not check {kernel_name} ({type(exc).__name__}: {exc}); "
+                                   "left as Inductor wrote it")
+        return original(self, kernel_name, source_code, *args, **kwargs)
+    if not decision.replace:
+        if decision.entry is not None:  # a matching entry that the rules refused: say why, once
+            _say_once(logging.WARNING, f"kernelopt: not replacing {kernel_name}: {decision.reason}")
+        return original(self, kernel_name, source_code, *args, **kwargs)
+    assert decision.source is not None
+    try:
+        kernel = original(self, kernel_name, decision.source, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the accepted source must not take the program down
+        _say_once(logging.ERROR, f"kernelopt: the accepted {kernel_name} (entry {decision.entry.id if decision.entry else '?'}) "
+                                 f"failed to load ({type(exc).__name__}: {exc}); using Inductor's kernel")
+        return original(self, kernel_name, source_code, *args, **kwargs)
+    _record(kernel_name, decision)
+    return kernel
+
+
+def _record(kernel_name: str, decision: Decision) -> None:
+    entry = decision.entry
+    assert entry is not None
+    with _STATE.lock:
+        _STATE.substitutions.append(Substitution(
+            kernel=kernel_name, entry_id=entry.id, original_hash=entry.original_hash,
+            accepted_hash=entry.accepted_hash, speedup=entry.speedup, ci=entry.ci))
+    speed = f"verified speedup {entry.speedup:.3f}x" if entry.speedup is not None else "speedup not measured"
+    if entry.ci is not None:
+        speed += f" (95% CI {entry.ci[0]:.3f}-{entry.ci[1]:.3f})"
+    where = f" via {entry.timing_path}" if entry.timing_path else ""
+    _say_once(logging.INFO, f"kernelopt: replaced Triton kernel {kernel_name} with accepted entry {entry.id} "
+                            f"({speed}{where}, on {entry.gpu})")
+
+
+def _say_once(level: int, message: str) -> None:
+    with _STATE.lock:
+        if message in _STATE.said:
+            return
+        _STATE.said.add(message)
+    logger.log(level, message)
+
+
+def _announce() -> None:
+    """Show kernelopt's messages on stderr unless the program configured logging for it."""
+    if logger.handlers or logging.getLogger().handlers:
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return str(triton.__version__)
+    except ImportError:
+        return installed_version("triton")
+
+
+def _clear_loaded_wrappers() -> None:
+    """Forget wrapper modules Inductor already imported in this process.
+
+    Inductor keeps imported wrappers by the hash of their text; a graph compiled again after
+    ``enable()`` would reuse the module (and its kernels) without calling the hook.
+    """
+    try:
+        from torch._inductor.codecache import PyCodeCache
+
+        PyCodeCache.cache_clear()
+    except Exception as exc:  # noqa: BLE001 - an internal API: not having it only means less coverage
+        logger.debug("kernelopt: could not clear Inductor's module cache: %s", exc)
