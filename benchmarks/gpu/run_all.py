@@ -73,12 +73,29 @@ def run_one(name: str, budget_s: int, out_root: str) -> dict:
     return {"name": name, "status": status, "wall_s": round(wall, 1)}
 
 
+TEXT_SUFFIXES = (".json", ".md", ".txt", ".csv", ".png", ".diff", ".log")
+MAX_PACKED_FILE = 4 * 1024 * 1024
+
+
+def _small_text(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Pack results and logs, not compiled dumps, caches or large binaries."""
+    if info.isdir():
+        return None if os.path.basename(info.name) in ("inductor_cache", "runtime_inductor_cache", "__pycache__") \
+            else info
+    if not info.name.endswith(TEXT_SUFFIXES) or info.size > MAX_PACKED_FILE:
+        return None
+    return info
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("scripts", nargs="+", help="NAME:BUDGET_SECONDS")
     args = parser.parse_args()
-    work = os.path.join(args.out, "work")
+    # Work outside $OUT: the device tool returns at most 8 files, so only the packed text results
+    # (results.tar.gz) and summary.json go there.
+    work = os.path.join("/tmp", "kernelopt-gpu-work")
+    os.makedirs(args.out, exist_ok=True)
     os.makedirs(work, exist_ok=True)
     summary = {"environment": environment(), "runs": []}
     print(json.dumps(summary["environment"]), flush=True)
@@ -88,7 +105,7 @@ def main() -> int:
         with open(os.path.join(work, "run_all.json"), "w") as handle:
             json.dump(summary, handle, indent=1)
         with tarfile.open(os.path.join(args.out, "results.tar.gz"), "w:gz") as tar:
-            tar.add(work, arcname="gpu")
+            tar.add(work, arcname="gpu", filter=_small_text)
     with open(os.path.join(args.out, "summary.json"), "w") as handle:
         json.dump(summary, handle, indent=1)
     for run in summary["runs"]:
