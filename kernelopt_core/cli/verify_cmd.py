@@ -1,0 +1,178 @@
+"""``kernelopt verify DUMP --kernel NAME --candidate FILE [--json] [--events] [--device D]``.
+
+Runs the four-gate cascade on a hand-edited (or generated) kernel and says whether it would be
+accepted. Exit status: 0 accepted, 1 rejected (the graph falls back to the compiler's code),
+2 the check could not run (bad arguments, unreadable dump or candidate, unknown kernel, no
+device for the graph). The language server runs this for "Verify my edit".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from .common import console, err_console, fail, print_json
+
+if TYPE_CHECKING:
+    from ..artifacts.model import CompiledGraph
+    from ..gates.verdict import CascadeResult
+
+MAX_CANDIDATE_BYTES = 1 << 20
+
+
+class VerifySetupError(Exception):
+    """A problem with the inputs of the check (exit status 2)."""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("verify", help="run the four verification gates on a candidate kernel")
+    parser.add_argument("dump", help="a dump folder or one output_code.py")
+    parser.add_argument("--kernel", required=True, help="the Triton kernel the candidate replaces")
+    parser.add_argument("--candidate", required=True, help="a file with the full candidate kernel module source")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda:N (must match the dump's device)")
+    parser.add_argument("--gates", default="1,2,3,4", help="which gates to run, e.g. 1,2,3 (default: all four)")
+    parser.add_argument("--workdir", help="where the re-stitched output_code.py goes (default: a temp folder)")
+    parser.add_argument("--min-speedup", type=float, default=1.03, help="gate 4 threshold (default 1.03)")
+    parser.add_argument("--diff", action="store_true", help="also print the unified diff of the re-stitched graph")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..events import CancelledError, EventSink, emit_result, json_line_sink
+    from ..gates.cascade import CascadeSetupError, run_cascade
+    from ..gates.verdict import CascadeConfig
+
+    sink = json_line_sink() if args.events else EventSink()
+    try:
+        graph = find_graph(args.dump, args.kernel)
+        candidate = read_candidate(args.candidate)
+        gates = parse_gates(args.gates)
+        if args.min_speedup <= 0:
+            raise VerifySetupError(f"--min-speedup must be positive, got {args.min_speedup}")
+    except VerifySetupError as exc:
+        return _could_not_run(args, str(exc), None)
+    config = CascadeConfig(device=args.device, run_gates=gates, workdir=args.workdir, min_speedup=args.min_speedup)
+    try:
+        if args.events or args.json:
+            result = run_cascade(graph, {args.kernel: candidate}, config, sink=sink)
+        else:
+            with console.status(f"verifying {args.kernel} ..."):
+                result = run_cascade(graph, {args.kernel: candidate}, config, sink=sink)
+    except CascadeSetupError as exc:
+        return _could_not_run(args, str(exc), exc.partial)
+    except CancelledError as exc:
+        return _could_not_run(args, str(exc), None)
+    data = result.to_json()
+    if args.events:
+        emit_result(data)
+    elif args.json:
+        print_json(data)
+    else:
+        print_report(result, show_diff=args.diff)
+    return 0 if result.accepted else 1
+
+
+def _could_not_run(args: argparse.Namespace, message: str, partial: CascadeResult | None) -> int:
+    from ..events import emit_result
+
+    data: dict[str, Any] = {"accepted": False, "failed_gate": None, "error": message, "could_not_run": True,
+                            "gates": partial.to_json()["gates"] if partial is not None else []}
+    if args.events:
+        emit_result(data)
+    elif args.json:
+        print_json(data)
+    elif partial is not None:
+        print_report(partial, show_diff=False)
+    return fail(f"the check could not run: {message}")
+
+
+def find_graph(dump: str, kernel: str) -> CompiledGraph:
+    from ..artifacts import DumpError, discover, parse_output_code
+
+    if not os.path.exists(dump):
+        raise VerifySetupError(f"{dump}: no such file or folder")
+    if os.path.isfile(dump):
+        try:
+            graphs = [parse_output_code(dump)]
+        except DumpError as exc:
+            raise VerifySetupError(str(exc)) from None
+    else:
+        graphs, problems = discover(dump)
+        if not graphs:
+            detail = f" ({problems[0]})" if problems else ""
+            raise VerifySetupError(f"no Inductor dumps found under {dump}{detail}")
+    matching = [g for g in graphs if g.kernel(kernel) is not None]
+    if not matching:
+        known = sorted({k.name for g in graphs for k in g.kernels})
+        raise VerifySetupError(f"no graph under {dump} has a Triton kernel named {kernel} "
+                               f"(kernels: {', '.join(known) or 'none'})")
+    if len(matching) > 1:
+        raise VerifySetupError(f"{len(matching)} graphs under {dump} have a kernel named {kernel}: "
+                               f"{', '.join(g.path for g in matching)}; pass the output_code.py itself")
+    return matching[0]
+
+
+def read_candidate(path: str) -> str:
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_CANDIDATE_BYTES:
+            raise VerifySetupError(f"{path}: {size} bytes is too large for a kernel module")
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise VerifySetupError(f"{path}: cannot read the candidate: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerifySetupError(f"{path}: the candidate is not UTF-8 text") from None
+    if not text.strip():
+        raise VerifySetupError(f"{path}: the candidate file is empty")
+    return text
+
+
+def parse_gates(text: str) -> tuple[int, ...]:
+    try:
+        gates = tuple(sorted({int(part) for part in text.replace(" ", "").split(",") if part}))
+    except ValueError:
+        raise VerifySetupError(f"--gates takes numbers 1-4 separated by commas, got {text!r}") from None
+    if not gates or any(g not in (1, 2, 3, 4) for g in gates):
+        raise VerifySetupError(f"--gates takes numbers 1-4 separated by commas, got {text!r}")
+    return gates
+
+
+def print_report(result: CascadeResult, show_diff: bool) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    verdict = "[bold green]ACCEPTED[/bold green]" if result.accepted else "[bold red]REJECTED[/bold red]"
+    console.print(f"{verdict} {escape(', '.join(result.kernels))} in {escape(result.graph_path or '')}")
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("gate")
+    table.add_column("result")
+    table.add_column("time", justify="right")
+    table.add_column("reason")
+    for v in result.gates:
+        mark = "[green]pass[/green]" if v.passed else "[red]FAIL[/red]"
+        table.add_row(f"{v.gate} {v.name}", mark, f"{v.seconds:.1f} s", escape(v.reason))
+    console.print(table)
+    model = result.verdict(3)
+    if model is not None and model.numbers.get("d_ref") is not None:
+        n = model.numbers
+        rho = f"{n['rho']:.3g}" if n.get("rho") is not None else "n/a"
+        console.print(f"float64 fallback: d_ref={n['d_ref']:.3g}  d_opt={n['d_opt']:.3g}  rho={rho}")
+    if result.speedup is not None and result.ci is not None:
+        console.print(f"end-to-end speedup {result.speedup:.3f}x (95% CI {result.ci[0]:.3f}-{result.ci[1]:.3f}) "
+                      f"through {result.timing_path}")
+    for name, speedup in result.kernel_speedups.items():
+        console.print(f"  kernel alone {escape(name)}: {speedup:.3f}x (reported, never decides)")
+    if not result.accepted:
+        console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; the graph keeps the compiler's kernel")
+    for note in result.notes:
+        err_console.print(f"[yellow]note[/yellow] {escape(note)}")
+    if result.restitched_path:
+        console.print(f"re-stitched graph: {escape(result.restitched_path)}")
+    if show_diff and result.diff:
+        console.print(escape(result.diff), highlight=False, soft_wrap=True)

@@ -1,0 +1,206 @@
+"""The four-gate cascade: a candidate is accepted only through all four, else the graph falls
+back to the compiler's own code.
+
+1. static (this process, plus a Triton compile subprocess);
+2. kernel correctness, 3. model-level correctness, 4. end-to-end speed (in a worker that owns
+   the graph's device; a crash, hang or device fault there fails the gate, never the caller).
+
+The candidate's re-stitched ``output_code.py`` is written to a work folder; the original dump is
+never modified. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..artifacts.model import CompiledGraph
+from ..events import CancelledError, EventSink
+from .restitch import RestitchError, write_restitched
+from .static import run_static_gate
+from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+
+__all__ = ["CascadeSetupError", "run_cascade", "run_static_gate"]
+
+_JOBS = "kernelopt_core.gates.jobs"
+
+
+class CascadeSetupError(RuntimeError):
+    """The cascade cannot run (unknown kernel, unreadable dump, no device for the graph).
+
+    ``partial`` holds the verdicts reached before the problem showed (e.g. gate 1 when the
+    graph's device is missing), or None.
+    """
+
+    def __init__(self, message: str, partial: CascadeResult | None = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+JobCaller = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig | None = None,
+                sink: EventSink | None = None, worker: Any = None) -> CascadeResult:
+    """Run the requested gates in order on ``candidates`` (kernel name -> kernel module source).
+
+    ``worker`` is a :class:`kernelopt_core.measure.worker.Worker` for the graph's device; by
+    default the shared worker of that device. Raises :class:`CascadeSetupError` when the check
+    cannot run; a candidate that fails, crashes or hangs gets a verdict instead.
+    """
+    config = config or CascadeConfig()
+    begin = time.monotonic()
+    if not candidates:
+        raise CascadeSetupError("no candidate kernels given")
+    unknown = sorted(name for name in candidates if graph.kernel(name) is None)
+    if unknown:
+        known = ", ".join(k.name for k in graph.kernels) or "none"
+        raise CascadeSetupError(f"{graph.path} has no Triton kernel named {', '.join(unknown)} (kernels: {known})")
+    gates = tuple(sorted(set(config.run_gates)))
+    if not gates or any(g not in GATE_NAMES for g in gates):
+        raise CascadeSetupError(f"run_gates must be a subset of 1-4, got {config.run_gates}")
+    device = _resolve_device(config.device, graph) if any(g > 1 for g in gates) else (config.device or "auto")
+    result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=os.path.abspath(graph.path),
+                           kernels=sorted(candidates), device=device)
+    path: str | None = None
+    try:
+        path, diff = write_restitched(graph, candidates, _candidate_dir(graph, candidates, config))
+        result.restitched_path, result.diff = path, diff
+    except UnicodeError as exc:  # the candidate's own text (e.g. a lone surrogate): gate 1 names it
+        result.notes.append(f"the candidate cannot be written as UTF-8: {exc}")
+    except (RestitchError, OSError) as exc:
+        raise CascadeSetupError(str(exc)) from None
+    call = _job_caller(device, worker, config, sink) if any(g > 1 for g in gates) else None
+    for position, gate in enumerate(gates):
+        if sink is not None:
+            sink.check_cancelled()
+            sink.progress(f"gate {gate} ({GATE_NAMES[gate]})", stage="gate", gate=gate,
+                          percentage=int(100 * position / len(gates)))
+        if gate == 1:
+            verdict = _static_gate(graph, candidates, config)
+        else:
+            assert call is not None
+            if path is None:
+                raise CascadeSetupError("the re-stitched graph could not be written", partial=result)
+            try:
+                verdict = _worker_gate(gate, call, _payload(gate, graph, candidates, path, device, config))
+            except CascadeSetupError as exc:
+                result.seconds = time.monotonic() - begin
+                raise CascadeSetupError(str(exc), partial=result) from None
+        result.gates.append(verdict)
+        if gate == 4:
+            _take_perf_numbers(result, verdict)
+        if not verdict.passed:
+            result.failed_gate = gate
+            result.reason = f"gate {gate} ({verdict.name}) rejected the candidate: {verdict.reason}"
+            break
+    else:
+        result.accepted = True
+        skipped = [g for g in GATE_NAMES if g not in gates]
+        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
+        result.reason = "passed all four gates" if not skipped else (
+            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
+        if skipped:
+            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
+    result.seconds = time.monotonic() - begin
+    if sink is not None:
+        sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)
+    return result
+
+
+def _resolve_device(requested: str, graph: CompiledGraph) -> str:
+    from ..measure.devices import DeviceMismatch, device_for_graph
+
+    try:
+        return device_for_graph(requested, graph.device, graph.name)
+    except DeviceMismatch as exc:
+        raise CascadeSetupError(str(exc)) from None
+
+
+def _candidate_dir(graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig) -> str:
+    root = config.workdir or os.path.join(tempfile.gettempdir(), "kernelopt-verify")
+    digest = hashlib.sha256()
+    digest.update(os.path.abspath(graph.path).encode())
+    for name in sorted(candidates):
+        digest.update(b"\0" + name.encode() + b"\0" + candidates[name].encode())
+    return os.path.join(root, f"{graph.name}-{digest.hexdigest()[:12]}")
+
+
+def _static_gate(graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig) -> GateVerdict:
+    begin = time.monotonic()
+    verdicts = {name: run_static_gate(graph, name, source, config.compile_timeout_s)
+                for name, source in sorted(candidates.items())}
+    failed = next((v for v in verdicts.values() if not v.passed), None)
+    numbers = {"kernels": {name: v.numbers for name, v in verdicts.items()}}
+    if len(verdicts) == 1:
+        only = next(iter(verdicts.values()))
+        numbers = {**only.numbers}
+    reason = failed.reason if failed else "; ".join(v.reason for v in verdicts.values())
+    return GateVerdict(1, "static", failed is None, reason, numbers, time.monotonic() - begin)
+
+
+def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restitched: str, device: str,
+             config: CascadeConfig) -> dict[str, Any]:
+    payload: dict[str, Any] = {"graph": os.path.abspath(graph.path), "restitched": restitched,
+                               "kernels": sorted(candidates), "device": device}
+    if gate == 2:
+        payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns)
+    elif gate == 3:
+        payload.update(seeds=list(config.seeds_model), tolerance=config.model_tolerance,
+                       fx_graph_runnable=graph.fx_graph_runnable)
+    elif gate == 4:
+        payload.update(min_speedup=config.min_speedup, rounds=config.ab_rounds, kernel_timing=config.kernel_timing)
+    return payload
+
+
+def _job_caller(device: str, worker: Any, config: CascadeConfig, sink: EventSink | None) -> JobCaller:
+    if worker == "in-process":  # tests and debugging: run the jobs in this process
+        from . import jobs
+
+        return lambda job, payload: getattr(jobs, job)(payload)
+    if worker is None:
+        from ..measure.worker import get_worker
+
+        worker = get_worker(device)
+    cancel = sink.cancel_event if sink is not None else None
+
+    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:
+        outcome = worker.call(f"{_JOBS}:{job}", payload, timeout_s=config.job_timeout_s, cancel=cancel)
+        if outcome.ok:
+            return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
+        failure = outcome.failure
+        if failure is not None and failure.kind == "cancelled":
+            raise CancelledError(failure.message)
+        if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
+            raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
+        kind = failure.kind if failure else "error"
+        message = failure.message if failure else "the job failed"
+        what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
+                "oom": "ran out of memory", "cuda_error": "caused a device fault"}.get(kind, "failed")
+        return {"passed": False, "reason": f"the check {what}: {message}",
+                "numbers": {"failure": failure.to_json() if failure else None}}
+
+    return call
+
+
+def _worker_gate(gate: int, call: JobCaller, payload: dict[str, Any]) -> GateVerdict:
+    begin = time.monotonic()
+    job = {2: "run_kernel_gate", 3: "run_model_gate", 4: "run_perf_gate"}[gate]
+    reply = call(job, payload)
+    if "setup_error" in reply:
+        raise CascadeSetupError(str(reply["setup_error"]))
+    return GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),
+                       dict(reply.get("numbers") or {}), time.monotonic() - begin)
+
+
+def _take_perf_numbers(result: CascadeResult, verdict: GateVerdict) -> None:
+    numbers = verdict.numbers
+    if numbers.get("speedup") is not None:
+        result.speedup = float(numbers["speedup"])
+        result.ci = (float(numbers["ci_low"]), float(numbers["ci_high"]))
+        result.timing_path = numbers.get("timing_path")
+    result.kernel_speedups = {str(k): float(v) for k, v in (numbers.get("kernel_speedups") or {}).items()}

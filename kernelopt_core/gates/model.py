@@ -1,0 +1,155 @@
+"""Gate 3, model level: the whole re-stitched graph against the compiled baseline. Runs inside a
+worker (imports torch inside the functions).
+
+For each seed the baseline and the re-stitched graph run on the same inputs (the wrapper's own
+``get_args()`` under that seed); every tensor output must match at atol = rtol = 1e-4. Where one
+does not, the float64 fallback decides for that seed (:mod:`.float64_reference`):
+
+* d_ref = ||r32 - r64||inf and d_opt = ||o32 - r64||inf;
+* if d_ref >= 1e-8 it passes when rho = d_opt / d_ref <= 10;
+* otherwise it passes when d_opt / max(||r32||inf, 1e-12) <= 1e-4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+D_REF_FLOOR = 1e-8
+RHO_LIMIT = 10.0
+RELATIVE_LIMIT = 1e-4
+
+
+@dataclass
+class Float64Decision:
+    d_ref: float
+    d_opt: float
+    rho: float | None
+    passed: bool
+    rule: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"d_ref": self.d_ref, "d_opt": self.d_opt, "rho": self.rho, "passed": self.passed, "rule": self.rule}
+
+
+def float64_decision(d_ref: float, d_opt: float, r32_inf_norm: float) -> Float64Decision:
+    """The issue's float64 rule, on numbers already measured (pure arithmetic, testable alone)."""
+    if math.isnan(d_opt) or math.isinf(d_opt):
+        return Float64Decision(d_ref, d_opt, None, False, "the re-stitched graph is not finite where the float64 "
+                                                          "reference is")
+    if d_ref >= D_REF_FLOOR:
+        rho = d_opt / d_ref
+        return Float64Decision(d_ref, d_opt, rho, rho <= RHO_LIMIT,
+                               f"rho = d_opt/d_ref = {rho:.3g} {'<=' if rho <= RHO_LIMIT else '>'} {RHO_LIMIT:g}")
+    relative = d_opt / max(r32_inf_norm, 1e-12)
+    return Float64Decision(d_ref, d_opt, None, relative <= RELATIVE_LIMIT,
+                           f"d_ref < {D_REF_FLOOR:g}: d_opt/||r32|| = {relative:.3g} "
+                           f"{'<=' if relative <= RELATIVE_LIMIT else '>'} {RELATIVE_LIMIT:g}")
+
+
+def inf_norm_diff(a: Any, b: Any) -> float:
+    """max |a - b| in float64; positions where both are NaN (or the same infinity) count as equal."""
+    import torch
+
+    a64, b64 = a.detach().double(), b.detach().double()
+    same = (torch.isnan(a64) & torch.isnan(b64)) | (torch.isinf(a64) & (a64 == b64))
+    diff = (a64 - b64).abs()
+    diff = torch.where(same, torch.zeros_like(diff), diff)
+    if diff.numel() == 0:
+        return 0.0
+    if torch.isnan(diff).any():
+        return math.inf
+    return float(diff.max())
+
+
+def inf_norm(a: Any) -> float:
+    import torch
+
+    finite = a.detach().double()
+    finite = finite[torch.isfinite(finite)]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+@dataclass
+class SeedCheck:
+    seed: int
+    passed: bool
+    max_abs_diff: float
+    allclose: bool
+    outputs: int
+    fallback: Float64Decision | None = None
+    problem: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seed": self.seed, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
+                "allclose": self.allclose, "outputs": self.outputs,
+                "fallback": self.fallback.to_json() if self.fallback else None, "problem": self.problem,
+                "notes": self.notes}
+
+
+def tensor_outputs(out: Any) -> list[Any]:
+    import torch
+
+    items = out if isinstance(out, (tuple, list)) else [out]
+    return [x for x in items if isinstance(x, torch.Tensor)]
+
+
+def check_seed(seed: int, baseline_out: Any, candidate_out: Any, tolerance: float,
+               reference: Any | None, inputs: list[Any], reference_error: str | None) -> SeedCheck:
+    """One seed of gate 3: allclose, else the float64 fallback."""
+    import torch
+
+    base = tensor_outputs(baseline_out)
+    cand = tensor_outputs(candidate_out)
+    if len(base) != len(cand):
+        return SeedCheck(seed, False, math.inf, False, len(base),
+                         problem=f"the re-stitched graph returns {len(cand)} tensors, the baseline {len(base)}")
+    worst = 0.0
+    mismatched: list[int] = []
+    for i, (r, o) in enumerate(zip(base, cand, strict=True)):
+        if r.shape != o.shape or r.dtype != o.dtype:
+            return SeedCheck(seed, False, math.inf, False, len(base),
+                             problem=f"output {i} is {tuple(o.shape)} {o.dtype}, the baseline's {tuple(r.shape)} {r.dtype}")
+        worst = max(worst, inf_norm_diff(r, o))
+        if r.is_floating_point():
+            ok = bool(torch.allclose(o, r, atol=tolerance, rtol=tolerance, equal_nan=True))
+        else:
+            ok = bool(torch.equal(o, r))
+        if not ok:
+            mismatched.append(i)
+    if not mismatched:
+        return SeedCheck(seed, True, worst, True, len(base))
+    if reference is None:
+        return SeedCheck(seed, False, worst, False, len(base),
+                         problem=f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} (max |diff| {worst:.3g}) "
+                                 f"and no float64 reference is available: {reference_error}")
+    try:
+        r64_all = reference(inputs)
+    except Exception as exc:  # noqa: BLE001
+        return SeedCheck(seed, False, worst, False, len(base),
+                         problem=f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} and the float64 "
+                                 f"reference failed: {type(exc).__name__}: {exc}")
+    r64_tensors = tensor_outputs(r64_all)
+    if len(r64_tensors) != len(base):
+        return SeedCheck(seed, False, worst, False, len(base),
+                         problem=f"the float64 reference returns {len(r64_tensors)} tensors, the graph {len(base)}")
+    decisions: list[Float64Decision] = []
+    for i in mismatched:
+        r32, o32, r64 = base[i], cand[i], r64_tensors[i].to(base[i].device)
+        if not r32.is_floating_point():
+            decisions.append(Float64Decision(0.0, math.inf, None, False, f"integer output {i} differs"))
+            continue
+        decisions.append(float64_decision(inf_norm_diff(r32, r64), inf_norm_diff(o32, r64), inf_norm(r32)))
+    failing = [d for d in decisions if not d.passed]
+    chosen = failing[0] if failing else max(decisions, key=lambda d: (d.rho or 0.0, d.d_opt))
+    problem = None if not failing else (f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} (max |diff| "
+                                        f"{worst:.3g}); float64 fallback: {chosen.rule}")
+    return SeedCheck(seed, not failing, worst, False, len(base), fallback=chosen, problem=problem)
+
+
+def clone_inputs(inputs: list[Any]) -> list[Any]:
+    import torch
+
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]

@@ -1,0 +1,120 @@
+"""What the gates say: one verdict per gate, and the cascade's decision. Pure data, no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GATE_NAMES: dict[int, str] = {1: "static", 2: "kernel", 3: "model", 4: "perf"}
+ALL_GATES: tuple[int, ...] = (1, 2, 3, 4)
+
+
+@dataclass
+class GateVerdict:
+    gate: int  # 1..4
+    name: str  # "static", "kernel", "model", "perf"
+    passed: bool
+    reason: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        # The numbers sit beside the fixed keys (the documented --json shape); a number never
+        # overwrites one of them.
+        data: dict[str, Any] = {k: v for k, v in self.numbers.items()
+                                if k not in ("gate", "name", "passed", "reason", "seconds")}
+        data.update({"gate": self.gate, "name": self.name, "passed": self.passed, "reason": self.reason,
+                     "seconds": round(self.seconds, 4)})
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GateVerdict:
+        fixed = ("gate", "name", "passed", "reason", "seconds")
+        return cls(gate=int(data["gate"]), name=str(data.get("name", GATE_NAMES.get(int(data["gate"]), ""))),
+                   passed=bool(data["passed"]), reason=str(data.get("reason", "")),
+                   numbers={k: v for k, v in data.items() if k not in fixed},
+                   seconds=float(data.get("seconds", 0.0)))
+
+
+@dataclass
+class CascadeConfig:
+    device: str = "auto"
+    seeds_kernel: tuple[int, ...] = (0, 42, 1337)
+    seeds_model: tuple[int, ...] = (0, 42, 123)
+    min_speedup: float = 1.03
+    ab_rounds: int | None = None  # None: the timing budget of the device (measure.timing)
+    run_gates: tuple[int, ...] = ALL_GATES
+    workdir: str | None = None  # where re-stitched graphs go; a temporary folder when None
+    model_tolerance: float = 1e-4  # gate 3: atol = rtol
+    determinism_reruns: int = 2  # gate 2: extra runs of the candidate on the same inputs
+    job_timeout_s: float = 600.0
+    compile_timeout_s: float = 300.0
+    kernel_timing: bool = True  # gate 4: also time the kernel alone (reported, never decides)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "seeds_kernel": list(self.seeds_kernel), "seeds_model": list(self.seeds_model),
+            "min_speedup": self.min_speedup, "ab_rounds": self.ab_rounds, "run_gates": list(self.run_gates),
+            "workdir": self.workdir, "model_tolerance": self.model_tolerance,
+            "determinism_reruns": self.determinism_reruns,
+        }
+
+
+@dataclass
+class CascadeResult:
+    accepted: bool
+    failed_gate: int | None
+    reason: str
+    gates: list[GateVerdict] = field(default_factory=list)
+    speedup: float | None = None
+    ci: tuple[float, float] | None = None
+    timing_path: str | None = None
+    kernel_speedups: dict[str, float] = field(default_factory=dict)
+    restitched_path: str | None = None  # the re-stitched output_code.py written for this candidate
+    diff: str | None = None  # unified diff against the original output_code.py
+    graph_path: str | None = None
+    kernels: list[str] = field(default_factory=list)
+    device: str | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def decision(self) -> str:
+        return "accepted" if self.accepted else "fallback"
+
+    def verdict(self, gate: int) -> GateVerdict | None:
+        return next((v for v in self.gates if v.gate == gate), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "decision": self.decision,
+            "failed_gate": self.failed_gate,
+            "reason": self.reason,
+            "gates": [v.to_json() for v in self.gates],
+            "speedup": self.speedup,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "timing_path": self.timing_path,
+            "kernel_speedups": dict(self.kernel_speedups),
+            "restitched_path": self.restitched_path,
+            "diff": self.diff,
+            "graph_path": self.graph_path,
+            "kernels": list(self.kernels),
+            "device": self.device,
+            "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CascadeResult:
+        ci = data.get("ci")
+        return cls(
+            accepted=bool(data["accepted"]), failed_gate=data.get("failed_gate"), reason=str(data.get("reason", "")),
+            gates=[GateVerdict.from_json(v) for v in data.get("gates", [])],
+            speedup=data.get("speedup"), ci=(float(ci[0]), float(ci[1])) if ci else None,
+            timing_path=data.get("timing_path"), kernel_speedups=dict(data.get("kernel_speedups") or {}),
+            restitched_path=data.get("restitched_path"), diff=data.get("diff"),
+            graph_path=data.get("graph_path"), kernels=list(data.get("kernels") or []),
+            device=data.get("device"), seconds=float(data.get("seconds", 0.0)),
+            notes=list(data.get("notes") or []),
+        )

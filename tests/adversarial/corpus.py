@@ -1,0 +1,331 @@
+"""The adversarial corpus: wrong candidates, each labelled with the gate that must reject it, and
+correct variants that must pass gates 1-3.
+
+Every candidate is a templated edit of the real kernel Inductor wrote for one of the tiny problems
+in ``problems/`` (compiled once per session). An edit names the exact text it changes and fails
+loudly (:class:`EditNotApplicable`) when that text is absent, so a codegen change in a new torch
+release shows up as a corpus error, not as a silently easier test. Pure Python: no torch; the GPU
+benchmark (benchmarks/gpu/gates.py) imports it too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelopt_core.gates.launcher import set_launch_configs
+
+PROBLEMS = ("elementwise", "row_sum", "softmax")
+
+
+class EditNotApplicable(ValueError):
+    """The kernel source lacks the text an edit expects (another codegen, another torch)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    problem: str  # one of PROBLEMS
+    klass: str  # the bug class, or "correct"
+    expected_gate: int | None  # the gate that must reject it; None: must pass gates 1-3
+    description: str
+    edit: Callable[[str, str], str]  # (kernel source, kernel name) -> candidate source
+
+    @property
+    def wrong(self) -> bool:
+        return self.expected_gate is not None
+
+    def candidate(self, source: str, kernel_name: str) -> str:
+        return self.edit(source, kernel_name)
+
+
+# --- edit helpers ------------------------------------------------------------------------------
+
+
+def sub(old: str, new: str, count: int = 1) -> Callable[[str, str], str]:
+    """Replace exact text (``count`` occurrences must exist; 0 means all, at least one)."""
+
+    def edit(source: str, _name: str) -> str:
+        found = source.count(old)
+        if found == 0 or (count and found != count):
+            raise EditNotApplicable(f"expected {count or 'some'} occurrence(s) of {old!r}, found {found}")
+        return source.replace(old, new)
+
+    return edit
+
+
+def regex(pattern: str, new: str) -> Callable[[str, str], str]:
+    def edit(source: str, _name: str) -> str:
+        out, n = re.subn(pattern, new, source, count=1, flags=re.M)
+        if n != 1:
+            raise EditNotApplicable(f"pattern {pattern!r} not found")
+        return out
+
+    return edit
+
+
+def chain(*edits: Callable[[str, str], str]) -> Callable[[str, str], str]:
+    def edit(source: str, name: str) -> str:
+        for step in edits:
+            source = step(source, name)
+        return source
+
+    return edit
+
+
+def launch(*configs: dict[str, int], grid: tuple[str | int, ...] | None = None) -> Callable[[str, str], str]:
+    """Fix the launch configuration(s) (and optionally the grid) through the launcher contract."""
+
+    def edit(source: str, name: str) -> str:
+        return set_launch_configs(source, name, list(configs), grid)
+
+    return edit
+
+
+def prepend_module(text: str) -> Callable[[str, str], str]:
+    """Insert module-level lines right after the imports (before the decorator)."""
+
+    def edit(source: str, _name: str) -> str:
+        at = source.find("\n@triton_heuristics.")
+        if at < 0:
+            raise EditNotApplicable("no @triton_heuristics decorator")
+        return source[:at] + "\n" + text.rstrip("\n") + "\n" + source[at:]
+
+    return edit
+
+
+def append_body(text: str, after: str) -> Callable[[str, str], str]:
+    """Insert kernel-body lines (4-space indented) right after the line containing ``after``."""
+
+    def edit(source: str, _name: str) -> str:
+        lines = source.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if after in line:
+                block = "".join(f"    {row}\n" for row in text.strip("\n").splitlines())
+                return "".join(lines[: i + 1]) + block + "".join(lines[i + 1:])
+        raise EditNotApplicable(f"no line containing {after!r}")
+
+    return edit
+
+
+def append_module(text: str) -> Callable[[str, str], str]:
+    def edit(source: str, _name: str) -> str:
+        return source.rstrip("\n") + "\n" + text.strip("\n") + "\n"
+
+    return edit
+
+
+def kernel_name_line(template: str) -> Callable[[str, str], str]:
+    """Append a module-level line that mentions the kernel's own name (``{name}``)."""
+
+    def edit(source: str, name: str) -> str:
+        return source.rstrip("\n") + "\n" + template.format(name=name) + "\n"
+
+    return edit
+
+
+# --- the kernels (as Inductor 2.13 writes them for problems/*.py on the CPU backend) ------------
+# elementwise: out = tanh(x) * sigmoid(y) + x * bias - 0.1   (x, y: [12, 37], bias: [37])
+# row_sum:     out = x.sum(dim=1) * 0.5                      (x: [6, 1500], looped reduction)
+# softmax:     out = softmax(x, dim=-1)                      (x: [10, 37], persistent reduction)
+
+E_STORE = "tl.store(out_ptr0 + (x2), tmp9, xmask)"
+R_LOAD = "tl.load(in_ptr0 + (r0_1 + 1500*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)"
+R_STORE = "tl.store(in_out_ptr0 + (x0), tmp5, xmask)"
+S_LOAD = "tl.load(in_ptr0 + (r0_1 + 37*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)"
+S_STORE = "tl.store(in_out_ptr0 + (r0_1 + 37*x0), tmp11, r0_mask & xmask)"
+
+# A split reduction: grid (rows, SPLITS); split 0 stores its partial sum, the others add theirs
+# atomically. Correct only when split 0 of a row runs first: a race, and float atomics in any order.
+_SPLIT_BODY = """
+    xnumel = 6
+    r0_numel = 1500
+    x0 = tl.program_id(0)
+    split = tl.program_id(1)
+    r0_base = tl.arange(0, R0_BLOCK)
+    acc = tl.zeros([R0_BLOCK], tl.float32)
+    for r0_offset in tl.range(split * R0_BLOCK, r0_numel, SPLITS * R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        acc += tl.load(in_ptr0 + (r0_index + 1500*x0), r0_mask, other=0.0)
+    partial = tl.sum(acc, 0) * 0.5
+    if split == 0:
+        tl.store(in_out_ptr0 + x0, partial)
+    else:
+        tl.atomic_add(in_out_ptr0 + x0, partial)
+"""
+
+
+def split_reduction(splits: int) -> Callable[[str, str], str]:
+    def edit(source: str, name: str) -> str:
+        head, sep, _body = source.partition(f"def {name}(")
+        if not sep:
+            raise EditNotApplicable(f"no def {name}(")
+        signature = f"def {name}(in_out_ptr0, in_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, " \
+                    f"R0_BLOCK : tl.constexpr):\n    SPLITS: tl.constexpr = {splits}\n"
+        text = head + signature + _SPLIT_BODY.lstrip("\n")
+        text = text.replace("'mutated_arg_names': ['in_out_ptr0']",
+                            "'mutated_arg_names': ['in_out_ptr0'], 'atomic_add_found': True", 1)
+        return set_launch_configs(text, name, [{"XBLOCK": 1, "R0_BLOCK": 256}], grid=("xnumel", splits, 1))
+
+    return edit
+
+
+CASES: list[Case] = [
+    # --- off-by-one mask ---------------------------------------------------------------------
+    Case("E-mask-short", "elementwise", "off-by-one mask", 2, "xmask drops the last element",
+         sub("xmask = xindex < xnumel", "xmask = xindex < xnumel - 1")),
+    Case("E-mask-long", "elementwise", "off-by-one mask", 2, "xmask lets one element past the end through",
+         sub("xmask = xindex < xnumel", "xmask = xindex <= xnumel")),
+    Case("S-rmask-short", "softmax", "off-by-one mask", 2, "the row mask drops the last column",
+         sub("r0_mask = r0_index < r0_numel", "r0_mask = r0_index < r0_numel - 1")),
+    Case("S-rmask-long", "softmax", "off-by-one mask", 2, "the row mask takes one column of the next row",
+         sub("r0_mask = r0_index < r0_numel", "r0_mask = r0_index <= r0_numel")),
+    Case("R-rmask-long", "row_sum", "off-by-one mask", 2, "the reduction mask takes one element too many",
+         sub("r0_mask = r0_index < r0_numel", "r0_mask = r0_index <= r0_numel")),
+    # --- missing tail block ------------------------------------------------------------------
+    Case("R-no-tail", "row_sum", "missing tail block", 2, "R0_BLOCK=512 and the loop stops before the tail",
+         chain(launch({"XBLOCK": 1, "R0_BLOCK": 512}),
+               sub("tl.range(0, r0_numel, R0_BLOCK)", "tl.range(0, r0_numel - R0_BLOCK + 1, R0_BLOCK)"))),
+    Case("E-grid-floor", "elementwise", "missing tail block", 2, "grid = xnumel // XBLOCK drops the partial block",
+         launch({"XBLOCK": 128, "num_warps": 4}, grid=("xnumel // {XBLOCK}",))),
+    Case("S-grid-floor", "softmax", "missing tail block", 2, "four rows per program, grid rounds down",
+         launch({"XBLOCK": 4, "num_warps": 2}, grid=("xnumel // {XBLOCK}",))),
+    # --- wrong reduction axis ----------------------------------------------------------------
+    Case("R-axis-columns", "row_sum", "wrong reduction axis", 2, "sums down columns (x0 + 6*r) instead of rows",
+         sub(R_LOAD, R_LOAD.replace("(r0_1 + 1500*x0)", "(x0 + 6*r0_1)"))),
+    Case("S-sum-axis0", "softmax", "wrong reduction axis", 2, "the normaliser sums over the row axis",
+         sub("tl.sum(tmp9, 1)[:, None]", "tl.sum(tmp9, 0)[None, :]")),
+    Case("S-max-axis0", "softmax", "wrong reduction axis", 2, "the row max is taken over the wrong axis",
+         sub("triton_helpers.max2(tmp3, 1)[:, None]", "triton_helpers.max2(tmp3, 0)[None, :]")),
+    # --- wrong broadcast index ---------------------------------------------------------------
+    Case("E-bias-row", "elementwise", "wrong broadcast index", 2, "bias indexed by row instead of column",
+         sub("x0 = (xindex % 37)", "x0 = (xindex // 37)")),
+    Case("E-bias-mod", "elementwise", "wrong broadcast index", 2, "bias indexed modulo 36",
+         sub("x0 = (xindex % 37)", "x0 = (xindex % 36)")),
+    # --- silent downcast ---------------------------------------------------------------------
+    Case("R-fp16-load", "row_sum", "silent downcast to fp16", 3, "inputs rounded through fp16 before the sum "
+         "(inside the kernel tolerance, outside the model's)",
+         sub(R_LOAD, R_LOAD + ".to(tl.float16).to(tl.float32)")),
+    Case("E-fp16-sigmoid", "elementwise", "silent downcast to fp16", 3, "sigmoid rounded through fp16",
+         sub("tmp3 = tl.sigmoid(tmp2)", "tmp3 = tl.sigmoid(tmp2).to(tl.float16).to(tl.float32)")),
+    Case("E-bf16-out", "elementwise", "silent downcast to fp16", 2, "the output rounded through bf16",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = (tmp7 - tmp8).to(tl.bfloat16).to(tl.float32)")),
+    # --- dropped epilogue op -----------------------------------------------------------------
+    Case("E-drop-sub", "elementwise", "dropped epilogue op", 2, "the final - 0.1 is gone",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = tmp7")),
+    Case("E-drop-bias", "elementwise", "dropped epilogue op", 2, "x * bias became x",
+         sub("tmp7 = tmp4 + tmp6", "tmp7 = tmp4 + tmp0")),
+    Case("R-drop-scale", "row_sum", "dropped epilogue op", 2, "the final * 0.5 is gone",
+         sub("tmp5 = tmp2 * tmp4", "tmp5 = tmp2")),
+    # --- partial output write ----------------------------------------------------------------
+    Case("E-half-store", "elementwise", "partial output write", 2, "stores only the first half",
+         sub(E_STORE, "tl.store(out_ptr0 + (x2), tmp9, xmask & (x2 < 222))")),
+    Case("S-even-columns", "softmax", "partial output write", 2, "stores every other column",
+         sub(S_STORE, "tl.store(in_out_ptr0 + (r0_1 + 37*x0), tmp11, r0_mask & xmask & (r0_1 % 2 == 0))")),
+    Case("R-even-rows", "row_sum", "partial output write", 2, "stores even rows only",
+         sub(R_STORE, "tl.store(in_out_ptr0 + (x0), tmp5, xmask & (x0 % 2 == 0))")),
+    # --- output cached between calls ---------------------------------------------------------
+    Case("E-keep-previous", "elementwise", "output cached between calls", 2,
+         "keeps whatever the output buffer already holds unless it is NaN",
+         sub(E_STORE, "prev = tl.load(out_ptr0 + (x2), xmask)\n"
+                      "    tl.store(out_ptr0 + (x2), tl.where(prev == prev, prev, tmp9), xmask)")),
+    Case("S-keep-previous", "softmax", "output cached between calls", 2,
+         "returns the previous call's probabilities when the buffer holds numbers",
+         sub(S_STORE, "prev = tl.load(in_out_ptr0 + (r0_1 + 37*x0), r0_mask & xmask)\n"
+                      "    tl.store(in_out_ptr0 + (r0_1 + 37*x0), tl.where(prev == prev, prev, tmp11), "
+                      "r0_mask & xmask)")),
+    Case("R-keep-previous", "row_sum", "output cached between calls", 2, "skips rows whose sum is already there",
+         sub(R_STORE, "prev = tl.load(in_out_ptr0 + (x0), xmask)\n"
+                      "    tl.store(in_out_ptr0 + (x0), tl.where(prev == prev, prev, tmp5), xmask)")),
+    # --- identity or pointer caching (module state) ------------------------------------------
+    Case("E-ptr-dict", "elementwise", "identity or pointer caching", 1, "a module-level dict keyed by pointers",
+         prepend_module("_results_by_pointer = {}")),
+    Case("S-fn-attr-cache", "softmax", "identity or pointer caching", 1, "a cache hung on the kernel object",
+         kernel_name_line("{name}.last_inputs = ()")),
+    Case("R-global-ptr", "row_sum", "identity or pointer caching", 1, "a `global` remembering the last pointer",
+         append_body("global _last_pointer", "xoffset = tl.program_id(0) * XBLOCK")),
+    Case("E-id-key", "elementwise", "identity or pointer caching", 1, "keys on id() of an argument",
+         append_body("key = id(in_ptr0)", "xoffset = tl.program_id(0) * XBLOCK")),
+    # --- NaN/Inf generation ------------------------------------------------------------------
+    Case("S-no-max", "softmax", "NaN/Inf generation", 2, "softmax without the max subtraction overflows",
+         sub("tmp5 = tmp0 - tmp4", "tmp5 = tmp0")),
+    Case("E-tanh-exp", "elementwise", "NaN/Inf generation", 2, "tanh as (e^2x - 1)/(e^2x + 1): inf/inf",
+         sub("tmp1 = libdevice.tanh(tmp0)",
+             "tmp1 = (libdevice.exp(2.0 * tmp0) - 1.0) / (libdevice.exp(2.0 * tmp0) + 1.0)")),
+    Case("R-exp-times-zero", "row_sum", "NaN/Inf generation", 2, "adds exp(sum) * 0, which is NaN once exp overflows",
+         sub("tmp5 = tmp2 * tmp4", "tmp5 = tmp2 * tmp4 + libdevice.exp(tmp2) * 0.0")),
+    # --- out-of-bounds reads -----------------------------------------------------------------
+    Case("E-read-shifted", "elementwise", "out-of-bounds reads", 2, "reads y one element ahead (past the end)",
+         sub("tl.load(in_ptr1 + (x2), xmask)", "tl.load(in_ptr1 + (x2 + 1), xmask)")),
+    Case("R-unmasked-read", "row_sum", "out-of-bounds reads", 2, "drops the reduction mask on load and accumulate",
+         chain(sub(R_LOAD, R_LOAD.replace("r0_mask & xmask,", "xmask,")),
+               sub("_tmp2 = tl.where(r0_mask & xmask, tmp3, _tmp2)", "_tmp2 = tl.where(xmask, tmp3, _tmp2)"))),
+    Case("S-next-row", "softmax", "out-of-bounds reads", 2, "reads the next row (the last row reads past the end)",
+         sub(S_LOAD, S_LOAD.replace("(r0_1 + 37*x0)", "(r0_1 + 37*x0 + 37)"))),
+    # --- nondeterministic atomics ------------------------------------------------------------
+    Case("R-split2-atomic", "row_sum", "nondeterministic atomics", 2, "split reduction: store + atomic_add, 2 splits",
+         split_reduction(2)),
+    Case("R-split3-atomic", "row_sum", "nondeterministic atomics", 2, "split reduction: store + atomic_add, 3 splits",
+         split_reduction(3)),
+    # --- torch call inside -------------------------------------------------------------------
+    Case("E-torch-tanh", "elementwise", "torch call inside", 1, "torch.tanh inside the kernel",
+         sub("tmp1 = libdevice.tanh(tmp0)", "tmp1 = torch.tanh(tmp0)")),
+    Case("S-extern-mm", "softmax", "torch call inside", 1, "an extern_kernels call",
+         append_body("tmp99 = extern_kernels.mm(tmp0, tmp0)", "tmp0 = tl.load(")),
+    Case("R-helpers-torch", "row_sum", "torch call inside", 1, "torch reached through triton_helpers",
+         append_body("triton_helpers.torch.cuda.synchronize()", "xoffset = tl.program_id(0) * XBLOCK")),
+    # --- forbidden import --------------------------------------------------------------------
+    Case("E-import-os", "elementwise", "forbidden import", 1, "import os",
+         chain(prepend_module("import os"), append_body("flag = os.environ.get('X')", "xoffset ="))),
+    Case("S-import-subprocess", "softmax", "forbidden import", 1, "import subprocess",
+         prepend_module("import subprocess")),
+    Case("R-from-ctypes", "row_sum", "forbidden import", 1, "from ctypes import CDLL",
+         prepend_module("from ctypes import CDLL")),
+    # --- try/except fallback -----------------------------------------------------------------
+    Case("E-try-in-kernel", "elementwise", "try/except fallback", 1, "falls back to a simpler formula on error",
+         sub("    tmp3 = tl.sigmoid(tmp2)\n",
+             "    try:\n        tmp3 = tl.sigmoid(tmp2)\n    except Exception:\n        tmp3 = tmp2\n")),
+    Case("S-try-import", "softmax", "try/except fallback", 1, "module-level try/except around an import",
+         prepend_module("try:\n    from torch._inductor.runtime import hints\nexcept ImportError:\n    hints = None")),
+    # --- side streams, eval ------------------------------------------------------------------
+    Case("R-driver-stream", "row_sum", "new CUDA streams", 1, "reaches the driver for a stream",
+         append_module("_stream = triton.runtime.driver.active.get_current_stream")),
+    Case("E-eval", "elementwise", "eval/exec", 1, "exec at import", append_module("exec('x = 1')")),
+    # --- correct variants: must pass gates 1-3 -----------------------------------------------
+    Case("E-xblock64", "elementwise", "correct", None, "XBLOCK=64, 2 warps", launch({"XBLOCK": 64, "num_warps": 2})),
+    Case("E-xblock512", "elementwise", "correct", None, "one block of 512 covers all 444 elements",
+         launch({"XBLOCK": 512, "num_warps": 8})),
+    Case("E-autotune", "elementwise", "correct", None, "two configs through user_autotune",
+         launch({"XBLOCK": 128, "num_warps": 4}, {"XBLOCK": 32, "num_warps": 1})),
+    Case("E-grid-ceil", "elementwise", "correct", None, "own grid: ceil(xnumel / XBLOCK)",
+         launch({"XBLOCK": 128, "num_warps": 4}, grid=("-(-xnumel // {XBLOCK})",))),
+    Case("E-sub-as-add", "elementwise", "correct", None, "x - 0.1 written as x + (-0.1)",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = tmp7 + (-tmp8)")),
+    Case("E-sigmoid-exp", "elementwise", "correct", None, "sigmoid as 1 / (1 + exp(-y))",
+         sub("tmp3 = tl.sigmoid(tmp2)", "tmp3 = 1.0 / (1.0 + libdevice.exp(-tmp2))")),
+    Case("E-reorder", "elementwise", "correct", None, "loads and products in another order",
+         chain(sub("    tmp1 = libdevice.tanh(tmp0)\n", ""),
+               sub("    tmp3 = tl.sigmoid(tmp2)\n", "    tmp3 = tl.sigmoid(tmp2)\n    tmp1 = libdevice.tanh(tmp0)\n"))),
+    Case("R-rblock512", "row_sum", "correct", None, "R0_BLOCK=512: three loop steps with a masked tail",
+         launch({"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4})),
+    Case("R-rblock256-x4", "row_sum", "correct", None, "XBLOCK=4, R0_BLOCK=256",
+         launch({"XBLOCK": 4, "R0_BLOCK": 256, "num_warps": 8})),
+    Case("R-scale-in-loop", "row_sum", "correct", None, "multiply by 0.5 inside the loop instead of after",
+         chain(sub("tmp3 = _tmp2 + tmp1", "tmp3 = _tmp2 + tmp1 * 0.5"), sub("tmp5 = tmp2 * tmp4", "tmp5 = tmp2"))),
+    Case("S-xblock2", "softmax", "correct", None, "two rows per program", launch({"XBLOCK": 2, "num_warps": 2})),
+    Case("S-xblock16", "softmax", "correct", None, "all rows in one program (masked)",
+         launch({"XBLOCK": 16, "num_warps": 4})),
+    Case("S-exp2", "softmax", "correct", None, "exp(x) as exp2(x * log2(e))",
+         sub("tmp6 = libdevice.exp(tmp5)", "tmp6 = libdevice.exp2(tmp5 * 1.4426950408889634)")),
+    Case("S-reciprocal", "softmax", "correct", None, "divide by multiplying with the reciprocal",
+         sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tmp6 * (1.0 / tmp10)")),
+]
+
+
+def cases_by_problem() -> dict[str, list[Case]]:
+    out: dict[str, list[Case]] = {p: [] for p in PROBLEMS}
+    for case in CASES:
+        out[case.problem].append(case)
+    return out

@@ -1,0 +1,168 @@
+"""Compile the corpus problems and run every corpus case through the cascade; tabulate the outcome.
+
+Used by the corpus test, by ``report.py`` (which writes the table in docs/gates.md) and by the
+GPU benchmark. Nothing here imports torch: compiling happens in one subprocess, the gates run in
+the worker (or in-process when asked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.gates import CascadeConfig, CascadeSetupError, run_cascade
+
+from .corpus import CASES, PROBLEMS, Case, EditNotApplicable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+_COMPILE_SCRIPT = """
+import json, sys, glob, os
+from kernelopt_core.compile import compile_problem
+spec = json.loads(sys.argv[1])
+found = {}
+for name in spec["problems"]:
+    out = os.path.join(spec["out"], name)
+    compile_problem(os.path.join(spec["dir"], name + ".py"), out, spec["mode"], spec["device"])
+    paths = sorted(glob.glob(os.path.join(out, "torch_compile_debug", "run_*", "torchinductor", "*", "output_code.py")))
+    found[name] = paths[-1] if paths else None
+print("@corpus-graphs " + json.dumps(found))
+"""
+
+
+def compile_problems(out_dir: str | Path, problems: tuple[str, ...] = PROBLEMS, device: str = "cpu",
+                     mode: str = "default", timeout_s: float = 900.0) -> dict[str, str]:
+    """Compile the corpus problems in one subprocess; problem -> its output_code.py."""
+    spec = {"problems": list(problems), "out": str(out_dir), "dir": str(HERE / "problems"), "device": device,
+            "mode": mode}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT, json.dumps(spec)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout_s)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("@corpus-graphs ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"compiling the corpus problems failed (status {done.returncode}):\n{done.stderr[-4000:]}")
+    found = json.loads(line.split(" ", 1)[1])
+    missing = [name for name, path in found.items() if not path]
+    if missing:
+        raise RuntimeError(f"no dump written for {', '.join(missing)}")
+    return found
+
+
+@dataclass
+class CaseResult:
+    id: str
+    problem: str
+    klass: str
+    expected_gate: int | None
+    failed_gate: int | None  # None: passed every gate that ran
+    reason: str
+    seconds: float
+    error: str | None = None  # the edit did not apply, or the check could not run
+
+    @property
+    def as_expected(self) -> bool:
+        if self.error is not None:
+            return False
+        return self.failed_gate == self.expected_gate
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "as_expected": self.as_expected}
+
+
+def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...] = (1, 2, 3),
+             workdir: str | None = None, worker: Any = None, device: str = "auto") -> list[CaseResult]:
+    """Run each case's candidate through ``gates``; a case whose problem has no graph is skipped."""
+    parsed = {name: parse_output_code(path) for name, path in graphs.items() if path}
+    config = CascadeConfig(device=device, run_gates=gates, workdir=workdir)
+    results: list[CaseResult] = []
+    for case in cases:
+        graph = parsed.get(case.problem)
+        if graph is None:
+            continue
+        if len(graph.kernels) != 1:
+            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "", 0.0,
+                                      error=f"{case.problem} compiled to {len(graph.kernels)} kernels, expected one"))
+            continue
+        kernel = graph.kernels[0]
+        begin = time.monotonic()
+        try:
+            candidate = case.candidate(kernel.source, kernel.name)
+            outcome = run_cascade(graph, {kernel.name: candidate}, config, worker=worker)
+        except EditNotApplicable as exc:
+            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "",
+                                      time.monotonic() - begin, error=f"edit not applicable: {exc}"))
+            continue
+        except CascadeSetupError as exc:
+            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "",
+                                      time.monotonic() - begin, error=f"could not run: {exc}"))
+            continue
+        results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, outcome.failed_gate,
+                                  outcome.reason, time.monotonic() - begin))
+    return results
+
+
+def summary_rows(results: list[CaseResult]) -> list[dict[str, Any]]:
+    """Per class: rejected n/N and rejected by the labelled gate n/N (correct variants: false rejections)."""
+    groups: OrderedDict[str, list[CaseResult]] = OrderedDict()
+    for result in results:
+        groups.setdefault(result.klass, []).append(result)
+    rows = []
+    for klass, items in groups.items():
+        gates = sorted({r.expected_gate for r in items if r.expected_gate is not None})
+        rows.append({
+            "class": klass, "n": len(items),
+            "labelled_gate": "/".join(map(str, gates)) if gates else "none (must pass 1-3)",
+            "rejected": sum(1 for r in items if r.failed_gate is not None and r.error is None),
+            "by_labelled_gate": sum(1 for r in items if r.as_expected and r.expected_gate is not None),
+            "errors": sum(1 for r in items if r.error is not None),
+        })
+    return rows
+
+
+def markdown_table(results: list[CaseResult], title: str = "") -> str:
+    rows = summary_rows(results)
+    wrong = [r for r in results if r.expected_gate is not None]
+    correct = [r for r in results if r.expected_gate is None]
+    lines = [title] if title else []
+    lines += ["| class | labelled gate | rejected | by the labelled gate |", "|---|---|---|---|"]
+    for row in rows:
+        if row["class"] == "correct":
+            continue
+        lines.append(f"| {row['class']} | {row['labelled_gate']} | {row['rejected']}/{row['n']} | "
+                     f"{row['by_labelled_gate']}/{row['n']} |")
+    rejected = sum(1 for r in wrong if r.failed_gate is not None and r.error is None)
+    labelled = sum(1 for r in wrong if r.as_expected)
+    lines.append(f"| **all wrong candidates** ({len({r.klass for r in wrong})} classes) | | "
+                 f"**{rejected}/{len(wrong)}** | **{labelled}/{len(wrong)}** |")
+    false_rejections = sum(1 for r in correct if r.failed_gate is not None or r.error is not None)
+    lines.append("")
+    lines.append(f"Correct variants (other block sizes, num_warps, grids, loop orders, algebraically equal math): "
+                 f"**false rejections {false_rejections}/{len(correct)}** (gates 1-3).")
+    errors = [r for r in results if r.error is not None]
+    if errors:
+        lines.append("")
+        lines.append("Cases that could not run: " + "; ".join(f"{r.id} ({r.error})" for r in errors))
+    return "\n".join(lines)
+
+
+def case_table(results: list[CaseResult]) -> str:
+    lines = ["| case | problem | class | labelled | rejected by | ok |", "|---|---|---|---|---|---|"]
+    for r in results:
+        got = "error" if r.error else (str(r.failed_gate) if r.failed_gate else "passed 1-3")
+        labelled = str(r.expected_gate) if r.expected_gate else "pass"
+        lines.append(f"| {r.id} | {r.problem} | {r.klass} | {labelled} | {got} | {'yes' if r.as_expected else 'NO'} |")
+    return "\n".join(lines)
+
+
+def all_cases() -> list[Case]:
+    return list(CASES)
