@@ -114,7 +114,7 @@ def test_compare_runs_detectors() -> None:
     assert compare_runs("t", _run(reference), _run(close), [reference], roles, names, poisoned=True).passed
     far = reference + 3e-3 * (reference.abs() + 1)
     check = compare_runs("t", _run(reference), _run(far), [reference], roles, names, poisoned=True)
-    assert "differ beyond atol=rtol=0.001" in check.problems[0]
+    assert "differ beyond atol=0.001, rtol=0.001" in check.problems[0]
 
     stale = torch.randn(8)
     check = compare_runs("t", _run(reference), _run(stale), [reference], roles, names, poisoned=False,

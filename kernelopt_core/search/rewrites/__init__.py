@@ -1,1 +1,43 @@
+"""The offline rewrite families: genuine source rewrites of Inductor's Triton kernels.
 
+Each family reads a :class:`RewriteContext` and proposes deterministic, ordered variants; every
+variant goes through the same gates as an LLM-written kernel.
+"""
+
+from __future__ import annotations
+
+from .base import Rewrite, RewriteContext, RewriteFamily
+from .eviction import EvictionHintsFamily
+from .fast_math import FastMathFamily
+from .int32_index import Int32IndexFamily
+from .kernel_source import KernelModule, KernelSourceError, LaunchConfig, parse_kernel_module
+from .launch_config import LaunchConfigFamily
+from .masks import MaskRemovalFamily
+from .persistent import PersistentFamily
+from .split_reduction import SplitReductionFamily
+from .vector_hints import VectorHintsFamily
+
+FAMILIES: dict[str, RewriteFamily] = {
+    family.name: family
+    for family in (
+        LaunchConfigFamily(), PersistentFamily(), SplitReductionFamily(), MaskRemovalFamily(),
+        EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(), Int32IndexFamily(),
+    )
+}
+
+
+def applicable_families(ctx: RewriteContext) -> dict[str, str | None]:
+    """Family name -> None when it applies to the kernel, else the reason it does not."""
+    status: dict[str, str | None] = {}
+    for name, family in FAMILIES.items():
+        try:
+            status[name] = family.not_applicable(ctx)
+        except Exception as exc:  # noqa: BLE001 - one family's blind spot must not stop the search
+            status[name] = f"could not read this kernel ({type(exc).__name__}: {exc})"
+    return status
+
+
+__all__ = [
+    "FAMILIES", "KernelModule", "KernelSourceError", "LaunchConfig", "Rewrite", "RewriteContext",
+    "RewriteFamily", "applicable_families", "parse_kernel_module",
+]

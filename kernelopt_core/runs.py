@@ -1,0 +1,300 @@
+"""Optimize runs on disk: ``<run_root>/<id>/`` with an append-only journal, candidates and reports.
+
+Layout::
+
+    journal.jsonl        every plan, candidate, gate result, timing and LLM call, one JSON per line
+    candidates/          each candidate kernel module (named by kernel and source hash)
+    ncu/                 profiler output
+    report.md            speedup table, gate outcomes, fallback reason
+    final.diff           the accepted change against the original output_code.py (may be empty)
+    result.json          the OptimizeResult
+    original_kernel.py / optimized_kernel.py   the best kernel before/after (for editors)
+
+Each journal line is written with flush + fsync before the run moves on. Expensive results
+are recorded under a ``(kind, key)`` so a resumed run looks them up instead of recomputing:
+after a SIGKILL at any point, everything recorded is kept, a torn last line is dropped, and the
+run continues from where it stopped. Pure Python; no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+JOURNAL = "journal.jsonl"
+
+
+class RunError(ValueError):
+    """A run folder that cannot be created, found or resumed (the message says which and why)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so a reader (or a crash) sees the old or the new content, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+@dataclass
+class Journal:
+    """An append-only JSON-lines file; each entry gets a sequence number and a timestamp."""
+
+    path: Path
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    dropped_tail: bool = False  # a torn last line was found (and removed) on load
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _index: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False)
+    _cursor: dict[str, int] = field(default_factory=dict, repr=False)  # record(): position per kind
+
+    @classmethod
+    def open(cls, path: Path) -> Journal:
+        journal = cls(path)
+        if path.exists():
+            journal._load()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        return journal
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        good_end = 0
+        position = 0
+        for line in raw.splitlines(keepends=True):
+            position += len(line)
+            if not line.endswith(b"\n"):
+                self.dropped_tail = True  # the process died mid-write: this line never completed
+                break
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                self.dropped_tail = True
+                break
+            if isinstance(entry, dict):
+                self._remember(entry)
+            good_end = position
+        if good_end < len(raw):
+            with open(self.path, "r+b") as handle:
+                handle.truncate(good_end)
+                os.fsync(handle.fileno())
+
+    def _remember(self, entry: dict[str, Any]) -> None:
+        self.entries.append(entry)
+        if "key" in entry:
+            self._index[(str(entry.get("kind")), str(entry["key"]))] = entry
+
+    def append(self, kind: str, key: str | None = None, **data: Any) -> dict[str, Any]:
+        with self._lock:
+            entry: dict[str, Any] = {"seq": len(self.entries), "time": round(time.time(), 3), "kind": kind}
+            if key is not None:
+                entry["key"] = key
+            entry.update(data)
+            line = json.dumps(entry, default=str, sort_keys=False) + "\n"
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._remember(json.loads(line))
+            return entry
+
+    def record(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Append an informational entry, unless a resumed run is replaying one already recorded.
+
+        The n-th ``record`` of a kind matches the n-th entry of that kind in the journal; when that
+        entry holds the same data the run is replaying what it did before the interruption and
+        nothing is written twice. Anything new (or different) is appended.
+        """
+        position = self._cursor.get(kind, 0)
+        self._cursor[kind] = position + 1
+        same_kind = [e for e in self.entries if e.get("kind") == kind and "key" not in e]
+        if position < len(same_kind):
+            recorded = same_kind[position]
+            comparable = json.loads(json.dumps(data, default=str))
+            if all(recorded.get(k) == v for k, v in comparable.items()):
+                return recorded
+        return self.append(kind, **data)
+
+    def lookup(self, kind: str, key: str) -> dict[str, Any] | None:
+        return self._index.get((kind, key))
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e.get("kind") == kind]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:32] or "graph"
+
+
+@dataclass
+class RunFolder:
+    path: Path
+    journal: Journal
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def candidates_dir(self) -> Path:
+        return self.path / "candidates"
+
+    @property
+    def ncu_dir(self) -> Path:
+        return self.path / "ncu"
+
+    @classmethod
+    def create(cls, run_root: str | Path, label: str) -> RunFolder:
+        root = Path(run_root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunError(f"{root}: cannot create the run folder ({exc.strerror})") from None
+        for _ in range(20):
+            run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}-{secrets.token_hex(2)}"
+            path = root / run_id
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 20 collisions of 16 random bits in one second
+            raise RunError(f"{root}: could not pick a fresh run id")
+        (path / "candidates").mkdir()
+        (path / "ncu").mkdir()
+        _fsync_dir(root)
+        return cls(path, Journal.open(path / JOURNAL))
+
+    @classmethod
+    def open(cls, run: str | Path, run_root: str | Path | None = None) -> RunFolder:
+        """An existing run, by folder path or by id under ``run_root``."""
+        candidates = [Path(run)]
+        if run_root is not None:
+            candidates.append(Path(run_root) / str(run))
+        for path in candidates:
+            if (path / JOURNAL).is_file():
+                (path / "candidates").mkdir(exist_ok=True)
+                (path / "ncu").mkdir(exist_ok=True)
+                return cls(path, Journal.open(path / JOURNAL))
+        where = " or ".join(str(p) for p in candidates)
+        raise RunError(f"no run to resume at {where} (a run folder holds {JOURNAL})")
+
+    def write_candidate(self, kernel: str, source_hash: str, source: str) -> Path:
+        path = self.candidates_dir / f"{kernel}.{source_hash[:12]}.py"
+        if not path.exists():
+            write_atomic(path, source)
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.path / name
+        write_atomic(path, text)
+        return path
+
+    def write_json(self, name: str, data: Any) -> Path:
+        return self.write_text(name, json.dumps(data, indent=1, default=str) + "\n")
+
+    def read_json(self, name: str) -> Any | None:
+        try:
+            return json.loads((self.path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+
+def _fmt_speedup(value: Any) -> str:
+    return f"{value:.3f}x" if isinstance(value, (int, float)) else "-"
+
+
+def _fmt_ci(ci: Any) -> str:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+        return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    return "-"
+
+
+def render_report(result: dict[str, Any], journal: Journal) -> str:
+    """report.md: the decision, the speedup table, the gate outcomes and the fallback reason."""
+    started = next((e for e in journal.entries if e.get("kind") == "run_started"), {})
+    lines = [f"# KernelOPT run {result.get('run_id')}", ""]
+    lines.append(f"- graph: `{started.get('graph_path', '?')}`")
+    lines.append(f"- device: {started.get('device', '?')}; provider: {started.get('provider', '?')}"
+                 + (f" ({started.get('model')})" if started.get("provider") not in (None, "offline") else ""))
+    config = started.get("config") or {}
+    if config:
+        lines.append("- search: " + ", ".join(f"{k}={config[k]}" for k in
+                                               ("beam_width", "iterations", "plans", "retries") if k in config))
+    lines.append(f"- **decision: {result.get('decision')}** — {result.get('reason')}")
+    lines.append(f"- end-to-end speedup: {_fmt_speedup(result.get('speedup'))} (95% CI {_fmt_ci(result.get('ci'))}, "
+                 f"timing path `{result.get('timing_path') or '-'}`)")
+    if str(started.get("device", "")).startswith("cpu"):
+        lines.append("- note: times are CPU Triton-interpreter wall-clock times, not GPU times")
+    lines += ["", "## Kernels", "",
+              "| kernel | share | decision | best rewrite | kernel speedup | candidates | passed gates 1-2 |",
+              "|---|---|---|---|---|---|---|"]
+    for kernel in result.get("kernels", []):
+        share = kernel.get("share")
+        lines.append(
+            f"| `{kernel.get('name')}` | {f'{share:.0%}' if isinstance(share, (int, float)) else '-'} "
+            f"| {kernel.get('decision')} | {kernel.get('best_title') or '-'} "
+            f"| {_fmt_speedup(kernel.get('kernel_speedup'))} | {kernel.get('candidates', 0)} "
+            f"| {kernel.get('screened_ok', 0)} |")
+    cascade = result.get("cascade") or {}
+    if cascade.get("gates"):
+        lines += ["", "## Gate outcomes (final candidate)", "", "| gate | passed | reason | seconds |", "|---|---|---|---|"]
+        for gate in cascade["gates"]:
+            reason = str(gate.get("reason", "")).replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {gate.get('gate')} {gate.get('name')} | {'yes' if gate.get('passed') else 'no'} "
+                         f"| {reason} | {gate.get('seconds', 0):.1f} |")
+    rejections: dict[str, int] = {}
+    for entry in journal.of_kind("screen"):
+        if not entry.get("passed"):
+            gate = f"gate {entry.get('failed_gate')}"
+            rejections[gate] = rejections.get(gate, 0) + 1
+    if rejections:
+        lines += ["", "## Rejected candidates", ""]
+        lines += [f"- {gate}: {count}" for gate, count in sorted(rejections.items())]
+    if result.get("decision") != "optimized":
+        lines += ["", "## Fallback", "", f"The compiler's own code is kept: {result.get('reason')}"]
+    usage = result.get("llm_usage") or {}
+    if usage.get("calls"):
+        cost = usage.get("cost_usd")
+        lines += ["", "## LLM usage", "",
+                  f"{usage['calls']} call(s), {usage.get('input_tokens', 0)} input / {usage.get('output_tokens', 0)} "
+                  f"output tokens, {usage.get('cache_read_input_tokens', 0)} read from the prompt cache, "
+                  f"{usage.get('retries', 0)} retries; cost "
+                  + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown for this model")]
+    if result.get("suggestions"):
+        lines += ["", "## Suggestions outside the kernels", ""]
+        lines += [f"- {s}" for s in result["suggestions"]]
+    lines += ["", f"Journal: `{JOURNAL}` ({len(journal.entries)} entries); the accepted change is in `final.diff`.", ""]
+    return "\n".join(lines)

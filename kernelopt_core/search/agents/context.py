@@ -1,0 +1,88 @@
+"""What the agents read and write: the kernel brief, plans and proposals. Plain data."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Analyst direction names -> the offline rewrite families that act on them.
+DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
+    "vectorize-loads": ("launch_config", "vector_hints"),
+    "fuse-rereads": ("persistent",),
+    "eviction-hints": ("eviction_hints",),
+    "cheaper-math": ("fast_math",),
+    "tile-tuning": ("launch_config",),
+    "more-programs": ("launch_config", "split_reduction"),
+    "smaller-blocks-more-warps": ("launch_config",),
+    "reduce-register-pressure": ("split_reduction", "int32_index", "launch_config"),
+    "raise-occupancy": ("launch_config",),
+}
+
+# Without metrics, the order families are tried in. On the CPU interpreter per-program and
+# per-loop-trip overhead dominates, so launch shape comes first; on a GPU, memory traffic.
+DEFAULT_ORDER = {
+    "cpu": ("launch_config", "persistent", "mask_removal", "fast_math", "split_reduction", "eviction_hints",
+            "vector_hints", "int32_index"),
+    "cuda": ("launch_config", "persistent", "eviction_hints", "vector_hints", "mask_removal", "fast_math",
+             "split_reduction", "int32_index"),
+}
+
+
+@dataclass
+class KernelBrief:
+    """One kernel as the agents see it: facts, profile and analyst output."""
+
+    name: str
+    kind: str  # poi/red/per/tem
+    device: str
+    original_source: str
+    share: float | None = None  # of graph time (or launches when untimed)
+    baseline_ms: float | None = None  # kernel alone, on captured arguments
+    tier: str = "unknown"
+    evidence: list[str] = field(default_factory=list)
+    directions: list[dict[str, str]] = field(default_factory=list)  # analyst Direction.to_json()
+    top_rules: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] | None = None
+    inductor_configs: list[dict[str, Any]] = field(default_factory=list)
+    aten_ops: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("original_source")
+        return data
+
+
+@dataclass
+class Plan:
+    direction: str
+    rationale: str
+    evidence: list[str] = field(default_factory=list)
+    family: str | None = None  # an offline rewrite family when the plan is one
+    origin: str = "offline"  # offline | llm
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        evidence = data.get("evidence") or []
+        return cls(direction=str(data.get("direction", "")), rationale=str(data.get("rationale", "")),
+                   evidence=[str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)],
+                   family=data.get("family") or None, origin=str(data.get("origin", "offline")))
+
+
+@dataclass
+class Proposal:
+    """A candidate kernel module the executor wrote for a plan."""
+
+    source: str
+    summary: str
+    family: str  # the rewrite family, or "llm"
+    title: str
+    params: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("source")
+        return data

@@ -1,0 +1,159 @@
+"""The planner: N plans per iteration, each a direction with the profiling evidence behind it.
+
+Offline it ranks the rewrite families that apply to the kernel: the analyst's directions first,
+then the device's default order; families marked AVOID by the cross-run memory go last, and
+during a meltdown the recent directions are pushed behind every other one. With an LLM it runs
+the planner prompt with its tools (profiling context, kernel source, memory, submit_plan).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..llm.base import LLMProvider, LLMResponse
+from ..prompts import AgentPrompt
+from ..rewrites import FAMILIES, RewriteContext, applicable_families
+from .context import DEFAULT_ORDER, DIRECTION_FAMILIES, KernelBrief, Plan
+from .conversation import Conversation, compact_json, tool_result
+
+MAX_TOOL_ROUNDS = 8
+
+
+@dataclass
+class PlanRequest:
+    brief: KernelBrief
+    node_source: str
+    context: RewriteContext
+    n: int
+    recent: list[str] = field(default_factory=list)  # recent directions (meltdown window)
+    banned: set[str] = field(default_factory=set)  # forced diversity: avoid these now
+    avoid: set[str] = field(default_factory=set)  # AVOID strategies from the cross-run memory
+    boosted: dict[str, float] = field(default_factory=dict)  # family -> best speedup seen in this run
+    history: list[str] = field(default_factory=list)  # lines describing the search so far
+
+
+def offline_plans(request: PlanRequest) -> list[Plan]:
+    ctx = request.context
+    status = applicable_families(ctx)
+    applicable = [name for name, why in status.items() if why is None]
+    order: list[str] = []
+    for direction in request.brief.directions:
+        for family in DIRECTION_FAMILIES.get(direction.get("name", ""), ()):
+            if family not in order:
+                order.append(family)
+    for family in DEFAULT_ORDER["cpu" if ctx.on_cpu else "cuda"]:
+        if family not in order:
+            order.append(family)
+    rank = {name: i for i, name in enumerate(order)}
+
+    def key(name: str) -> tuple:
+        return (name in request.avoid, name in request.banned, -request.boosted.get(name, 0.0),
+                rank.get(name, len(rank)), name)
+
+    ranked = sorted(applicable, key=key)
+    plans: list[Plan] = []
+    evidence = request.brief.evidence[:2] or [f"tier {request.brief.tier}"]
+    for i in range(request.n):
+        if not ranked:
+            break
+        family = ranked[i % len(ranked)]
+        notes = []
+        if family in request.avoid:
+            notes.append("marked AVOID by past runs; tried only because nothing else applies")
+        if family in request.banned:
+            notes.append("recent directions collapsed (meltdown); no other direction applies")
+        plans.append(Plan(
+            direction=family, family=family, origin="offline",
+            rationale=FAMILIES[family].summary + (f" ({'; '.join(notes)})" if notes else ""),
+            evidence=[*evidence, *_family_evidence(family, ctx)],
+        ))
+    return plans
+
+
+def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
+    module = ctx.module
+    facts = []
+    if family in ("launch_config", "mask_removal") and module.numels:
+        sizes = ", ".join(f"{k}={v}" for k, v in module.numels.items())
+        current = module.explicit_config.label() if module.explicit_config else (
+            ctx.inductor_configs[0].label() if ctx.inductor_configs else "Inductor's heuristic")
+        facts.append(f"{sizes}; current config {current}")
+    if family == "persistent":
+        facts.append(f"looped reduction over r0_numel={module.numels.get('r0_numel')} re-reads its row per pass")
+    if family == "split_reduction":
+        facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
+    return facts
+
+
+class Planner:
+    def __init__(self, provider: LLMProvider | None, prompt: AgentPrompt | None,
+                 memory_lookup: Callable[[str], str] | None = None,
+                 on_response: Callable[[str, LLMResponse], None] | None = None):
+        self.provider = provider
+        self.prompt = prompt
+        self.memory_lookup = memory_lookup
+        self.on_response = on_response
+
+    def plan(self, request: PlanRequest) -> list[Plan]:
+        if self.provider is None or self.prompt is None:
+            return offline_plans(request)
+        return self._llm_plans(request)
+
+    def _llm_plans(self, request: PlanRequest) -> list[Plan]:
+        assert self.provider is not None and self.prompt is not None
+        brief = request.brief
+        families = "\n".join(f"- {name}: {family.summary}" for name, family in FAMILIES.items())
+        diversity = ("- The last directions collapsed to too few kinds (meltdown): every plan MUST take a direction "
+                     f"other than {', '.join(sorted(request.banned))}." if request.banned else "")
+        system = self.prompt.render(kernel_name=brief.name, plans=request.n, families=families,
+                                    recent_directions=", ".join(request.recent[-6:]) or "none yet",
+                                    diversity_note=diversity)
+        conversation = Conversation(self.provider, "planner", system, self.prompt.tools, on_response=self.on_response)
+        context = (f"Kernel {brief.name} ({brief.kind}) on {brief.device}; tier {brief.tier}; share of graph "
+                   f"{brief.share if brief.share is not None else 'unknown'}.\nSubmit {request.n} plans.")
+        plans: list[Plan] = []
+        content: str | list[dict[str, Any]] = context
+        for _ in range(MAX_TOOL_ROUNDS):
+            response = conversation.send(content)
+            if not response.tool_calls:
+                content = f"Call submit_plan; {request.n - len(plans)} plan(s) still missing."
+                continue
+            results = []
+            for call in response.tool_calls:
+                problem = conversation.validate(call)
+                if problem:
+                    results.append(tool_result(call.id, f"malformed call: {problem}", is_error=True))
+                    continue
+                results.append(tool_result(call.id, self._answer(call.name, call.input, request, plans)))
+            content = results
+            if len(plans) >= request.n:
+                break
+        return plans[:request.n]
+
+    def _answer(self, tool: str, data: dict[str, Any], request: PlanRequest, plans: list[Plan]) -> str:
+        brief = request.brief
+        if tool == "submit_plan":
+            family = data.get("family")
+            plans.append(Plan(direction=str(data["direction"]), rationale=str(data["rationale"]),
+                              evidence=[str(e) for e in data.get("evidence", [])],
+                              family=family if family in FAMILIES else None, origin="llm"))
+            return f"plan {len(plans)} recorded"
+        if tool == "get_kernel_source":
+            return request.node_source
+        if tool == "search_memory":
+            return self.memory_lookup(str(data.get("query", ""))) if self.memory_lookup else "memory is off"
+        aspect = str(data.get("aspect", ""))
+        answers = {
+            "tier": {"tier": brief.tier, "evidence": brief.evidence, "directions": brief.directions},
+            "ncu_metrics": brief.metrics or "no ncu metrics (ncu unavailable or switched off)",
+            "rules": brief.top_rules or "no ncu rules",
+            "timing": {"kernel_alone_ms": brief.baseline_ms, "device": brief.device},
+            "dispatch": {"share_of_graph": brief.share},
+            "launch_config": {"inductor_configs": brief.inductor_configs,
+                              "current": request.context.module.explicit_config.label()
+                              if request.context.module.explicit_config else "Inductor's heuristic"},
+            "history": request.history[-20:] or ["no candidates yet"],
+        }
+        return compact_json(answers.get(aspect, f"unknown aspect {aspect!r}"))

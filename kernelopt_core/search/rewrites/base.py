@@ -1,0 +1,96 @@
+"""What every rewrite family shares: the context it reads and the rewrite it proposes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .kernel_source import KernelModule, LaunchConfig
+
+
+@dataclass
+class RewriteContext:
+    """Everything a family may look at when proposing variants of one kernel."""
+
+    module: KernelModule  # the kernel to rewrite (the beam node's current source)
+    original: KernelModule  # Inductor's kernel, for reference
+    device: str = "cuda"  # "cpu" means the CPU Triton interpreter: per-program cost dominates
+    tier: str = "unknown"  # the analyst's tier for this kernel
+    inductor_configs: list[LaunchConfig] = field(default_factory=list)  # what Inductor would try
+    multiprocessors: int = 132
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device.startswith("cpu")
+
+
+@dataclass
+class Rewrite:
+    """One proposed candidate: which family made it, what it changed, and the new module source."""
+
+    family: str
+    title: str
+    detail: str
+    source: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "title": self.title, "detail": self.detail, "params": self.params}
+
+
+class RewriteFamily(Protocol):
+    name: str
+    summary: str  # one line for prompts, reports and the planner's memory
+
+    def not_applicable(self, ctx: RewriteContext) -> str | None:
+        """Why the family cannot rewrite this kernel, or None when it can."""
+
+    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
+        """The family's candidates for this kernel, best first (deterministic)."""
+
+
+def pointer_loads(text: str) -> list[re.Match[str]]:
+    return list(re.finditer(r"tl\.load\(", text))
+
+
+def call_spans(text: str, prefix: str) -> list[tuple[int, int]]:
+    """(start, end) of every ``prefix(...)`` call in text, matching parentheses."""
+    spans = []
+    for match in re.finditer(re.escape(prefix), text):
+        depth = 0
+        for i in range(match.end() - 1, len(text)):
+            if text[i] == "(":
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    spans.append((match.start(), i + 1))
+                    break
+    return spans
+
+
+def split_args(inner: str) -> list[str]:
+    """Split a call's argument text on top-level commas."""
+    parts, depth, current = [], 0, []
+    quote: str | None = None
+    for ch in inner:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts

@@ -1,0 +1,83 @@
+"""Cache and eviction hints on loads and stores.
+
+Data read once per program (indexed by the program's rows) streams through: ``evict_first``,
+optionally ``.cg`` (skip L1). Data every program re-reads (weights, a bias: indexed without
+the row index) should stay: ``evict_last``. Stores of results nobody re-reads soon: ``.cs``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import Rewrite, RewriteContext, call_spans, split_args
+
+_ROW_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
+
+
+def _set_kwarg(args: list[str], key: str, value: str | None) -> list[str]:
+    kept = [a for a in args if not a.replace(" ", "").startswith(f"{key}=")]
+    if value is not None:
+        kept.append(f"{key}={value}")
+    return kept
+
+
+def rewrite_hints(text: str, streaming: str | None, reused: str | None, cache_modifier: str | None,
+                  store_modifier: str | None) -> str:
+    """Set eviction policies (and cache modifiers) by whether each load's pointer depends on the row.
+
+    A row read again later (Inductor's multi-pass reductions) counts as reused until its last read.
+    """
+    edits = []
+    spans = call_spans(text, "tl.load(")
+    pointers = [(split_args(text[s + len("tl.load("):e - 1]) or [""])[0].replace(" ", "") for s, e in spans]
+    for position, (start, end) in enumerate(spans):
+        args = split_args(text[start + len("tl.load("):end - 1])
+        if not args:
+            continue
+        read_again = pointers[position] in pointers[position + 1:]
+        row_dependent = bool(_ROW_NAMES.search(args[0])) and not read_again
+        policy = streaming if row_dependent else reused
+        args = _set_kwarg(args, "eviction_policy", f"'{policy}'" if policy else None)
+        args = _set_kwarg(args, "cache_modifier", f"'{cache_modifier}'" if cache_modifier and row_dependent else None)
+        edits.append((start, end, "tl.load(" + ", ".join(args) + ")"))
+    if store_modifier is not None:
+        for start, end in call_spans(text, "tl.store("):
+            args = split_args(text[start + len("tl.store("):end - 1])
+            args = _set_kwarg(args, "cache_modifier", f"'{store_modifier}'")
+            edits.append((start, end, "tl.store(" + ", ".join(args) + ")"))
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+_VARIANTS = [
+    ("stream rows, keep shared data", "evict_first", "evict_last", None, None),
+    ("stream rows through L2 only (.cg), keep shared data", "evict_first", "evict_last", ".cg", None),
+    ("streaming stores (.cs), stream rows, keep shared data", "evict_first", "evict_last", None, ".cs"),
+    ("no eviction hints", None, None, None, None),
+    ("keep everything resident", "evict_last", "evict_last", None, None),
+]
+
+
+class EvictionHintsFamily:
+    name = "eviction_hints"
+    summary = "cache/eviction hints: stream row data (evict_first, .cg), keep re-read data (evict_last)"
+
+    def not_applicable(self, ctx: RewriteContext) -> str | None:
+        if "tl.load(" not in ctx.module.text:
+            return "no loads"
+        return None
+
+    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
+        if self.not_applicable(ctx):
+            return []
+        out, seen = [], {ctx.module.text}
+        for title, streaming, reused, cache, store in _VARIANTS:
+            source = rewrite_hints(ctx.module.text, streaming, reused, cache, store)
+            if source in seen:
+                continue
+            seen.add(source)
+            out.append(Rewrite(family=self.name, title=title, detail="load/store hints only; same math",
+                               source=source, params={"streaming": streaming, "reused": reused,
+                                                      "cache_modifier": cache, "store_modifier": store}))
+        return out

@@ -1,0 +1,152 @@
+"""A looped reduction turned persistent: one block covers the whole row, the loops disappear,
+and loads the loops repeated (Inductor re-reads the row in every pass) are read once.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+from .base import Rewrite, RewriteContext
+from .kernel_source import (
+    KernelModule,
+    KernelSourceError,
+    LaunchConfig,
+    next_pow2,
+    parse_kernel_module,
+    with_launch_config,
+)
+
+GPU_MAX_ROW = 8192  # beyond this a whole row per program spills registers on a GPU
+CPU_MAX_ROW = 16384
+
+
+def unroll_row_loops(module: KernelModule, row_block: int) -> str:
+    """The kernel text with R0_BLOCK fixed to ``row_block`` and each ``for r0_offset`` loop inlined."""
+    func = module.func
+    assert func is not None
+    text = module.text
+    lines = text.splitlines(keepends=True)
+    loops = [s for s in func.body if isinstance(s, ast.For) and isinstance(s.target, ast.Name)
+             and s.target.id == "r0_offset"]
+    if not loops:
+        raise KernelSourceError("no r0_offset loop to unroll")
+    for loop in reversed(loops):
+        first = loop.body[0].lineno - 1
+        last = loop.end_lineno or loop.lineno
+        body = textwrap.dedent("".join(lines[first:last]))
+        indent = " " * loop.col_offset
+        new = indent + "r0_offset = 0\n" + textwrap.indent(body, indent)
+        lines[loop.lineno - 1:last] = [new]
+    text = "".join(lines)
+    # R0_BLOCK becomes a constant of the body instead of a meta-parameter.
+    text, count = re.subn(r",\s*R0_BLOCK\s*:\s*tl\.constexpr", "", text, count=1)
+    if not count:
+        raise KernelSourceError("R0_BLOCK is not a meta-parameter of this kernel")
+    text, count = re.subn(r"^(\s*)(r0_numel = \d+\n)", rf"\1\2\1R0_BLOCK: tl.constexpr = {row_block}\n", text,
+                          count=1, flags=re.MULTILINE)
+    if not count:
+        raise KernelSourceError("r0_numel is not fixed in the kernel body")
+    return share_repeated_loads(text)
+
+
+def share_repeated_loads(text: str) -> str:
+    """Replace a load identical to an earlier one (same pointer and mask, no store in between) by
+    the earlier value: what a persistent kernel gains over Inductor's multi-pass loop."""
+    tree = ast.parse(text)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+    seen: dict[str, tuple[str, str, set[str]]] = {}  # load key -> (value name, pointer base, names used)
+    values: dict[str, str] = {}  # name -> the expression last assigned to it
+    edits: list[tuple[int, str]] = []
+    for stmt in func.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name, dumped = stmt.targets[0].id, ast.dump(stmt.value)
+            if name in values and values[name] != dumped:
+                # A name the earlier loads depend on now means something else: forget those loads.
+                seen = {k: v for k, v in seen.items() if name not in v[2]}
+            values[name] = dumped
+        if isinstance(stmt, ast.Expr) and _is_call(stmt.value, "store"):
+            store = stmt.value
+            assert isinstance(store, ast.Call)
+            bases = {n.id for n in ast.walk(store.args[0]) if isinstance(n, ast.Name) and "ptr" in n.id}
+            seen = {k: v for k, v in seen.items() if v[1] not in bases}
+            continue
+        if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With)):
+            seen = {}  # control flow: keep it simple and share nothing across it
+            continue
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and _is_call(stmt.value, "load")):
+            continue
+        call = stmt.value
+        assert isinstance(call, ast.Call)
+        mask = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mask"), None)
+        key = ast.dump(call.args[0]) + "|" + (ast.dump(mask) if mask is not None else "")
+        base = next((n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name) and "ptr" in n.id), "")
+        used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
+        if key in seen:
+            edits.append((stmt.lineno, f"{stmt.targets[0].id} = {seen[key][0]}"))
+        else:
+            seen[key] = (stmt.targets[0].id, base, used)
+    lines = text.splitlines(keepends=True)
+    for lineno, replacement in edits:
+        old = lines[lineno - 1]
+        indent = old[: len(old) - len(old.lstrip())]
+        lines[lineno - 1] = f"{indent}{replacement}  # kernelopt: reuses the row already loaded\n"
+    return "".join(lines)
+
+
+def _is_call(node: ast.expr, attr: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl")
+
+
+class PersistentFamily:
+    name = "persistent"
+    summary = "turn a looped reduction persistent: one block per row, no loop, the row is loaded once"
+
+    def not_applicable(self, ctx: RewriteContext) -> str | None:
+        module = ctx.module
+        if not module.is_looped_reduction:
+            return "not a looped reduction"
+        rnumel = module.numels.get("r0_numel")
+        if rnumel is None:
+            return "the row length is not fixed in the kernel"
+        limit = CPU_MAX_ROW if ctx.on_cpu else GPU_MAX_ROW
+        if next_pow2(rnumel) > limit:
+            return f"rows of {rnumel} are too long to keep in registers (limit {limit})"
+        if ("R0_BLOCK", "r0_numel") in module.divides_markers() and next_pow2(rnumel) != rnumel:
+            return "a mask removal relies on R0_BLOCK dividing the row"
+        if "r1_numel" in module.numels:
+            return "two reduction dimensions"
+        return None
+
+    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
+        if self.not_applicable(ctx):
+            return []
+        module = ctx.module
+        row = next_pow2(module.numels["r0_numel"])
+        try:
+            unrolled = parse_kernel_module(unroll_row_loops(module, row), module.name)
+        except (KernelSourceError, SyntaxError):
+            return []
+        xnumel = module.numels.get("xnumel", module.size_hints.get("x", 1))
+        cap = (65536 if ctx.on_cpu else 16384) // row
+        xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x <= max(1, cap) and x <= next_pow2(xnumel)]
+        if ctx.on_cpu:
+            xblocks = sorted(xblocks, reverse=True)  # fewer programs first in the interpreter
+        warps = [4] if ctx.on_cpu else ([8, 16, 4] if row >= 2048 else [4, 8, 2])
+        out = []
+        for xblock in xblocks:
+            for w in warps:
+                config = LaunchConfig.of({"XBLOCK": xblock}, w, 1)
+                try:
+                    source = with_launch_config(unrolled, config)
+                except KernelSourceError:
+                    continue
+                out.append(Rewrite(
+                    family=self.name, title=f"persistent reduction, R0_BLOCK={row}, {config.label()}",
+                    detail="row loops inlined; repeated loads of the row shared",
+                    source=source, params={"R0_BLOCK": row, **config.to_json()},
+                ))
+        return out[:12]

@@ -1,0 +1,218 @@
+"""The offline rewrite families: source-level checks on the H200 dumps, and real runs on the CPU backend."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import H200_DUMPS, compile_example
+
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.gates.static import check_source
+from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, applicable_families, parse_kernel_module
+from kernelopt_core.search.rewrites.kernel_source import (
+    KernelSourceError,
+    LaunchConfig,
+    source_digest,
+    with_launch_config,
+)
+from kernelopt_core.search.rewrites.launch_config import candidate_configs, program_count
+from kernelopt_core.search.rewrites.persistent import unroll_row_loops
+
+ROW_NORMS = Path(__file__).resolve().parent / "optimize_problems" / "row_norms.py"
+
+
+def kernel_of(graph: str, index: int = 0):
+    g = parse_output_code(str(H200_DUMPS / graph / "output_code.py"))
+    return g.kernels[index]
+
+
+def context(source: str, name: str, device: str = "cuda", **kw) -> RewriteContext:
+    module = parse_kernel_module(source, name)
+    return RewriteContext(module=module, original=module, device=device, **kw)
+
+
+ALL_KERNELS = [(p.parent.name, i) for p in sorted(H200_DUMPS.glob("*/output_code.py"))
+               for i in range(len(parse_output_code(str(p)).kernels))]
+
+
+@pytest.mark.parametrize("graph,index", ALL_KERNELS)
+def test_every_variant_parses_and_passes_the_static_source_rules(graph: str, index: int) -> None:
+    kernel = kernel_of(graph, index)
+    ctx = context(kernel.source, kernel.name)
+    produced = 0
+    for name, family in FAMILIES.items():
+        variants = family.variants(ctx)
+        assert (family.not_applicable(ctx) is None) == bool(variants) or name in ("mask_removal", "split_reduction")
+        for rewrite in variants:
+            produced += 1
+            assert rewrite.family == name
+            assert rewrite.source != kernel.source
+            parse_kernel_module(rewrite.source, kernel.name)
+            report = check_source(kernel.source, kernel.name, rewrite.source)
+            assert report.ok, f"{name} {rewrite.title}: {[f.describe() for f in report.findings]}"
+    assert produced >= 1
+
+
+def test_at_least_six_families_apply_across_the_fixtures() -> None:
+    applied = set()
+    for graph, index in ALL_KERNELS:
+        kernel = kernel_of(graph, index)
+        applied |= {n for n, why in applicable_families(context(kernel.source, kernel.name)).items() if why is None}
+    assert len(FAMILIES) >= 6
+    assert {"launch_config", "persistent", "split_reduction", "mask_removal", "eviction_hints", "vector_hints",
+            "fast_math"} <= applied
+
+
+def test_fixed_config_keeps_meta_and_lists_the_signature_in_order() -> None:
+    kernel = kernel_of("softmax")
+    module = parse_kernel_module(kernel.source, kernel.name)
+    config = LaunchConfig.of({"XBLOCK": 2, "R0_BLOCK": 2048}, num_warps=8, num_stages=2)
+    new = parse_kernel_module(with_launch_config(module, config), kernel.name)
+    assert new.explicit_config == config
+    assert new.heuristic == "reduction"  # recovered from the kernel's shape
+    call = new.decorator
+    assert call is not None and ast.unparse(call.func) == "triton_heuristics.fixed_config"
+    meta = ast.parse(new.decorator_kwarg_source("triton_meta"), mode="eval").body
+    assert isinstance(meta, ast.Dict)
+    signature = next(v for k, v in zip(meta.keys, meta.values, strict=True) if ast.literal_eval(k) == "signature")
+    assert [ast.literal_eval(k) for k in signature.keys] == new.params
+    assert "'grid_type': 'Grid1D'" in new.decorator_kwarg_source("inductor_meta")
+    with pytest.raises(KernelSourceError, match="block parameters"):
+        with_launch_config(module, LaunchConfig.of({"XBLOCK": 2}, 4))
+
+
+def test_launch_configs_go_wider_than_inductor_and_order_by_device() -> None:
+    kernel = kernel_of("elementwise")
+    inductor = [LaunchConfig.of({"XBLOCK": 1024}, 4, 1)]
+    gpu = candidate_configs(context(kernel.source, kernel.name, tier="memory-bound", inductor_configs=inductor))
+    assert inductor[0] not in gpu
+    assert {c.num_warps for c in gpu} >= {1, 2, 4, 8, 16} and max(c.num_stages for c in gpu) >= 3
+    cpu_ctx = context(kernel.source, kernel.name, device="cpu")
+    cpu = candidate_configs(cpu_ctx)
+    programs = [program_count(cpu_ctx.module, c) for c in cpu]
+    assert programs == sorted(programs)  # the interpreter pays per program: fewest first
+
+
+def test_looped_reduction_turned_persistent_reads_the_row_once() -> None:
+    kernel = kernel_of("rmsnorm")
+    module = parse_kernel_module(kernel.source, kernel.name)
+    text = unroll_row_loops(module, 4096)
+    assert "for r0_offset" not in text
+    assert "R0_BLOCK: tl.constexpr = 4096" in text
+    assert text.count("tl.load(in_ptr0") == 1  # the second pass reuses the loaded row
+    assert "reuses the row already loaded" in text
+    variants = FAMILIES["persistent"].variants(context(kernel.source, kernel.name))
+    assert variants and all("R0_BLOCK" not in (v.params.get("blocks") or {}) for v in variants)
+    assert all(parse_kernel_module(v.source, kernel.name).heuristic == "persistent_reduction" for v in variants)
+
+
+def test_mask_removal_requires_divisibility_and_leaves_a_marker() -> None:
+    kernel = kernel_of("transpose")
+    ctx = context(kernel.source, kernel.name)
+    (first, *_) = FAMILIES["mask_removal"].variants(ctx)
+    new = parse_kernel_module(first.source, kernel.name)
+    assert ("XBLOCK", "xnumel") in new.divides_markers()
+    config = new.explicit_config
+    assert config is not None and 2048 % config.block("XBLOCK") == 0 and 65536 % config.block("YBLOCK") == 0
+    assert "xmask & ymask" not in first.source
+    # Later launch-config rewrites keep the promise the marker states.
+    follow = candidate_configs(RewriteContext(new, ctx.module, device="cuda"))
+    assert follow and all(2048 % c.block("XBLOCK") == 0 for c in follow)
+    unaligned = kernel_of("conv_bn_relu", 1)  # xnumel = 9: no power of two divides it
+    assert FAMILIES["mask_removal"].not_applicable(context(unaligned.source, unaligned.name)) is not None
+
+
+def test_eviction_and_vector_hints_change_only_hints() -> None:
+    kernel = kernel_of("layernorm_gelu")
+    ctx = context(kernel.source, kernel.name)
+    variants = FAMILIES["eviction_hints"].variants(ctx)
+    titles = [v.title for v in variants]
+    assert "no eviction hints" in titles
+    streaming = variants[0].source
+    loads = [line.strip() for line in streaming.splitlines() if "tl.load(" in line]
+    assert "in_ptr1 + (r0_1)" in loads[2] and "eviction_policy='evict_last'" in loads[2]  # a weight: every row reads it
+    assert "eviction_policy='evict_last'" in loads[0]  # the row is read again by the second pass: keep it
+    assert "eviction_policy='evict_first'" in loads[1]  # ... its last read streams it out
+    no_hints = next(v for v in variants if v.title == "no eviction hints").source
+    assert "eviction_policy" not in no_hints.split("@triton.jit")[1]
+    (hinted,) = FAMILIES["vector_hints"].variants(ctx)
+    assert "xoffset = tl.multiple_of(xoffset, XBLOCK)" in hinted.source
+    assert "r0_offset = tl.multiple_of(r0_offset, R0_BLOCK)" in hinted.source
+
+
+def test_int32_indexing_only_when_indices_fit() -> None:
+    kernel = kernel_of("elementwise")
+    wide = kernel.source.replace("xoffset = tl.program_id(0) * XBLOCK", "xoffset = tl.program_id(0).to(tl.int64) * XBLOCK")
+    ctx = context(wide, kernel.name)
+    (rewrite,) = FAMILIES["int32_index"].variants(ctx)
+    assert ".to(tl.int64)" not in rewrite.source
+    huge = wide.replace("xnumel = 16777216", "xnumel = 4294967296")
+    assert "too close" in FAMILIES["int32_index"].not_applicable(context(huge, kernel.name))
+    assert FAMILIES["int32_index"].not_applicable(context(kernel.source, kernel.name)) == "no 64-bit index arithmetic"
+
+
+def test_malformed_sources_raise_a_clear_error() -> None:
+    with pytest.raises(KernelSourceError, match="does not parse"):
+        parse_kernel_module("def broken(:\n", "k")
+    with pytest.raises(KernelSourceError, match="no @triton.jit"):
+        parse_kernel_module("import triton\nx = 1\n", "k")
+
+
+@pytest.fixture(scope="module")
+def row_norms_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_example(ROW_NORMS, tmp_path_factory.mktemp("row_norms"))
+
+
+def _check_on_cpu(dump: Path, tmp: Path, minimum: set[str]) -> dict[str, float]:
+    from kernelopt_core.gates.restitch import write_restitched
+    from kernelopt_core.measure.worker import get_worker
+
+    graph = parse_output_code(str(dump))
+    paths: dict[str, str] = {}
+    kernels: dict[str, str] = {}
+    for kernel in graph.kernels:
+        ctx = context(kernel.source, kernel.name, device="cpu")
+        for name, family in FAMILIES.items():
+            for rewrite in family.variants(ctx)[:1]:
+                key = f"{kernel.name}|{name}"
+                paths[key], _ = write_restitched(graph, {kernel.name: rewrite.source},
+                                                 str(tmp / source_digest(rewrite.source)[:12]))
+                kernels[key] = kernel.name
+    assert minimum <= {key.split("|")[1] for key in paths}
+    diffs: dict[str, float] = {}
+    for kernel_name in sorted(set(kernels.values())):
+        mine = {k: p for k, p in paths.items() if kernels[k] == kernel_name}
+        outcome = get_worker("cpu").call("kernelopt_core.search.kernel_jobs:compare_kernel_outputs", {
+            "graph_path": str(dump), "device": "cpu", "kernel": kernel_name, "candidates": mine}, timeout_s=600)
+        assert outcome.ok, outcome.failure
+        for key, value in outcome.value["candidates"].items():
+            assert "error" not in value, f"{key}: {value}"
+            assert not value["nan"], key
+            diffs[key] = value["max_abs_diff"]
+    return diffs
+
+
+def test_every_family_is_correct_on_the_cpu_backend(cpu_example_dump: Path, row_norms_dump: Path,
+                                                     tmp_path: Path) -> None:
+    diffs = _check_on_cpu(cpu_example_dump, tmp_path / "gelu", {"launch_config", "mask_removal", "eviction_hints",
+                                                                 "vector_hints", "fast_math"})
+    diffs.update(_check_on_cpu(row_norms_dump, tmp_path / "rows", {"persistent", "split_reduction"}))
+    bad = {key: diff for key, diff in diffs.items() if diff > 1e-4}
+    assert not bad, bad
+
+
+def test_split_family_declines_tuple_assignments_instead_of_crashing():
+    # torch 2.11 on the H200 wrote `tmpA, tmpB = triton_helpers.online_softmax_reduce(...)` in a
+    # persistent softmax; reading it crashed the planner (found on the GPU run, 2026-11-30).
+    dump = Path(__file__).parent / "fixtures" / "inductor-h200-torch2.11" / "attention" / "output_code.py"
+    kernel = parse_output_code(str(dump)).kernels[0]
+    assert kernel.kind == "per"
+    source = kernel.source.replace("    tmp13 = (tmp9 / tmp12)\n",
+                                   "    tmp13, tmp14 = (tmp9 / tmp12), tmp12\n")
+    assert source != kernel.source
+    module = parse_kernel_module(source, kernel.name)
+    status = applicable_families(RewriteContext(module=module, original=module, tier="memory-bound"))
+    assert "multiple assignment targets" in (status["split_reduction"] or "")
+    assert FAMILIES["split_reduction"].variants(RewriteContext(module=module, original=module)) == []
