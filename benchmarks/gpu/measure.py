@@ -386,7 +386,7 @@ def _kernel_shares(graph: Any, timing: Any) -> dict[str, tuple[float, float]]:
     shares = {}
     for kernel in graph.kernels:
         ms = sum(timing.launch_times_ms.get(launch.order, 0.0) for launch in graph.launches_of(kernel.name))
-        shares[kernel.name] = (ms, ms / timing.total_ms)
+        shares[kernel.name] = (ms, ms / timing.share_basis_ms)
     return shares
 
 

@@ -30,7 +30,7 @@ export const DEFAULTS: KernelOptSettings = {
   interpreter: '',
   dumpFolders: [],
   provider: 'offline',
-  model: 'claude-sonnet-4-5',
+  model: 'claude-sonnet-4-6',
   apiKeyEnv: DEFAULT_API_KEY_ENV,
   beam: { width: 4, iterations: 5, plans: 4, retries: 4 },
   device: 'auto',

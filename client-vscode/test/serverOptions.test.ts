@@ -110,7 +110,7 @@ describe('settings → server options', () => {
     it('returns the contract defaults for an empty configuration', () => {
       assert.deepStrictEqual(readSettings(getter({})), DEFAULTS);
       assert.strictEqual(DEFAULTS.provider, 'offline');
-      assert.strictEqual(DEFAULTS.model, 'claude-sonnet-4-5');
+      assert.strictEqual(DEFAULTS.model, 'claude-sonnet-4-6');
       assert.deepStrictEqual(DEFAULTS.beam, { width: 4, iterations: 5, plans: 4, retries: 4 });
     });
 

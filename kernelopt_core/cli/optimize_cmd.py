@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--kernel", help="optimize only this Triton kernel")
     parser.add_argument("--provider", default="offline", choices=["offline", "anthropic", "vertex"],
                         help="who writes candidates: offline rewrite families (no API key) or an LLM")
-    parser.add_argument("--model", default="claude-sonnet-4-5", help="the LLM model id (anthropic/vertex)")
+    parser.add_argument("--model", default="claude-sonnet-4-6", help="the LLM model id (anthropic/vertex)")
     parser.add_argument("--beam-width", type=int, default=4, metavar="B")
     parser.add_argument("--iterations", type=int, default=5, metavar="T")
     parser.add_argument("--plans", type=int, default=4, metavar="N", help="plans per beam node and iteration")

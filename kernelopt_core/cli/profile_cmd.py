@@ -229,7 +229,8 @@ def _timed_rows(graph: CompiledGraph, device: str, only: list[str] | None, sink:
         result.kernels.append({
             "name": kernel.name, "graph": graph.path, "kind": kernel.kind,
             "duration_ns": kernel_ms * 1e6 if kernel_ms is not None else None,
-            "time_share": kernel_ms / timing.total_ms if kernel_ms is not None and timing.total_ms else None,
+            "time_share": kernel_ms / timing.share_basis_ms if kernel_ms is not None and timing.share_basis_ms
+            else None,
             "time_share_of": "graph", "tier": analysis.tier, "dram_pct": None, "sm_pct": None,
             "memory_pct": None, "occupancy_pct": None, "registers": None, "block_size": None,
             "grid_size": None, "launches": len(orders), "rules": [], "top_rule": None,

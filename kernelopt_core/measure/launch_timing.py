@@ -40,6 +40,16 @@ class LaunchTiming:
     iters: int
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def share_basis_ms(self) -> float:
+        """What a launch's time share is of: the graph total, or the sum of the launches if larger.
+
+        The per-launch times come from timers around each launch, the total from untimed runs;
+        on a small graph the timers' own cost can make the launches add up to more than the total,
+        and a share over 100% would mislead.
+        """
+        return max(self.total_ms, sum(self.launch_times_ms.values()))
+
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "launch_times_ms": {str(k): v for k, v in self.launch_times_ms.items()},
                 "total_ms": self.total_ms, "overheads": [o.to_json() for o in self.overheads],

@@ -53,7 +53,7 @@ class OptimizeError(RuntimeError):
 @dataclass
 class OptimizeConfig:
     provider: str = "offline"
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"
     beam_width: int = 4  # B
     iterations: int = 5  # T
     plans: int = 4  # N, per beam node and iteration

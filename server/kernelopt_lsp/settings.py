@@ -29,7 +29,7 @@ class BeamSettings:
 class Settings:
     dump_folders: tuple[str, ...] = ()
     provider: str = "offline"
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"
     api_key_env: str = "ANTHROPIC_API_KEY"
     beam: BeamSettings = field(default_factory=BeamSettings)
     device: str = "auto"

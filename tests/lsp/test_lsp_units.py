@@ -106,7 +106,7 @@ def test_job_arguments_and_environment(monkeypatch: pytest.MonkeyPatch):
     settings = Settings(provider="offline", beam=BeamSettings(1, 2, 3, 1), device="cpu", api_key_env="TEAM_KEY",
                         ncu_path="/opt/ncu/ncu")
     assert optimize_args("/d/output_code.py", "k", settings) == [
-        "optimize", "/d/output_code.py", "--kernel", "k", "--provider", "offline", "--model", "claude-sonnet-4-5",
+        "optimize", "/d/output_code.py", "--kernel", "k", "--provider", "offline", "--model", "claude-sonnet-4-6",
         "--beam-width", "1", "--iterations", "2", "--plans", "3", "--retries", "1", "--device", "cpu"]
     monkeypatch.setenv("TEAM_KEY", "sk-test")
     assert job_env(settings) == {"ANTHROPIC_API_KEY": "sk-test", "KERNELOPT_NCU": "/opt/ncu/ncu"}

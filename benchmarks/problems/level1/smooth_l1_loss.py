@@ -1,5 +1,5 @@
 """Level 1: smooth L1 (Huber) loss between two large tensors, mean reduction."""
-# est. eager H200: ~1.4 ms (2 x 268M fp32: read 2.15 GB, write + re-read a 1.07 GB temporary)
+# est. eager H200: ~1.5 ms (measured 1.00 ms at 16384x16384 on 2026-11-30; 1.5x the elements)
 
 import os
 
@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SCALE = os.environ.get("KERNELOPT_PROBLEM_SCALE", "h200")
-SIZES = {"h200": (16384, 16384), "tiny": (8, 64)}
+SIZES = {"h200": (16384, 24576), "tiny": (8, 64)}
 
 
 class Model(nn.Module):
