@@ -12,11 +12,14 @@ as a hint with the ``Unnecessary`` tag.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lsprotocol import types
 
 from kernelopt_core.artifacts import DumpProblem
 from kernelopt_core.artifacts.model import CompiledGraph, SourceRange
 from kernelopt_core.dispatch import DispatchReport
+from kernelopt_core.measure.accounting import OVERHEAD_DOMINATES_SHARE
 
 from .kernel_facts import STALE_SUFFIX, KernelView, gate_line, is_applied, profile_line, static_line
 
@@ -90,6 +93,27 @@ def profile_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
             source=SOURCE_PROFILE, code=view.profile.tier or "profile", message=message,
         ), view.profile_stale))
     return out
+
+
+def overhead_diagnostics(items: list[dict[str, Any]], first_line_length: int) -> list[types.Diagnostic]:
+    """Wrapper-level overheads (CUDA-graph input copies, launch gaps, guards) on the graph's first line."""
+    shown = [item for item in items if float(item.get("share") or 0.0) > 0.0]
+    if not shown:
+        return []
+    total = sum(float(item.get("share") or 0.0) for item in shown)
+    parts = [str(item.get("description") or f"{item['name']}: {float(item['share']):.0%} of graph time")
+             for item in shown]
+    hints = [f"{item['name']}: {item['suggestion']}" for item in shown if item.get("suggestion")]
+    dominates = total >= OVERHEAD_DOMINATES_SHARE
+    message = (f"{'overhead dominates: ' if dominates else ''}{total:.0%} of graph time is outside kernels and "
+               f"vendor calls — " + "; ".join(parts))
+    if hints:
+        message += ". Hint: " + " | ".join(hints)
+    return [types.Diagnostic(
+        range=first_line_range(first_line_length),
+        severity=types.DiagnosticSeverity.Warning if dominates else types.DiagnosticSeverity.Information,
+        source=SOURCE_PROFILE, code="graph-overhead", message=message,
+    )]
 
 
 def gate_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:

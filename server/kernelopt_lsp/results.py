@@ -130,6 +130,14 @@ class ResultStore:
         self._gates: dict[tuple[str, str, str], GateRecord] = {}
         self._runs: dict[str, RunRecord] = {}
         self._last_run: dict[tuple[str, str], str] = {}
+        self._overheads: dict[str, list[dict[str, Any]]] = {}
+
+    # wrapper-level overheads of a graph (from a timed profile)
+    def set_overheads(self, graph_path: str, items: list[dict[str, Any]]) -> None:
+        self._overheads[graph_path] = items
+
+    def overheads(self, graph_path: str) -> list[dict[str, Any]]:
+        return self._overheads.get(graph_path, [])
 
     # profiles
     def set_profile(self, record: ProfileRecord) -> None:
@@ -158,7 +166,7 @@ class ResultStore:
         return self._runs.get(run_id) if run_id else None
 
     def graphs_with_results(self) -> set[str]:
-        paths = {key[0] for key in self._profiles} | {key[0] for key in self._gates}
+        paths = {key[0] for key in self._profiles} | {key[0] for key in self._gates} | set(self._overheads)
         return paths | {r.graph_path for r in self._runs.values()}
 
 
@@ -300,3 +308,12 @@ def _pair(value: Any) -> tuple[float, float] | None:
         if low is not None and high is not None:
             return (low, high)
     return None
+
+
+def overhead_items(result: Any, graph_path: str) -> list[dict[str, Any]]:
+    """The overhead items a ``profile --json`` result gives for one graph (timed profiles only)."""
+    if not isinstance(result, dict) or not isinstance(result.get("overheads"), list):
+        return []
+    wanted = os.path.realpath(graph_path)
+    return [item for item in result["overheads"] if isinstance(item, dict) and isinstance(item.get("name"), str)
+            and (not item.get("graph") or os.path.realpath(str(item["graph"])) == wanted)]

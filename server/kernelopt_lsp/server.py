@@ -34,6 +34,7 @@ from .diagnostics import (
     DiagnosticBoard,
     dump_diagnostics,
     gate_diagnostics,
+    overhead_diagnostics,
     problem_diagnostics,
     profile_diagnostics,
 )
@@ -67,6 +68,7 @@ from .results import (
     gate_record_from_cascade,
     gate_record_from_run,
     load_run,
+    overhead_items,
     profile_records,
     run_record_from_result,
 )
@@ -291,7 +293,8 @@ class KernelOptServer(LanguageServer):
             views = self.views(state)
             self.board.set(uri, SOURCE_DUMP, dump_diagnostics(state.graph, state.dispatch, views,
                                                               state.first_line_length))
-            self.board.set(uri, SOURCE_PROFILE, profile_diagnostics(views))
+            self.board.set(uri, SOURCE_PROFILE, profile_diagnostics(views) + overhead_diagnostics(
+                self.results.overheads(state.graph.path), state.first_line_length))
             self.board.set(uri, SOURCE_GATES, gate_diagnostics(views))
         self.publish(uri, self.board.combined(uri), state.version)
 
@@ -512,6 +515,7 @@ class KernelOptServer(LanguageServer):
             records = profile_records(result, link.graph_path, link.kernel_hashes)
             for record in records:
                 self.results.set_profile(record)
+            self.results.set_overheads(link.graph_path, overhead_items(result, link.graph_path))
             mine = next((r for r in records if r.kernel == link.kernel), None)
             return (profile_line(mine) if mine else f"profiled {len(records)} kernel(s)"), None
         if link.kind == "verify":

@@ -500,3 +500,28 @@ def test_accepted_replacement_lens_offers_removal(tmp_path: Path):
     assert removal[0].command.title.startswith(f"accepted replacement {entry_id}")
     assert "1.25×" in removal[0].command.title
     assert removal[0].command.arguments == [{"entryId": entry_id, "uri": "file:///c.py"}]
+
+
+def test_graph_overheads_from_a_timed_profile_become_a_first_line_diagnostic():
+    from kernelopt_lsp.diagnostics import overhead_diagnostics
+    from kernelopt_lsp.results import overhead_items
+
+    result = {"kernels": [], "overheads": [
+        {"graph": "/w/a/output_code.py", "name": "CUDA-graph input copy", "time_ms": 3.47, "share": 0.5,
+         "description": "CUDA-graph input copy: 50% of graph time (3.470 ms, 6.4 GB per call)",
+         "suggestion": "compile with mode='max-autotune-no-cudagraphs'"},
+        {"graph": "/w/a/output_code.py", "name": "launch gaps", "time_ms": 0.15, "share": 0.02,
+         "description": "launch gaps: 2% of graph time (0.150 ms)", "suggestion": ""},
+        {"graph": "/w/other/output_code.py", "name": "guard + wrapper", "time_ms": 1.0, "share": 0.9},
+    ]}
+    items = overhead_items(result, "/w/a/output_code.py")
+    assert [item["name"] for item in items] == ["CUDA-graph input copy", "launch gaps"]
+    (diagnostic,) = overhead_diagnostics(items, first_line_length=20)
+    assert diagnostic.range.start.line == 0 and diagnostic.code == "graph-overhead"
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning  # 52% >= the 30% rule
+    assert diagnostic.message.startswith("overhead dominates: 52% of graph time")
+    assert "6.4 GB per call" in diagnostic.message and "max-autotune-no-cudagraphs" in diagnostic.message
+    small = overhead_diagnostics(items[1:], first_line_length=20)
+    assert small[0].severity == types.DiagnosticSeverity.Information
+    assert overhead_diagnostics([], first_line_length=20) == []
+    assert overhead_items({"kernels": []}, "/w/a/output_code.py") == []
