@@ -15,12 +15,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from .artifacts import CompiledGraph, DumpError, parse_output_code, source_hash
+from .atomic_files import write_json_atomic
 
 STORE_ENV = "KERNELOPT_ACCEPTED_DIR"
 STORE_SUBDIR = os.path.join(".kernelopt", "accepted")
@@ -239,20 +239,9 @@ class AcceptedStore:
             raise AcceptedStoreError(f"{self.root}: cannot create the store ({exc.strerror or exc})") from None
         final = os.path.join(self.root, f"{entry.id}.json")
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{entry.id}.", suffix=".tmp", dir=self.root)
+            write_json_atomic(final, data, sort_keys=True)
         except OSError as exc:
             raise AcceptedStoreError(f"{self.root}: cannot write to the store ({exc.strerror or exc})") from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=1, sort_keys=True)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
         return entry.id
 
     def remove(self, entry_id_or_prefix: str) -> str:

@@ -22,50 +22,19 @@ import json
 import os
 import re
 import secrets
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import fsync_dir, write_text_atomic
+
 JOURNAL = "journal.jsonl"
 
 
 class RunError(ValueError):
     """A run folder that cannot be created, found or resumed (the message says which and why)."""
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so a reader (or a crash) sees the old or the new content, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
 
 
 @dataclass
@@ -194,7 +163,7 @@ class RunFolder:
             raise RunError(f"{root}: could not pick a fresh run id")
         (path / "candidates").mkdir()
         (path / "ncu").mkdir()
-        _fsync_dir(root)
+        fsync_dir(root)
         return cls(path, Journal.open(path / JOURNAL))
 
     @classmethod
@@ -214,12 +183,12 @@ class RunFolder:
     def write_candidate(self, kernel: str, source_hash: str, source: str) -> Path:
         path = self.candidates_dir / f"{kernel}.{source_hash[:12]}.py"
         if not path.exists():
-            write_atomic(path, source)
+            write_text_atomic(path, source)
         return path
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.path / name
-        write_atomic(path, text)
+        write_text_atomic(path, text)
         return path
 
     def write_json(self, name: str, data: Any) -> Path:

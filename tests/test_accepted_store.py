@@ -124,11 +124,11 @@ def test_atomic_write_keeps_the_old_entry_when_writing_fails(tmp_path: Path, mon
     store.add(entry)
     before = (tmp_path / f"{entry.id}.json").read_text()
 
-    def broken_dump(*args: object, **kwargs: object) -> None:
+    def broken_fsync(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(json, "dump", broken_dump)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(os, "fsync", broken_fsync)  # fails after the temporary file is written
+    with pytest.raises(AcceptedStoreError, match="disk full"):
         store.add(entry)
     assert (tmp_path / f"{entry.id}.json").read_text() == before
     assert os.listdir(tmp_path) == [f"{entry.id}.json"]

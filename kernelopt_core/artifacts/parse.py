@@ -146,7 +146,7 @@ class _Parser:
 
     def _kernel_from_assign(self, node: ast.Assign, graph: CompiledGraph) -> TritonKernel | None:
         call = node.value
-        if not (isinstance(call, ast.Call) and _dotted(call.func) == "async_compile.triton"):
+        if not (isinstance(call, ast.Call) and dotted_name(call.func) == "async_compile.triton"):
             return None
         if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             return None
@@ -228,13 +228,13 @@ class _Parser:
                 self._add_launch(graph, func.value, node, "grid", ast.unparse(func.slice), ctx)
                 return
         # self.partitions[i](args) -> inline partition_i
-        if isinstance(func, ast.Subscript) and _dotted(func.value) == "self.partitions":
+        if isinstance(func, ast.Subscript) and dotted_name(func.value) == "self.partitions":
             index = func.slice.value if isinstance(func.slice, ast.Constant) else None
             target = functions.get(f"partition_{index}")
             if target is not None and depth < 4:
                 self._walk_function(target, target.name, graph, kernel_names, functions, depth + 1)
             return
-        dotted = _dotted(func)
+        dotted = dotted_name(func)
         if dotted is None:
             return
         if dotted.startswith("extern_kernels."):
@@ -327,7 +327,7 @@ def _read_kernel_source(kernel: TritonKernel, graph: CompiledGraph) -> None:
     for deco in func.decorator_list:
         if not isinstance(deco, ast.Call):
             continue
-        dotted = _dotted(deco.func) or ""
+        dotted = dotted_name(deco.func) or ""
         # torch >= 2.2 writes @triton_heuristics.pointwise(...); older wrappers import the
         # heuristic and write @pointwise(...), with ``meta=`` for triton_meta.
         if dotted.startswith("triton_heuristics."):
@@ -401,7 +401,7 @@ def _literal(node: ast.AST) -> Any:
         value = _literal(node.operand)
         return -value if isinstance(value, (int, float)) else f"-{value}"
     if isinstance(node, ast.Call):
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         if dotted == "set" and not node.args:
             return set()
         if dotted == "DeviceProperties":
@@ -420,7 +420,8 @@ def _hashable(value: Any) -> Any:
 # --- wrapper helpers -----------------------------------------------------------------------
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain on a name, else None."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -470,7 +471,7 @@ def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
 def _buffer_alloc(stmt: ast.Assign, function: str) -> BufferAlloc | None:
     call = stmt.value
     assert isinstance(call, ast.Call)
-    dotted = _dotted(call.func) or ""
+    dotted = dotted_name(call.func) or ""
     if not _ALLOC_FUNCS.match(dotted.rsplit(".", 1)[-1]) or len(call.args) < 2:
         return None
     if not (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
@@ -501,7 +502,7 @@ def _input_specs(func: ast.FunctionDef) -> list[InputSpec]:
             continue
         name = stmt.targets[0].id
         value = stmt.value
-        if isinstance(value, ast.Call) and (_dotted(value.func) or "").endswith("rand_strided"):
+        if isinstance(value, ast.Call) and (dotted_name(value.func) or "").endswith("rand_strided"):
             shape = _literal(value.args[0]) if value.args else ()
             stride = _literal(value.args[1]) if len(value.args) > 1 else ()
             kwargs = {kw.arg: kw.value for kw in value.keywords if kw.arg}

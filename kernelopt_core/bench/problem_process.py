@@ -17,9 +17,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..atomic_files import write_json_atomic
 from ..events import EventSink, parse_event_line
 from .config import CampaignConfig
-from .results import ProblemResult, load_result, result_path, write_json_atomic, write_result
+from .results import ProblemResult, load_result, result_path, write_result
 from .suite import ProblemSpec
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

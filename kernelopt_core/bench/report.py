@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..atomic_files import write_json_atomic
 from .outcome import category_label
 from .plot import PlotUnavailable, plot_speedups
-from .results import OUTCOMES, ProblemResult, Speedup, write_json_atomic
+from .results import OUTCOMES, ProblemResult, Speedup
 from .summary import FAST_P, CampaignSummary, GroupSummary, summarize_campaign
 
 PLOT_NAME = "speedups.png"

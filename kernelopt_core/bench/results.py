@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from ..atomic_files import write_json_atomic
 
 Outcome = Literal["optimized", "matched", "fallback", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("optimized", "matched", "fallback", "error")
@@ -94,21 +95,6 @@ class ProblemResult:
 
 def result_path(out_dir: str, name: str) -> str:
     return os.path.join(out_dir, "problems", *name.split("/")) + ".json"
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(data, stream, indent=1, default=str)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
 
 
 def write_result(out_dir: str, result: ProblemResult) -> str:

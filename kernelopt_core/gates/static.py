@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..artifacts.model import CompiledGraph
+from ..artifacts.parse import dotted_name
 from .verdict import GateVerdict
 
 MAX_SOURCE_BYTES = 1 << 20
@@ -158,17 +159,6 @@ def run_static_gate(graph: CompiledGraph, kernel_name: str, candidate_source: st
 # --- the source rules ------------------------------------------------------------------------
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _is_constant_expression(node: ast.AST) -> bool:
     """Immutable module-level values: numbers, strings, tuples of them, tl.constexpr(...)."""
     if isinstance(node, ast.Constant):
@@ -179,7 +169,7 @@ def _is_constant_expression(node: ast.AST) -> bool:
         return _is_constant_expression(node.operand)
     if isinstance(node, ast.BinOp):
         return _is_constant_expression(node.left) and _is_constant_expression(node.right)
-    if isinstance(node, ast.Call) and _dotted(node.func) in ("tl.constexpr", "triton.language.constexpr"):
+    if isinstance(node, ast.Call) and dotted_name(node.func) in ("tl.constexpr", "triton.language.constexpr"):
         return all(_is_constant_expression(a) for a in node.args) and not node.keywords
     return False
 
@@ -209,7 +199,7 @@ class _Checker(ast.NodeVisitor):
         if isinstance(stmt, ast.Expr):
             if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
                 return  # a docstring
-            if (isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) in TOP_LEVEL_CALLS
+            if (isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) in TOP_LEVEL_CALLS
                     and not stmt.value.args and not stmt.value.keywords):
                 return
             self.add("top-level", f"module-level expression `{_short(stmt)}` runs code at import; only "
@@ -224,7 +214,7 @@ class _Checker(ast.NodeVisitor):
                 return
             if value is None or _is_constant_expression(value):
                 return
-            if isinstance(value, _MUTABLE_NODES) or (isinstance(value, ast.Call) and _dotted(value.func) in (
+            if isinstance(value, _MUTABLE_NODES) or (isinstance(value, ast.Call) and dotted_name(value.func) in (
                     "list", "dict", "set", "bytearray", "collections.defaultdict", "collections.OrderedDict")):
                 self.add("global-state", f"global mutable state: module-level `{_short(stmt)}` can cache "
                                          "results between calls", stmt)
@@ -306,7 +296,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for deco in node.decorator_list:
-            name = _dotted(deco.func if isinstance(deco, ast.Call) else deco) or ""
+            name = dotted_name(deco.func if isinstance(deco, ast.Call) else deco) or ""
             if name not in ("triton.jit", "triton.heuristics", "triton.autotune") and not name.startswith(
                     "triton_heuristics."):
                 self.add("contract", f"function {node.name} has decorator `{_short(deco)}`; only @triton.jit and "
@@ -321,7 +311,7 @@ class _Checker(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Call(self, node: ast.Call) -> None:
-        name = _dotted(node.func)
+        name = dotted_name(node.func)
         if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
             pass  # reported by visit_Name
         elif name is not None and name.split(".")[-1].startswith("atomic_"):
@@ -344,7 +334,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        chain = _dotted(node)
+        chain = dotted_name(node)
         if attr.startswith("__") and attr.endswith("__"):
             self.add("forbidden-call", f"dunder attribute `.{attr}` (getattr tricks)", node)
         elif attr in FORBIDDEN_NAMES:
@@ -390,7 +380,7 @@ def _kernel_def(tree: ast.Module, name: str) -> ast.FunctionDef | None:
 
 
 def _is_constexpr(arg: ast.arg) -> bool:
-    return arg.annotation is not None and (_dotted(arg.annotation) or "").endswith("constexpr")
+    return arg.annotation is not None and (dotted_name(arg.annotation) or "").endswith("constexpr")
 
 
 def _literal(node: ast.AST) -> Any:
@@ -402,7 +392,7 @@ def _literal(node: ast.AST) -> Any:
 
 def _decorator_meta(func: ast.FunctionDef, key: str) -> dict[str, Any] | None:
     for deco in func.decorator_list:
-        if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").startswith("triton_heuristics."):
+        if isinstance(deco, ast.Call) and (dotted_name(deco.func) or "").startswith("triton_heuristics."):
             for kw in deco.keywords:
                 if kw.arg == key and isinstance(kw.value, ast.Dict):
                     # Take the literal entries (DeviceProperties(...) and set() are not literals).
@@ -425,7 +415,7 @@ def _check_contract(tree: ast.Module, original_source: str, kernel_name: str, re
         add(f"defines no function named {kernel_name} (found: {', '.join(functions) or 'none'}); a candidate "
             "keeps the kernel's name")
         return
-    decorators = [_dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in func.decorator_list]
+    decorators = [dotted_name(d.func if isinstance(d, ast.Call) else d) or "" for d in func.decorator_list]
     heuristics = [d for d in decorators if d.startswith("triton_heuristics.")]
     if not heuristics:
         add(f"{kernel_name} has no @triton_heuristics.<kind>(...) decorator: the wrapper launches it with "

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from ..atomic_files import write_json_atomic
 
 
 def cache_root() -> Path:
@@ -41,15 +42,5 @@ def read_json(path: Path) -> Any | None:
 
 
 def write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, indent=1, default=str)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    """Replace a cache entry atomically (no fsync: a cache lost in a power cut is only a miss)."""
+    write_json_atomic(path, value, durable=False)
