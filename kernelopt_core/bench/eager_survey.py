@@ -15,11 +15,11 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from .child_output import stdout_lines
 from .problem_process import PACKAGE_ROOT
 from .suite import ProblemSpec
 
@@ -143,15 +143,7 @@ def _run_child(payload_path: str, deadline: float, per_problem_s: float, env: di
     process = subprocess.Popen([sys.executable, "-m", "kernelopt_core.bench.eager_survey", payload_path],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                start_new_session=True)
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True, name="eager-survey").start()
+    lines = stdout_lines(process, "eager-survey")
     current: str | None = None
     last_start = time.monotonic()
     ended = False

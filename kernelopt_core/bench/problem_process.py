@@ -13,12 +13,12 @@ import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 
 from ..atomic_files import write_json_atomic
 from ..events import EventSink, parse_event_line
+from .child_output import stdout_lines
 from .config import CampaignConfig
 from .results import ProblemResult, load_result, result_path, write_result
 from .suite import ProblemSpec
@@ -105,15 +105,7 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
             )
         except OSError as exc:
             return _failure(spec, config, out_dir, slot, log_path, "setup", f"could not start: {exc}", started)
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def read() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=read, daemon=True, name=f"bench-{spec.name}").start()
+        lines = stdout_lines(process, f"bench-{spec.name}")
         deadline = started + config.timeout_s
         why: str | None = None
         while True:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import console, err_console, fail, print_json
+from .common import console, err_console, fail, output_result
 
 MODES = ["max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead", "default"]
 
@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import emit_result, json_line_sink
+    from ..events import json_line_sink
     from ..measure.accounting import describe_overhead
     from ..measure.accounting_run import AccountingError, account_problem
     from ..recommend import ConfigVerificationError, recommend_config, verify_recommendation
@@ -58,13 +58,7 @@ def run(args: argparse.Namespace) -> int:
             err_console.print(f"[yellow]verification failed:[/yellow] {exc}")
     result = {**acct.to_json(), "recommendation": rec.to_json() if rec else None,
               "verification": verdict.to_json() if verdict else None}
-    if sink:
-        emit_result(result)
-        return 0
-    if args.json:
-        print_json(result)
-        return 0
-    _print(acct, rec, verdict, describe_overhead)
+    output_result(args, result, lambda: _print(acct, rec, verdict, describe_overhead))
     return 0
 
 

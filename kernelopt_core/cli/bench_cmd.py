@@ -15,8 +15,8 @@ from typing import Any
 
 from rich.markup import escape
 
-from ..events import EventSink, ProgressEvent, emit_result, json_line_sink
-from .common import console, err_console, print_json
+from ..events import EventSink, ProgressEvent, json_line_sink
+from .common import console, err_console, output_result
 from .common import fail as _fail
 
 
@@ -111,13 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 result = run_campaign(problems, config, out_dir, progress.sink, suite=args.suite)
     except (SlotError, RayUnavailable) as exc:
         return fail(str(exc))
-    data = result.to_json()
-    if args.events:
-        emit_result(data)
-    elif args.json:
-        print_json(data)
-    else:
-        _print_summary(result)
+    output_result(args, result.to_json(), lambda: _print_summary(result))
     if result.regressions:
         err_console.print(f"[bold red]REGRESSIONS: {len(result.regressions)} accepted result(s) slower than "
                           f"max-autotune: {', '.join(result.regressions)}[/bold red]")

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..events import EventSink, ProgressEvent
-from .common import console, err_console, fail, print_json
+from .common import console, err_console, fail, output_result
 
 
 def register(sub: Any) -> None:
@@ -68,7 +68,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import CancelledError, emit_result, json_line_sink
+    from ..events import CancelledError, json_line_sink
     from ..search.pipeline import OptimizeError, optimize
 
     if not args.path and not args.resume:
@@ -92,12 +92,7 @@ def run(args: argparse.Namespace) -> int:
         err_console.print("[yellow]cancelled[/yellow]; resume with --resume")
         return 130
     data = result.to_json()
-    if args.events:
-        emit_result(data)
-    elif args.json:
-        print_json(data)
-    else:
-        print_result(console, data)
+    output_result(args, data, lambda: print_result(console, data))
     return 0
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import console, err_console, fail, print_json
+from .common import console, err_console, fail, output_result
 
 if TYPE_CHECKING:
     from ..artifacts.model import CompiledGraph
@@ -64,12 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if args.events:
             emit_result({"error": str(exc)})
         return fail(str(exc))
-    if args.events:
-        emit_result(result.to_json())
-    elif args.json:
-        print_json(result.to_json())
-    else:
-        _print(result)
+    output_result(args, result.to_json(), lambda: _print(result))
     return 0 if result.kernels else 1
 
 

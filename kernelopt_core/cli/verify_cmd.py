@@ -12,7 +12,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from .common import console, err_console, fail, print_json
+from .common import console, err_console, fail, output_result
 
 if TYPE_CHECKING:
     from ..artifacts.model import CompiledGraph
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import CancelledError, EventSink, emit_result, json_line_sink
+    from ..events import CancelledError, EventSink, json_line_sink
     from ..gates.cascade import CascadeSetupError, run_cascade
     from ..gates.verdict import CascadeConfig
 
@@ -65,27 +65,14 @@ def run(args: argparse.Namespace) -> int:
         return _could_not_run(args, str(exc), exc.partial)
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
-    data = result.to_json()
-    if args.events:
-        emit_result(data)
-    elif args.json:
-        print_json(data)
-    else:
-        print_report(result, show_diff=args.diff)
+    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
     return 0 if result.accepted else 1
 
 
 def _could_not_run(args: argparse.Namespace, message: str, partial: CascadeResult | None) -> int:
-    from ..events import emit_result
-
     data: dict[str, Any] = {"accepted": False, "failed_gate": None, "error": message, "could_not_run": True,
                             "gates": partial.to_json()["gates"] if partial is not None else []}
-    if args.events:
-        emit_result(data)
-    elif args.json:
-        print_json(data)
-    elif partial is not None:
-        print_report(partial, show_diff=False)
+    output_result(args, data, lambda: print_report(partial, show_diff=False) if partial is not None else None)
     return fail(f"the check could not run: {message}")
 
 
