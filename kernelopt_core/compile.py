@@ -81,6 +81,13 @@ def build_problem(module: ModuleType, device: str, dtype: Any = None, seed: int 
 
 def compile_problem(problem: str, out_dir: str, mode: str = "max-autotune", device: str = "auto") -> CompileResult:
     """Compile ``problem`` and write its dumps into ``out_dir``."""
+    return compile_problem_keeping_callable(problem, out_dir, mode, device)[0]
+
+
+def compile_problem_keeping_callable(problem: str, out_dir: str, mode: str = "max-autotune",
+                                     device: str = "auto") -> tuple[CompileResult, Any]:
+    """:func:`compile_problem`, also returning the compiled callable whose compile wrote the dumps,
+    so a caller can time exactly that code without compiling (and autotuning) a second time."""
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     cache_dir = os.path.join(out_dir, "inductor_cache")
@@ -124,7 +131,7 @@ def compile_problem(problem: str, out_dir: str, mode: str = "max-autotune", devi
     )
     with open(os.path.join(out_dir, "compile_report.json"), "w") as handle:
         json.dump(result.to_json(), handle, indent=1)
-    return result
+    return result, compiled
 
 
 def _errors(out: Any, ref: Any) -> tuple[float, float]:

@@ -118,3 +118,23 @@ def test_suite_discovery_levels_and_bad_paths(tmp_path):
         parse_levels("one,two")
     order = [p.level for p in interleave_levels(specs(7))]
     assert order[:3] == [1, 2, 3] and sorted(order) == sorted(p.level for p in specs(7))
+
+
+def test_resume_runs_cancelled_problems_again_and_keeps_finished_ones(tmp_path):
+    from kernelopt_core.bench.campaign import run_campaign
+    from kernelopt_core.bench.results import write_result
+
+    problems = specs(3)
+    write_result(str(tmp_path), ProblemResult(name="p0", level=1, path="/suite/p0.py", outcome="matched", reason="done"))
+    write_result(str(tmp_path), ProblemResult(name="p1", level=2, path="/suite/p1.py", outcome="error",
+                                              category="cancelled", reason="cancelled by the user"))
+    ran: list[str] = []
+
+    def runner(spec, config, out_dir, slot, sink):
+        ran.append(spec.name)
+        return ProblemResult(name=spec.name, level=spec.level, path=spec.path, outcome="matched", reason="ran")
+
+    result = run_campaign(problems, CampaignConfig(device="cpu", resume=True, plot=False), str(tmp_path),
+                          runner=runner)
+    assert sorted(ran) == ["p1", "p2"] and result.resumed == ["p0"]
+    assert {r.name: r.reason for r in result.results} == {"p0": "done", "p1": "ran", "p2": "ran"}

@@ -26,13 +26,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-BUDGET_S = 470.0  # the whole script, all phases
+BUDGET_S = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "470"))  # the whole script, all phases
 SURVEY_S = 100.0
-PER_PROBLEM_S = 80.0  # a problem still running at this point is killed and recorded as a timeout
+# the survey ran on the H200 already (benchmarks/results/h200/bench_gpu.json): 0 skips it
+RUN_SURVEY = os.environ.get("KERNELOPT_BENCH_SURVEY", "1") != "0"
+# a problem still running at this point is killed and recorded as a timeout (max-autotune compiles
+# of GEMM problems alone take 25-60 s on the H200)
+PER_PROBLEM_S = float(os.environ.get("KERNELOPT_BENCH_PER_PROBLEM_S", "150"))
+# a finished campaign folder (its problems/**.json) to resume from: the campaign spans device calls
+RESUME_FROM = os.environ.get("KERNELOPT_BENCH_RESUME_FROM")
+STOP_MARGIN_S = 25.0  # the running problem is cancelled this long before the budget ends (it runs again on resume)
+START_MARGIN_S = 45.0  # no problem starts in the last this-many seconds before that
 TWO_GPU_RESERVE_S = 120.0
 TWO_GPU_PROBLEMS = 4
 REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
+
+
+class _Skipped(Exception):
+    pass
 
 
 def _write(out_dir: str, name: str, data: Any) -> None:
@@ -40,16 +52,21 @@ def _write(out_dir: str, name: str, data: Any) -> None:
         json.dump(data, handle, indent=1, default=str)
 
 
-def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: float, scale: str | None) -> Any:
+def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: float, scale: str | None,
+                     resume: bool = False) -> Any:
     from kernelopt_core.bench.config import CampaignConfig
 
     return CampaignConfig(device=device, gpus=gpus, provider="offline", scale=scale, timeout_s=per_problem_s,
                           deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
-                          confirm_rounds=15, **REDUCED_BEAM)
+                          confirm_rounds=15, resume=resume, **REDUCED_BEAM)
 
 
-def _stderr_sink() -> Any:
-    """One line per finished problem on stderr, for the log of the GPU session."""
+def _stderr_sink(stop_after_s: float | None = None) -> Any:
+    """One line per finished problem on stderr, for the log of the GPU session. With
+    ``stop_after_s`` the sink cancels the campaign then: the running problem is stopped and
+    recorded as cancelled, which a resumed campaign runs again."""
+    import threading
+
     from kernelopt_core.events import EventSink
 
     def show(event: Any) -> None:
@@ -57,7 +74,29 @@ def _stderr_sink() -> Any:
             sys.stderr.write(f"[bench] {event.message}\n")
             sys.stderr.flush()
 
-    return EventSink(show)
+    sink = EventSink(show)
+    if stop_after_s is not None:
+        timer = threading.Timer(max(1.0, stop_after_s), sink.cancel_event.set)
+        timer.daemon = True
+        timer.start()
+    return sink
+
+
+def _seed_campaign(target: str) -> int:
+    """Copy an earlier campaign's per-problem results into ``target`` so the campaign resumes."""
+    import shutil
+
+    if not RESUME_FROM or not os.path.isdir(os.path.join(RESUME_FROM, "problems")):
+        return 0
+    copied = 0
+    for folder, _, files in os.walk(os.path.join(RESUME_FROM, "problems")):
+        for name in files:
+            if name.endswith(".json"):
+                relative = os.path.relpath(os.path.join(folder, name), RESUME_FROM)
+                os.makedirs(os.path.dirname(os.path.join(target, relative)), exist_ok=True)
+                shutil.copyfile(os.path.join(folder, name), os.path.join(target, relative))
+                copied += 1
+    return copied
 
 
 def _campaign_json(result: Any) -> dict[str, Any]:
@@ -138,7 +177,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     kind = resolve_device(device, gpus)
     summary: dict[str, Any] = {"device": kind, "gpus_visible": len(gpus), "suite": suite, "budget_s": budget_s,
                                "beam": REDUCED_BEAM, "optimizer_options": REDUCED_OPTIONS,
-                               "per_problem_s": per_problem_s}
+                               "per_problem_s": per_problem_s, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
         import torch
 
@@ -154,6 +193,8 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
 
     # 1. eager survey
     try:
+        if not RUN_SURVEY:
+            raise _Skipped("skipped (KERNELOPT_BENCH_SURVEY=0): it ran in an earlier call")
         survey_device = "cuda:0" if kind == "cuda" else "cpu"
         env = {"KERNELOPT_PROBLEM_SCALE": scale} if scale else None
         rows = survey_eager(problems, os.path.join(out_dir, "survey"), survey_device,
@@ -166,6 +207,8 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
             "failed": [r["name"] for r in rows if r.get("median_ms") is None],
             "median_measured_over_estimate": ratios[len(ratios) // 2] if ratios else None, "rows": rows,
         }
+    except _Skipped as skipped:
+        summary["eager_survey"] = {"skipped": str(skipped)}
     except Exception as exc:  # noqa: BLE001 - record and go on to the campaign
         summary["eager_survey"] = {"error": f"{type(exc).__name__}: {exc}"}
     _write(out_dir, "bench_gpu.json", summary)
@@ -173,11 +216,15 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     # 2. the campaign on one GPU
     two_gpus = kind == "cuda" and len(gpus) >= 2
     reserve = TWO_GPU_RESERVE_S if two_gpus else 0.0
-    allot = left() - reserve - 10.0
+    allot = left() - reserve - STOP_MARGIN_S
     one: Any = None
     try:
-        config = _campaign_config(device, 1 if kind == "cuda" else 0, allot - per_problem_s, per_problem_s, scale)
-        one = run_campaign(problems, config, os.path.join(out_dir, "campaign_1gpu"), _stderr_sink(), suite=suite)
+        campaign_dir = os.path.join(out_dir, "campaign_1gpu")
+        seeded = _seed_campaign(campaign_dir)
+        summary["resumed_from"] = {"folder": RESUME_FROM, "results": seeded} if seeded else None
+        config = _campaign_config(device, 1 if kind == "cuda" else 0, allot - START_MARGIN_S, per_problem_s, scale,
+                                  resume=bool(seeded))
+        one = run_campaign(problems, config, campaign_dir, _stderr_sink(allot), suite=suite)
         summary["campaign_1gpu"] = _campaign_json(one)
     except Exception as exc:  # noqa: BLE001
         summary["campaign_1gpu"] = {"error": f"{type(exc).__name__}: {exc}"}

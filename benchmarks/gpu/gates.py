@@ -128,6 +128,12 @@ def corpus_on_cuda(budget: Budget, work: str) -> dict[str, Any]:
                               mode="max-autotune" if DEVICE == "cuda" else "default",
                               timeout_s=max(60.0, budget.left() - 90))
     compile_s = time.monotonic() - begin
+    # keep the CUDA codegen of each corpus problem beside the results (the edits must match its text)
+    for problem, path in graphs.items():
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as source, \
+                    open(os.path.join(work, f"corpus_{problem}_output_code.txt"), "w", encoding="utf-8") as copy:
+                copy.write(source.read())
     results = []
     for case in CASES:
         if budget.left() < 20:
@@ -192,7 +198,10 @@ def run(out_dir: str) -> dict[str, Any]:
                                   "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     except Exception as exc:  # noqa: BLE001
         summary["environment"] = {"error": repr(exc)}
-    for key, part in (("aa", aa_check), ("cascade", cascade_times), ("corpus", corpus_on_cuda)):
+    parts = [("aa", aa_check), ("cascade", cascade_times), ("corpus", corpus_on_cuda)]
+    if os.environ.get("KERNELOPT_GATES_SKIP_AA") == "1":  # A/A already recorded (20/20) in an earlier call
+        parts = parts[1:]
+    for key, part in parts:
         begin = time.monotonic()
         try:
             summary[key] = part(budget, work)

@@ -113,8 +113,14 @@ def run(out_dir: str, device: str = "auto", scale: str = "h200", models: list[st
     results: dict[str, Any] = {"environment": _environment(device), "search": {**REDUCED, "provider": "offline"},
                                "mode": mode, "budget_s": budget, "models": {}}
     os.environ.setdefault("KERNELOPT_CACHE_DIR", os.path.join(out_dir, "cache"))  # a fresh cross-run memory
+    if models is None and os.environ.get("KERNELOPT_OPTIMIZE_MODELS"):  # e.g. the rest of an earlier call
+        models = os.environ["KERNELOPT_OPTIMIZE_MODELS"].split(",")
     names = [n for n in ORDER if models is None or n in models]
+    earlier = _earlier_rows(os.environ.get("KERNELOPT_OPTIMIZE_CONTINUE"))
     for name in names:
+        if name in earlier:  # finished in an earlier device call of this campaign: kept as it was
+            results["models"][name] = {**earlier[name], "from_earlier_call": True}
+            continue
         row: dict[str, Any] = {}
         results["models"][name] = row
         left = budget - (time.monotonic() - begin)
@@ -154,6 +160,18 @@ def run(out_dir: str, device: str = "auto", scale: str = "h200", models: list[st
     return {"summary": results["summary"], "total_s": results["total_s"],
             "models": {n: {k: r.get(k) for k in ("decision", "status", "final_speedup", "ci", "wall_s")}
                        for n, r in results["models"].items()}}
+
+
+def _earlier_rows(path: str | None) -> dict[str, Any]:
+    """The models an earlier call finished (status done), from its optimize.json."""
+    if not path or not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            rows = json.load(handle).get("models", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {name: row for name, row in rows.items() if isinstance(row, dict) and row.get("status") == "done"}
 
 
 def _summarize(results: dict[str, Any]) -> None:

@@ -2,7 +2,8 @@
 
 Results are written per problem as they finish (``<out>/problems/<name>.json``), the report is
 refreshed after each one (without the plot), and the final report adds the plot. With
-``resume`` every problem that already has a result file is skipped.
+``resume`` every problem that already has a result file is skipped, except one that was cancelled
+(it never finished), which runs again.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
     resumed: list[str] = []
     for spec in problems:
         previous = load_result(out_dir, spec.name) if config.resume else None
+        if previous is not None and previous.category == "cancelled":
+            previous = None  # stopped before it finished: a resumed campaign runs it again
         if previous is not None:
             finished[spec.name] = previous
             resumed.append(spec.name)
