@@ -138,3 +138,24 @@ def test_resume_runs_cancelled_problems_again_and_keeps_finished_ones(tmp_path):
                           runner=runner)
     assert sorted(ran) == ["p1", "p2"] and result.resumed == ["p0"]
     assert {r.name: r.reason for r in result.results} == {"p0": "done", "p1": "ran", "p2": "ran"}
+
+
+def test_problem_job_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
+    from kernelopt_core.bench import problem_job
+    from kernelopt_core.measure import worker as worker_module
+
+    calls: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    class FakeWorker:
+        def __init__(self, device: str):
+            self.device = device
+
+        def call(self, job, payload, timeout_s=0.0):
+            calls.append((self.device, job))
+            done.set()
+
+    monkeypatch.setattr(worker_module, "get_worker", lambda device: FakeWorker(device))
+    problem_job._prestart_worker("cuda:0")
+    assert done.wait(5)
+    assert calls == [("cuda:0", "kernelopt_core.measure.job_context:ready_job")]

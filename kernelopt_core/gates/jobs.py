@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import traceback
 from types import ModuleType
 from typing import Any
@@ -80,15 +81,20 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     graph = parse_output_code(payload["graph"])
     names: list[str] = list(payload["kernels"])
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    steps: dict[str, float] = {}  # where gate 2's time goes (loading compiles every kernel of a graph)
+    mark = time.perf_counter()
     baseline = _load_baseline(payload, device)
+    steps["load_baseline_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     try:
         launches, _ = capture_launches(baseline, names, make_inputs(baseline, seed=seeds[0] if seeds else 0),
                                        limit=MAX_LAUNCHES)
     except Exception as exc:  # noqa: BLE001
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
+    steps["capture_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     candidate_module, error = _load_candidate(payload, device)
+    steps["load_candidate_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     if candidate_module is None:
-        return _verdict(False, error or "the re-stitched graph fails to load")
+        return _verdict(False, error or "the re-stitched graph fails to load", steps_s=steps)
     per_kernel: dict[str, Any] = {}
     for name in names:
         kernel = graph.kernel(name)
@@ -118,14 +124,15 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                        f"{name}: {len(checks)} runs match the original"),
             "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
         }
+    steps["checks_s"] = round(time.perf_counter() - mark, 3)
     failing = [v for v in per_kernel.values() if not v["passed"]]
     if failing:
-        return _verdict(False, failing[0]["reason"], kernels=per_kernel)
+        return _verdict(False, failing[0]["reason"], kernels=per_kernel, steps_s=steps)
     runs = sum(len(v["checks"]) for v in per_kernel.values())
     worst = max((v["max_abs_diff"] for v in per_kernel.values()), default=0.0)
     return _verdict(True, f"{runs} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale outputs, "
                           f"re-runs) match the original (max |diff| {worst:.3g})", kernels=per_kernel,
-                    max_abs_diff=worst)
+                    max_abs_diff=worst, steps_s=steps)
 
 
 # --- gate 3 ----------------------------------------------------------------------------------

@@ -14,3 +14,9 @@ def worker_device(default: str = "cpu") -> str:
 
 def in_worker() -> bool:
     return DEVICE_ENV in os.environ
+
+
+def ready_job(payload: dict) -> dict:
+    """A job that does nothing: starting a worker with it measures the start (torch import, device
+    set-up) apart from the first real job."""
+    return {"device": worker_device(), "pid": os.getpid()}

@@ -63,3 +63,19 @@ def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) ->
 def test_every_class_is_fully_rejected(corpus_results: dict[str, CaseResult]) -> None:
     missed = Counter(r.klass for r in corpus_results.values() if r.expected_gate and r.failed_gate is None)
     assert not missed, f"accepted wrong candidates by class: {dict(missed)}"
+
+
+CUDA_CODEGEN = __import__("pathlib").Path(__file__).parent / "cuda_codegen"
+
+
+@pytest.mark.parametrize("case_id", [case.id for case in CASES])
+def test_every_edit_applies_to_the_cuda_codegen_too(case_id: str) -> None:
+    """The H200 run evaluates the same corpus on max-autotune CUDA dumps (torch 2.11): every edit must
+    find its text there as well as in the CPU backend's code (saved by benchmarks/gpu/gates.py)."""
+    from kernelopt_core.artifacts import parse_output_code
+
+    case = next(c for c in CASES if c.id == case_id)
+    path = CUDA_CODEGEN / f"{case.problem}.output_code.txt"
+    kernel = parse_output_code(str(path), path.read_text()).kernels[0]
+    candidate = case.candidate(kernel.source, kernel.name)
+    assert candidate != kernel.source
