@@ -227,6 +227,19 @@ def test_vendor_dominated_graph_is_reported_not_searched_unless_forced(tmp_path:
     assert evaluator.calls["screen"] >= 1 and forced.kernels
 
 
+def test_a_launch_timing_the_caller_measured_is_used_not_measured_again(tmp_path: Path) -> None:
+    from kernelopt_core.artifacts import parse_output_code
+
+    graph = parse_output_code(MATMUL)
+    orders = {item.order: (9.0 if not hasattr(item, "kernel") else 1.0) for item in graph.timeline()}
+    timing = {"launch_times_ms": {str(k): v for k, v in orders.items()}, "overheads": [], "path": "module-call"}
+    evaluator = StandInEvaluator()  # its own timing would be None: counts only
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"))
+    result = optimize(MATMUL, config=config, evaluator=evaluator, launch_timing=timing)
+    assert evaluator.calls["launch_timing"] == 0
+    assert result.decision == "fallback" and result.reason.startswith("vendor-dominated")
+
+
 def test_all_candidates_rejected_is_a_fallback_with_gate_counts(tmp_path: Path) -> None:
     evaluator = StandInEvaluator(reject=lambda source: "output mismatch at [0, 3]")
     result, journal, _ = run(tmp_path, evaluator=evaluator, iterations=1, plans=2, retries=2)

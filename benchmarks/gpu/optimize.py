@@ -90,7 +90,7 @@ def markdown(results: dict[str, Any]) -> str:
         ci = row.get("ci")
         ci_text = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-"
         speed = row.get("final_speedup")
-        reason = str(row.get("reason") or row.get("error") or "").replace("|", "/")[:160]
+        reason = str(row.get("reason") or row.get("error") or "").replace("|", "/")[:320]
         lines.append(f"| {name} | {row.get('decision', row.get('status'))} | "
                      f"{f'{speed:.3f}x' if isinstance(speed, (int, float)) else '-'} | {ci_text} | "
                      f"{row.get('kernel') or '-'} | {row.get('best_title') or '-'} | {row.get('candidates', '-')} | "

@@ -64,6 +64,7 @@ class ProblemState:
     graph_paths: list[str] = field(default_factory=list)
     graph: Any = None  # the CompiledGraph the optimizer works on
     compiled_callable: Any = None  # the torch.compile callable whose compile wrote the dumps
+    launch_timing: dict[str, Any] | None = None  # classify's per-launch timing, handed to the optimizer
     optimize_result: Any = None
 
 
@@ -296,6 +297,7 @@ def _classify(state: ProblemState) -> None:
 
             timing = time_launches(state.graph, device=state.device)
             report = analyze(state.graph, timing.launch_times_ms, timing.overheads, timing.path)
+            state.launch_timing = timing.to_json()
         except Exception as exc:  # noqa: BLE001 - the untimed classification still stands
             state.result.notes.append(f"per-launch timing failed, classified by launch counts: {exc}")
     if report is None:
@@ -337,7 +339,7 @@ def _optimize(state: ProblemState) -> None:
                             best_speedup=event.best_speedup)
 
     inner = EventSink(forward, state.sink.cancel_event)
-    outcome = optimize(state.graph.path, config=config, sink=inner)
+    outcome = optimize(state.graph.path, config=config, sink=inner, launch_timing=state.launch_timing)
     state.optimize_result = outcome
     cascade = outcome.cascade.to_json() if getattr(outcome, "cascade", None) is not None else None
     result.outcome, result.category = classify_decision(outcome.decision, outcome.reason, cascade,

@@ -151,10 +151,14 @@ class KernelSearch:
 
 
 def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, sink: EventSink | None = None,
-             resume: str | None = None, evaluator: Evaluator | None = None) -> OptimizeResult:
+             resume: str | None = None, evaluator: Evaluator | None = None,
+             launch_timing: dict[str, Any] | None = None) -> OptimizeResult:
     """Optimize the graph at ``path`` (an output_code.py or a dump folder). ``evaluator`` replaces
-    the gates and measurements (tests use a stand-in); by default they run on the graph's device."""
+    the gates and measurements (tests use a stand-in); by default they run on the graph's device.
+    ``launch_timing`` is a per-launch timing of this graph the caller already measured
+    (``LaunchTiming.to_json()``): dispatch uses it instead of timing the launches again."""
     search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator)
+    search.given_launch_timing = launch_timing
     try:
         return search.run()
     except EvaluationError as exc:  # the device or the graph, not a candidate: stop with the reason
@@ -241,6 +245,7 @@ class _Search:
         self.profiler = Profiler(self.provider, self.prompts.get("profiler"))
         self.history: list[str] = []
         self._brief: KernelBrief | None = None
+        self.given_launch_timing: dict[str, Any] | None = None
 
     # --- setup --------------------------------------------------------------------------------
 
@@ -307,7 +312,11 @@ class _Search:
         return self._finish(searches, final, decision, reason, report)
 
     def _dispatch(self) -> DispatchReport:
-        timing = self.evaluator.launch_timing()
+        timing = self.given_launch_timing
+        if timing is not None and "error" not in timing:
+            self.journal.record("note", message="dispatch uses the launch timing the caller measured")
+        else:
+            timing = self.evaluator.launch_timing()
         if timing and "error" not in timing:
             times = {int(k): float(v) for k, v in timing["launch_times_ms"].items()}
             overheads = [OverheadItem(name=o["name"], time_ms=o["time_ms"], share=o.get("share", 0.0),
