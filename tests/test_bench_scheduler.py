@@ -138,6 +138,7 @@ def test_resume_runs_cancelled_problems_again_and_keeps_finished_ones(tmp_path):
                           runner=runner)
     assert sorted(ran) == ["p1", "p2"] and result.resumed == ["p0"]
     assert {r.name: r.reason for r in result.results} == {"p0": "done", "p1": "ran", "p2": "ran"}
+    assert "1 problem resumed from earlier runs" in (tmp_path / "report.md").read_text()
 
 
 def test_problem_job_prestarts_the_shared_worker_of_its_gpu(monkeypatch):

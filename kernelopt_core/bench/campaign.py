@@ -92,7 +92,7 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
     info = CampaignInfo(suite=suite or out_dir, device=config.device, dtype=config.dtype, provider=config.provider,
                         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                         runner="ray" if config.ray_address else "local", config=config.to_json(),
-                        environment=_versions())
+                        environment=_versions(), resumed=len(resumed))
     total = len(problems)
     lock = threading.Lock()
     sink.progress(f"{len(todo)} problem(s) to run, {len(resumed)} resumed", stage="campaign",

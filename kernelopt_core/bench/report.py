@@ -26,6 +26,7 @@ class CampaignInfo:
     provider: str = "offline"
     created: str = ""
     wall_s: float = 0.0  # the campaign's own wall time (not the sum over problems)
+    resumed: int = 0  # problems whose results an earlier run of this campaign wrote
     workers: int = 1
     runner: str = "local"  # "local" or "ray"
     config: dict[str, Any] = field(default_factory=dict)
@@ -129,8 +130,10 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
                  f"({info.workers} worker{'s' if info.workers != 1 else ''})")
     if info.environment:
         lines.append("- environment: " + ", ".join(f"{k} {v}" for k, v in sorted(info.environment.items())))
+    resumed = (f"; {info.resumed} problem{'s' if info.resumed != 1 else ''} resumed from earlier runs, whose "
+               "time is in the sum but not in this wall time") if info.resumed else ""
     lines.append(f"- created: {info.created}; campaign wall time {info.wall_s:.1f} s "
-                 f"(sum over problems {summary.wall_s_total:.1f} s)")
+                 f"(sum over problems {summary.wall_s_total:.1f} s{resumed})")
     if info.device.startswith("cpu"):
         lines.append("- **CPU backend:** every time below is wall-clock time of the Triton CPU interpreter, "
                      "not GPU time; the speedups say nothing about a GPU.")
