@@ -43,10 +43,6 @@ REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "r
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
 
 
-class _Skipped(Exception):
-    pass
-
-
 def _write(out_dir: str, name: str, data: Any) -> None:
     with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, default=str)
@@ -83,20 +79,37 @@ def _stderr_sink(stop_after_s: float | None = None) -> Any:
 
 
 def _seed_campaign(target: str) -> int:
-    """Copy an earlier campaign's per-problem results into ``target`` so the campaign resumes."""
+    """Copy an earlier campaign's per-problem results into ``target`` so the campaign resumes;
+    returns how many result files it copied."""
+    import glob
     import shutil
 
-    if not RESUME_FROM or not os.path.isdir(os.path.join(RESUME_FROM, "problems")):
+    source = os.path.join(RESUME_FROM or "", "problems")
+    if not RESUME_FROM or not os.path.isdir(source):
         return 0
-    copied = 0
-    for folder, _, files in os.walk(os.path.join(RESUME_FROM, "problems")):
-        for name in files:
-            if name.endswith(".json"):
-                relative = os.path.relpath(os.path.join(folder, name), RESUME_FROM)
-                os.makedirs(os.path.dirname(os.path.join(target, relative)), exist_ok=True)
-                shutil.copyfile(os.path.join(folder, name), os.path.join(target, relative))
-                copied += 1
-    return copied
+    shutil.copytree(source, os.path.join(target, "problems"), dirs_exist_ok=True)
+    return len(glob.glob(os.path.join(source, "**", "*.json"), recursive=True))
+
+
+def _survey(problems: list[Any], out_dir: str, kind: str, scale: str | None, left_s: float) -> dict[str, Any]:
+    """Every problem's eager time against the 1-15 ms target; a failure is recorded, not raised."""
+    from kernelopt_core.bench.eager_survey import survey_eager
+
+    try:
+        survey_device = "cuda:0" if kind == "cuda" else "cpu"
+        env = {"KERNELOPT_PROBLEM_SCALE": scale} if scale else None
+        rows = survey_eager(problems, os.path.join(out_dir, "survey"), survey_device,
+                            timeout_s=min(SURVEY_S, max(10.0, left_s * 0.25)), env=env)
+    except Exception as exc:  # noqa: BLE001 - record and go on to the campaign
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    measured = [r for r in rows if r.get("median_ms") is not None]
+    ratios = sorted(r["measured_over_estimate"] for r in measured if r.get("measured_over_estimate"))
+    return {
+        "measured": len(measured), "within_target": sum(1 for r in measured if r["within_target"]),
+        "outside_target": [r["name"] for r in measured if not r["within_target"]],
+        "failed": [r["name"] for r in rows if r.get("median_ms") is None],
+        "median_measured_over_estimate": ratios[len(ratios) // 2] if ratios else None, "rows": rows,
+    }
 
 
 def _campaign_json(result: Any) -> dict[str, Any]:
@@ -166,7 +179,6 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
         budget_s: float = BUDGET_S, per_problem_s: float = PER_PROBLEM_S, levels: set[int] | None = None) -> dict:
     """The suite on this machine's GPU(s); ``device="cpu"``/``scale="tiny"`` give a CPU smoke test."""
     from kernelopt_core.bench.campaign import run_campaign
-    from kernelopt_core.bench.eager_survey import survey_eager
     from kernelopt_core.bench.scheduler import resolve_device, visible_gpus
     from kernelopt_core.bench.suite import discover_suite, interleave_levels
 
@@ -192,25 +204,10 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
         return budget_s - (time.monotonic() - started)
 
     # 1. eager survey
-    try:
-        if not RUN_SURVEY:
-            raise _Skipped("skipped (KERNELOPT_BENCH_SURVEY=0): it ran in an earlier call")
-        survey_device = "cuda:0" if kind == "cuda" else "cpu"
-        env = {"KERNELOPT_PROBLEM_SCALE": scale} if scale else None
-        rows = survey_eager(problems, os.path.join(out_dir, "survey"), survey_device,
-                            timeout_s=min(SURVEY_S, max(10.0, left() * 0.25)), env=env)
-        measured = [r for r in rows if r.get("median_ms") is not None]
-        ratios = sorted(r["measured_over_estimate"] for r in measured if r.get("measured_over_estimate"))
-        summary["eager_survey"] = {
-            "measured": len(measured), "within_target": sum(1 for r in measured if r["within_target"]),
-            "outside_target": [r["name"] for r in measured if not r["within_target"]],
-            "failed": [r["name"] for r in rows if r.get("median_ms") is None],
-            "median_measured_over_estimate": ratios[len(ratios) // 2] if ratios else None, "rows": rows,
-        }
-    except _Skipped as skipped:
-        summary["eager_survey"] = {"skipped": str(skipped)}
-    except Exception as exc:  # noqa: BLE001 - record and go on to the campaign
-        summary["eager_survey"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if RUN_SURVEY:
+        summary["eager_survey"] = _survey(problems, out_dir, kind, scale, left())
+    else:
+        summary["eager_survey"] = {"skipped": "KERNELOPT_BENCH_SURVEY=0: it ran in an earlier call"}
     _write(out_dir, "bench_gpu.json", summary)
 
     # 2. the campaign on one GPU
@@ -270,7 +267,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
                                                     "regression_count", "not_reached", "error") if k in data}
     survey = summary.get("eager_survey") or {}
     brief["eager_survey"] = {k: survey.get(k) for k in ("measured", "within_target", "outside_target",
-                                                         "median_measured_over_estimate", "error") if k in survey}
+                                                         "median_measured_over_estimate", "error", "skipped") if k in survey}
     return brief
 
 
