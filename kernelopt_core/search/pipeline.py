@@ -157,8 +157,7 @@ def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, si
     the gates and measurements (tests use a stand-in); by default they run on the graph's device.
     ``launch_timing`` is a per-launch timing of this graph the caller already measured
     (``LaunchTiming.to_json()``): dispatch uses it instead of timing the launches again."""
-    search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator)
-    search.given_launch_timing = launch_timing
+    search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator, launch_timing)
     try:
         return search.run()
     except EvaluationError as exc:  # the device or the graph, not a candidate: stop with the reason
@@ -184,8 +183,9 @@ def _pick_graph(path: str, kernel: str | None) -> CompiledGraph:
 
 class _Search:
     def __init__(self, path: str, kernel: str | None, config: OptimizeConfig, sink: EventSink, resume: str | None,
-                 evaluator: Evaluator | None):
+                 evaluator: Evaluator | None, launch_timing: dict[str, Any] | None = None):
         self.config = config
+        self.given_launch_timing = launch_timing
         self.sink = sink
         self.kernel_name = kernel
         if resume:
@@ -245,7 +245,6 @@ class _Search:
         self.profiler = Profiler(self.provider, self.prompts.get("profiler"))
         self.history: list[str] = []
         self._brief: KernelBrief | None = None
-        self.given_launch_timing: dict[str, Any] | None = None
 
     # --- setup --------------------------------------------------------------------------------
 
