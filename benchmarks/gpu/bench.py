@@ -8,8 +8,10 @@ Three phases, each recorded even when a later one runs out of time:
    no ncu, one finalist, one kernel per graph), a per-problem cap, problems interleaved by level
    (L1, L2, L3, L1, ...) so each level is covered; problems not started within the budget are
    listed as not reached;
-3. when a second GPU is visible: the problems finished in phase 2 (up to 4) again on 2 GPUs, with
-   the campaign's wall time against the same problems' one-GPU wall times.
+   (``KERNELOPT_BENCH_GPUS=2`` spreads it over two GPUs, one problem per GPU at a time);
+3. scaling, when ``KERNELOPT_BENCH_SCALING`` names problems and two GPUs are visible: those
+   problems as a campaign on 1 GPU, then as a campaign on 2 GPUs, each from fresh folders (so
+   fresh Inductor and Triton caches), and the wall-time speedup of the second over the first.
 Only torch, triton, numpy and rich are needed (no anthropic/pygls/watchdog). GPU clocks and
 settings are never touched.
 """
@@ -37,8 +39,10 @@ PER_PROBLEM_S = float(os.environ.get("KERNELOPT_BENCH_PER_PROBLEM_S", "150"))
 RESUME_FROM = os.environ.get("KERNELOPT_BENCH_RESUME_FROM")
 STOP_MARGIN_S = 25.0  # the running problem is cancelled this long before the budget ends (it runs again on resume)
 START_MARGIN_S = 45.0  # no problem starts in the last this-many seconds before that
-TWO_GPU_RESERVE_S = 120.0
-TWO_GPU_PROBLEMS = 4
+# GPUs for the campaign (phase 2); "all" takes every visible one
+CAMPAIGN_GPUS = os.environ.get("KERNELOPT_BENCH_GPUS", "1")
+# comma-separated problem names (e.g. level1/bmm) for the 1-GPU against 2-GPU scaling run (phase 3)
+SCALING_PROBLEMS = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_SCALING", "").split(",") if n.strip()]
 REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
 
@@ -49,11 +53,11 @@ def _write(out_dir: str, name: str, data: Any) -> None:
 
 
 def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: float, scale: str | None,
-                     resume: bool = False) -> Any:
+                     resume: bool = False, workers: int = 1) -> Any:
     from kernelopt_core.bench.config import CampaignConfig
 
     return CampaignConfig(device=device, gpus=gpus, provider="offline", scale=scale, timeout_s=per_problem_s,
-                          deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
+                          workers=workers, deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
                           confirm_rounds=15, resume=resume, **REDUCED_BEAM)
 
 
@@ -89,6 +93,76 @@ def _seed_campaign(target: str) -> int:
         return 0
     shutil.copytree(source, os.path.join(target, "problems"), dirs_exist_ok=True)
     return len(glob.glob(os.path.join(source, "**", "*.json"), recursive=True))
+
+
+def _campaign_slots(kind: str, visible: int) -> int:
+    """How many GPUs the campaign spreads over (0 on the CPU: one CPU worker)."""
+    if kind != "cuda":
+        return 0
+    wanted = visible if CAMPAIGN_GPUS == "all" else int(CAMPAIGN_GPUS)
+    return max(1, min(wanted, visible))
+
+
+def _earlier_walls() -> dict[str, float]:
+    """Per-problem wall seconds from the campaign being resumed (for planning the scaling run)."""
+    import glob
+
+    walls: dict[str, float] = {}
+    for path in glob.glob(os.path.join(RESUME_FROM or "", "problems", "**", "*.json"), recursive=True):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            walls[data["name"]] = float(data["wall_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return walls
+
+
+def _scaling_estimate(names: list[str]) -> float:
+    """Seconds to keep for the scaling phase: the problems' earlier walls once on 1 GPU and about
+    half again on 2, plus slack; 60 s per problem never seen."""
+    walls = _earlier_walls()
+    one = sum(walls.get(name, 60.0) for name in names)
+    return one * 1.7 + 30.0
+
+
+def _scaling(subset: list[Any], device: str, kind: str, out_dir: str, per_problem_s: float, scale: str | None,
+             left: Any, suite: str) -> dict[str, Any]:
+    """``subset`` as a campaign on one slot, then on two, each in a fresh folder; both walls and
+    their ratio. Each problem compiles from an empty Inductor/Triton cache in both runs."""
+    from kernelopt_core.bench.campaign import run_campaign
+
+    if len(subset) < 2:
+        return {"skipped": f"fewer than 2 of the named problems were found: {SCALING_PROBLEMS}"}
+    estimate = _scaling_estimate([p.name for p in subset])
+    if left() < estimate:
+        return {"skipped": f"{left():.0f} s left, the scaling run needs about {estimate:.0f} s"}
+    runs: dict[str, Any] = {}
+    walls: dict[str, float] = {}
+    for label, slots in (("one_gpu", 1), ("two_gpus", 2)):
+        # on the CPU (the smoke test) CPU workers stand in for GPUs
+        config = _campaign_config(device, slots if kind == "cuda" else 0, left() - STOP_MARGIN_S, per_problem_s,
+                                  scale, workers=1 if kind == "cuda" else slots)
+        result = run_campaign(subset, config, os.path.join(out_dir, f"scaling_{label}"), _stderr_sink(), suite=suite)
+        runs[label] = _campaign_json(result)
+        unfinished = [r.name for r in result.results if r.category == "cancelled"] + list(result.not_reached)
+        if unfinished:
+            return {**runs, "problems": [p.name for p in subset],
+                    "incomplete": f"{label}: {', '.join(unfinished)} did not finish; no ratio is given"}
+        walls[label] = result.info.wall_s
+    per_problem_one = {p["name"]: p["wall_s"] for p in runs["one_gpu"]["problems"]}
+    per_problem_two = {p["name"]: p["wall_s"] for p in runs["two_gpus"]["problems"]}
+    return {
+        **runs, "problems": [p.name for p in subset],
+        "one_gpu_wall_s": walls["one_gpu"], "two_gpu_wall_s": walls["two_gpus"],
+        "wall_time_speedup": round(walls["one_gpu"] / walls["two_gpus"], 3) if walls["two_gpus"] else None,
+        # the sum of per-problem walls on 2 GPUs over that on 1: how much running side by side
+        # slows each problem (shared CPUs for compiles, shared host memory bandwidth)
+        "per_problem_slowdown": round(sum(per_problem_two.values()) / sum(per_problem_one.values()), 3)
+        if sum(per_problem_one.values()) else None,
+        "same_outcomes": all(p["outcome"] == q["outcome"] for p in runs["one_gpu"]["problems"]
+                             for q in runs["two_gpus"]["problems"] if p["name"] == q["name"]),
+    }
 
 
 def _survey(problems: list[Any], out_dir: str, kind: str, scale: str | None, left_s: float) -> dict[str, Any]:
@@ -133,6 +207,25 @@ def _campaign_json(result: Any) -> dict[str, Any]:
     }
 
 
+def _campaign_markdown(title: str, data: dict[str, Any], level: int = 2) -> list[str]:
+    heading = "#" * level
+    if "error" in data:
+        return ["", f"{heading} {title}", f"failed: {data['error']}"]
+    lines = ["", f"{heading} {title}", f"- wall {data['wall_s']:.0f} s; counts {data['counts']}; "
+             f"regressions {data['regression_count']} {data['regressions'] or ''}",
+             f"- geomean vs max-autotune per level: {data['geomean_vs_max_autotune']} "
+             f"(all: {data['geomean_vs_max_autotune_all']})",
+             f"- fallback reasons {data['fallback_reasons']}; errors {data['error_reasons']}",
+             f"- not reached ({len(data['not_reached'])}): {', '.join(data['not_reached']) or 'none'}",
+             "", "| problem | outcome | reason | GPU | wall s | vs max-autotune |", "|---|---|---|---|---|---|"]
+    for row in data["problems"]:
+        figure = row["vs_max_autotune"]
+        shown = f"{figure['value']:.3f} [{figure['ci_low']:.3f}, {figure['ci_high']:.3f}]" if figure else "–"
+        reason = str(row["reason"]).replace("|", "/")[:90]
+        lines.append(f"| `{row['name']}` | {row['outcome']} | {reason} | {row['gpu']} | {row['wall_s']:.1f} | {shown} |")
+    return lines
+
+
 def _markdown(summary: dict[str, Any]) -> str:
     lines = ["# Benchmark suite on the GPU (offline provider, reduced beam)", ""]
     lines.append(f"- device: {summary.get('device')}; GPUs visible: {summary.get('gpus_visible')}; "
@@ -150,28 +243,22 @@ def _markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| `{row['name']}` | {f'{ms:.3g}' if ms else row.get('error', '–')} | "
                          f"{row.get('estimate_ms')} | {f'{ratio:.2f}' if ratio else '–'} | "
                          f"{'yes' if row.get('within_target') else 'NO'} |")
-    for key, title in (("campaign_1gpu", "Campaign on 1 GPU"), ("campaign_2gpu", "Campaign on 2 GPUs")):
-        data = summary.get(key)
-        if not data:
-            continue
-        if "error" in data:
-            lines += ["", f"## {title}", f"failed: {data['error']}"]
-            continue
-        lines += ["", f"## {title}", f"- wall {data['wall_s']:.0f} s; counts {data['counts']}; "
-                  f"regressions {data['regression_count']} {data['regressions'] or ''}",
-                  f"- geomean vs max-autotune per level: {data['geomean_vs_max_autotune']} "
-                  f"(all: {data['geomean_vs_max_autotune_all']})",
-                  f"- fallback reasons {data['fallback_reasons']}; errors {data['error_reasons']}",
-                  f"- not reached ({len(data['not_reached'])}): {', '.join(data['not_reached']) or 'none'}",
-                  "", "| problem | outcome | reason | wall s | vs max-autotune |", "|---|---|---|---|---|"]
-        for row in data["problems"]:
-            figure = row["vs_max_autotune"]
-            shown = f"{figure['value']:.3f} [{figure['ci_low']:.3f}, {figure['ci_high']:.3f}]" if figure else "–"
-            reason = str(row["reason"]).replace("|", "/")[:90]
-            lines.append(f"| `{row['name']}` | {row['outcome']} | {reason} | {row['wall_s']:.1f} | {shown} |")
+    campaign = summary.get("campaign")
+    if campaign:
+        lines += _campaign_markdown(f"Campaign on {campaign.get('workers', '?')} worker(s)", campaign)
     scaling = summary.get("scaling")
     if scaling:
-        lines += ["", "## Two-GPU scaling", json.dumps(scaling)]
+        lines += ["", "## Scaling: the same problems on 1 GPU, then on 2"]
+        if "wall_time_speedup" in scaling:
+            lines += [f"- problems: {', '.join(scaling['problems'])}",
+                      f"- wall {scaling['one_gpu_wall_s']:.1f} s on 1 GPU, {scaling['two_gpu_wall_s']:.1f} s on 2: "
+                      f"**{scaling['wall_time_speedup']:.2f}x**; per-problem walls summed, 2 GPUs over 1: "
+                      f"{scaling['per_problem_slowdown']}; same outcomes: {scaling['same_outcomes']}"]
+        else:
+            lines.append(f"- {scaling.get('skipped') or scaling.get('incomplete')}")
+        for label in ("one_gpu", "two_gpus"):
+            if label in scaling:
+                lines += _campaign_markdown(f"Scaling run, {label.replace('_', ' ')}", scaling[label], level=3)
     return "\n".join(lines) + "\n"
 
 
@@ -210,62 +297,43 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
         summary["eager_survey"] = {"skipped": "KERNELOPT_BENCH_SURVEY=0: it ran in an earlier call"}
     _write(out_dir, "bench_gpu.json", summary)
 
-    # 2. the campaign on one GPU
-    two_gpus = kind == "cuda" and len(gpus) >= 2
-    reserve = TWO_GPU_RESERVE_S if two_gpus else 0.0
-    allot = left() - reserve - STOP_MARGIN_S
-    one: Any = None
+    # 2. the campaign, on KERNELOPT_BENCH_GPUS GPUs
+    slots = _campaign_slots(kind, len(gpus))
+    scaling = SCALING_PROBLEMS and (kind == "cpu" or len(gpus) >= 2)
+    scaling_estimate = _scaling_estimate(SCALING_PROBLEMS) if scaling else 0.0
+    allot = left() - scaling_estimate - STOP_MARGIN_S
     try:
-        campaign_dir = os.path.join(out_dir, "campaign_1gpu")
+        campaign_dir = os.path.join(out_dir, "campaign")
         seeded = _seed_campaign(campaign_dir)
         summary["resumed_from"] = {"folder": RESUME_FROM, "results": seeded} if seeded else None
-        config = _campaign_config(device, 1 if kind == "cuda" else 0, allot - START_MARGIN_S, per_problem_s, scale,
+        config = _campaign_config(device, slots, allot - START_MARGIN_S, per_problem_s, scale,
                                   resume=bool(seeded))
-        one = run_campaign(problems, config, campaign_dir, _stderr_sink(allot), suite=suite)
-        summary["campaign_1gpu"] = _campaign_json(one)
+        result = run_campaign(problems, config, campaign_dir, _stderr_sink(allot), suite=suite)
+        summary["campaign"] = _campaign_json(result)
     except Exception as exc:  # noqa: BLE001
-        summary["campaign_1gpu"] = {"error": f"{type(exc).__name__}: {exc}"}
+        summary["campaign"] = {"error": f"{type(exc).__name__}: {exc}"}
     _write(out_dir, "bench_gpu.json", summary)
 
-    # 3. the same problems on two GPUs
-    if two_gpus and one is not None:
-        finished = [r.name for r in one.results if r.outcome != "error"][:TWO_GPU_PROBLEMS]
-        subset = [p for p in problems if p.name in finished]
-        if len(subset) >= 2 and left() > per_problem_s:
-            try:
-                config = _campaign_config(device, 2, left() - per_problem_s - 5.0, per_problem_s, scale)
-                two = run_campaign(subset, config, os.path.join(out_dir, "campaign_2gpu"), _stderr_sink(), suite=suite)
-                summary["campaign_2gpu"] = _campaign_json(two)
-                one_gpu_walls = {r.name: r.wall_s for r in one.results}
-                sequential = sum(one_gpu_walls[p.name] for p in subset)
-                own = sum(r.wall_s for r in two.results)
-                summary["scaling"] = {
-                    "problems": [p.name for p in subset], "one_gpu_sum_wall_s": round(sequential, 1),
-                    "two_gpu_campaign_wall_s": two.info.wall_s,
-                    "wall_time_speedup": round(sequential / two.info.wall_s, 3) if two.info.wall_s else None,
-                    # the same problems' own walls on 2 GPUs: warm caches do not inflate this one
-                    "parallel_speedup": round(own / two.info.wall_s, 3) if two.info.wall_s else None,
-                    "note": "the second run reuses Triton's on-disk cache; parallel_speedup compares the "
-                            "2-GPU run against its own per-problem walls",
-                }
-            except Exception as exc:  # noqa: BLE001
-                summary["campaign_2gpu"] = {"error": f"{type(exc).__name__}: {exc}"}
+    # 3. the same problems on 1 GPU, then on 2 GPUs
+    if SCALING_PROBLEMS:
+        if not scaling:
+            summary["scaling"] = {"skipped": f"only {len(gpus)} GPU visible"}
         else:
-            summary["campaign_2gpu"] = {"error": "skipped: fewer than 2 finished problems or no time left"}
-    elif kind == "cuda":
-        summary["campaign_2gpu"] = None
-        summary["two_gpu_note"] = f"only {len(gpus)} GPU visible: the 2-GPU campaign was not run"
+            subset = [p for p in problems if p.name in SCALING_PROBLEMS]
+            summary["scaling"] = _scaling(subset, device, kind, out_dir, per_problem_s, scale, left, suite)
+        _write(out_dir, "bench_gpu.json", summary)
     summary["wall_s"] = round(time.monotonic() - started, 1)
     _write(out_dir, "bench_gpu.json", summary)
     with open(os.path.join(out_dir, "bench_gpu.md"), "w", encoding="utf-8") as handle:
         handle.write(_markdown(summary))
-    brief = {k: v for k, v in summary.items() if k not in ("eager_survey", "campaign_1gpu", "campaign_2gpu")}
-    for key in ("campaign_1gpu", "campaign_2gpu"):
+    brief = {k: v for k, v in summary.items() if k not in ("eager_survey", "campaign", "scaling")}
+    for key in ("campaign",):
         data = summary.get(key)
         if isinstance(data, dict):
             brief[key] = {k: data.get(k) for k in ("wall_s", "counts", "geomean_vs_max_autotune",
                                                     "regression_count", "not_reached", "error") if k in data}
     survey = summary.get("eager_survey") or {}
+    brief["scaling"] = {k: v for k, v in (summary.get("scaling") or {}).items() if k not in ("one_gpu", "two_gpus")}
     brief["eager_survey"] = {k: survey.get(k) for k in ("measured", "within_target", "outside_target",
                                                          "median_measured_over_estimate", "error", "skipped") if k in survey}
     return brief
