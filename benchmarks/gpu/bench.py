@@ -18,10 +18,12 @@ settings are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -126,10 +128,26 @@ def _scaling_estimate(names: list[str]) -> float:
     return one * 1.7 + 30.0
 
 
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables (inherited by the problem subprocesses) for a block."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _scaling(subset: list[Any], device: str, kind: str, out_dir: str, per_problem_s: float, scale: str | None,
              left: Any, suite: str) -> dict[str, Any]:
     """``subset`` as a campaign on one slot, then on two, each in a fresh folder; both walls and
-    their ratio. Each problem compiles from an empty Inductor/Triton cache in both runs."""
+    their ratio. Each problem compiles from an empty Inductor/Triton cache and each run starts
+    from an empty experience memory."""
     from kernelopt_core.bench.campaign import run_campaign
 
     if len(subset) < 2:
@@ -143,7 +161,10 @@ def _scaling(subset: list[Any], device: str, kind: str, out_dir: str, per_proble
         # on the CPU (the smoke test) CPU workers stand in for GPUs
         config = _campaign_config(device, slots if kind == "cuda" else 0, left() - STOP_MARGIN_S, per_problem_s,
                                   scale, workers=1 if kind == "cuda" else slots)
-        result = run_campaign(subset, config, os.path.join(out_dir, f"scaling_{label}"), _stderr_sink(), suite=suite)
+        run_dir = os.path.join(out_dir, f"scaling_{label}")
+        # a fresh experience memory per run, so the second run does not plan from the first one's
+        with _environment(KERNELOPT_CACHE_DIR=os.path.join(run_dir, "kernelopt_cache")):
+            result = run_campaign(subset, config, run_dir, _stderr_sink(), suite=suite)
         runs[label] = _campaign_json(result)
         unfinished = [r.name for r in result.results if r.category == "cancelled"] + list(result.not_reached)
         if unfinished:
@@ -228,11 +249,15 @@ def _campaign_markdown(title: str, data: dict[str, Any], level: int = 2) -> list
 
 def _markdown(summary: dict[str, Any]) -> str:
     lines = ["# Benchmark suite on the GPU (offline provider, reduced beam)", ""]
-    lines.append(f"- device: {summary.get('device')}; GPUs visible: {summary.get('gpus_visible')}; "
-                 f"total wall {summary.get('wall_s', 0):.0f} s of a {BUDGET_S:.0f} s budget")
-    lines.append(f"- beam: {REDUCED_BEAM}, optimizer options {REDUCED_OPTIONS}; per-problem cap {PER_PROBLEM_S:.0f} s")
+    lines.append(f"- {summary.get('date')}; device: {summary.get('device')} ({summary.get('gpu_name')}); "
+                 f"GPUs visible: {summary.get('gpus_visible')}; torch {summary.get('torch')}; "
+                 f"total wall {summary.get('wall_s', 0):.0f} s of a {summary.get('budget_s', 0):.0f} s budget")
+    lines.append(f"- beam: {summary.get('beam')}, optimizer options {summary.get('optimizer_options')}; "
+                 f"per-problem cap {summary.get('per_problem_s', 0):.0f} s")
     survey = summary.get("eager_survey") or {}
-    if survey:
+    if survey.get("skipped"):
+        lines += ["", f"Eager survey skipped ({survey['skipped']})."]
+    elif survey:
         lines += ["", "## Eager times against the 1-15 ms target",
                   f"{survey.get('within_target')} of {survey.get('measured')} measured problems within target; "
                   f"median measured/estimate {survey.get('median_measured_over_estimate')}", "",
@@ -245,7 +270,10 @@ def _markdown(summary: dict[str, Any]) -> str:
                          f"{'yes' if row.get('within_target') else 'NO'} |")
     campaign = summary.get("campaign")
     if campaign:
-        lines += _campaign_markdown(f"Campaign on {campaign.get('workers', '?')} worker(s)", campaign)
+        resumed = (summary.get("resumed_from") or {}).get("results", 0)
+        lines += _campaign_markdown(f"Campaign on {campaign.get('workers', '?')} worker(s)"
+                                    + (f", {resumed} problem(s) resumed from earlier runs (their walls are "
+                                       "theirs; the campaign wall is this call's)" if resumed else ""), campaign)
     scaling = summary.get("scaling")
     if scaling:
         lines += ["", "## Scaling: the same problems on 1 GPU, then on 2"]

@@ -1,0 +1,76 @@
+"""The GPU benchmark script's planning helpers and its report of a recorded H200 scaling run.
+
+The script itself runs on the device (benchmarks/gpu/bench.py); these parts run anywhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED_SCALING = ROOT / "benchmarks" / "results" / "h200" / "scaling" / "scaling.json"
+
+
+def _load(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
+    """Import bench.py afresh (it reads its settings from the environment at import)."""
+    for name in ("KERNELOPT_BENCH_GPUS", "KERNELOPT_BENCH_SCALING", "KERNELOPT_BENCH_RESUME_FROM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location("gpu_bench_under_test", ROOT / "benchmarks" / "gpu" / "bench.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_campaign_slots_follow_the_setting_and_the_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _load(monkeypatch)._campaign_slots("cuda", 2) == 1
+    assert _load(monkeypatch, KERNELOPT_BENCH_GPUS="2")._campaign_slots("cuda", 2) == 2
+    assert _load(monkeypatch, KERNELOPT_BENCH_GPUS="4")._campaign_slots("cuda", 2) == 2
+    assert _load(monkeypatch, KERNELOPT_BENCH_GPUS="all")._campaign_slots("cuda", 8) == 8
+    assert _load(monkeypatch, KERNELOPT_BENCH_GPUS="2")._campaign_slots("cpu", 0) == 0
+
+
+def test_scaling_estimate_uses_the_resumed_walls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    problems = tmp_path / "problems" / "level1"
+    problems.mkdir(parents=True)
+    (problems / "a.json").write_text(json.dumps({"name": "level1/a", "wall_s": 40.0}))
+    (problems / "broken.json").write_text("{not json")
+    bench = _load(monkeypatch, KERNELOPT_BENCH_RESUME_FROM=str(tmp_path),
+                  KERNELOPT_BENCH_SCALING="level1/a, level1/unseen")
+    assert bench.SCALING_PROBLEMS == ["level1/a", "level1/unseen"]
+    # 40 s seen, 60 s assumed for the unseen one; once on 1 GPU and about half again on 2
+    assert bench._scaling_estimate(bench.SCALING_PROBLEMS) == pytest.approx((40.0 + 60.0) * 1.7 + 30.0)
+
+
+def test_environment_block_restores_what_was_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load(monkeypatch)
+    monkeypatch.setenv("KERNELOPT_CACHE_DIR", "/before")
+    with bench._environment(KERNELOPT_CACHE_DIR="/fresh", KERNELOPT_UNSET_BEFORE="x"):
+        assert os.environ["KERNELOPT_CACHE_DIR"] == "/fresh"
+        assert os.environ["KERNELOPT_UNSET_BEFORE"] == "x"
+    assert os.environ["KERNELOPT_CACHE_DIR"] == "/before"
+    assert "KERNELOPT_UNSET_BEFORE" not in os.environ
+
+
+def test_recorded_scaling_run_is_consistent_and_renders(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load(monkeypatch)
+    summary = json.loads(RECORDED_SCALING.read_text())
+    scaling = summary["scaling"]
+    one, two = scaling["one_gpu"], scaling["two_gpus"]
+    # the ratio is the recorded walls' ratio, and both runs ran the same problems to the end
+    assert scaling["wall_time_speedup"] == pytest.approx(one["wall_s"] / two["wall_s"], abs=1e-3)
+    assert sorted(p["name"] for p in one["problems"]) == sorted(scaling["problems"])
+    assert sorted(p["name"] for p in two["problems"]) == sorted(scaling["problems"])
+    assert not one["not_reached"] and not two["not_reached"]
+    assert {p["gpu"].split()[0] for p in two["problems"]} == {"0", "1"}
+    text = bench._markdown(summary)
+    assert f"**{scaling['wall_time_speedup']:.2f}x**" in text
+    assert "## Scaling: the same problems on 1 GPU, then on 2" in text
