@@ -171,18 +171,17 @@ def _scaling(subset: list[Any], device: str, kind: str, out_dir: str, per_proble
             return {**runs, "problems": [p.name for p in subset],
                     "incomplete": f"{label}: {', '.join(unfinished)} did not finish; no ratio is given"}
         walls[label] = result.info.wall_s
-    per_problem_one = {p["name"]: p["wall_s"] for p in runs["one_gpu"]["problems"]}
-    per_problem_two = {p["name"]: p["wall_s"] for p in runs["two_gpus"]["problems"]}
+    one_wall_sum = sum(p["wall_s"] for p in runs["one_gpu"]["problems"])
+    two_wall_sum = sum(p["wall_s"] for p in runs["two_gpus"]["problems"])
+    outcomes = {label: {p["name"]: p["outcome"] for p in run["problems"]} for label, run in runs.items()}
     return {
         **runs, "problems": [p.name for p in subset],
         "one_gpu_wall_s": walls["one_gpu"], "two_gpu_wall_s": walls["two_gpus"],
         "wall_time_speedup": round(walls["one_gpu"] / walls["two_gpus"], 3) if walls["two_gpus"] else None,
         # the sum of per-problem walls on 2 GPUs over that on 1: how much running side by side
         # slows each problem (shared CPUs for compiles, shared host memory bandwidth)
-        "per_problem_slowdown": round(sum(per_problem_two.values()) / sum(per_problem_one.values()), 3)
-        if sum(per_problem_one.values()) else None,
-        "same_outcomes": all(p["outcome"] == q["outcome"] for p in runs["one_gpu"]["problems"]
-                             for q in runs["two_gpus"]["problems"] if p["name"] == q["name"]),
+        "per_problem_slowdown": round(two_wall_sum / one_wall_sum, 3) if one_wall_sum else None,
+        "same_outcomes": outcomes["one_gpu"] == outcomes["two_gpus"],
     }
 
 
@@ -283,7 +282,7 @@ def _markdown(summary: dict[str, Any]) -> str:
                       f"**{scaling['wall_time_speedup']:.2f}x**; per-problem walls summed, 2 GPUs over 1: "
                       f"{scaling['per_problem_slowdown']}; same outcomes: {scaling['same_outcomes']}"]
         else:
-            lines.append(f"- {scaling.get('skipped') or scaling.get('incomplete')}")
+            lines.append(f"- {scaling.get('skipped') or scaling.get('incomplete') or scaling.get('error')}")
         for label in ("one_gpu", "two_gpus"):
             if label in scaling:
                 lines += _campaign_markdown(f"Scaling run, {label.replace('_', ' ')}", scaling[label], level=3)
@@ -348,18 +347,20 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
             summary["scaling"] = {"skipped": f"only {len(gpus)} GPU visible"}
         else:
             subset = [p for p in problems if p.name in SCALING_PROBLEMS]
-            summary["scaling"] = _scaling(subset, device, kind, out_dir, per_problem_s, scale, left, suite)
+            try:
+                summary["scaling"] = _scaling(subset, device, kind, out_dir, per_problem_s, scale, left, suite)
+            except Exception as exc:  # noqa: BLE001 - the campaign's results are kept
+                summary["scaling"] = {"error": f"{type(exc).__name__}: {exc}"}
         _write(out_dir, "bench_gpu.json", summary)
     summary["wall_s"] = round(time.monotonic() - started, 1)
     _write(out_dir, "bench_gpu.json", summary)
     with open(os.path.join(out_dir, "bench_gpu.md"), "w", encoding="utf-8") as handle:
         handle.write(_markdown(summary))
     brief = {k: v for k, v in summary.items() if k not in ("eager_survey", "campaign", "scaling")}
-    for key in ("campaign",):
-        data = summary.get(key)
-        if isinstance(data, dict):
-            brief[key] = {k: data.get(k) for k in ("wall_s", "counts", "geomean_vs_max_autotune",
-                                                    "regression_count", "not_reached", "error") if k in data}
+    campaign = summary.get("campaign")
+    if isinstance(campaign, dict):
+        brief["campaign"] = {k: campaign.get(k) for k in ("wall_s", "counts", "geomean_vs_max_autotune",
+                                                          "regression_count", "not_reached", "error") if k in campaign}
     survey = summary.get("eager_survey") or {}
     brief["scaling"] = {k: v for k, v in (summary.get("scaling") or {}).items() if k not in ("one_gpu", "two_gpus")}
     brief["eager_survey"] = {k: survey.get(k) for k in ("measured", "within_target", "outside_target",
