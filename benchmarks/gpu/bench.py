@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -144,7 +144,7 @@ def _environment(**values: str) -> Iterator[None]:
 
 
 def _scaling(subset: list[Any], device: str, kind: str, out_dir: str, per_problem_s: float, scale: str | None,
-             left: Any, suite: str) -> dict[str, Any]:
+             left: Callable[[], float], suite: str) -> dict[str, Any]:
     """``subset`` as a campaign on one slot, then on two, each in a fresh folder; both walls and
     their ratio. Each problem compiles from an empty Inductor/Triton cache and each run starts
     from an empty experience memory."""
