@@ -38,8 +38,11 @@ def load_graph_module(path: str, device: str | None = None, module_name: str | N
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    from .launchers import routing_launchers
+
     try:
-        spec.loader.exec_module(module)
+        with routing_launchers():  # a re-stitched launcher candidate loads as a LauncherKernel
+            spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(module_name, None)
         raise
