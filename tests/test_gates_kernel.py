@@ -16,6 +16,7 @@ from kernelopt_core.gates.guarded_buffers import bits, fill_poison, guarded_copy
 from kernelopt_core.gates.kernel import (
     KernelRun,
     argument_roles,
+    fingerprint,
     compare_reruns,
     compare_runs,
     random_arguments,
@@ -66,11 +67,43 @@ def test_guarded_copy_keeps_values_and_detects_writes_outside() -> None:
     assert guarded.guard_intact()
     guarded.view.add_(1.0)  # inside the view: fine
     assert guarded.guard_intact()
-    guarded.flat[guarded.outside.nonzero()[3]] = 0.0  # a hole between strided elements
+    hole = int(guarded.holes.nonzero()[3])  # a hole between strided elements
+    guarded.flat[guarded.guard + hole] = 0.0
     assert not guarded.guard_intact()
+    guarded.restore_guard()
+    assert guarded.guard_intact() and torch.equal(guarded.view, value + 1.0)
     tail = guarded_copy(value)
     tail.flat[-1] = 1.0  # past the end
     assert not tail.guard_intact()
+
+
+def test_guards_reach_far_past_a_tensor() -> None:
+    """A store thousands of elements past the end still lands in the guard (issue 20: 5,000 went unseen)."""
+    value = torch.randn(100_000)
+    guarded = guarded_copy(value)
+    assert guarded.guard >= 8192 and guarded.nbytes <= 1.3 * value.numel() * 4
+    far = guarded.guard + guarded.span + 5_000
+    guarded.flat[far] = 1.0
+    assert not guarded.guard_intact()
+    small = guarded_copy(torch.randn(10))
+    assert small.guard == 8192
+    small.flat[small.guard + small.span + 5_000] = 1.0
+    assert not small.guard_intact()
+
+
+def test_guarded_allocation_in_a_given_buffer_and_chunked_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelopt_core.gates.guarded_buffers as gb
+
+    monkeypatch.setattr(gb, "CHUNK_ELEMENTS", 7)  # many chunks, even on a small tensor
+    pool = torch.empty(1 << 20, dtype=torch.uint8)
+    guarded = gb.guarded_allocation((5, 9), torch.float32, "cpu", (9, 1), allocate=lambda n: pool[:n])
+    assert guarded.flat.untyped_storage().data_ptr() == pool.untyped_storage().data_ptr()
+    guarded.view.copy_(torch.randn(5, 9))
+    assert guarded.guard_intact()
+    guarded.flat[guarded.guard + guarded.span + 3] = 2.0
+    assert not guarded.guard_intact()
+    pieces = list(gb.chunks(torch.randn(6, 10)[:, ::3]))
+    assert sum(p.numel() for p in pieces) == 24 and all(p.numel() <= 7 for p in pieces)
 
 
 def test_random_arguments_vary_floats_only() -> None:
@@ -118,7 +151,7 @@ def test_compare_runs_detectors() -> None:
 
     stale = torch.randn(8)
     check = compare_runs("t", _run(reference), _run(stale), [reference], roles, names, poisoned=False,
-                         stale={0: stale})
+                         stale={0: fingerprint(stale)})
     assert "stale result" in check.problems[0]
 
     escaped = _run(reference.clone())

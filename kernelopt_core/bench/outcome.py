@@ -19,6 +19,7 @@ FALLBACK_CATEGORIES: dict[str, str] = {
     "gate-3-model": "gate 3 (model-level correctness)",
     "gate-4-perf": "gate 4 (end-to-end speed)",
     "no-candidates": "no candidate was produced",
+    "could-not-verify": "could not verify (the check itself failed, e.g. out of memory; not a rejection)",
     "not-optimized": "not optimized (--no-optimize)",
     "other": "other",
 }
@@ -44,6 +45,8 @@ def fallback_category(reason: str, cascade: dict[str, Any] | None, classificatio
         return "vendor-dominated"
     if classification == "no-triton" or "no triton" in text or "no-triton" in text:
         return "no-triton-kernels"
+    if (cascade or {}).get("could_not_verify") or "could not be verified" in text or "could not verify" in text:
+        return "could-not-verify"
     gate = _failed_gate(cascade)
     if gate is None:
         for number in (4, 3, 2, 1):  # the latest gate named in the reason is the one that decided
@@ -64,7 +67,7 @@ def _failed_gate(cascade: dict[str, Any] | None) -> int | None:
     if isinstance(failed, int) and failed in _GATE_CATEGORY:
         return failed
     for verdict in cascade.get("gates") or []:
-        if isinstance(verdict, dict) and verdict.get("passed") is False:
+        if isinstance(verdict, dict) and verdict.get("passed") is False and not verdict.get("could_not_verify"):
             number = verdict.get("gate") or _GATE_WORDS.get(str(verdict.get("name")))
             if isinstance(number, int) and number in _GATE_CATEGORY:
                 return number

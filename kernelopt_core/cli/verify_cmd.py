@@ -2,8 +2,9 @@
 
 Runs the four-gate cascade on a hand-edited (or generated) kernel and says whether it would be
 accepted. Exit status: 0 accepted, 1 rejected (the graph falls back to the compiler's code),
-2 the check could not run (bad arguments, unreadable dump or candidate, unknown kernel, no
-device for the graph). The language server runs this for "Verify my edit".
+2 the check could not run or could not verify (bad arguments, unreadable dump or candidate,
+unknown kernel, no device for the graph, the check itself ran out of memory). The language
+server runs this for "Verify my edit".
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
     output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
+    if result.could_not_verify:
+        # Not a rejection: the check itself failed (e.g. it ran out of memory). Exit 2, like any
+        # check that could not run.
+        return fail(f"could not verify: {result.reason}")
     return 0 if result.accepted else 1
 
 
@@ -134,7 +139,8 @@ def print_report(result: CascadeResult, show_diff: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    verdict = "[bold green]ACCEPTED[/bold green]" if result.accepted else "[bold red]REJECTED[/bold red]"
+    verdict = "[bold green]ACCEPTED[/bold green]" if result.accepted else (
+        "[bold yellow]COULD NOT VERIFY[/bold yellow]" if result.could_not_verify else "[bold red]REJECTED[/bold red]")
     console.print(f"{verdict} {escape(', '.join(result.kernels))} in {escape(result.graph_path or '')}")
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("gate")
@@ -142,7 +148,8 @@ def print_report(result: CascadeResult, show_diff: bool) -> None:
     table.add_column("time", justify="right")
     table.add_column("reason")
     for v in result.gates:
-        mark = "[green]pass[/green]" if v.passed else "[red]FAIL[/red]"
+        mark = "[green]pass[/green]" if v.passed else (
+            "[yellow]could not verify[/yellow]" if v.could_not_verify else "[red]FAIL[/red]")
         table.add_row(f"{v.gate} {v.name}", mark, f"{v.seconds:.1f} s", escape(v.reason))
     console.print(table)
     model = result.verdict(3)
@@ -157,6 +164,9 @@ def print_report(result: CascadeResult, show_diff: bool) -> None:
         console.print(f"  kernel alone {escape(name)}: {speedup:.3f}x (reported, never decides)")
     if not result.accepted:
         console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; the graph keeps the compiler's kernel")
+    if result.quarantined:
+        console.print("[bold red]quarantined:[/bold red] the candidate tried to write a file or open a socket "
+                      "from its contained process")
     for note in result.notes:
         err_console.print(f"[yellow]note[/yellow] {escape(note)}")
     if result.restitched_path:

@@ -75,6 +75,29 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
     except (RestitchError, OSError) as exc:
         raise CascadeSetupError(str(exc)) from None
     call = _job_caller(device, worker, config, sink) if any(g > 1 for g in gates) else None
+    try:
+        finished = _run_gates(gates, graph, candidates, config, path, device, call, sink, result, begin)
+    finally:
+        if call is not None:
+            _close_candidate(call)
+    if finished:
+        result.accepted = True
+        skipped = [g for g in GATE_NAMES if g not in gates]
+        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
+        result.reason = "passed all four gates" if not skipped else (
+            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
+        if skipped:
+            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
+    result.seconds = time.monotonic() - begin
+    if sink is not None:
+        sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)
+    return result
+
+
+def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig,
+               path: str | None, device: str, call: JobCaller | None, sink: EventSink | None,
+               result: CascadeResult, begin: float) -> bool:
+    """The gates in order; True when all passed. Fills ``result`` as it goes."""
     for position, gate in enumerate(gates):
         if sink is not None:
             sink.check_cancelled()
@@ -87,29 +110,50 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
             if path is None:
                 raise CascadeSetupError("the re-stitched graph could not be written", partial=result)
             try:
-                verdict = _worker_gate(gate, call, _payload(gate, graph, candidates, path, device, config))
+                payload = _payload(gate, graph, candidates, path, device, config)
+                verdict = _worker_gate(gate, call, payload)
+                if verdict.could_not_verify and verdict.numbers.get("oom") and config.retry_low_memory \
+                        and not config.low_memory:
+                    # The check's own copies did not fit: once more with fewer of them.
+                    first = verdict.reason
+                    verdict = _worker_gate(gate, call, {**payload, "low_memory": True})
+                    verdict.numbers["retried_low_memory_after"] = first
             except CascadeSetupError as exc:
                 result.seconds = time.monotonic() - begin
                 raise CascadeSetupError(str(exc), partial=result) from None
         result.gates.append(verdict)
+        _take_containment(result, verdict)
         if gate == 4:
             _take_perf_numbers(result, verdict)
         if not verdict.passed:
             result.failed_gate = gate
-            result.reason = f"gate {gate} ({verdict.name}) rejected the candidate: {verdict.reason}"
-            break
-    else:
-        result.accepted = True
-        skipped = [g for g in GATE_NAMES if g not in gates]
-        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        result.reason = "passed all four gates" if not skipped else (
-            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
-        if skipped:
-            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
-    result.seconds = time.monotonic() - begin
-    if sink is not None:
-        sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)
-    return result
+            if verdict.could_not_verify:
+                result.could_not_verify = True
+                result.reason = f"gate {gate} ({verdict.name}) could not verify the candidate: {verdict.reason}"
+            else:
+                result.reason = f"gate {gate} ({verdict.name}) rejected the candidate: {verdict.reason}"
+            return False
+    return True
+
+
+def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
+    containment = verdict.numbers.get("containment")
+    if isinstance(containment, dict):
+        result.containment = containment
+        if not containment.get("contained"):
+            note = (f"the candidate's process was only partly contained ({containment.get('filesystem')}; "
+                    f"{containment.get('network')})")
+            if note not in result.notes:
+                result.notes.append(note)
+    if verdict.numbers.get("violation") or verdict.numbers.get("compile", {}).get("violation"):
+        result.quarantined = True
+
+
+def _close_candidate(call: JobCaller) -> None:
+    try:
+        call("close_candidate", {})
+    except Exception:  # noqa: BLE001 - closing is best effort; the next candidate closes it anyway
+        pass
 
 
 def _resolve_device(requested: str, graph: CompiledGraph) -> str:
@@ -146,7 +190,8 @@ def _static_gate(graph: CompiledGraph, candidates: dict[str, str], config: Casca
 def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restitched: str, device: str,
              config: CascadeConfig) -> dict[str, Any]:
     payload: dict[str, Any] = {"graph": os.path.abspath(graph.path), "restitched": restitched,
-                               "kernels": sorted(candidates), "device": device}
+                               "kernels": sorted(candidates), "device": device, "sources": dict(candidates),
+                               "low_memory": config.low_memory, "families": config.families}
     if gate == 2:
         payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns)
     elif gate == 3:
@@ -179,10 +224,15 @@ def _job_caller(device: str, worker: Any, config: CascadeConfig, sink: EventSink
             raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
         kind = failure.kind if failure else "error"
         message = failure.message if failure else "the job failed"
+        numbers = {"failure": failure.to_json() if failure else None}
+        if kind in ("oom", "error"):
+            # The checker itself failed (the candidate runs in a process of its own): no verdict.
+            what = "ran out of memory" if kind == "oom" else "failed"
+            return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
+                    "numbers": {**numbers, "oom": kind == "oom"}}
         what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
-                "oom": "ran out of memory", "cuda_error": "caused a device fault"}.get(kind, "failed")
-        return {"passed": False, "reason": f"the check {what}: {message}",
-                "numbers": {"failure": failure.to_json() if failure else None}}
+                "cuda_error": "caused a device fault"}.get(kind, "failed")
+        return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
 
     return call
 
@@ -194,7 +244,8 @@ def _worker_gate(gate: int, call: JobCaller, payload: dict[str, Any]) -> GateVer
     if "setup_error" in reply:
         raise CascadeSetupError(str(reply["setup_error"]))
     return GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),
-                       dict(reply.get("numbers") or {}), time.monotonic() - begin)
+                       dict(reply.get("numbers") or {}), time.monotonic() - begin,
+                       could_not_verify=bool(reply.get("could_not_verify")))
 
 
 def _take_perf_numbers(result: CascadeResult, verdict: GateVerdict) -> None:

@@ -1,27 +1,42 @@
 """Gates 2-4 as worker jobs: plain functions from a JSON-able payload to a JSON-able verdict.
 
 They run inside a worker (``Worker.call("kernelopt_core.gates.jobs:run_kernel_gate", payload)``)
-or in-process (tests, or when no worker is wanted); torch is imported inside the functions.
-Each returns ``{"passed": bool, "reason": str, "numbers": {...}}``, or ``{"setup_error": str}``
-when the *baseline* cannot be loaded or run (then no verdict on the candidate is possible).
+or in-process (tests); torch is imported inside the functions. The worker is the *checker*: it
+loads the baseline graph, prepares arguments and compares results. The candidate itself is never
+imported here: it runs in a fresh contained process (:mod:`kernelopt_core.sandbox`), one per
+candidate, kept for that candidate's gates 2-4 and closed before the next candidate starts.
+
+Each job returns ``{"passed": bool, "reason": str, "numbers": {...}}``; ``"could_not_verify":
+True`` when the check itself failed (out of memory, the candidate process could not start, the
+float64 reference failed to build...) — never a rejection of the candidate; or ``{"setup_error":
+str}`` when the *baseline* cannot be loaded or run.
 
 Payload keys: ``graph`` (the original output_code.py), ``restitched`` (the candidate's
-re-stitched copy), ``kernels`` (names of the replaced kernels), ``device`` (default: the
-worker's), and per gate: ``seeds``, ``reruns`` (2); ``seeds``, ``tolerance``, ``fx_graph_runnable``
-(3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4).
+re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (their candidate
+sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
+launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
+``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
-import traceback
 from types import ModuleType
 from typing import Any
 
+_LOCK = threading.Lock()
+_CANDIDATE: dict[str, Any] = {}  # "key", "process", "graph_loaded", "kernels", "inputs"
+_BASELINES: dict[str, Any] = {}  # graph path -> {"process", "kernels", "inputs"}
+
 
 class _SetupError(Exception):
+    pass
+
+
+class _CouldNotVerify(Exception):
     pass
 
 
@@ -29,6 +44,10 @@ def _device(payload: dict[str, Any]) -> str:
     from ..measure.job_context import worker_device
 
     return str(payload.get("device") or worker_device())
+
+
+def _flavor(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
 
 
 def _load(path: str, device: str, role: str) -> ModuleType:
@@ -46,15 +65,17 @@ def _load_baseline(payload: dict[str, Any], device: str) -> ModuleType:
         raise _SetupError(f"the baseline graph {payload['graph']} cannot be loaded: {type(exc).__name__}: {exc}") from exc
 
 
-def _load_candidate(payload: dict[str, Any], device: str) -> tuple[ModuleType | None, str | None]:
-    try:
-        return _load(payload["restitched"], device, "restitched"), None
-    except Exception as exc:  # noqa: BLE001 - the candidate's own failure is a verdict
-        return None, f"the re-stitched graph fails to load: {type(exc).__name__}: {str(exc)[:2000]}"
-
-
 def _verdict(passed: bool, reason: str, **numbers: Any) -> dict[str, Any]:
     return {"passed": passed, "reason": reason, "numbers": numbers}
+
+
+def _could_not_verify(reason: str, **numbers: Any) -> dict[str, Any]:
+    return {"passed": False, "could_not_verify": True, "reason": reason, "numbers": numbers}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError) or \
+        "out of memory" in str(exc).lower()
 
 
 def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +83,110 @@ def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
         return job(payload)
     except _SetupError as exc:
         return {"setup_error": str(exc)}
+    except _CouldNotVerify as exc:
+        return _could_not_verify(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the checker's own failure is never the candidate's
+        if _is_oom(exc):
+            _empty_cache(payload)
+            return _could_not_verify(f"the check ran out of memory: {type(exc).__name__}: {str(exc)[:600]}",
+                                     oom=True)
+        raise
+
+
+def _empty_cache(payload: dict[str, Any]) -> None:
+    import gc
+
+    gc.collect()
+    if _device(payload).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+# --- the candidate's process -----------------------------------------------------------------
+
+
+def _candidate(payload: dict[str, Any], device: str) -> Any:
+    """This candidate's contained process (a fresh one; the previous candidate's is closed)."""
+    from ..sandbox.process import SandboxError, SandboxProcess
+
+    key = str(payload["restitched"])
+    with _LOCK:
+        if _CANDIDATE.get("key") == key and _CANDIDATE.get("process") is not None \
+                and not _CANDIDATE["process"].closed:
+            return _CANDIDATE["process"]
+        _close_candidate_locked()
+        try:
+            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+        except SandboxError as exc:
+            raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
+        _CANDIDATE.update(key=key, process=process, graph_loaded=False, kernels=set(), inputs=False)
+        return process
+
+
+def _close_candidate_locked() -> None:
+    process = _CANDIDATE.pop("process", None)
+    _CANDIDATE.clear()
+    if process is not None:
+        process.close()
+
+
+def close_candidate(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job: end the current candidate's process (the cascade calls this when it is done)."""
+    with _LOCK:
+        _close_candidate_locked()
+    return {"closed": True}
+
+
+def _containment(process: Any) -> dict[str, Any]:
+    report = process.containment
+    return {"pid": process.pid, "contained": report.contained, "filesystem": report.filesystem,
+            "network": report.network}
+
+
+def _candidate_failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
+    """The verdict for a failed request: the candidate's fault, or the check's."""
+    if reply.get("checker_error") or reply.get("oom"):
+        return _could_not_verify(f"{what}: the check failed ({reply.get('error')})", oom=bool(reply.get("oom")))
+    return _verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
+
+
+def _load_candidate_kernels(process: Any, payload: dict[str, Any], names: list[str], device_str: str) -> \
+        dict[str, Any] | None:
+    loaded: set[str] = _CANDIDATE.setdefault("kernels", set())
+    sources: dict[str, str] = dict(payload.get("sources") or {})
+    for name in names:
+        if name in loaded:
+            continue
+        if name not in sources:
+            raise _SetupError(f"the payload carries no candidate source for {name}")
+        reply = process.call("load_kernel", name=name, source=sources[name], device_str=device_str)
+        if not reply.get("ok"):
+            return _candidate_failure(reply, f"{name} fails to load")
+        loaded.add(name)
+    return None
+
+
+def _sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
+    kind = getattr(exc, "kind", "error")
+    if kind in ("timeout", "crash"):
+        return _verdict(False, f"{what}: {exc}")
+    return _could_not_verify(f"{what}: {exc}")
+
+
+def _peak_device_bytes(device: str) -> int | None:
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated())
+
+
+def _reset_peak(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
 
 
 # --- gate 2 ----------------------------------------------------------------------------------
@@ -72,67 +197,122 @@ def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
     from ..artifacts import parse_output_code
     from ..graph_module import make_inputs
-    from .kernel import MAX_LAUNCHES, argument_roles, check_kernel, runtime_parameters
+    from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import SandboxError
+    from .kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES, argument_roles, runtime_parameters
+    from .kernel_gate import check_kernel
     from .launch_capture import capture_launches
 
     device = _device(payload)
     graph = parse_output_code(payload["graph"])
     names: list[str] = list(payload["kernels"])
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    low_memory = bool(payload.get("low_memory"))
     steps: dict[str, float] = {}  # where gate 2's time goes (loading compiles every kernel of a graph)
     mark = time.perf_counter()
+    _reset_peak(device)
     baseline = _load_baseline(payload, device)
     steps["load_baseline_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     try:
-        launches, _ = capture_launches(baseline, names, make_inputs(baseline, seed=seeds[0] if seeds else 0),
-                                       limit=MAX_LAUNCHES)
+        limit = 1 if low_memory else MAX_LAUNCHES
+        launches, output = capture_launches(baseline, names, make_inputs(baseline, seed=seeds[0] if seeds else 0),
+                                            limit=limit, limit_bytes=MANY_LAUNCHES_BYTES)
+        del output
     except Exception as exc:  # noqa: BLE001
+        if _is_oom(exc):
+            raise
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
     steps["capture_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
-    candidate_module, error = _load_candidate(payload, device)
+    try:
+        process = _candidate(payload, device)
+        failed = _load_candidate_kernels(process, payload, names, graph.device or "cuda")
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "the candidate's process")
     steps["load_candidate_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
-    if candidate_module is None:
-        return _verdict(False, error or "the re-stitched graph fails to load", steps_s=steps)
+    containment = _containment(process)
+    if failed is not None:
+        failed["numbers"].update(steps_s=steps, containment=containment)
+        return failed
     per_kernel: dict[str, Any] = {}
-    for name in names:
-        kernel = graph.kernel(name)
-        assert kernel is not None
-        kernel_launches = [launch for launch in launches if launch.kernel == name]
-        if not kernel_launches:
-            per_kernel[name] = {"passed": False, "checks": [], "reason": f"{name} was not launched by the graph "
-                                                                       "on its own inputs; it cannot be checked"}
-            continue
-        params = runtime_parameters(kernel.source, name)
-        mutated = list(kernel.inductor_meta.get("mutated_arg_names") or [])
-        role_of = argument_roles(kernel.source, name, mutated)
-        width = len(kernel_launches[0].args)
-        arg_names = [params[i] if i < len(params) else f"launcher_arg{i}" for i in range(width)]
-        roles = [role_of.get(n, "scalar") if i < len(params) else "scalar" for i, n in enumerate(arg_names)]
-        checks = check_kernel(
-            getattr(baseline, name), getattr(candidate_module, name),
-            [launch.args for launch in kernel_launches], [launch.kwargs for launch in kernel_launches],
-            arg_names, roles, seeds, device, reruns=int(payload.get("reruns", 2)),
-            original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-        )
-        failed = next((c for c in checks if not c.passed), None)
-        per_kernel[name] = {
-            "passed": failed is None, "checks": [c.to_json() for c in checks],
-            "roles": dict(zip(arg_names, roles, strict=True)), "launches": len(kernel_launches),
-            "reason": (f"{name}, {failed.label}: {failed.problems[0]}" if failed else
-                       f"{name}: {len(checks)} runs match the original"),
-            "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-        }
+    peak_tracked = 0
+    working = 0
+    arena = ExchangeArena(device)
+    try:
+        for name in names:
+            kernel = graph.kernel(name)
+            assert kernel is not None
+            kernel_launches = [launch for launch in launches if launch.kernel == name]
+            if not kernel_launches:
+                per_kernel[name] = {"passed": False, "checks": [], "reason": f"{name} was not launched by the graph "
+                                                                           "on its own inputs; it cannot be checked"}
+                continue
+            params = runtime_parameters(kernel.source, name)
+            mutated = list(kernel.inductor_meta.get("mutated_arg_names") or [])
+            role_of = argument_roles(kernel.source, name, mutated)
+            width = len(kernel_launches[0].args)
+            arg_names = [params[i] if i < len(params) else f"launcher_arg{i}" for i in range(width)]
+            roles = [role_of.get(n, "scalar") if i < len(params) else "scalar" for i, n in enumerate(arg_names)]
+            values = [launch.args for launch in kernel_launches]
+            if low_memory and device.startswith("cuda"):
+                values = [[v.cpu() if isinstance(v, torch.Tensor) else v for v in values[0]]]
+            outcome = check_kernel(
+                getattr(baseline, name), process, arena, name, values,
+                [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
+                reruns=int(payload.get("reruns", 2)),
+                original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
+                extra_sets=_extra_sets(kernel, payload), timeout_s=float(payload.get("run_timeout_s", 300.0)))
+            failed_check = outcome.failed
+            peak_tracked = max(peak_tracked, outcome.peak_bytes)
+            working = max(working, outcome.working_set_bytes)
+            per_kernel[name] = {
+                "passed": failed_check is None, "checks": [c.to_json() for c in outcome.checks],
+                "roles": dict(zip(arg_names, roles, strict=True)), "launches": len(kernel_launches),
+                "reason": (f"{name}, {failed_check.label}: {failed_check.problems[0]}" if failed_check else
+                           f"{name}: {len(outcome.checks)} runs match the original"),
+                "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),
+                "could_not_run": bool(failed_check is not None and failed_check.could_not_run),
+                "violation": bool(failed_check is not None and failed_check.violation),
+            }
+    finally:
+        arena.close()
     steps["checks_s"] = round(time.perf_counter() - mark, 3)
+    memory = {"working_set_bytes": working, "tracked_peak_bytes": peak_tracked,
+              "device_peak_bytes": _peak_device_bytes(device),
+              "ratio_to_working_set": round(peak_tracked / working, 2) if working else None}
+    numbers = {"kernels": per_kernel, "steps_s": steps, "memory": memory, "containment": containment}
+    unverifiable = [v for v in per_kernel.values() if v.get("could_not_run")]
+    if unverifiable:
+        return _could_not_verify(unverifiable[0]["reason"], **numbers)
     failing = [v for v in per_kernel.values() if not v["passed"]]
     if failing:
-        return _verdict(False, failing[0]["reason"], kernels=per_kernel, steps_s=steps)
+        numbers["violation"] = any(v.get("violation") for v in failing)
+        return _verdict(False, failing[0]["reason"], **numbers)
     runs = sum(len(v["checks"]) for v in per_kernel.values())
     worst = max((v["max_abs_diff"] for v in per_kernel.values()), default=0.0)
     return _verdict(True, f"{runs} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale outputs, "
-                          f"re-runs) match the original (max |diff| {worst:.3g})", kernels=per_kernel,
-                    max_abs_diff=worst, steps_s=steps)
+                          f"re-runs{', input families' if _families_available() else ''}) match the original "
+                          f"(max |diff| {worst:.3g})", max_abs_diff=worst, **numbers)
+
+
+def _families_available() -> bool:
+    try:
+        from . import input_families  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _extra_sets(kernel: Any, payload: dict[str, Any]) -> list[Any]:
+    """The input families of :mod:`.input_families` for this kernel, when that module exists."""
+    if payload.get("families") is False or not _families_available():
+        return []
+    from .input_families import extra_sets_for_kernel
+
+    return list(extra_sets_for_kernel(kernel))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
@@ -142,45 +322,116 @@ def run_model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _guarded(_model_gate, payload)
 
 
+def _share_inputs(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Copy the graph's inputs into exchange buffers: (refs, message arguments)."""
+    import torch
+
+    from ..sandbox.exchange import TensorView
+
+    refs: list[dict[str, Any]] = []
+    args: list[Any] = []
+    for value in inputs:
+        if not isinstance(value, torch.Tensor):
+            args.append(value if isinstance(value, (bool, int, float, str)) or value is None else str(value))
+            continue
+        span = 1 + sum((s - 1) * st for s, st in zip(value.size(), value.stride(), strict=True)) if value.numel() else 1
+        buffer, ref = arena.allocate(span * value.element_size())
+        view = buffer[: span * value.element_size()].view(value.dtype).as_strided(value.size(), value.stride(), 0)
+        view.copy_(value)
+        refs.append(ref.to_json())
+        args.append({"view": TensorView(len(refs) - 1, str(value.dtype), tuple(value.size()), tuple(value.stride()),
+                                        0).to_json()})
+    return refs, args
+
+
+def _candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
+    from ..sandbox.exchange import SharedRef, TensorView, open_shared, view_of
+
+    refs = [SharedRef.from_json(r) for r in reply.get("refs", [])]
+    for ref in refs:
+        if ref.kind == "file" and not process.owns_path(ref.path):
+            raise _CouldNotVerify(f"the candidate process named an output file outside its scratch folder: {ref.path}")
+    buffers = [open_shared(ref) for ref in refs]
+    outputs: list[Any] = []
+    for item in reply.get("outputs", []):
+        if "view" in item:
+            view = TensorView.from_json(item["view"])
+            outputs.append(view_of(buffers[view.buffer], view))
+        else:
+            outputs.append(item.get("value"))
+    return outputs
+
+
 def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..graph_module import call_graph, make_inputs
+    from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import SandboxError
     from .float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
-    from .model import check_seed, clone_inputs
+    from .model import check_seed
 
     device = _device(payload)
     seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
     tolerance = float(payload.get("tolerance", 1e-4))
+    _reset_peak(device)
     baseline = _load_baseline(payload, device)
-    candidate, error = _load_candidate(payload, device)
-    if candidate is None:
-        return _verdict(False, error or "the re-stitched graph fails to load")
+    try:
+        process = _candidate(payload, device)
+        if not _CANDIDATE.get("graph_loaded"):
+            reply = process.call("load_graph", path=payload["restitched"])
+            if not reply.get("ok"):
+                return _candidate_failure(reply, "the re-stitched graph fails to load")
+            _CANDIDATE["graph_loaded"] = True
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "the candidate's process")
+    containment = _containment(process)
     reference: Any = None
     reference_error: str | None = None
     checks = []
+    child_peak = 0
     for seed in seeds:
-        inputs = make_inputs(baseline, seed=seed)
+        arena = ExchangeArena(device)
         try:
-            baseline_out = call_graph(baseline, clone_inputs(inputs))
-        except Exception as exc:  # noqa: BLE001
-            raise _SetupError(f"the baseline graph fails on seed {seed}: {type(exc).__name__}: {exc}") from exc
-        try:
-            candidate_out = call_graph(candidate, clone_inputs(inputs))
-        except Exception as exc:  # noqa: BLE001
-            return _verdict(False, f"the re-stitched graph fails on seed {seed}: {type(exc).__name__}: "
-                                   f"{str(exc)[:1000]}", seeds=[c.to_json() for c in checks])
-        if reference is None and reference_error is None:
-            path = find_fx_graph_runnable(payload["graph"], payload.get("fx_graph_runnable"))
+            inputs = make_inputs(baseline, seed=seed)
+            refs, args = _share_inputs(arena, inputs)
             try:
-                if path is None:
-                    raise ReferenceUnavailable("no fx_graph_runnable.py beside the dump")
-                reference = load_reference(path, device)
-                _check_reference_arguments(reference, payload["graph"])
-            except ReferenceUnavailable as exc:
-                reference_error = str(exc)
-        checks.append(check_seed(seed, baseline_out, candidate_out, tolerance, reference,
-                                 clone_inputs(inputs), reference_error))
+                reply = process.call("run_graph", refs=refs, args=args,
+                                     timeout_s=float(payload.get("run_timeout_s", 600.0)))
+            except SandboxError as exc:
+                return _sandbox_failure(exc, f"the re-stitched graph on seed {seed}")
+            if not reply.get("ok"):
+                verdict = _candidate_failure(reply, f"the re-stitched graph fails on seed {seed}")
+                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
+                return verdict
+            candidate_out = _candidate_outputs(process, reply)
+            try:
+                baseline_out = call_graph(baseline, inputs)
+            except Exception as exc:  # noqa: BLE001
+                if _is_oom(exc):
+                    raise
+                raise _SetupError(f"the baseline graph fails on seed {seed}: {type(exc).__name__}: {exc}") from exc
+            del inputs
+            if reference is None and reference_error is None:
+                path = find_fx_graph_runnable(payload["graph"], payload.get("fx_graph_runnable"))
+                try:
+                    if path is None:
+                        raise ReferenceUnavailable("no fx_graph_runnable.py beside the dump")
+                    reference = load_reference(path, device)
+                    _check_reference_arguments(reference, payload["graph"])
+                except ReferenceUnavailable as exc:
+                    reference_error = str(exc)
+            checks.append(check_seed(seed, baseline_out, candidate_out, tolerance, reference,
+                                     lambda seed=seed: make_inputs(baseline, seed=seed), reference_error))
+            del baseline_out, candidate_out
+            memory = process.call("memory", reset=True)
+            child_peak = max(child_peak, int(memory.get("peak_bytes") or 0))
+            process.call("release")
+        finally:
+            arena.close()
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
-                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0)}
+                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
+                               "containment": containment,
+                               "memory": {"device_peak_bytes": _peak_device_bytes(device),
+                                          "candidate_process_peak_bytes": child_peak or None}}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
         worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
@@ -218,34 +469,74 @@ def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _guarded(_perf_gate, payload)
 
 
+INPUT_SEEDS = (1000, 1001, 1002)
+
+
+def _baseline_process(payload: dict[str, Any], device: str) -> dict[str, Any]:
+    """A process holding the original graph, timed the same way as the candidate's (reused per graph)."""
+    from ..sandbox.process import SandboxError, SandboxProcess
+
+    key = os.path.abspath(payload["graph"])
+    entry = _BASELINES.get(key)
+    if entry is not None and not entry["process"].closed:
+        return entry
+    for other in list(_BASELINES.values()):
+        other["process"].close()
+    _BASELINES.clear()
+    try:
+        process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+        reply = process.call("load_graph", path=key)
+        if not reply.get("ok"):
+            raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
+        reply = process.call("make_inputs", seeds=list(INPUT_SEEDS))
+        if not reply.get("ok"):
+            raise _SetupError(f"the baseline graph cannot make its inputs: {reply.get('error')}")
+    except SandboxError as exc:
+        raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
+    entry = _BASELINES[key] = {"process": process, "kernels": set()}
+    return entry
+
+
+def close_baselines(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    for entry in list(_BASELINES.values()):
+        entry["process"].close()
+    _BASELINES.clear()
+    return {"closed": True}
+
+
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..graph_module import make_inputs
-    from .launch_capture import capture_launches
-    from .perf import perf_decision, time_graphs, time_kernels
+    from ..sandbox.process import SandboxError
+    from .perf import perf_decision, time_processes
 
     device = _device(payload)
     names: list[str] = list(payload.get("kernels") or [])
     min_speedup = float(payload.get("min_speedup", 1.03))
     rounds = payload.get("rounds")
-    baseline = _load_baseline(payload, device)
-    candidate, error = _load_candidate(payload, device)
-    if candidate is None:
-        return _verdict(False, error or "the re-stitched graph fails to load")
     try:
-        result = time_graphs(baseline, candidate, device, rounds)
-    except Exception as exc:  # noqa: BLE001
-        return _verdict(False, f"timing failed: {type(exc).__name__}: {str(exc)[:1000]}",
-                        traceback=traceback.format_exc()[-3000:])
+        baseline = _baseline_process(payload, device)
+        process = _candidate(payload, device)
+        if not _CANDIDATE.get("graph_loaded"):
+            reply = process.call("load_graph", path=payload["restitched"])
+            if not reply.get("ok"):
+                return _candidate_failure(reply, "the re-stitched graph fails to load")
+            _CANDIDATE["graph_loaded"] = True
+        if not _CANDIDATE.get("inputs"):
+            reply = process.call("make_inputs", seeds=list(INPUT_SEEDS))
+            if not reply.get("ok"):
+                return _candidate_failure(reply, "the re-stitched graph cannot make its inputs")
+            _CANDIDATE["inputs"] = True
+        result = time_processes(baseline["process"], process, device, rounds,
+                                {"what": "graph", "input_sets": list(INPUT_SEEDS)})
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "timing")
+    except RuntimeError as exc:
+        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
     decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
     kernel_speedups: dict[str, float] = {}
     kernel_notes: list[str] = []
     if payload.get("kernel_timing", True) and names:
         try:
-            launches, _ = capture_launches(baseline, names, make_inputs(baseline, seed=1000), limit=1)
-            for launch in launches:
-                timing = time_kernels(getattr(baseline, launch.kernel), getattr(candidate, launch.kernel),
-                                      launch.args, launch.kwargs, device, rounds)
-                kernel_speedups[launch.kernel] = timing.speedup
+            kernel_speedups = _kernel_speedups(payload, device, baseline, process, names, rounds)
         except Exception as exc:  # noqa: BLE001 - reported, never decides
             kernel_notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
     note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
@@ -253,4 +544,171 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
                     ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
                     baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
                     min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=kernel_notes,
-                    device=device)
+                    device=device, timed_by="the checker's clock around requests to each side's own process",
+                    containment=_containment(process))
+
+
+def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, Any], process: Any,
+                     names: list[str], rounds: int | None) -> dict[str, float]:
+    """Each kernel alone, on its captured arguments in exchange memory both processes map."""
+    from ..artifacts import parse_output_code
+    from ..graph_module import make_inputs
+    from ..sandbox.exchange import ExchangeArena
+    from .launch_capture import capture_launches
+    from .perf import time_processes
+
+    graph = parse_output_code(payload["graph"])
+    module = _load_baseline(payload, device)
+    launches, output = capture_launches(module, names, make_inputs(module, seed=1000), limit=1)
+    del output
+    if _load_candidate_kernels(process, payload, names, graph.device or "cuda") is not None:
+        return {}
+    speedups: dict[str, float] = {}
+    for launch in launches:
+        kernel = graph.kernel(launch.kernel)
+        assert kernel is not None
+        if launch.kernel not in baseline["kernels"]:
+            reply = baseline["process"].call("load_kernel", name=launch.kernel, source=kernel.source,
+                                             device_str=graph.device or "cuda")
+            if not reply.get("ok"):
+                raise RuntimeError(f"the original {launch.kernel} fails to load in its timing process")
+            baseline["kernels"].add(launch.kernel)
+        arena = ExchangeArena(device)
+        try:
+            refs, args = _share_inputs(arena, launch.args)
+            from .kernel_gate import _child_kwargs
+
+            request = {"what": "kernel", "name": launch.kernel, "refs": refs, "args": args,
+                       "kwargs": _child_kwargs(launch.kwargs)}
+            timing = time_processes(baseline["process"], process, device, rounds, request, path="kernel")
+            speedups[launch.kernel] = timing.speedup
+        finally:
+            arena.close()
+    return speedups
+
+
+# --- kernel-alone timing and output comparison for the search ---------------------------------
+
+
+def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, str]:
+    from ..artifacts import parse_output_code
+
+    restitched = parse_output_code(payload["restitched"])
+    sources = {}
+    for name in names:
+        kernel = restitched.kernel(name)
+        if kernel is None:
+            raise _SetupError(f"the re-stitched graph has no kernel {name}")
+        sources[name] = kernel.source
+    return sources
+
+
+def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
+    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
+    from ..artifacts import parse_output_code
+    from ..graph_module import make_inputs
+    from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import SandboxError
+    from .kernel_gate import _child_kwargs
+    from .launch_capture import capture_launches
+    from .perf import time_processes
+
+    device = _device(payload)
+    name = str(payload["kernel"])
+    payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
+    payload["sources"] = _restitched_sources(payload, [name])
+    graph = parse_output_code(payload["graph"])
+    original = graph.kernel(name)
+    if original is None:
+        return {"error": f"{payload['graph']} has no kernel {name}"}
+    module = _load_baseline(payload, device)
+    launches, output = capture_launches(module, [name], make_inputs(module, seed=2000), limit=1)
+    del output
+    if not launches:
+        return {"error": f"{name} was not launched by the graph"}
+    launch = launches[0]
+    try:
+        with _LOCK:
+            _close_candidate_locked()
+        process = _candidate(payload, device)
+        failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
+        if failed is not None:
+            return {"error": failed["reason"]}
+        baseline = _baseline_process(payload, device)
+        if name not in baseline["kernels"]:
+            reply = baseline["process"].call("load_kernel", name=name, source=original.source,
+                                             device_str=graph.device or "cuda")
+            if not reply.get("ok"):
+                return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
+            baseline["kernels"].add(name)
+        arena = ExchangeArena(device)
+        try:
+            refs, args = _share_inputs(arena, launch.args)
+            request = {"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": _child_kwargs(launch.kwargs)}
+            timing = time_processes(baseline["process"], process, device, payload.get("rounds"), request, path="kernel")
+        finally:
+            arena.close()
+    except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
+        return {"error": str(exc)}
+    finally:
+        with _LOCK:
+            _close_candidate_locked()
+    return {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high], "baseline_ms": timing.a.median_ms,
+            "ms": timing.b.median_ms, "timed_by": "the checker's clock, each side in its own process"}
+
+
+def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
+    """{"graph_path", "restitched", "kernel", "seed"?} -> the candidate's largest output difference."""
+    import torch
+
+    from ..artifacts import parse_output_code
+    from ..graph_module import make_inputs
+    from ..sandbox.exchange import ExchangeArena
+    from .kernel import Side, argument_roles, run_original, runtime_parameters
+    from .kernel_gate import CandidateSide
+    from .launch_capture import capture_launches
+
+    device = _device(payload)
+    name = str(payload["kernel"])
+    payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
+    payload["sources"] = _restitched_sources(payload, [name])
+    graph = parse_output_code(payload["graph"])
+    kernel = graph.kernel(name)
+    assert kernel is not None
+    module = _load_baseline(payload, device)
+    launches, output = capture_launches(module, [name], make_inputs(module, seed=int(payload.get("seed", 0))), limit=1)
+    del output
+    if not launches:
+        return {"error": f"{name} was not launched by the graph"}
+    launch = launches[0]
+    params = runtime_parameters(kernel.source, name)
+    role_of = argument_roles(kernel.source, name, list(kernel.inductor_meta.get("mutated_arg_names") or []))
+    roles = [role_of.get(params[i], "scalar") if i < len(params) else "scalar" for i in range(len(launch.args))]
+    with _LOCK:
+        _close_candidate_locked()
+    process = _candidate(payload, device)
+    arena = ExchangeArena(device)
+    try:
+        failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
+        if failed is not None:
+            return {"error": failed["reason"]}
+        original, candidate = Side(launch.args, roles), CandidateSide(launch.args, roles, process, arena, name, 600.0)
+        original.fill(launch.args)
+        run_original(getattr(module, name), original, launch.args, launch.kwargs, device)
+        candidate.fill(launch.args)
+        candidate.launch(launch.args, launch.kwargs)
+        if candidate.run.error:
+            return {"error": candidate.run.error}
+        diffs = [float((candidate.run.guarded[i].view.double() - original.run.guarded[i].view.double()).abs().max())
+                 if candidate.run.guarded[i].view.numel() else 0.0
+                 for i, role in enumerate(roles) if role != "input" and i in candidate.run.guarded]
+        nan = any(bool(torch.isnan(candidate.run.guarded[i].view).any()) for i, role in enumerate(roles)
+                  if role != "input" and i in candidate.run.guarded)
+        return {"max_abs_diff": max(diffs, default=0.0), "nan": nan}
+    finally:
+        arena.close()
+        with _LOCK:
+            _close_candidate_locked()
+
+
+__all__ = ["close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate"]

@@ -34,9 +34,18 @@ def clone_value(value: Any) -> Any:
     return value
 
 
+def _tensor_bytes(values: list[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if hasattr(v, "element_size"))
+
+
 @contextmanager
-def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8) -> Iterator[list[CapturedLaunch]]:
-    """Record up to ``limit`` launches of each named kernel of a loaded wrapper."""
+def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8,
+              limit_bytes: int | None = None) -> Iterator[list[CapturedLaunch]]:
+    """Record up to ``limit`` launches of each named kernel of a loaded wrapper.
+
+    With ``limit_bytes``, a kernel whose first launch moves more than that keeps only that launch
+    (each captured launch is a full copy of its arguments).
+    """
     captured: list[CapturedLaunch] = []
     counts: dict[str, int] = {}
     patched: list[Any] = []
@@ -48,7 +57,10 @@ def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8) -> It
         def recording_run(*args: Any, __name: str = name, __kernel: Any = kernel, **kwargs: Any) -> Any:
             index = counts.get(__name, 0)
             counts[__name] = index + 1
-            if index < limit:
+            keep = limit
+            if limit_bytes is not None and index > 0 and _tensor_bytes(list(args)) > limit_bytes:
+                keep = 1
+            if index < keep:
                 captured.append(CapturedLaunch(__name, index, [clone_value(a) for a in args], dict(kwargs)))
             return type(__kernel).run(__kernel, *args, **kwargs)
 
@@ -65,11 +77,11 @@ def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8) -> It
 
 
 def capture_launches(module: ModuleType, kernel_names: list[str], inputs: list[Any],
-                     limit: int = 8) -> tuple[list[CapturedLaunch], Any]:
+                     limit: int = 8, limit_bytes: int | None = None) -> tuple[list[CapturedLaunch], Any]:
     """Run the graph once on ``inputs`` and return the captured launches and the graph's output."""
     from ..graph_module import call_graph
 
-    with capturing(module, kernel_names, limit) as captured:
+    with capturing(module, kernel_names, limit, limit_bytes) as captured:
         output = call_graph(module, inputs)
     _synchronize(inputs)
     return captured, output

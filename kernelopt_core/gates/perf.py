@@ -2,7 +2,11 @@
 
 The re-stitched graph and the baseline graph are timed interleaved (A, B, B, A, ...) through the
 same path, the wrapper's ``call(args)`` (``TimingPath.MODULE_CALL``), on the same fresh input sets,
-with the L2 flushed between trials on a GPU (:func:`kernelopt_core.measure.timing.ab_compare`).
+with the L2 flushed before every call on a GPU. Each side runs in its own process (the candidate's
+is contained, :mod:`kernelopt_core.sandbox`) and the checker times every request on its own clock
+(:func:`time_processes`): a request runs the graph n times and synchronizes, with n chosen so one
+request lasts tens of milliseconds. The constant cost of a request (the round trip, the flushes)
+is paid by both sides alike, so it can only pull a speedup towards 1, never inflate it.
 The candidate is accepted only if the median speedup is at least ``min_speedup`` *and* the lower
 end of its bootstrap confidence interval is too. The kernel-alone speedup on the captured launch
 arguments is reported beside it and never decides. On the CPU backend the times are the Triton
@@ -40,6 +44,46 @@ def perf_decision(speedup: float, ci_low: float, ci_high: float, min_speedup: fl
 
 CPU_ROUNDS = 15
 CPU_ROUND_S = 0.05  # each side of a CPU round lasts at least this long (a single ms-scale call is noise)
+GPU_ROUNDS = 30
+GPU_REQUEST_S = 0.025  # each timed request on a GPU lasts about this long
+MAX_REPS = 500
+
+
+def time_processes(baseline: Any, candidate: Any, device: str, rounds: int | None, request: dict[str, Any],
+                   path: str = TimingPath.MODULE_CALL.value, timeout_s: float = 600.0) -> Any:
+    """Interleaved A/B of the same request to two processes, timed on this process's clock.
+
+    ``request`` is a ``repeat`` request of :mod:`kernelopt_core.sandbox.child` (``what`` is
+    "graph" or "kernel"); each side answers after running it ``reps`` times and synchronizing.
+    Raises RuntimeError when a side fails (the caller turns it into a verdict).
+    """
+    from ..measure.statistics import ab_speedup
+
+    cuda = device.startswith("cuda")
+    sides = {"a": baseline, "b": candidate}
+
+    def timed(side: str, reps: int) -> float:
+        reply, seconds = sides[side].timed_call("repeat", timeout_s=timeout_s, reps=reps, flush_l2=cuda, **request)
+        if not reply.get("ok"):
+            who = "the baseline" if side == "a" else "the candidate"
+            raise RuntimeError(f"{who} failed while being timed: {reply.get('error')}")
+        return seconds
+
+    for side in ("a", "b"):  # warm-up: compiles, autotuning and first-call costs stay out
+        timed(side, 2)
+    once = max(min(timed("a", 1) for _ in range(2)), min(timed("b", 1) for _ in range(2)), 1e-6)
+    target = GPU_REQUEST_S if cuda else CPU_ROUND_S
+    reps = max(1, min(MAX_REPS, math.ceil(target / once)))
+    count = rounds or (GPU_ROUNDS if cuda else CPU_ROUNDS)
+    a_samples: list[float] = []
+    b_samples: list[float] = []
+    for index in range(max(1, count)):
+        order = ("a", "b") if index % 2 == 0 else ("b", "a")
+        for side in order:
+            per_call_ms = timed(side, reps) * 1000.0 / reps
+            (a_samples if side == "a" else b_samples).append(per_call_ms)
+    return ab_speedup(a_samples, b_samples, require_same_path(path, path).value)
+
 
 
 def time_graphs(baseline: ModuleType, candidate: ModuleType, device: str, rounds: int | None,

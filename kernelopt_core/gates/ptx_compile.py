@@ -2,24 +2,18 @@
 
 Triton compiles for any target it knows without a device: ``triton.compile(ASTSource(...),
 target=GPUTarget("cuda", 90, 32))`` runs the front end (ttir, ttgir), LLVM (llir), the NVPTX
-back end (ptx) and Triton's bundled ``ptxas`` (cubin). A worker on the CPU backend has
-``TRITON_INTERPRET=1`` set, which turns ``@triton.jit`` into the interpreter, so the compile
-runs in a subprocess of its own without that variable: :class:`PtxCompiler` keeps one alive
-(``python -m kernelopt_core.gates.ptx_compile``) and talks to it with one JSON line per request.
+back end (ptx) and Triton's bundled ``ptxas`` (cubin). Compiling imports the candidate's module,
+so each compile runs in a fresh contained process (:class:`PtxCompiler`), forked from a zygote
+without ``TRITON_INTERPRET`` (which would turn ``@triton.jit`` into the interpreter).
 
-The client half of this module imports nothing heavy; the server half (:func:`serve`) imports
-torch and triton and runs only in that subprocess.
+The client half of this module imports nothing heavy; :func:`compile_source` imports torch and
+triton and runs only in that process.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
-import select
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -32,117 +26,45 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class PtxCompiler:
-    """A long-lived compile subprocess; restarted when it dies or hangs."""
+    """Compiles each candidate in a fresh contained process forked from a "compile" zygote.
+
+    The candidate's module is imported to compile it, so it gets the same containment as in
+    gates 2-4 (:mod:`kernelopt_core.sandbox`): a process of its own, shared with no other
+    candidate, writing nowhere but its scratch folder.
+    """
 
     def __init__(self, python: str | None = None):
-        self.python = python or sys.executable
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._buffer = b""
+        from ..sandbox.zygote import Zygote
+
+        self._zygote = Zygote("compile", python=python)
         self._lock = threading.Lock()
-        self._stderr_tail: list[str] = []
 
     def compile(self, kernel_name: str, source: str, timeout_s: float = 300.0) -> dict[str, Any]:
-        """{"ok", "stage", "configs": [...], "error"?, "seconds"} for one kernel module source."""
+        """{"ok", "stage", "configs": [...], "error"?, "seconds", "containment"} for one kernel module."""
+        from ..sandbox.process import SandboxError, SandboxProcess
+
+        begin = time.monotonic()
         with self._lock:
-            begin = time.monotonic()
             try:
-                popen = self._ensure_started()
-                line = json.dumps({"kernel_name": kernel_name, "source": source}) + "\n"
-                assert popen.stdin is not None
-                popen.stdin.write(line.encode("utf-8"))
-                popen.stdin.flush()
-            except (OSError, ValueError) as exc:
-                self._kill()
-                return _failure("start", f"the compile subprocess could not take the request: {exc}", begin)
-            reply = self._read_reply(timeout_s)
-            if reply is None:
-                alive = self._popen is not None and self._popen.poll() is None
-                tail = "\n".join(self._stderr_tail[-20:])
-                self._kill()
-                what = f"did not finish within {timeout_s:g} s" if alive else "crashed"
-                return _failure("crash", f"the Triton compile {what}" + (f"\n{tail}" if tail else ""), begin)
-            reply["seconds"] = round(time.monotonic() - begin, 3)
-            return reply
+                process = SandboxProcess.start("compile", "cpu", zygote=self._zygote)
+            except SandboxError as exc:
+                return _failure("start", f"the compile process could not start: {exc}", begin)
+            try:
+                reply = process.call("compile", timeout_s=timeout_s, name=kernel_name, source=source)
+            except SandboxError as exc:
+                what = "did not finish within the time limit" if exc.kind == "timeout" else "crashed"
+                return _failure("crash", f"the Triton compile {what}: {exc}", begin)
+            finally:
+                process.close()
+        result = reply.get("result") if reply.get("ok") else None
+        if not isinstance(result, dict):
+            return _failure("crash", f"the compile process failed: {reply.get('error')}", begin)
+        result["seconds"] = round(time.monotonic() - begin, 3)
+        result["containment"] = {"pid": process.pid, **process.containment.to_json()}
+        return result
 
     def close(self) -> None:
-        with self._lock:
-            popen = self._popen
-            if popen is not None and popen.poll() is None and popen.stdin is not None:
-                try:  # end of input lets the server exit and remove its temp folder
-                    popen.stdin.close()
-                    popen.wait(timeout=3)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
-            self._kill()
-
-    def _ensure_started(self) -> subprocess.Popen[bytes]:
-        if self._popen is not None and self._popen.poll() is None:
-            return self._popen
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
-        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # keep Inductor's default, silence the warning
-        env["PYTHONWARNINGS"] = "ignore"
-        self._buffer = b""
-        self._stderr_tail = []
-        self._popen = subprocess.Popen(
-            [self.python, "-m", "kernelopt_core.gates.ptx_compile"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-        )
-        threading.Thread(target=self._drain, args=(self._popen,), daemon=True).start()
-        return self._popen
-
-    def _drain(self, popen: subprocess.Popen[bytes]) -> None:
-        assert popen.stderr is not None
-        for raw in iter(popen.stderr.readline, b""):
-            self._stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
-            del self._stderr_tail[:-200]
-
-    def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
-        popen = self._popen
-        assert popen is not None and popen.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        fd = popen.stdout.fileno()
-        while True:
-            while b"\n" in self._buffer:
-                line, _, self._buffer = self._buffer.partition(b"\n")
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(data, dict) and "ok" in data:
-                    return data
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
-            if not ready:
-                if popen.poll() is not None:
-                    return None
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
-            self._buffer += chunk
-
-    def _kill(self) -> None:
-        popen, self._popen = self._popen, None
-        if popen is None:
-            return
-        if popen.poll() is None:
-            try:
-                os.killpg(popen.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                popen.kill()
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (popen.stdin, popen.stdout, popen.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+        self._zygote.close()
 
 
 def _failure(stage: str, message: str, begin: float) -> dict[str, Any]:
@@ -248,33 +170,3 @@ def compile_source(kernel_name: str, source: str, workdir: str) -> dict[str, Any
     return {"ok": not failed, "stage": stage, "configs": results,
             "error": failed[0]["error"] if failed else None,
             "configs_total": len(autotuner.configs)}
-
-
-def serve() -> int:
-    """Answer compile requests, one JSON line in and one out, until stdin closes."""
-    import tempfile
-    import traceback
-
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything the compiler prints goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    from torch._inductor.runtime import triton_helpers
-
-    # Kernel modules pick a driver when imported; compiling for a target needs none.
-    triton_helpers.set_driver_to_gpu = lambda: None
-    triton_helpers.set_driver_to_cpu = lambda: None
-    workdir = tempfile.mkdtemp(prefix="kernelopt-ptx-")
-    atexit.register(shutil.rmtree, workdir, True)
-    for raw in sys.stdin:
-        try:
-            request = json.loads(raw)
-            reply = compile_source(str(request["kernel_name"]), str(request["source"]), workdir)
-        except Exception as exc:  # noqa: BLE001 - a bad request must not end the server
-            reply = {"ok": False, "stage": "import", "configs": [],
-                     "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
-        proto.write(json.dumps(reply, default=str) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve())

@@ -17,23 +17,31 @@ class GateVerdict:
     reason: str
     numbers: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    # The check itself failed (out of memory, its process could not start): no verdict on the
+    # candidate. Never counted as a rejection, never learnt from as the candidate's fault.
+    could_not_verify: bool = False
+
+    @property
+    def status(self) -> str:
+        return "passed" if self.passed else ("could not verify" if self.could_not_verify else "rejected")
 
     def to_json(self) -> dict[str, Any]:
         # The numbers sit beside the fixed keys (the documented --json shape); a number never
         # overwrites one of them.
-        data: dict[str, Any] = {k: v for k, v in self.numbers.items()
-                                if k not in ("gate", "name", "passed", "reason", "seconds")}
+        fixed = ("gate", "name", "passed", "reason", "seconds", "could_not_verify", "status")
+        data: dict[str, Any] = {k: v for k, v in self.numbers.items() if k not in fixed}
         data.update({"gate": self.gate, "name": self.name, "passed": self.passed, "reason": self.reason,
-                     "seconds": round(self.seconds, 4)})
+                     "seconds": round(self.seconds, 4), "could_not_verify": self.could_not_verify,
+                     "status": self.status})
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GateVerdict:
-        fixed = ("gate", "name", "passed", "reason", "seconds")
+        fixed = ("gate", "name", "passed", "reason", "seconds", "could_not_verify", "status")
         return cls(gate=int(data["gate"]), name=str(data.get("name", GATE_NAMES.get(int(data["gate"]), ""))),
                    passed=bool(data["passed"]), reason=str(data.get("reason", "")),
                    numbers={k: v for k, v in data.items() if k not in fixed},
-                   seconds=float(data.get("seconds", 0.0)))
+                   seconds=float(data.get("seconds", 0.0)), could_not_verify=bool(data.get("could_not_verify")))
 
 
 @dataclass
@@ -50,13 +58,17 @@ class CascadeConfig:
     job_timeout_s: float = 600.0
     compile_timeout_s: float = 300.0
     kernel_timing: bool = True  # gate 4: also time the kernel alone (reported, never decides)
+    low_memory: bool = False  # a smaller check: one captured launch, argument values on the host
+    retry_low_memory: bool = True  # a gate that runs out of memory is retried once with low_memory
+    families: bool = True  # gates 2-3 also run the input families (NaN/Inf, zeros, constant rows, ...)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "device": self.device, "seeds_kernel": list(self.seeds_kernel), "seeds_model": list(self.seeds_model),
             "min_speedup": self.min_speedup, "ab_rounds": self.ab_rounds, "run_gates": list(self.run_gates),
             "workdir": self.workdir, "model_tolerance": self.model_tolerance,
-            "determinism_reruns": self.determinism_reruns,
+            "determinism_reruns": self.determinism_reruns, "low_memory": self.low_memory,
+            "families": self.families,
         }
 
 
@@ -77,10 +89,15 @@ class CascadeResult:
     device: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    could_not_verify: bool = False  # a gate's own check failed: neither accepted nor rejected
+    containment: dict[str, Any] | None = None  # the candidate's process: pid, what held
+    quarantined: bool = False  # the candidate tried what its process may not do (a file, a socket)
 
     @property
     def decision(self) -> str:
-        return "accepted" if self.accepted else "fallback"
+        if self.accepted:
+            return "accepted"
+        return "could-not-verify" if self.could_not_verify else "fallback"
 
     def verdict(self, gate: int) -> GateVerdict | None:
         return next((v for v in self.gates if v.gate == gate), None)
@@ -103,6 +120,9 @@ class CascadeResult:
             "device": self.device,
             "seconds": round(self.seconds, 3),
             "notes": list(self.notes),
+            "could_not_verify": self.could_not_verify,
+            "containment": self.containment,
+            "quarantined": self.quarantined,
         }
 
     @classmethod
@@ -116,5 +136,6 @@ class CascadeResult:
             restitched_path=data.get("restitched_path"), diff=data.get("diff"),
             graph_path=data.get("graph_path"), kernels=list(data.get("kernels") or []),
             device=data.get("device"), seconds=float(data.get("seconds", 0.0)),
-            notes=list(data.get("notes") or []),
+            notes=list(data.get("notes") or []), could_not_verify=bool(data.get("could_not_verify")),
+            containment=data.get("containment"), quarantined=bool(data.get("quarantined")),
         )

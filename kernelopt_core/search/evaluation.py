@@ -35,6 +35,9 @@ class Screen:
     gates: list[dict[str, Any]] = field(default_factory=list)
     restitched_path: str | None = None
     seconds: float = 0.0
+    could_not_verify: bool = False  # the check itself failed: no verdict on the candidate
+    quarantined: bool = False  # the candidate tried what its contained process may not do
+    containment: dict[str, Any] | None = None  # which process it ran in, and what held there
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,7 +170,8 @@ class GateEvaluator:
             else:
                 raise EvaluationError(str(exc)) from None
         return Screen(result.accepted, result.failed_gate, result.reason, [v.to_json() for v in result.gates],
-                      result.restitched_path, result.seconds)
+                      result.restitched_path, result.seconds, could_not_verify=result.could_not_verify,
+                      quarantined=result.quarantined, containment=result.containment)
 
     def time(self, kernel: str, source: str, screen: Screen) -> KernelTime:
         if not screen.restitched_path:

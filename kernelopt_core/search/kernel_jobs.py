@@ -51,61 +51,33 @@ def graph_facts(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
-    """Kernel-alone interleaved A/B of each re-stitched candidate against the baseline kernel."""
-    from ..gates.launch_capture import capture_launches
-    from ..gates.perf import time_kernels
-    from ..graph_module import load_graph_module, make_inputs
+    """Kernel-alone interleaved A/B of each re-stitched candidate against the baseline kernel.
 
-    device = str(payload["device"])
-    name = str(payload["kernel"])
-    baseline = load_graph_module(str(payload["graph_path"]), device)
-    launches, _ = capture_launches(baseline, [name], make_inputs(baseline, seed=2000), limit=1)
-    if not launches:
-        return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
+    Each candidate runs in a fresh contained process of its own (never in this worker), the
+    original kernel in a timing process of the baseline's; both get the same captured arguments
+    and are timed on this process's clock (:func:`kernelopt_core.gates.jobs.time_candidate_kernel`).
+    """
+    from ..gates.jobs import time_candidate_kernel
+
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
         try:
-            module = load_graph_module(str(path), device)
-            timing = time_kernels(getattr(baseline, name), getattr(module, name), launch.args, launch.kwargs, device,
-                                  payload.get("rounds"))
-            out[candidate_id] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
-                                 "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms}
+            out[candidate_id] = time_candidate_kernel({**payload, "restitched": str(path)})
         except Exception as exc:  # noqa: BLE001 - one bad candidate must not lose the others
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
     return {"candidates": out}
 
 
 def compare_kernel_outputs(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run each re-stitched candidate's kernel on the baseline's captured launch arguments and report
-    the largest difference of its outputs from the baseline kernel's (a quick pre-check for tests and
-    diagnostics; gate 2 is the real check)."""
-    import torch
+    """Run each re-stitched candidate's kernel (in a contained process of its own) on the baseline's
+    captured launch arguments and report the largest difference of its outputs from the baseline
+    kernel's (a quick pre-check for tests and diagnostics; gate 2 is the real check)."""
+    from ..gates.jobs import compare_candidate_outputs
 
-    from ..gates.launch_capture import capture_launches, clone_value
-    from ..graph_module import load_graph_module, make_inputs
-
-    device = str(payload["device"])
-    name = str(payload["kernel"])
-    baseline = load_graph_module(str(payload["graph_path"]), device)
-    launches, _ = capture_launches(baseline, [name], make_inputs(baseline, seed=int(payload.get("seed", 0))), limit=1)
-    if not launches:
-        return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
-
-    def run(kernel: Any) -> list[Any]:
-        args = [clone_value(a) for a in launch.args]
-        kernel.run(*args, **launch.kwargs)
-        return [a for a in args if isinstance(a, torch.Tensor)]
-
-    expected = run(getattr(baseline, name))
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
         try:
-            got = run(getattr(load_graph_module(str(path), device), name))
-            diff = max(((g.double() - e.double()).abs().max().item() if g.numel() else 0.0)
-                       for g, e in zip(got, expected, strict=True))
-            out[candidate_id] = {"max_abs_diff": diff, "nan": any(bool(torch.isnan(g).any()) for g in got)}
+            out[candidate_id] = compare_candidate_outputs({**payload, "restitched": str(path)})
         except Exception as exc:  # noqa: BLE001 - report per candidate
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}"}
     return {"candidates": out}

@@ -144,6 +144,8 @@ class KernelSearch:
     correct: bool = False  # some candidate passed gates 1-3
     perf_rejected: int = 0
     titles: dict[str, str] = field(default_factory=dict)  # node id -> rewrite title
+    unverified: int = 0  # candidates whose check could not run (e.g. out of memory): not rejections
+    quarantined: list[dict[str, Any]] = field(default_factory=list)  # candidates that broke containment
 
     def best(self) -> BeamNode | None:
         found = [n for n in self.nodes if n.id != "root"]
@@ -518,6 +520,17 @@ class _Search:
             self.progress(f"{brief.name}: candidate {label} ({proposal.title})", stage="candidate", kernel=brief.name,
                           candidate=label, family=proposal.family, attempt=attempt)
             screen = self.evaluator.screen(brief.name, proposal.source)
+            if screen.quarantined:
+                entry = {"candidate": label, "title": proposal.title, "family": proposal.family,
+                         "source_hash": digest, "reason": screen.reason, "containment": screen.containment}
+                search.quarantined.append(entry)
+                self.journal.record("quarantine", kernel=brief.name, **entry)
+            if screen.could_not_verify:
+                # The check failed, not the candidate: no rejection counted, nothing learnt from it.
+                search.unverified += 1
+                self.journal.record("could_not_verify", kernel=brief.name, candidate=label, reason=screen.reason)
+                self.history.append(f"{proposal.title}: could not be verified ({screen.reason[:200]})")
+                return None
             if not screen.passed:
                 gate = screen.failed_gate or 0
                 search.rejections[gate] = search.rejections.get(gate, 0) + 1
@@ -587,7 +600,11 @@ class _Search:
                           "through gates 3-4", stage="gate", kernel=search.brief.name, candidate=node.id)
             cascade = self.evaluator.finalize({search.brief.name: node.source}, self._gates())
             self.journal.record("finalist", kernel=search.brief.name, node=node.id, accepted=cascade.accepted,
-                                failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup)
+                                failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
+                                could_not_verify=cascade.could_not_verify)
+            if cascade.could_not_verify:
+                search.unverified += 1
+                continue
             if cascade.verdict(3) is not None and cascade.verdict(3).passed:  # type: ignore[union-attr]
                 search.correct = True
             accepted = cascade.accepted
@@ -630,6 +647,7 @@ class _Search:
             return "optimized", f"{names} rewritten: {final.speedup:.3f}x end to end{ci}, all four gates passed"
         total = sum(s.candidates for s in searches)
         ok = sum(s.screened_ok for s in searches)
+        unverified = sum(s.unverified for s in searches)
         rejections: dict[int, int] = {}
         for s in searches:
             for gate, n in s.rejections.items():
@@ -637,6 +655,9 @@ class _Search:
         perf = sum(s.perf_rejected for s in searches)
         if total == 0:
             return "fallback", "no rewrite applied to the searched kernel(s); the compiler's code is kept"
+        if ok == 0 and unverified and not rejections:
+            return "fallback", (f"none of the {total} candidate(s) could be verified (the check itself failed, "
+                                "e.g. out of memory); the compiler's code is kept")
         if ok == 0:
             detail = ", ".join(f"gate {g}: {n}" for g, n in sorted(rejections.items()))
             return "fallback", f"all {total} candidate(s) were rejected ({detail}); the compiler's code is kept"
@@ -669,6 +690,8 @@ class _Search:
                 "best_family": best.family if best else None,
                 "best_title": s.titles.get(best.id) if best else None,
                 "baseline_kernel_ms": s.brief.baseline_ms,
+                "could_not_verify": s.unverified,
+                "quarantined": s.quarantined,
             })
         result = OptimizeResult(
             run_id=self.run_folder.id, run_dir=str(self.run_folder.path), decision=decision, reason=reason,

@@ -1,0 +1,209 @@
+"""Gate 2's sequence of runs for one kernel: the original here, the candidate in its own process.
+
+The checker (this worker) owns three sets of buffers per kernel — the argument values, the
+original's guarded copy and the candidate's guarded copy, the last in exchange memory the
+candidate process maps — and reuses them for every run (:mod:`.kernel` has the pieces). Runs only
+inside a worker (imports torch inside functions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..sandbox.exchange import ExchangeArena, TensorView
+from ..sandbox.process import SandboxError, SandboxProcess
+from .kernel import (
+    DISTRIBUTIONS,
+    LARGE_MAGNITUDE,
+    ExtraSet,
+    Role,
+    RunCheck,
+    Side,
+    compare_reruns,
+    compare_runs,
+    distribution_label,
+    draw_arguments,
+    fingerprint,
+    run_original,
+)
+
+CURRENT_STREAM = "__current_stream__"
+
+
+class CandidateSide(Side):
+    """The candidate's guarded buffers, in exchange memory, and its launches in its own process."""
+
+    def __init__(self, values: list[Any], roles: list[Role], process: SandboxProcess, arena: ExchangeArena,
+                 name: str, timeout_s: float):
+        self.process = process
+        self.name = name
+        self.timeout_s = timeout_s
+        self._refs: list[dict[str, Any]] = []
+        self._buffers: list[Any] = []
+
+        def allocate(nbytes: int) -> Any:
+            buffer, ref = arena.allocate(nbytes)
+            self._refs.append(ref.to_json())
+            self._buffers.append(buffer)
+            return buffer
+
+        super().__init__(values, roles, allocate)
+        self._views: dict[int, dict[str, Any]] = {}
+        for index, guarded in self.run.guarded.items():
+            buffer_index = next(i for i, b in enumerate(self._buffers)
+                                if b.untyped_storage().data_ptr() == guarded.flat.untyped_storage().data_ptr())
+            view = guarded.view
+            self._views[index] = TensorView(buffer_index, str(view.dtype), tuple(view.size()), tuple(view.stride()),
+                                            guarded.guard).to_json()
+
+    def message_args(self, values: list[Any]) -> list[Any]:
+        return [{"view": self._views[i]} if i in self._views else _scalar(v) for i, v in enumerate(values)]
+
+    def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None) -> None:
+        try:
+            reply = self.process.call("run_kernel", timeout_s=self.timeout_s, name=self.name, refs=self._refs,
+                                      args=self.message_args(values), kwargs=_child_kwargs(kwargs),
+                                      shuffle_seed=shuffle_seed)
+        except SandboxError as exc:
+            if exc.kind in ("timeout", "crash"):
+                self.run.error = str(exc)  # the candidate hung or took its process down: its verdict
+            else:
+                self.run.error, self.run.could_not_run = str(exc), True
+            return
+        if not reply.get("ok"):
+            self.run.error = str(reply.get("error", "failed"))
+            self.run.violation = bool(reply.get("violation"))
+            self.run.could_not_run = bool(reply.get("checker_error"))
+            return
+        self.run.problems.extend(str(p) for p in reply.get("scratch_problems") or [])
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return float(value) if hasattr(value, "__float__") else str(value)
+
+
+def _child_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The launch's keyword arguments for the candidate process: its own stream, not ours."""
+    return {k: (CURRENT_STREAM if k == "stream" else _scalar(v)) for k, v in kwargs.items()}
+
+
+@dataclass
+class KernelChecks:
+    checks: list[RunCheck] = field(default_factory=list)
+    peak_bytes: int = 0  # the largest number of bytes gate 2's own buffers held at once
+    working_set_bytes: int = 0
+
+    @property
+    def failed(self) -> RunCheck | None:
+        return next((c for c in self.checks if not c.passed), None)
+
+
+def _scale(values: Sequence[Any], distribution: str) -> float:
+    if distribution != "large":
+        return 1.0
+    return max((LARGE_MAGNITUDE.get(str(v.dtype), 1000.0) for v in values
+                if hasattr(v, "is_floating_point") and v.is_floating_point()), default=1.0)
+
+
+def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, name: str,
+                 launch_values: list[list[Any]], launch_kwargs: list[dict[str, Any]], names: list[str],
+                 roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
+                 original_uses_atomics: bool = False, extra_sets: Sequence[ExtraSet] = (),
+                 timeout_s: float = 600.0) -> KernelChecks:
+    """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides)."""
+    import torch
+
+    result = KernelChecks()
+    checks = result.checks
+
+    def layout(values: list[Any]) -> list[Any]:
+        return [(tuple(v.size()), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor) else None for v in values]
+
+    # Buffers are laid out once, for the first launch: later launches with other layouts are skipped.
+    same = [i for i, values in enumerate(launch_values) if layout(values) == layout(launch_values[0])]
+    launch_values = [launch_values[i] for i in same]
+    launch_kwargs = [launch_kwargs[i] for i in same]
+    base = launch_values[0]
+    working = sum(v.numel() * v.element_size() for v in base if isinstance(v, torch.Tensor))
+    result.working_set_bytes = working
+    orig = Side(base, roles)
+    orig.fill(base)
+    # The original never writes its inputs: its guarded copies hold the input values from now on,
+    # and the captured copies are released (only in-out values, which runs overwrite, keep theirs).
+    kept = sum(v.numel() * v.element_size() for launch in launch_values for v in launch
+               if isinstance(v, torch.Tensor))
+    for index, role in enumerate(roles):
+        if role == "input" and index in orig.run.guarded:
+            base[index] = orig.run.guarded[index].view
+    cand = CandidateSide(base, roles, process, arena, name, timeout_s)
+    inouts = sum(v.numel() * v.element_size() for i, v in enumerate(base)
+                 if isinstance(v, torch.Tensor) and roles[i] != "input")
+    result.peak_bytes = max(kept + orig.nbytes, inouts + orig.nbytes + cand.nbytes)
+
+    def both(values: list[Any], kwargs: dict[str, Any], label: str, scale: float = 1.0,
+             stale: dict[int, list[int]] | None = None, prefilled: bool = False) -> bool:
+        if not prefilled:
+            cand.fill(values)
+        else:
+            cand.fill(values, outputs="keep")
+        cand.launch(values, kwargs)
+        orig.fill(values)
+        run_original(original, orig, values, kwargs, device)
+        checks.append(compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                                   stale=stale, input_scale=scale))
+        return checks[-1].passed
+
+    # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
+    for number, (values, kwargs) in enumerate(zip(launch_values, launch_kwargs, strict=True)):
+        if number == 0:
+            cand.fill(values)
+            cand.launch(values, kwargs)
+            if cand.run.error is not None:
+                checks.append(compare_runs("captured launch 0 (first launch)", orig.run, cand.run, values, roles,
+                                           names, poisoned=True))
+                return result
+        if not both(values, kwargs, f"captured launch {number}"):
+            return result
+    kwargs = launch_kwargs[0] if launch_kwargs else {}
+    values = base
+    plan = [(seed, DISTRIBUTIONS[i % len(DISTRIBUTIONS)]) for i, seed in enumerate(seeds)]
+    if seeds:
+        plan.append((seeds[-1] + 1, "large"))
+    for position, (seed, distribution) in enumerate(plan):
+        draw_arguments(values, roles, seed, distribution)
+        label = f"seed {seed}, {distribution_label(distribution)}"
+        scale = _scale(values, distribution)
+        if position == 2:
+            # 4. the previous set's outputs stay in the candidate's buffers: it must overwrite them
+            stale = {i: fingerprint(g.view) for i, g in cand.run.guarded.items() if roles[i] == "output"}
+            if stale and not both(values, kwargs, f"{label}, previous outputs left in the buffers", scale, stale,
+                                  prefilled=True):
+                return result
+        if not both(values, kwargs, label, scale):
+            return result
+        if position == 0 and reruns > 0:
+            # 3. re-runs on this set: the first run's outputs become the reference in the original's buffers
+            for index, guarded in cand.run.guarded.items():
+                if roles[index] != "input":
+                    orig.run.guarded[index].view.copy_(guarded.view)
+            reference = orig.run
+            for rerun in range(reruns):
+                cand.fill(values)
+                cand.launch(values, kwargs, shuffle_seed=1000 + rerun)
+                order = "program order shuffled" if not device.startswith("cuda") else "same order"
+                checks.append(compare_reruns(f"re-run {rerun + 1} ({order})", reference, cand.run, roles, names,
+                                             bitwise=not original_uses_atomics))
+                if not checks[-1].passed:
+                    return result
+    for extra in extra_sets:
+        extra.fill(values, roles)
+        if not both(values, kwargs, extra.label, extra.input_scale):
+            return result
+    return result
+
+
+__all__ = ["CandidateSide", "KernelChecks", "check_kernel"]

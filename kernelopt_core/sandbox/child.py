@@ -1,0 +1,436 @@
+"""The candidate process: loads one candidate and runs what its checker asks, nothing more.
+
+It is forked by :mod:`kernelopt_core.sandbox.zygote`, restricted by :mod:`.policy` before any
+candidate code is imported, and talks to its checker over one authenticated Unix socket. Every
+message both ways is JSON (never pickle), so nothing the candidate does can make the checker run
+code. Tensors cross as exchange buffers (:mod:`.exchange`): the checker lays out guarded,
+poisoned argument buffers; this process only maps them and launches.
+
+Commands (``{"command": ..., ...}`` -> ``{"ok": bool, ...}``):
+
+* ``load_kernel``   import a candidate kernel module (Inductor's loader, or a launcher module)
+* ``run_kernel``    launch it on exchange views (optionally in a shuffled program order on the
+                    CPU interpreter; a launcher's scratch is guarded and poisoned)
+* ``load_graph``    import a re-stitched wrapper; ``make_inputs`` draws its own input sets
+* ``run_graph``     call it on exchange inputs (or an input set) and hand the outputs back
+* ``repeat``        run a kernel or the graph ``reps`` times, then synchronize: the checker
+                    times the whole request on its own clock
+* ``memory``        peak device memory of this process; ``release``; ``shutdown``
+
+Runs only inside a candidate process (imports torch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exchange import SharedRef, TensorView, open_shared, share_tensor, view_of
+from .policy import ContainmentReport
+
+MAX_MESSAGE_BYTES = 64 << 20
+
+
+@dataclass
+class _State:
+    device: str
+    scratch: str
+    report: ContainmentReport
+    kernels: dict[str, Any] = field(default_factory=dict)
+    graph: Any = None
+    input_sets: dict[int, list[Any]] = field(default_factory=dict)
+    buffers: dict[str, Any] = field(default_factory=dict)  # mapped exchange buffers by identity
+    kept: list[Any] = field(default_factory=list)  # tensors handed back, alive until released
+    flush: Any = None
+    violations: list[str] = field(default_factory=list)
+
+
+class CandidateFailure(Exception):
+    """Candidate code raised; ``violation`` marks an attempt the sandbox refused."""
+
+    def __init__(self, message: str, violation: bool = False):
+        super().__init__(message)
+        self.violation = violation
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - a candidate's exception may even fail to print
+        text = type(exc).__name__
+    return text[:3000]
+
+
+def _is_violation(exc: BaseException) -> bool:
+    """A refused file write or socket: what the sandbox turns those into."""
+    import errno
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PermissionError) or (
+                isinstance(current, OSError) and current.errno in (errno.EACCES, errno.EPERM)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _candidate(call: Any, what: str) -> Any:
+    try:
+        return call()
+    except BaseException as exc:  # noqa: BLE001 - everything a candidate raises is its verdict
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise CandidateFailure(f"{what}: the candidate tried to exit the process ({_describe(exc)})") from None
+        raise CandidateFailure(f"{what}: {_describe(exc)}", violation=_is_violation(exc)) from None
+
+
+# --- tensors -----------------------------------------------------------------------------------
+
+
+def _buffer(state: _State, ref: SharedRef) -> Any:
+    key = ref.path or json.dumps(ref.ipc)[:512]
+    mapped = state.buffers.get(key)
+    if mapped is None:
+        mapped = state.buffers[key] = open_shared(ref)
+    return mapped
+
+
+def _arguments(state: _State, refs: list[dict[str, Any]], values: list[Any]) -> list[Any]:
+    shared = [SharedRef.from_json(r) for r in refs]
+    out: list[Any] = []
+    for value in values:
+        if isinstance(value, dict) and "view" in value:
+            view = TensorView.from_json(value["view"])
+            out.append(view_of(_buffer(state, shared[view.buffer]), view))
+        else:
+            out.append(value)
+    return out
+
+
+def _kwargs(state: _State, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The launch's keyword arguments, with this process's own current stream where one is asked for."""
+    out = dict(kwargs)
+    if out.get("stream") == "__current_stream__":
+        if state.device.startswith("cuda"):
+            import torch
+
+            out["stream"] = torch._C._cuda_getCurrentRawStream(torch.device(state.device).index or 0)
+        else:
+            out["stream"] = 0
+    return out
+
+
+def _synchronize(state: _State) -> None:
+    if state.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+
+def _load_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    from ..launchers import is_launcher_source, load_launcher
+
+    name, source = str(message["name"]), str(message["source"])
+    device_str = str(message.get("device_str") or ("cuda" if state.device.startswith("cuda") else "cpu"))
+
+    def load() -> Any:
+        if is_launcher_source(source, name):
+            return load_launcher(name, source, device_str, directory=os.path.join(state.scratch, "launchers"))
+        from torch._inductor.async_compile import AsyncCompile
+
+        kernel = AsyncCompile().triton(name, source, device_str)
+        return kernel.result() if hasattr(kernel, "result") else kernel
+
+    state.kernels[name] = _candidate(load, f"loading {name}")
+    return {"launcher": bool(getattr(state.kernels[name], "is_launcher", False))}
+
+
+class _ScratchGuard:
+    """While active, the launcher's scratch comes from guarded, poisoned allocations."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.allocations: list[Any] = []
+        self._saved: dict[str, Any] = {}
+
+    def _restored(self) -> Any:
+        import torch
+
+        guard = self
+
+        class _Restored:
+            def __enter__(self) -> None:
+                self.patched = {name: getattr(torch, name) for name in guard._saved}
+                for name, original in guard._saved.items():
+                    setattr(torch, name, original)
+
+            def __exit__(self, *exc: object) -> None:
+                for name, patched in self.patched.items():
+                    setattr(torch, name, patched)
+
+        return _Restored()
+
+    def __enter__(self) -> _ScratchGuard:
+        import torch
+
+        from ..gates.guarded_buffers import fill_poison, guarded_allocation
+
+        def make(name: str, zero: bool) -> Any:
+            original = getattr(torch, name)
+
+            def allocate(*args: Any, **kwargs: Any) -> Any:
+                with self._restored():  # our own allocations use the real functions
+                    like = original(*args, **kwargs)  # resolves shapes, dtypes and devices as torch does
+                    guarded = guarded_allocation(tuple(like.size()), like.dtype, like.device)
+                    if zero:
+                        guarded.view.zero_()
+                    else:
+                        fill_poison(guarded.view)
+                self.allocations.append((name, guarded))
+                return guarded.view
+
+            return allocate
+
+        kinds = (("empty", False), ("empty_like", False), ("zeros", True), ("zeros_like", True))
+        for name, _ in kinds:
+            self._saved[name] = getattr(torch, name)
+        for name, zero in kinds:
+            setattr(torch, name, make(name, zero))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        for name, original in self._saved.items():
+            setattr(torch, name, original)
+
+    def problems(self) -> list[str]:
+        out = []
+        for index, (name, guarded) in enumerate(self.allocations):
+            if not guarded.guard_intact():
+                out.append(f"wrote outside its scratch buffer {index} (torch.{name}, shape "
+                           f"{tuple(guarded.view.shape)}): the scratch's guard region changed")
+        return out
+
+
+def _run_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    name = str(message["name"])
+    kernel = state.kernels.get(name)
+    if kernel is None:
+        raise ValueError(f"kernel {name} is not loaded")
+    args = _arguments(state, message.get("refs", []), message.get("args", []))
+    kwargs = _kwargs(state, message.get("kwargs") or {})
+    shuffle = message.get("shuffle_seed")
+    launcher = bool(getattr(kernel, "is_launcher", False))
+    guard = _ScratchGuard(state.device) if launcher else None
+
+    def launch() -> None:
+        from contextlib import nullcontext
+
+        from ..gates.kernel import shuffled_program_order
+
+        order = shuffled_program_order(int(shuffle)) if shuffle is not None and not state.device.startswith(
+            "cuda") else nullcontext()
+        with order, (guard if guard is not None else nullcontext()):
+            kernel.run(*args, **kwargs)
+            _synchronize(state)
+
+    begin = time.perf_counter()
+    _candidate(launch, f"running {name}")
+    reply: dict[str, Any] = {"seconds": time.perf_counter() - begin}
+    if guard is not None:
+        reply["scratch_problems"] = guard.problems()
+        reply["scratch_bytes"] = sum(g.flat.numel() * g.flat.element_size() for _, g in guard.allocations)
+    return reply
+
+
+# --- graphs ------------------------------------------------------------------------------------
+
+
+def _load_graph(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    from ..graph_module import load_graph_module
+
+    path = str(message["path"])
+    state.graph = _candidate(lambda: load_graph_module(path, state.device, module_name="kernelopt_sandboxed_graph"),
+                             "loading the re-stitched graph")
+    return {}
+
+
+def _make_inputs(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    from ..graph_module import make_inputs
+
+    for seed in message.get("seeds", []):
+        state.input_sets[int(seed)] = make_inputs(state.graph, seed=int(seed))
+    return {"sets": sorted(state.input_sets)}
+
+
+def _graph_inputs(state: _State, message: dict[str, Any]) -> list[Any]:
+    if "input_set" in message:
+        return list(state.input_sets[int(message["input_set"])])
+    return _arguments(state, message.get("refs", []), message.get("args", []))
+
+
+def _run_graph(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    if state.graph is None:
+        raise ValueError("no graph is loaded")
+    inputs = _graph_inputs(state, message)
+
+    def call() -> Any:
+        out = state.graph.call(list(inputs))
+        _synchronize(state)
+        return out
+
+    out = _candidate(call, "running the re-stitched graph")
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    refs: list[dict[str, Any]] = []
+    outputs: list[Any] = []
+    folder = os.path.join(state.scratch, "outputs")
+    os.makedirs(folder, exist_ok=True)
+    for item in items:
+        if not isinstance(item, torch.Tensor):
+            outputs.append({"value": item if isinstance(item, (int, float, bool, str, type(None))) else repr(item)})
+            continue
+        ref, view, keep = share_tensor(item, folder)
+        state.kept.append(keep)
+        view.buffer = len(refs)
+        refs.append(ref.to_json())
+        outputs.append({"view": view.to_json()})
+    return {"refs": refs, "outputs": outputs}
+
+
+def _flush_l2(state: _State) -> None:
+    if not state.device.startswith("cuda"):
+        return
+    import torch
+
+    if state.flush is None:
+        from ..measure.timing import MIN_FLUSH_BYTES
+
+        l2 = int(getattr(torch.cuda.get_device_properties(state.device), "L2_cache_size", 0) or 0)
+        state.flush = torch.empty(max(2 * l2, MIN_FLUSH_BYTES), dtype=torch.int8, device=state.device)
+    state.flush.zero_()
+
+
+def _repeat(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    """Run a kernel or the graph ``reps`` times (L2 flushed before each when asked), then sync."""
+    reps = max(1, int(message.get("reps", 1)))
+    flush = bool(message.get("flush_l2", True))
+    if message.get("what") == "kernel":
+        kernel = state.kernels[str(message["name"])]
+        args = _arguments(state, message.get("refs", []), message.get("args", []))
+        kwargs = _kwargs(state, message.get("kwargs") or {})
+
+        def once(_: int) -> None:
+            kernel.run(*args, **kwargs)
+    else:
+        sets = [list(state.input_sets[int(s)]) for s in message.get("input_sets", [])] or [
+            _graph_inputs(state, message)]
+
+        def once(i: int) -> None:
+            state.graph.call(list(sets[i % len(sets)]))
+
+    def run() -> None:
+        for i in range(reps):
+            if flush:
+                _flush_l2(state)
+            once(i)
+        _synchronize(state)
+
+    _candidate(run, "timing")
+    return {}
+
+
+def _memory(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    if not state.device.startswith("cuda"):
+        return {"peak_bytes": None}
+    import torch
+
+    peak = int(torch.cuda.max_memory_allocated())
+    if message.get("reset"):
+        torch.cuda.reset_peak_memory_stats()
+    return {"peak_bytes": peak, "current_bytes": int(torch.cuda.memory_allocated())}
+
+
+def _release(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    state.kept.clear()
+    if message.get("inputs"):
+        state.input_sets.clear()
+    if message.get("buffers"):
+        state.buffers.clear()
+    if state.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    return {}
+
+
+_COMMANDS = {"load_kernel": _load_kernel, "run_kernel": _run_kernel, "load_graph": _load_graph,
+             "make_inputs": _make_inputs, "run_graph": _run_graph, "repeat": _repeat, "memory": _memory,
+             "release": _release}
+
+
+def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    command = str(message.get("command", ""))
+    if command == "hello":
+        return {"ok": True, "containment": state.report.to_json(), "pid": os.getpid(), "device": state.device}
+    if command == "compile":  # gate 1's compile for sm_90, in a process of the "compile" flavour
+        from ..gates.ptx_compile import compile_source
+
+        folder = os.path.join(state.scratch, "compile")
+        os.makedirs(folder, exist_ok=True)
+        try:
+            result = compile_source(str(message["name"]), str(message["source"]), folder)
+        except BaseException as exc:  # noqa: BLE001 - the candidate's module raised while being compiled
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            result = {"ok": False, "stage": "import", "configs": [], "error": _describe(exc),
+                      "violation": _is_violation(exc)}
+        return {"ok": True, "result": result}
+    handler = _COMMANDS.get(command)
+    if handler is None:
+        return {"ok": False, "error": f"unknown command {command!r}", "checker_error": True}
+    try:
+        return {"ok": True, **handler(state, message)}
+    except CandidateFailure as failure:
+        if failure.violation:
+            state.violations.append(str(failure))
+        return {"ok": False, "error": str(failure), "violation": failure.violation, "oom": "out of memory" in str(
+            failure).lower()}
+    except Exception as exc:  # noqa: BLE001 - the harness's own failure: the checker cannot verify
+        oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+        return {"ok": False, "error": _describe(exc), "checker_error": True, "oom": oom,
+                "traceback": traceback.format_exc()[-3000:]}
+
+
+def serve(connection: Any, device: str, scratch: str, report: ContainmentReport) -> None:
+    """Answer the checker's requests until it says shutdown or goes away."""
+    state = _State(device=device, scratch=scratch, report=report)
+    while True:
+        try:
+            raw = connection.recv_bytes(MAX_MESSAGE_BYTES)
+        except (EOFError, OSError):
+            return
+        message = json.loads(raw)
+        if message.get("command") == "shutdown":
+            connection.send_bytes(b'{"ok": true}')
+            return
+        reply = _handle(state, message)
+        try:
+            data = json.dumps(reply)
+        except (TypeError, ValueError) as exc:
+            data = json.dumps({"ok": False, "error": f"reply not JSON-able: {exc}", "checker_error": True})
+        connection.send_bytes(data.encode("utf-8"))
+
+
+__all__ = ["serve"]

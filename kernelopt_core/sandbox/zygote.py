@@ -1,0 +1,324 @@
+"""A pre-warmed fork server: a fresh, contained process per candidate in a fraction of a second.
+
+Starting Python and importing torch and Triton costs seconds; a candidate must still never share a
+process with its checker or with another candidate. The zygote (``python -m
+kernelopt_core.sandbox.zygote --flavor F``) imports torch and Triton once, never touches a device
+and never starts a thread, then forks one child per request. The child closes what it inherited,
+connects to its checker's authenticated Unix socket, applies the sandbox policy and serves
+(:mod:`.child`). Flavours: ``cpu`` (Triton interpreter, the CPU backend), ``cuda`` and ``compile``
+(Triton compiling for sm_90 without a GPU, for gate 1).
+
+Protocol on the zygote's stdin/stdout, one JSON line each: ``{"spawn": id, "address", "authkey",
+"scratch", "policy", "env", "device"}`` -> ``{"spawned": id, "pid"}``; the zygote reports each
+child's end as ``{"exited": pid, "status": "..."}``. :class:`Zygote` is the client side; it
+imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+FLAVORS = ("cpu", "cuda", "compile")
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+START_TIMEOUT_S = 300.0
+
+
+# --- the server (runs in the zygote process) ---------------------------------------------------
+
+
+def _preload(flavor: str) -> None:
+    if flavor == "cpu":
+        from ..backends import cpu_triton
+
+        cpu_triton.activate()
+    import torch  # noqa: F401 - imported once here, inherited by every child
+    import triton  # noqa: F401
+    from torch._inductor import async_compile  # noqa: F401
+    from torch._inductor.runtime import triton_heuristics  # noqa: F401
+
+    from .. import graph_module, launchers  # noqa: F401
+    from ..gates import guarded_buffers, kernel  # noqa: F401
+    from . import child  # noqa: F401
+
+    if flavor == "compile":
+        from torch._inductor.runtime import triton_helpers
+
+        # Kernel modules pick a driver when imported; compiling for a target needs none.
+        triton_helpers.set_driver_to_gpu = lambda: None
+        triton_helpers.set_driver_to_cpu = lambda: None
+        from ..gates import ptx_compile  # noqa: F401
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent goes (a killed worker takes its zygote,
+    a dead zygote its candidates); no orphan keeps running or holds a pipe open."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _child_main(request: dict[str, Any], flavor: str) -> None:
+    """In the forked child: never returns."""
+    code = 0
+    try:
+        _die_with_parent()
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+        os.closerange(3, 65536)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
+        import tempfile
+
+        tempfile.tempdir = None  # computed again from TMPDIR (the scratch folder), not the zygote's
+        from multiprocessing.connection import Client
+
+        connection = Client(str(request["address"]), family="AF_UNIX", authkey=bytes.fromhex(request["authkey"]))
+        from .policy import SandboxPolicy, apply_policy
+
+        report = apply_policy(SandboxPolicy.from_json(request["policy"]))
+        from .child import serve
+
+        device = str(request.get("device") or ("cpu" if flavor != "cuda" else "cuda:0"))
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.set_device(torch.device(device))
+        serve(connection, device, str(request["scratch"]), report)
+    except BaseException:  # noqa: BLE001 - report on stderr, then leave
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap(out: Any) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if os.WIFSIGNALED(status):
+            try:
+                what = f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+            except ValueError:
+                what = f"killed by signal {os.WTERMSIG(status)}"
+        else:
+            what = f"exited with status {os.WEXITSTATUS(status)}"
+        out.write(json.dumps({"exited": pid, "status": what}) + "\n")
+        out.flush()
+
+
+def serve(flavor: str) -> int:
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:
+        return 1  # the parent is already gone
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever torch prints goes to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    _preload(flavor)
+    signal.signal(signal.SIGCHLD, lambda *_: _reap(protocol))
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid(), "flavor": flavor}) + "\n")
+    for raw in sys.stdin:
+        try:
+            request = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if "spawn" not in request:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            protocol.close()
+            _child_main(request, flavor)
+        protocol.write(json.dumps({"spawned": request["spawn"], "pid": pid}) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kernelopt-zygote")
+    parser.add_argument("--flavor", choices=FLAVORS, required=True)
+    return serve(parser.parse_args(argv).flavor)
+
+
+# --- the client (runs in the checker) ----------------------------------------------------------
+
+
+class ZygoteError(RuntimeError):
+    pass
+
+
+class Zygote:
+    """One fork server of a flavour; started on first use, restarted if it dies."""
+
+    def __init__(self, flavor: str, python: str | None = None, env: dict[str, str] | None = None):
+        if flavor not in FLAVORS:
+            raise ValueError(f"unknown zygote flavour {flavor!r}")
+        self.flavor = flavor
+        self.python = python or sys.executable
+        self.env = dict(env or {})
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._spawned: dict[str, int] = {}
+        self._exits: dict[int, str] = {}
+        self._changed = threading.Condition()
+        self._next = 0
+        self._stderr: list[str] = []
+
+    def _environment(self) -> dict[str, str]:
+        env = {**os.environ, **self.env}
+        if self.flavor == "compile":
+            env.pop("TRITON_INTERPRET", None)
+            env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+            env["PYTHONWARNINGS"] = "ignore"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # children compile in-process: no pools
+        return env
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._popen is not None and self._popen.poll() is None:
+            return self._popen
+        # Its own stderr pipe (drained here): the zygote and its children must not hold the caller's
+        # stderr open, or a reader of the caller's stderr would wait for them forever.
+        popen = subprocess.Popen([self.python, "-m", "kernelopt_core.sandbox.zygote", "--flavor", self.flavor],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=self._environment(), start_new_session=True)
+        threading.Thread(target=self._drain, args=(popen,), daemon=True).start()
+        assert popen.stdout is not None
+        ready = popen.stdout.readline()
+        try:
+            hello = json.loads(ready) if ready else {}
+        except json.JSONDecodeError:
+            hello = {}
+        if not hello.get("ready"):
+            popen.kill()
+            code = popen.wait()
+            time.sleep(0.2)
+            raise ZygoteError(f"the {self.flavor} zygote did not start (exit {code}): {self.stderr_tail(10)}")
+        self._popen = popen
+        threading.Thread(target=self._read, args=(popen,), daemon=True).start()
+        return popen
+
+    def _drain(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stderr is not None
+        echo = os.environ.get("KERNELOPT_WORKER_ECHO") == "1"
+        for raw in popen.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self._stderr.append(line)
+            del self._stderr[:-200]
+            if echo:
+                sys.stderr.write(f"[{self.flavor} sandbox] {line}\n")
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        return "\n".join(self._stderr[-lines:])
+
+    def _read(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdout is not None
+        for raw in popen.stdout:
+            try:
+                message = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            with self._changed:
+                if "spawned" in message:
+                    self._spawned[str(message["spawned"])] = int(message["pid"])
+                elif "exited" in message:
+                    self._exits[int(message["exited"])] = str(message["status"])
+                self._changed.notify_all()
+
+    def spawn(self, request: dict[str, Any], timeout_s: float = START_TIMEOUT_S) -> int:
+        """Fork a child for ``request`` (without its "spawn" id); returns its pid."""
+        with self._lock:
+            popen = self._ensure()
+            self._next += 1
+            ident = f"{os.getpid()}-{self._next}"
+            assert popen.stdin is not None
+            try:
+                popen.stdin.write((json.dumps({**request, "spawn": ident}) + "\n").encode("utf-8"))
+                popen.stdin.flush()
+            except OSError as exc:
+                self._popen = None
+                raise ZygoteError(f"the {self.flavor} zygote went away: {exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while ident not in self._spawned:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or popen.poll() is not None:
+                    raise ZygoteError(f"the {self.flavor} zygote did not fork a child")
+                self._changed.wait(min(remaining, 0.5))
+            return self._spawned.pop(ident)
+
+    def exit_status(self, pid: int, wait_s: float = 0.0) -> str | None:
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while pid not in self._exits and time.monotonic() < deadline:
+                self._changed.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            return self._exits.get(pid)
+
+    def close(self) -> None:
+        with self._lock:
+            popen, self._popen = self._popen, None
+        if popen is None:
+            return
+        try:
+            if popen.stdin is not None:
+                popen.stdin.close()
+        except OSError:
+            pass
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+_ZYGOTES: dict[str, Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def shared_zygote(flavor: str) -> Zygote:
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.get(flavor)
+        if zygote is None:
+            zygote = _ZYGOTES[flavor] = Zygote(flavor)
+        return zygote
+
+
+def close_zygotes() -> None:
+    with _ZYGOTES_LOCK:
+        zygotes = list(_ZYGOTES.values())
+        _ZYGOTES.clear()
+    for zygote in zygotes:
+        zygote.close()
+
+
+import atexit  # noqa: E402 - registered after the definitions it names
+
+atexit.register(close_zygotes)
+
+if __name__ == "__main__":
+    sys.exit(main())
