@@ -16,9 +16,9 @@ from kernelopt_core.gates.guarded_buffers import bits, fill_poison, guarded_copy
 from kernelopt_core.gates.kernel import (
     KernelRun,
     argument_roles,
-    fingerprint,
     compare_reruns,
     compare_runs,
+    fingerprint,
     random_arguments,
     runtime_parameters,
 )

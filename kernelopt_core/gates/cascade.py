@@ -98,6 +98,7 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
                path: str | None, device: str, call: JobCaller | None, sink: EventSink | None,
                result: CascadeResult, begin: float) -> bool:
     """The gates in order; True when all passed. Fills ``result`` as it goes."""
+    compiled: list[dict[str, Any]] = [{}]  # gate 1's compile numbers, for the sanitizer's choice of tools
     for position, gate in enumerate(gates):
         if sink is not None:
             sink.check_cancelled()
@@ -110,7 +111,7 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
             if path is None:
                 raise CascadeSetupError("the re-stitched graph could not be written", partial=result)
             try:
-                payload = _payload(gate, graph, candidates, path, device, config)
+                payload = {**_payload(gate, graph, candidates, path, device, config), "compiled": compiled[0]}
                 verdict = _worker_gate(gate, call, payload)
                 if verdict.could_not_verify and verdict.numbers.get("oom") and config.retry_low_memory \
                         and not config.low_memory:
@@ -122,6 +123,9 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
                 result.seconds = time.monotonic() - begin
                 raise CascadeSetupError(str(exc), partial=result) from None
         result.gates.append(verdict)
+        if gate == 1:
+            compiled[0] = {name: (verdict.numbers.get("kernels", {}).get(name, verdict.numbers) or {}).get("compile")
+                           for name in candidates}
         _take_containment(result, verdict)
         if gate == 4:
             _take_perf_numbers(result, verdict)
@@ -191,7 +195,9 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
              config: CascadeConfig) -> dict[str, Any]:
     payload: dict[str, Any] = {"graph": os.path.abspath(graph.path), "restitched": restitched,
                                "kernels": sorted(candidates), "device": device, "sources": dict(candidates),
-                               "low_memory": config.low_memory, "families": config.families}
+                               "low_memory": config.low_memory, "families": config.families,
+                               # A hung candidate is the candidate process's to lose, inside the job's time.
+                               "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
     if gate == 2:
         payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns)
     elif gate == 3:

@@ -1,0 +1,265 @@
+"""Containment and bounded-memory gates on the GPU (issues 17 and 20).
+
+    PYTHONPATH=.:server python benchmarks/gpu/containment.py OUT_DIR    (or run_all.py containment:300)
+
+1. **Sandbox**: a contained candidate process on CUDA (Landlock, seccomp, CUDA IPC exchange).
+2. **Small graphs** (the corpus problems compiled for CUDA): the unchanged kernel, a two-kernel
+   launcher with a scratch buffer, a wrong kernel, a kernel that patches the checker, and one that
+   writes a file, each through the gates; verdicts, containment and times.
+3. **Real sizes** (``KERNELOPT_CONTAINMENT_SIZES``, default "relu:4096x262144,softmax:8192x131072"):
+   each graph of 4-8 GB compiled with max-autotune; the unchanged kernel and a wrong one through
+   gates 1-3 (and 4 for the unchanged one); the peak GPU memory of each gate next to the graph's
+   working set, and the cascade's wall time.
+
+Writes ``containment.json`` and ``containment.md``. Changes no GPU clock or setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+for path in (ROOT, os.path.join(ROOT, "tests")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def _budget() -> float:
+    return float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "300"))
+
+
+def sandbox_probe() -> dict[str, Any]:
+    from kernelopt_core.sandbox.policy import landlock_abi
+    from kernelopt_core.sandbox.process import SandboxProcess
+
+    began = time.monotonic()
+    with SandboxProcess.start("cuda", "cuda:0") as process:
+        started = time.monotonic() - began
+        memory = process.call("memory")
+        target = os.path.join(tempfile.gettempdir(), f"kernelopt-planted-{uuid.uuid4().hex}")
+        planted = process.call("load_kernel", name="k", source=f"open({target!r}, 'w').write('x')\n", device_str="cuda")
+        return {"landlock_abi": landlock_abi(), "start_s": round(started, 2),
+                "containment": process.containment.to_json(), "memory": memory,
+                "file_write_refused": (not planted.get("ok")) and bool(planted.get("violation")),
+                "file_exists": os.path.exists(target)}
+
+
+def _launcher(kernel_name: str, params: list[str]) -> str | None:
+    """A split-reduction launcher for a one-input row-sum-times-0.5 kernel (the corpus's row_sum)."""
+    outputs = [p for p in params if p.startswith(("out_ptr", "in_out_ptr"))]
+    inputs = [p for p in params if p.startswith("in_ptr")]
+    if len(outputs) != 1 or len(inputs) != 1 or params[-2:] != ["xnumel", "r0_numel"]:
+        return None
+    out, inp = outputs[0], inputs[0]
+    return f'''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _partials(in_ptr, part_ptr, r0_numel, SPLIT: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    part = tl.program_id(1)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for off in tl.range(0, CHUNK, BLOCK):
+        inside = off + tl.arange(0, BLOCK)
+        idx = part * CHUNK + inside
+        acc += tl.load(in_ptr + row * r0_numel + idx, mask=(idx < r0_numel) & (inside < CHUNK), other=0.0)
+    tl.store(part_ptr + row * SPLIT + part, tl.sum(acc, 0))
+
+
+@triton.jit
+def _finish(part_ptr, out_ptr, SPLIT: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.sum(tl.load(part_ptr + row * SPLIT + tl.arange(0, SPLIT)), 0)
+    tl.store(out_ptr + row, total * 0.5)
+
+
+def {kernel_name}({", ".join(params)}):
+    split = 4
+    partials = torch.empty((xnumel, split), dtype=torch.float32, device={inp}.device)
+    _partials[(xnumel, split)]({inp}, partials, r0_numel, SPLIT=split, CHUNK=triton.cdiv(r0_numel, split), BLOCK=128)
+    _finish[(xnumel,)](partials, {out}, SPLIT=split)
+'''
+
+
+def _wrong(source: str) -> str:
+    lines = source.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if "tl.store(" in line:
+            head, _, rest = line.partition("tl.store(")
+            pointer, _, tail = rest.partition(", ")
+            value, _, mask = tail.partition(", ")
+            lines[i] = f"{head}tl.store({pointer}, {value} + 0.5, {mask}"
+            return "".join(lines)
+    return source
+
+
+PATCH = '''
+import kernelopt_core.gates.kernel as _kernel
+from kernelopt_core.gates.kernel import RunCheck as _RunCheck
+_kernel.compare_runs = lambda label, *a, **k: _RunCheck(label)
+'''
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    return {"decision": result.decision, "failed_gate": result.failed_gate, "reason": result.reason[:400],
+            "seconds": round(result.seconds, 2), "quarantined": result.quarantined,
+            "containment": result.containment,
+            "gates": [{"gate": v.gate, "status": v.status, "seconds": round(v.seconds, 2),
+                       "memory": v.numbers.get("memory"), "sanitizer": v.numbers.get("sanitizer"),
+                       "reason": v.reason[:300]} for v in result.gates]}
+
+
+def small_graphs(work: str) -> dict[str, Any]:
+    from adversarial.runner import compile_problems
+
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+    from kernelopt_core.gates.kernel import runtime_parameters
+
+    graphs = compile_problems(os.path.join(work, "corpus"), device="cuda")
+    out: dict[str, Any] = {}
+    row = parse_output_code(graphs["row_sum"])
+    kernel = row.kernels[0]
+    launcher = _launcher(kernel.name, runtime_parameters(kernel.source, kernel.name))
+    target = os.path.join(tempfile.gettempdir(), f"kernelopt-planted-{uuid.uuid4().hex}")
+    cases = {
+        "unchanged": ((1, 2, 3, 4), kernel.source),
+        "launcher-split": ((1, 2, 3, 4), launcher),
+        "wrong": ((1, 2, 3), _wrong(kernel.source)),
+        "patches-the-checker": ((2, 3), PATCH + _wrong(kernel.source)),
+        "writes-a-file": ((2,), f"open({target!r}, 'w').write('x')\n" + kernel.source),
+    }
+    for label, (gates, source) in cases.items():
+        if source is None:
+            out[label] = {"skipped": "the CUDA kernel's parameters do not fit the launcher template"}
+            continue
+        try:
+            result = run_cascade(row, {kernel.name: source}, CascadeConfig(run_gates=gates,
+                                                                         workdir=os.path.join(work, label)))
+            out[label] = _summary(result)
+        except Exception as exc:  # noqa: BLE001 - recorded, the rest still runs
+            out[label] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+    out["planted_file_exists"] = os.path.exists(target)
+    return out
+
+
+PROBLEM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return {expr}
+
+def get_inputs():
+    return [torch.randn({rows}, {cols})]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def real_sizes(work: str, deadline: float) -> dict[str, Any]:
+    from kernelopt_core.artifacts import discover
+    from kernelopt_core.compile import compile_problem
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+
+    spec = os.environ.get("KERNELOPT_CONTAINMENT_SIZES", "relu:4096x262144,softmax:8192x131072")
+    exprs = {"relu": "torch.relu(x)", "softmax": "torch.softmax(x, dim=-1)", "rmsnorm":
+             "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)"}
+    out: dict[str, Any] = {}
+    for item in spec.split(","):
+        if time.monotonic() > deadline:
+            out[item] = {"skipped": "budget"}
+            continue
+        name, _, shape = item.partition(":")
+        rows, cols = (int(v) for v in shape.split("x"))
+        folder = os.path.join(work, f"real-{name}")
+        os.makedirs(folder, exist_ok=True)
+        problem = os.path.join(folder, "problem.py")
+        with open(problem, "w") as handle:
+            handle.write(PROBLEM.format(expr=exprs[name], rows=rows, cols=cols))
+        entry: dict[str, Any] = {"shape": [rows, cols], "input_gb": round(rows * cols * 4 / 1e9, 2)}
+        try:
+            began = time.monotonic()
+            compile_problem(problem, os.path.join(folder, "dump"), device="cuda", mode="max-autotune-no-cudagraphs")
+            entry["compile_s"] = round(time.monotonic() - began, 1)
+            graphs, _ = discover(os.path.join(folder, "dump"))
+            graph = max(graphs, key=lambda g: len(g.launches))
+            kernel = graph.kernels[0]
+            entry["kernel"] = kernel.name
+            for label, gates, source in (("unchanged", (1, 2, 3, 4), kernel.source),
+                                         ("wrong", (1, 2, 3), _wrong(kernel.source))):
+                if time.monotonic() > deadline:
+                    entry[label] = {"skipped": "budget"}
+                    continue
+                result = run_cascade(graph, {kernel.name: source},
+                                     CascadeConfig(run_gates=gates, workdir=os.path.join(folder, label)))
+                entry[label] = _summary(result)
+        except Exception as exc:  # noqa: BLE001
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc()[-2000:]
+        out[name] = entry
+    return out
+
+
+def _markdown(data: dict[str, Any]) -> str:
+    lines = ["# Containment and bounded-memory gates on the GPU", "",
+             f"{data.get('environment', {})}", ""]
+    probe = data.get("sandbox", {})
+    lines += ["## Sandbox", "", f"- {json.dumps(probe)[:1500]}", ""]
+    for part in ("small_graphs", "real_sizes"):
+        lines += [f"## {part}", "", "| case | decision | failed gate | seconds | gates (status, s, peak GB) |",
+                  "|---|---|---|---|---|"]
+        for label, entry in (data.get(part) or {}).items():
+            cases = {label: entry} if "decision" in entry or "error" in entry else {
+                f"{label} {k}": v for k, v in entry.items() if isinstance(v, dict)}
+            for case, result in cases.items():
+                if "decision" not in result:
+                    lines.append(f"| {case} | {result.get('error') or result.get('skipped')} | | | |")
+                    continue
+                gates = "; ".join(
+                    f"{g['gate']} {g['status']} {g['seconds']} s"
+                    + (f" {((g.get('memory') or {}).get('device_peak_bytes') or 0) / 1e9:.1f} GB" if g.get("memory") else "")
+                    for g in result["gates"])
+                lines.append(f"| {case} | {result['decision']} | {result['failed_gate']} | {result['seconds']} | {gates} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run(out_dir: str) -> dict[str, Any]:
+    os.makedirs(out_dir, exist_ok=True)
+    deadline = time.monotonic() + _budget() - 20
+    work = tempfile.mkdtemp(prefix="kernelopt-containment-")
+    data: dict[str, Any] = {}
+    for part, call in (("sandbox", sandbox_probe), ("small_graphs", lambda: small_graphs(work)),
+                       ("real_sizes", lambda: real_sizes(work, deadline))):
+        if time.monotonic() > deadline:
+            data[part] = {"skipped": "budget"}
+            continue
+        began = time.monotonic()
+        try:
+            data[part] = call()
+        except Exception as exc:  # noqa: BLE001 - recorded, the next part still runs
+            data[part] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+        data[f"{part}_s"] = round(time.monotonic() - began, 1)
+        with open(os.path.join(out_dir, "containment.json"), "w") as handle:
+            json.dump(data, handle, indent=2, default=str)
+    with open(os.path.join(out_dir, "containment.md"), "w") as handle:
+        handle.write(_markdown(data))
+    return {"sandbox": data.get("sandbox"), "small": {k: (v.get("decision"), v.get("failed_gate"))
+                                                      for k, v in (data.get("small_graphs") or {}).items()
+                                                      if isinstance(v, dict)}}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "containment-out"), indent=2, default=str))

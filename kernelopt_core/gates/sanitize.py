@@ -1,0 +1,144 @@
+"""compute-sanitizer on a finalist's captured launch (GPU only): stray accesses and races.
+
+Gate 2's guards catch stores near a tensor; a store far away, or a race the hardware scheduler
+shows only now and then, needs the sanitizer. For every finalist (a candidate that reached
+gate 3) on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` (and ``--tool racecheck`` when
+the kernel uses shared memory or atomics) on a small program (:func:`main`) that captures the
+kernel's first launch from the baseline graph, applies the candidate-process policy, loads the
+candidate and launches it once on copies of the captured arguments.
+
+A sanitizer that finds errors rejects the candidate; one that is missing or cannot run is a note
+in the verdict (never a rejection, never silently skipped). The worker side (:func:`run_sanitizer`)
+imports nothing heavy; :func:`main` runs only under the sanitizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error", re.IGNORECASE)
+_RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazard", re.IGNORECASE)
+
+
+@dataclass
+class SanitizerRun:
+    tool: str
+    ran: bool
+    errors: int | None
+    seconds: float
+    summary: str  # the report's lines that name a problem, or why it did not run
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_sanitizer() -> str | None:
+    candidates = [os.environ.get("KERNELOPT_COMPUTE_SANITIZER", ""), shutil.which("compute-sanitizer") or "",
+                  "/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"]
+    ncu = shutil.which("ncu")
+    if ncu:  # the CUDA toolkit keeps both under one root
+        root = Path(os.path.realpath(ncu)).parents[1]
+        candidates += [str(root / "bin" / "compute-sanitizer"), str(root / "compute-sanitizer" / "compute-sanitizer")]
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def uses_shared_memory_or_atomics(source: str, compiled: dict[str, Any] | None = None) -> bool:
+    if "atomic_" in source:
+        return True
+    for config in (compiled or {}).get("configs", []) if compiled else []:
+        if (config.get("shared_bytes") or 0) > 0:
+            return True
+    return False
+
+
+def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: str,
+                  timeout_s: float = 600.0) -> SanitizerRun:
+    """One sanitizer tool over the candidate's captured launch, from the worker."""
+    sanitizer = find_sanitizer()
+    if sanitizer is None:
+        return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
+    scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+           "TMPDIR": scratch}
+    command = [sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "kernelopt_core.gates.sanitize",
+               "--graph", graph, "--restitched", restitched, "--kernel", kernel, "--device", device,
+               "--scratch", scratch]
+    begin = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(scratch, ignore_errors=True)
+        return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s")
+    finally:
+        seconds = time.monotonic() - begin
+    shutil.rmtree(scratch, ignore_errors=True)
+    text = (done.stdout or "") + "\n" + (done.stderr or "")
+    match = _RACE_SUMMARY.search(text) if tool == "racecheck" else None
+    match = match or _SUMMARY.search(text)
+    problems = [line.strip() for line in text.splitlines()
+                if line.startswith("=========") and any(w in line for w in ("Invalid", "Hazard", "hazard", "Error",
+                                                                           "out of bounds", "Race"))]
+    if match is None:
+        tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
+        return SanitizerRun(tool, False, None, seconds, f"no summary (exit {done.returncode}): {tail[-500:]}")
+    errors = int(match.group(1))
+    if "SANITIZE-TARGET-OK" not in text and errors == 0:
+        tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
+        return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}")
+    return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Under the sanitizer: capture the launch (trusted code), contain ourselves, run the candidate."""
+    parser = argparse.ArgumentParser(prog="kernelopt-sanitize-target")
+    parser.add_argument("--graph", required=True)
+    parser.add_argument("--restitched", required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--scratch", required=True)
+    args = parser.parse_args(argv)
+    import torch
+
+    from ..artifacts import parse_output_code
+    from ..graph_module import load_graph_module, make_inputs
+    from ..launchers import is_launcher_source, load_launcher
+    from ..sandbox.policy import SandboxPolicy, apply_policy
+    from .launch_capture import capture_launches, clone_value
+
+    torch.cuda.set_device(torch.device(args.device))
+    baseline = load_graph_module(args.graph, args.device)
+    launches, _ = capture_launches(baseline, [args.kernel], make_inputs(baseline, seed=0), limit=1)
+    if not launches:
+        print(f"{args.kernel} was not launched", file=sys.stderr)
+        return 3
+    source = parse_output_code(args.restitched).kernel(args.kernel)
+    assert source is not None
+    apply_policy(SandboxPolicy(scratch=args.scratch))
+    if is_launcher_source(source.source, args.kernel):
+        kernel = load_launcher(args.kernel, source.source, "cuda", directory=os.path.join(args.scratch, "launchers"))
+    else:
+        from torch._inductor.async_compile import AsyncCompile
+
+        kernel = AsyncCompile().triton(args.kernel, source.source, "cuda")
+        kernel = kernel.result() if hasattr(kernel, "result") else kernel
+    launch = launches[0]
+    values = [clone_value(v) for v in launch.args]
+    kernel.run(*values, **launch.kwargs)
+    torch.cuda.synchronize()
+    print("SANITIZE-TARGET-OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

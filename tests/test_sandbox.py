@@ -1,0 +1,126 @@
+"""Containment (issue 20): a candidate runs in a fresh process that may write only under its scratch
+folder, opens no IP socket, cannot reach into its checker, and is killed or named when it hangs or
+crashes; a check that fails itself is "could not verify", never a rejection (issue 17).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelopt_core.sandbox.policy import SandboxPolicy, apply_policy, landlock_abi
+from kernelopt_core.sandbox.process import SandboxError, SandboxProcess
+
+needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="this kernel has no Landlock")
+
+
+@needs_landlock
+def test_the_policy_allows_scratch_writes_only_and_no_ip_sockets(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    outside = Path(tempfile.gettempdir()) / f"kernelopt-outside-{uuid.uuid4().hex}"
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the restricted child reports what it could do, one letter each
+        try:
+            report = apply_policy(SandboxPolicy(scratch=str(scratch)))
+            results = ["C" if report.contained else "c"]
+            (scratch / "ok.txt").write_text("fine")
+            results.append("S")
+            try:
+                outside.write_text("escaped")
+                results.append("W")
+            except OSError:
+                results.append("w")
+            try:
+                socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+                results.append("N")
+            except OSError:
+                results.append("n")
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+            results.append("U")
+            os.write(write_fd, "".join(results).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    seen = os.read(read_fd, 64).decode()
+    os.close(read_fd)
+    assert seen == "CSwnU", seen  # contained; scratch written; outside refused; IPv4 refused; unix allowed
+    assert not outside.exists()
+
+
+@pytest.fixture(scope="module")
+def candidate() -> Any:
+    process = SandboxProcess.start("cpu", "cpu")
+    yield process
+    process.close()
+
+
+def _fresh() -> SandboxProcess:
+    return SandboxProcess.start("cpu", "cpu")
+
+
+@needs_landlock
+def test_a_candidate_process_says_what_holds_and_refuses_a_file_write_at_import() -> None:
+    target = Path(tempfile.gettempdir()) / f"kernelopt-planted-{uuid.uuid4().hex}"
+    with _fresh() as process:
+        assert process.containment.contained, process.containment.summary()
+        assert process.pid != os.getpid()
+        source = f"open({str(target)!r}, 'w').write('planted')\n"
+        reply = process.call("load_kernel", name="k", source=source, device_str="cpu")
+    assert not reply["ok"] and reply["violation"], reply
+    assert "Permission denied" in reply["error"]
+    assert not target.exists()
+
+
+def test_a_candidate_that_kills_its_process_is_named_and_the_checker_goes_on() -> None:
+    process = _fresh()
+    with pytest.raises(SandboxError) as raised:
+        process.call("load_kernel", name="k", source="import os\nos.abort()\n", device_str="cpu", timeout_s=120)
+    assert raised.value.kind == "crash"
+    assert "SIGABRT" in str(raised.value)
+    with _fresh() as again:  # the next candidate gets a new process
+        assert again.call("memory")["ok"]
+
+
+def test_a_hanging_candidate_is_killed_at_its_time_limit() -> None:
+    process = _fresh()
+    with pytest.raises(SandboxError) as raised:
+        process.call("load_kernel", name="k", source="while True:\n    pass\n", device_str="cpu", timeout_s=3)
+    assert raised.value.kind == "timeout"
+    assert process.closed
+    assert process.zygote.exit_status(process.pid, wait_s=10) is not None  # really gone
+
+
+def test_replies_are_json_and_files_it_names_must_be_its_own(candidate: SandboxProcess) -> None:
+    assert candidate.owns_path(os.path.join(candidate.scratch, "nope")) is False
+    assert candidate.owns_path("/etc/passwd") is False
+    reply = candidate.call("no-such-command")
+    assert reply == {"ok": False, "error": "unknown command 'no-such-command'", "checker_error": True}
+
+
+def test_exchange_buffers_are_shared_without_copies(candidate: SandboxProcess, tmp_path: Path) -> None:
+    import torch
+
+    from kernelopt_core.sandbox.exchange import ExchangeArena, SharedRef, TensorView, open_shared, view_of
+
+    arena = ExchangeArena("cpu")
+    try:
+        buffer, ref = arena.allocate(64 * 4)
+        mine = buffer.view(torch.float32).as_strided((8, 4), (8, 2), 1)
+        mine.copy_(torch.arange(32, dtype=torch.float32).reshape(8, 4))
+        theirs = view_of(open_shared(SharedRef.from_json(ref.to_json())),
+                         TensorView.from_json(TensorView(0, "torch.float32", (8, 4), (8, 2), 1).to_json()))
+        assert torch.equal(theirs, mine)
+        theirs.mul_(2.0)  # the other mapping sees the write
+        assert torch.equal(mine, torch.arange(32, dtype=torch.float32).reshape(8, 4) * 2)
+        assert arena.peak_bytes == 256
+    finally:
+        arena.close()
+    assert not os.path.exists(ref.path or "")
