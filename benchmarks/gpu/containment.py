@@ -32,6 +32,9 @@ for path in (ROOT, os.path.join(ROOT, "tests")):
         sys.path.insert(0, path)
 
 
+DEVICE = os.environ.get("KERNELOPT_CONTAINMENT_DEVICE", "cuda")  # "cpu": a local smoke test of this script
+
+
 def _budget() -> float:
     return float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "300"))
 
@@ -41,11 +44,13 @@ def sandbox_probe() -> dict[str, Any]:
     from kernelopt_core.sandbox.process import SandboxProcess
 
     began = time.monotonic()
-    with SandboxProcess.start("cuda", "cuda:0") as process:
+    flavor, device = ("cuda", "cuda:0") if DEVICE == "cuda" else ("cpu", "cpu")
+    with SandboxProcess.start(flavor, device) as process:
         started = time.monotonic() - began
         memory = process.call("memory")
         target = os.path.join(tempfile.gettempdir(), f"kernelopt-planted-{uuid.uuid4().hex}")
-        planted = process.call("load_kernel", name="k", source=f"open({target!r}, 'w').write('x')\n", device_str="cuda")
+        planted = process.call("load_kernel", name="k", source=f"open({target!r}, 'w').write('x')\n",
+                               device_str=DEVICE)
         return {"landlock_abi": landlock_abi(), "start_s": round(started, 2),
                 "containment": process.containment.to_json(), "memory": memory,
                 "file_write_refused": (not planted.get("ok")) and bool(planted.get("violation")),
@@ -126,7 +131,7 @@ def small_graphs(work: str) -> dict[str, Any]:
     from kernelopt_core.gates import CascadeConfig, run_cascade
     from kernelopt_core.gates.kernel import runtime_parameters
 
-    graphs = compile_problems(os.path.join(work, "corpus"), device="cuda")
+    graphs = compile_problems(os.path.join(work, "corpus"), device=DEVICE)
     out: dict[str, Any] = {}
     row = parse_output_code(graphs["row_sum"])
     kernel = row.kernels[0]
@@ -174,6 +179,8 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
     from kernelopt_core.gates import CascadeConfig, run_cascade
 
     spec = os.environ.get("KERNELOPT_CONTAINMENT_SIZES", "relu:4096x262144,softmax:8192x131072")
+    if not spec:
+        return {}
     exprs = {"relu": "torch.relu(x)", "softmax": "torch.softmax(x, dim=-1)", "rmsnorm":
              "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)"}
     out: dict[str, Any] = {}
@@ -191,7 +198,7 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
         entry: dict[str, Any] = {"shape": [rows, cols], "input_gb": round(rows * cols * 4 / 1e9, 2)}
         try:
             began = time.monotonic()
-            compile_problem(problem, os.path.join(folder, "dump"), device="cuda", mode="max-autotune-no-cudagraphs")
+            compile_problem(problem, os.path.join(folder, "dump"), device=DEVICE, mode="max-autotune-no-cudagraphs")
             entry["compile_s"] = round(time.monotonic() - began, 1)
             graphs, _ = discover(os.path.join(folder, "dump"))
             graph = max(graphs, key=lambda g: len(g.launches))
@@ -221,6 +228,9 @@ def _markdown(data: dict[str, Any]) -> str:
         lines += [f"## {part}", "", "| case | decision | failed gate | seconds | gates (status, s, peak GB) |",
                   "|---|---|---|---|---|"]
         for label, entry in (data.get(part) or {}).items():
+            if not isinstance(entry, dict):
+                lines.append(f"| {label} | {entry} | | | |")
+                continue
             cases = {label: entry} if "decision" in entry or "error" in entry else {
                 f"{label} {k}": v for k, v in entry.items() if isinstance(v, dict)}
             for case, result in cases.items():
