@@ -186,6 +186,9 @@ def test_inductor_source_analysis_finds_the_second_read() -> None:
                       "reads_rows_twice": True}
     whole_row = plain.analyse_inductor_source(kernel, {"r0_numel": 8192}, {"R0_BLOCK": 8192})
     assert whole_row["loop_iterations"] == 1 and not whole_row["reads_rows_twice"]
+    persistent = plain.analyse_inductor_source("tmp0 = tl.load(in_ptr0 + r0_1)\n", {"r0_numel": 64}, {"XBLOCK": 8})
+    assert persistent == {"reduction_loops": 0, "inputs_loaded_in_several_loops": [], "loop_iterations": None,
+                          "reads_rows_twice": False}
 
     launcher = SimpleNamespace(config=SimpleNamespace(kwargs={"XBLOCK": 2, "R0_BLOCK": 2048}, num_warps=16,
                                                       num_stages=1), n_regs=40)
@@ -224,13 +227,15 @@ def test_summary_picks_the_fastest_correct_variant_and_reports_families(ex: Modu
 
 
 def test_plan_counts_each_input_and_output_once(ex: ModuleType) -> None:
-    rows = {r["pattern"]: r for r in ex.plan()}
-    layer_norm = rows["layernorm_16x4M"]
-    x = 16 * 64 * 256 * 256 * 4
-    assert layer_norm["ideal_bytes"] == 2 * x + 2 * 64 * 256 * 256 * 4
-    assert layer_norm["floor_us"] == pytest.approx(layer_norm["ideal_bytes"] / 4.2e12 * 1e6, abs=0.1)
-    split = next(v for v in layer_norm["variants"] if v["family"] == "split")
-    assert split["traffic_model_bytes"] == layer_norm["ideal_bytes"] + x  # x read twice
+    rows = {r["pattern"]: r for r in ex.plan(names=["groupnorm_16x64x512x512_g8", "cross_entropy_32768x4096"])}
+    group_norm = rows["groupnorm_16x64x512x512_g8"]
+    x = 16 * 64 * 512 * 512 * 4
+    assert group_norm["ideal_bytes"] == 2 * x + 2 * 64 * 4  # x, weight, bias read once; out written once
+    assert group_norm["floor_us"] == pytest.approx(group_norm["ideal_bytes"] / 4.2e12 * 1e6, abs=0.1)
+    split = next(v for v in group_norm["variants"] if v["family"] == "split")
+    assert split["traffic_model_bytes"] == group_norm["ideal_bytes"] + x  # x read twice
+    coop = next(v for v in group_norm["variants"] if v["family"] == "coop")
+    assert coop["traffic_model_bytes"] == group_norm["ideal_bytes"] and coop["gpu_only"]
     assert rows["cross_entropy_32768x4096"]["ideal_bytes"] == 32768 * 4096 * 4 + 32768 * 8 + 4
 
 

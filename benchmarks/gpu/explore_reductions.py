@@ -718,7 +718,7 @@ def col_log_softmax_tiled(x: torch.Tensor, out: torch.Tensor, *, splits: int, bl
 @dataclass(frozen=True)
 class DeviceFacts:
     sms: int = 132
-    l2_bytes: int = 50 * 1024 * 1024
+    l2_bytes: int = 60 * 1024 * 1024  # what torch reports on the H200s here (62,914,560 B)
 
 
 @dataclass(frozen=True)
@@ -988,10 +988,11 @@ def ideal_bytes(inputs: Sequence[torch.Tensor], out: torch.Tensor) -> int:
     return tensor_bytes(inputs) + tensor_bytes([out])
 
 
-def plan(facts: DeviceFacts = DeviceFacts(), bandwidth: float = FLOOR_BANDWIDTH) -> list[dict[str, Any]]:
+def plan(facts: DeviceFacts = DeviceFacts(), bandwidth: float = FLOOR_BANDWIDTH,
+         names: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The patterns at H200 size, their ideal bytes and floor time, and each variant's prediction (meta tensors)."""
     rows = []
-    for pattern in PATTERNS:
+    for pattern in [pattern_by_name(n) for n in names] if names else PATTERNS:
         params = pattern.shapes["h200"]
         inputs = pattern.make_inputs(params, "meta", 0)
         out = pattern.reference(*inputs)
@@ -1021,7 +1022,8 @@ def analyse_inductor_source(src: str, numels: dict[str, int], config: dict[str, 
 
     marker = re.compile(r"for r0?_?offset in")
     starts = [m.start() for m in marker.finditer(src)]
-    segments = [src[s:e] for s, e in zip(starts, starts[1:] + [len(src)], strict=True)]
+    ends = [*starts[1:], len(src)] if starts else []  # a persistent kernel has no loop at all
+    segments = [src[s:e] for s, e in zip(starts, ends, strict=True)]
     loaded = [set(re.findall(r"tl\.load\((in_ptr\d+)", seg)) for seg in segments]
     counts: dict[str, int] = {}
     for pointers in loaded:
@@ -1159,20 +1161,14 @@ def copy_bandwidth() -> dict[str, Any]:
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
-    out64, ref64 = out.double(), ref.double()
-    if out.numel() > 1 << 24:  # large outputs: float32 differences, float64 norms (no 2x-size float64 copies)
-        diff = (out - ref).abs()
-        max_abs = float(diff.max())
-        rel_l2 = float(torch.linalg.vector_norm(diff, dtype=torch.float64) /
-                       torch.linalg.vector_norm(ref, dtype=torch.float64))
-        ref_max = float(ref.abs().max())
-        nan = bool(torch.isnan(out).any())
-    else:
-        diff64 = (out64 - ref64).abs()
-        max_abs = float(diff64.max())
-        rel_l2 = float(torch.linalg.vector_norm(diff64) / torch.linalg.vector_norm(ref64))
-        ref_max = float(ref64.abs().max())
-        nan = bool(torch.isnan(out).any())
+    """Max abs / rel error and ||out - ref|| / ||ref||; differences in float32, norms accumulated in float64."""
+    diff = (out - ref).abs()
+    max_abs = float(diff.max())
+    rel_l2 = float(torch.linalg.vector_norm(diff, dtype=torch.float64) /
+                   torch.linalg.vector_norm(ref, dtype=torch.float64))
+    ref_max = float(ref.abs().max())
+    nan = bool(torch.isnan(out).any())
+    del diff
     return {"max_abs_err": max_abs, "max_rel_err": max_abs / ref_max if ref_max else float("inf"),
             "rel_l2_err": rel_l2, "has_nan": nan}
 
@@ -1190,15 +1186,15 @@ def _estimate_pattern_s(pattern: Pattern, facts: DeviceFacts, compile_s: float, 
     return compile_s + 4.0 + calls * floor_s * 1.6 + 1.5 * variants
 
 
-def run_pattern(pattern: Pattern, facts: DeviceFacts, bandwidth: float, deadline: Deadline,
-                out_dir: str) -> dict[str, Any]:
-    params = pattern.shapes["h200"]
+def run_pattern(pattern: Pattern, facts: DeviceFacts, bandwidth: float, deadline: Deadline, out_dir: str,
+                device: str = "cuda", scale: str = "h200") -> dict[str, Any]:
+    params = pattern.shapes[scale]
     result: dict[str, Any] = {"pattern": pattern.name, "what": pattern.what, "shape": params,
                               "inductor_expected": pattern.inductor_expected,
                               "inductor_predicted_sol_pct": pattern.inductor_predicted_sol, "variants": []}
-    first = pattern.make_inputs(params, "cuda", 0)
+    first = pattern.make_inputs(params, device, 0)
     n_sets = 3 if tensor_bytes(first) < 3e9 else 2
-    sets = [first] + [pattern.make_inputs(params, "cuda", i) for i in range(1, n_sets)]
+    sets = [first] + [pattern.make_inputs(params, device, i) for i in range(1, n_sets)]
     result["input_sets"] = n_sets
     torch._dynamo.reset()
     compiled = torch.compile(pattern.reference, mode="max-autotune-no-cudagraphs", dynamic=False)
@@ -1223,7 +1219,7 @@ def run_pattern(pattern: Pattern, facts: DeviceFacts, bandwidth: float, deadline
     result["inductor"] = {**inductor, "sol_pct": _sol(ideal, inductor["median_ms"], bandwidth)}
     print(f"  [{pattern.name}] inductor {inductor['median_ms']:.4f} ms "
           f"({result['inductor']['sol_pct']}% SOL), compile {result['compile_s']} s", flush=True)
-    out = torch.empty_like(ref)
+    out = torch.empty(ref.shape, dtype=ref.dtype, device=ref.device)  # contiguous, as the variants assume
     for variant in pattern.variants(params, facts):
         if deadline.left() < 6.0:
             result["variants"].append({"name": variant.name, "skipped": "out of time"})
@@ -1495,10 +1491,16 @@ def run(out_dir: str, budget_s: float | None = None) -> dict[str, Any]:
     facts = DeviceFacts(sms=results["environment"]["sms"],
                         l2_bytes=results["environment"]["l2_bytes"] or DeviceFacts().l2_bytes)
     names = _selected_patterns()
+    torch.zeros(1, device="cuda")  # this process's context first, then the children's
     children = _start_precompile(names, facts, out_dir)
     results["precompile_children"] = len(children)
     try:
-        results["copy_bandwidth"] = copy_bandwidth()
+        try:
+            results["copy_bandwidth"] = copy_bandwidth()
+        except Exception as exc:  # noqa: BLE001 - SOL then uses the copy peak seen before, and says so
+            results["copy_bandwidth"] = {"bytes_per_s": FLOOR_BANDWIDTH, "tb_per_s": FLOOR_BANDWIDTH / 1e12,
+                                         "error": f"{type(exc).__name__}: {exc}; using the earlier 4.2 TB/s"}
+            torch.cuda.empty_cache()
         bandwidth = results["copy_bandwidth"]["bytes_per_s"]
         print(f"copy bandwidth {results['copy_bandwidth']['tb_per_s']} TB/s", flush=True)
         _save(out_dir, results)
