@@ -1491,19 +1491,19 @@ def run(out_dir: str, budget_s: float | None = None) -> dict[str, Any]:
     facts = DeviceFacts(sms=results["environment"]["sms"],
                         l2_bytes=results["environment"]["l2_bytes"] or DeviceFacts().l2_bytes)
     names = _selected_patterns()
-    torch.zeros(1, device="cuda")  # this process's context first, then the children's
+    # the copy peak first, on a quiet GPU; then the children (their contexts come after this process's)
+    try:
+        results["copy_bandwidth"] = copy_bandwidth()
+    except Exception as exc:  # noqa: BLE001 - SOL then uses the copy peak seen before, and says so
+        results["copy_bandwidth"] = {"bytes_per_s": FLOOR_BANDWIDTH, "tb_per_s": FLOOR_BANDWIDTH / 1e12,
+                                     "error": f"{type(exc).__name__}: {exc}; using the earlier 4.2 TB/s"}
+        torch.cuda.empty_cache()
+    bandwidth = results["copy_bandwidth"]["bytes_per_s"]
+    print(f"copy bandwidth {results['copy_bandwidth']['tb_per_s']} TB/s", flush=True)
     children = _start_precompile(names, facts, out_dir)
     results["precompile_children"] = len(children)
+    _save(out_dir, results)
     try:
-        try:
-            results["copy_bandwidth"] = copy_bandwidth()
-        except Exception as exc:  # noqa: BLE001 - SOL then uses the copy peak seen before, and says so
-            results["copy_bandwidth"] = {"bytes_per_s": FLOOR_BANDWIDTH, "tb_per_s": FLOOR_BANDWIDTH / 1e12,
-                                         "error": f"{type(exc).__name__}: {exc}; using the earlier 4.2 TB/s"}
-            torch.cuda.empty_cache()
-        bandwidth = results["copy_bandwidth"]["bytes_per_s"]
-        print(f"copy bandwidth {results['copy_bandwidth']['tb_per_s']} TB/s", flush=True)
-        _save(out_dir, results)
         compile_times: list[float] = []
         broken = False
         for name in names:
