@@ -204,8 +204,12 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
             graph = max(graphs, key=lambda g: len(g.launches))
             kernel = graph.kernels[0]
             entry["kernel"] = kernel.name
-            for label, gates, source in (("unchanged", (1, 2, 3, 4), kernel.source),
-                                         ("wrong", (1, 2, 3), _wrong(kernel.source))):
+            cases = [("unchanged", (1, 2, 3, 4), kernel.source)]
+            pinned = _pinned(kernel)
+            if pinned is not None:
+                cases.append(("pinned-config (a correct rewrite)", (1, 2, 3), pinned))
+            cases.append(("wrong", (1, 2, 3), _wrong(kernel.source)))
+            for label, gates, source in cases:
                 if time.monotonic() > deadline:
                     entry[label] = {"skipped": "budget"}
                     continue
@@ -217,6 +221,19 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
             entry["traceback"] = traceback.format_exc()[-2000:]
         out[name] = entry
     return out
+
+
+def _pinned(kernel: Any) -> str | None:
+    """The kernel with its first launch config fixed: a correct rewrite."""
+    from kernelopt_core.gates.launcher import set_launch_configs
+    from kernelopt_core.gates.ptx_compile import shared_compiler
+
+    configs = shared_compiler().compile(kernel.name, kernel.source).get("configs") or []
+    if not configs or kernel.heuristic == "template":
+        return None
+    first = configs[0]
+    return set_launch_configs(kernel.source, kernel.name,
+                              [{**first["kwargs"], "num_warps": first["num_warps"], "num_stages": first["num_stages"]}])
 
 
 def _markdown(data: dict[str, Any]) -> str:
