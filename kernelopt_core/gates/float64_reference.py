@@ -22,12 +22,32 @@ class ReferenceUnavailable(RuntimeError):
     """No float64 reference can be built for this graph (the reason says why)."""
 
 
+def _is_oom(exc: BaseException) -> bool:
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
 @dataclass
 class Float64Reference:
     module: Any  # the Repro instance
     path: str
+    device: str = "cpu"
 
     def __call__(self, inputs: list[Any]) -> list[Any]:
+        """The float64 outputs on the graph's device; on the host when the device has no room."""
+        try:
+            return self._run(inputs, None)
+        except Exception as exc:  # noqa: BLE001 - only running out of device memory moves it to the host
+            if not _is_oom(exc):
+                raise
+            import gc
+
+            import torch
+
+            gc.collect()
+            torch.cuda.empty_cache()
+            return self._run(inputs, "cpu")
+
+    def _run(self, inputs: list[Any], device: str | None) -> list[Any]:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -35,15 +55,20 @@ class Float64Reference:
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 return func(*_upcast_dtypes(args), **_upcast_dtypes(kwargs or {}))
 
-        cast = [x.detach().to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                else (x.detach().clone() if isinstance(x, torch.Tensor) else x) for x in inputs]
+        target = device or None
+        cast = [x.detach().to(device=target or x.device, dtype=torch.float64)
+                if isinstance(x, torch.Tensor) and x.is_floating_point()
+                else (x.detach().to(target or x.device) if isinstance(x, torch.Tensor) else x) for x in inputs]
+        module = self.module.to(target) if target is not None else self.module
         previous = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
             with torch.no_grad(), Float64Mode():
-                out = self.module(*cast)
+                out = module(*cast)
         finally:
             torch.set_default_dtype(previous)
+            if target is not None:
+                self.module.to(self.device)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -97,4 +122,4 @@ def load_reference(path: str, device: str) -> Float64Reference:
         raise ReferenceUnavailable(f"{path}: Repro holds {len(state)} constant(s) ({', '.join(state[:3])}) whose "
                                    "values the script does not carry")
     module = module.to(device=torch.device(device.split(":")[0] if device == "cpu" else device))
-    return Float64Reference(module=module.eval(), path=path)
+    return Float64Reference(module=module.eval(), path=path, device=device)

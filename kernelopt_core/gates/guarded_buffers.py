@@ -107,13 +107,17 @@ def guard_elements(span: int) -> int:
     return max(GUARD_MIN_ELEMENTS, min(GUARD_MAX_ELEMENTS, span // GUARD_FRACTION))
 
 
-def chunks(tensor: Any, limit: int | None = None) -> Iterator[Any]:
-    """Sub-views of ``tensor`` covering it once, each of at most ``limit`` elements (no copies)."""
+def chunks(tensor: Any, limit: int | None = None, by_rows: bool = False) -> Iterator[Any]:
+    """Sub-views of ``tensor`` covering it once, each of at most ``limit`` elements (no copies).
+
+    The split depends on the tensor's layout; ``by_rows`` splits along leading dimensions only,
+    so two tensors of one shape and different strides split alike.
+    """
     limit = limit or CHUNK_ELEMENTS
     if tensor.numel() <= limit or tensor.dim() == 0:
         yield tensor
         return
-    if tensor.is_contiguous():
+    if tensor.is_contiguous() and not by_rows:
         flat = tensor.view(-1)
         for start in range(0, flat.numel(), limit):
             yield flat[start:start + limit]
@@ -126,7 +130,7 @@ def chunks(tensor: Any, limit: int | None = None) -> Iterator[Any]:
         if piece.numel() <= limit or piece.shape[0] > 1:
             yield piece
         else:
-            yield from chunks(piece[0], limit)
+            yield from chunks(piece[0], limit, by_rows)
 
 
 def _dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:

@@ -244,7 +244,8 @@ def fingerprint(view: Any) -> list[int]:
 
 
 def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
-    yield from zip(chunks(a), chunks(b), strict=True)
+    by_rows = a.stride() != b.stride() or a.is_contiguous() != b.is_contiguous()
+    yield from zip(chunks(a, by_rows=by_rows), chunks(b, by_rows=by_rows), strict=True)
 
 
 def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: list[Any], roles: list[Role],
