@@ -566,7 +566,14 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - reported, never decides
             kernel_notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
     note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
-    return _verdict(decision.passed, decision.reason + note, speedup=result.speedup, ci_low=result.ci_low,
+    memory = {}
+    for label, side in (("baseline_process_peak_bytes", baseline["process"]), ("candidate_process_peak_bytes", process)):
+        try:
+            memory[label] = side.call("memory").get("peak_bytes")
+        except SandboxError:
+            memory[label] = None
+    return _verdict(decision.passed, decision.reason + note, memory=memory, speedup=result.speedup,
+                    ci_low=result.ci_low,
                     ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
                     baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
                     min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=kernel_notes,
