@@ -22,6 +22,10 @@ class CampaignConfig:
     force: bool = False  # optimize vendor-dominated graphs too
     optimizer_options: dict[str, Any] = field(default_factory=dict)  # any other OptimizeConfig field
     optimize: bool = True  # False: time, compile and classify only
+    # account for the whole torch.compile callable (overheads, recommended configuration change)
+    account: bool = True
+    # verify the recommended configuration change through gates 3-4 on the full callable
+    allow_config_changes: bool = False
     gpus: int = 0  # spread over this many local GPUs (one slot per GPU); 0 = one slot
     workers: int = 1  # parallel CPU slots when the device is the CPU
     ray_address: str | None = None  # "local" or a cluster address
@@ -55,4 +59,11 @@ class CampaignConfig:
         values = {**self.optimizer_options, "provider": self.provider, "model": self.model, "beam_width": self.beam_width,
                   "iterations": self.iterations, "plans": self.plans, "retries": self.retries,
                   "force": self.force}
+        if self.allow_config_changes:
+            values["allow_config_changes"] = True
         return {k: v for k, v in values.items() if v is not None}
+
+    @property
+    def config_changes_allowed(self) -> bool:
+        """``--allow-config-changes``, or the same set through ``--optimizer-option``."""
+        return self.allow_config_changes or self.optimizer_options.get("allow_config_changes") is True
