@@ -16,6 +16,7 @@ place with each seed's data before each call.
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from typing import Any
 
@@ -164,6 +165,8 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         notes.append("candidate: inputs marked with torch._dynamo.mark_static_address and refilled in place "
                      "before each call (what it assumes of the caller)")
     problem = load_problem(str(payload["problem"]))
+    if static:  # dynamo inlines the model into the wrapper's frame: its class's module must be importable
+        sys.modules.setdefault(problem.__name__, problem)
     model, inputs = build_problem(problem, device)
     gates: list[dict[str, Any]] = []
     with torch.no_grad():
