@@ -26,6 +26,20 @@ from .recommend import ConfigOption, ConfigRecommendation, ConfigVerdict, recomm
 
 SOURCE_CALLABLE = "whole callable"
 SOURCE_DUMP = "dump"
+# When to account for the whole callable: "auto" does on a GPU only. On the CPU backend every
+# compiled call runs in the Triton interpreter (seconds for a small MLP; the accounting makes some
+# fifteen of them) and there are no CUDA graphs, so no configuration change can be recommended.
+ACCOUNTING_SETTINGS = ("auto", "on", "off")
+
+
+def accounting_wanted(setting: str | bool | None, device: str) -> bool:
+    """Whether to account for the whole callable on ``device`` under ``setting`` (auto/on/off)."""
+    if isinstance(setting, bool):
+        return setting
+    value = (setting or "auto").lower()
+    if value not in ACCOUNTING_SETTINGS:
+        raise ValueError(f"accounting must be one of {', '.join(ACCOUNTING_SETTINGS)}, not {setting!r}")
+    return value == "on" or (value == "auto" and device.startswith("cuda"))
 
 # verify(recommendation, option) -> the verdict; raises for a verification that could not run
 Verifier = Callable[[ConfigRecommendation, ConfigOption], ConfigVerdict]

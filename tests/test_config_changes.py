@@ -256,16 +256,28 @@ def test_bench_allow_config_changes_is_a_real_flag(monkeypatch: pytest.MonkeyPat
     (tmp_path / "p.py").write_text("import torch\n")
     assert main(["bench", str(tmp_path / "p.py"), "--out", str(tmp_path / "out"), "--allow-config-changes",
                  "--json"]) == 0
-    assert main(["bench", str(tmp_path / "p.py"), "--out", str(tmp_path / "out"), "--no-accounting",
+    assert main(["bench", str(tmp_path / "p.py"), "--out", str(tmp_path / "out"), "--accounting", "off",
                  "--optimizer-option", "allow_config_changes=true", "--json"]) == 0
     assert main(["bench", str(tmp_path / "p.py"), "--out", str(tmp_path / "out"), "--json"]) == 0
     capsys.readouterr()
     flagged, optioned, plain = seen
-    assert flagged.allow_config_changes and flagged.account and flagged.config_changes_allowed
+    assert flagged.allow_config_changes and flagged.account == "auto" and flagged.config_changes_allowed
     assert flagged.optimizer_overrides()["allow_config_changes"] is True  # the optimizer verifies it
-    assert not optioned.allow_config_changes and optioned.config_changes_allowed and not optioned.account
+    assert not optioned.allow_config_changes and optioned.config_changes_allowed and optioned.account == "off"
     assert not plain.config_changes_allowed and "allow_config_changes" not in plain.optimizer_overrides()
     assert CampaignConfig.from_json(flagged.to_json()).allow_config_changes  # reaches the problem processes
+    with pytest.raises(ValueError, match="auto, on or off"):
+        CampaignConfig(account="sometimes")
+
+
+def test_accounting_runs_on_a_gpu_by_default_and_on_the_cpu_when_asked() -> None:
+    from kernelopt_core.config_findings import accounting_wanted
+
+    assert accounting_wanted("auto", "cuda:0") and not accounting_wanted("auto", "cpu")
+    assert accounting_wanted("on", "cpu") and not accounting_wanted("off", "cuda:0")
+    assert accounting_wanted(True, "cpu") and accounting_wanted(None, "cuda:1")
+    with pytest.raises(ValueError, match="auto, on, off"):
+        accounting_wanted("maybe", "cpu")
 
 
 def test_no_optimize_campaign_problem_keeps_the_findings(tmp_path: Path) -> None:

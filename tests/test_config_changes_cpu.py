@@ -1,7 +1,7 @@
 """Whole-callable accounting and configuration changes through the real commands on the CPU backend.
 
-- ``kernelopt bench`` on a problem whose forward does host work before its graph: the accounting
-  runs in the problem's process and its measured overhead ("guard + wrapper": host time before the
+- ``kernelopt bench --accounting on`` (``auto`` accounts on a GPU only) on a problem whose forward
+  does host work before its graph: the accounting runs in the problem's process and its measured overhead ("guard + wrapper": host time before the
   first launch) with its suggestion lands in the problem's result, results.json and report.md.
 - ``optimize`` on that campaign's dump: compile_report.json names the problem, so the optimizer
   accounts for the whole callable in its worker and carries the same item into result.json,
@@ -101,7 +101,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
         [sys.executable, "-m", "kernelopt_core.cli.main", "bench", str(suite), "--device", "cpu", "--out", str(out),
-         "--allow-config-changes", "--optimizer-option", "min_share=2", "--no-plot", "--json"],
+         "--allow-config-changes", "--accounting", "on", "--optimizer-option", "min_share=2", "--no-plot", "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, json.loads(done.stdout)
@@ -140,7 +140,8 @@ def _dump_of(out: Path) -> Path:
 def test_optimize_accounts_for_the_whole_callable_when_the_problem_is_known(campaign: tuple[Path, dict],
                                                                             tmp_path: Path) -> None:
     dump = _dump_of(campaign[0])
-    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "m.sqlite"), **NO_SEARCH)
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "m.sqlite"),
+                            account_callable="on", **NO_SEARCH)  # "auto" accounts on a GPU only
     result = optimize(str(dump), config=config, evaluator=StandInEvaluator(device="cpu"))
     data = json.loads(Path(result.run_dir, "result.json").read_text())
     assert data["accounting"]["path"] == "compiled-callable"

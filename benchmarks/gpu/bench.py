@@ -70,7 +70,7 @@ def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: f
 
     return CampaignConfig(device=device, gpus=gpus, provider="offline", scale=scale, timeout_s=per_problem_s,
                           workers=workers, deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
-                          confirm_rounds=15, resume=resume, account=ACCOUNTING,
+                          confirm_rounds=15, resume=resume, account="on" if ACCOUNTING else "off",
                           allow_config_changes=CONFIG_CHANGES, **REDUCED_BEAM)
 
 

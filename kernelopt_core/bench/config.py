@@ -22,8 +22,9 @@ class CampaignConfig:
     force: bool = False  # optimize vendor-dominated graphs too
     optimizer_options: dict[str, Any] = field(default_factory=dict)  # any other OptimizeConfig field
     optimize: bool = True  # False: time, compile and classify only
-    # account for the whole torch.compile callable (overheads, recommended configuration change)
-    account: bool = True
+    # account for the whole torch.compile callable (overheads, recommended configuration change):
+    # "auto" (on a GPU), "on" or "off" (see config_findings.accounting_wanted)
+    account: str = "auto"
     # verify the recommended configuration change through gates 3-4 on the full callable
     allow_config_changes: bool = False
     gpus: int = 0  # spread over this many local GPUs (one slot per GPU); 0 = one slot
@@ -43,6 +44,10 @@ class CampaignConfig:
             raise ValueError("the per-problem timeout must be positive")
         if self.gpus < 0 or self.workers < 1:
             raise ValueError("--gpus must be >= 0 and --workers >= 1")
+        if isinstance(self.account, bool):
+            self.account = "on" if self.account else "off"
+        if self.account not in ("auto", "on", "off"):
+            raise ValueError(f"accounting must be auto, on or off, not {self.account!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

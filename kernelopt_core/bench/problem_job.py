@@ -166,7 +166,7 @@ def _run_stages(state: ProblemState) -> None:
     with stage(state, "compile"):
         _compile(state)
     _soft(state, "max-autotune", _time_compiled)
-    if config.account:
+    if _accounting_wanted(config, state.device):
         _soft(state, "account", _account)
     _release_baselines(state)
     _soft(state, "classify", _classify)
@@ -269,6 +269,12 @@ def _time_compiled(state: ProblemState) -> None:
     state.compiled_path = path
 
 
+def _accounting_wanted(config: CampaignConfig, device: str) -> bool:
+    from ..config_findings import accounting_wanted
+
+    return accounting_wanted(config.account, device)
+
+
 def _account(state: ProblemState) -> None:
     """Where the full callable's time goes beyond its kernels (CUDA-graph input copy, launch gaps,
     guards and wrappers), measured in this process on the model the eager stage built."""
@@ -277,11 +283,12 @@ def _account(state: ProblemState) -> None:
     from ..measure.accounting_run import account_compiled_callable
 
     inductor_config.trace.enabled = False  # the dumps are written; the accounting's compiles write none
-    mode = "max-autotune" if state.device.startswith("cuda") else "default"
-    # with verification coming, gate 4 times the recommended mode: no need to time it here too
-    accounting = account_compiled_callable(state.model, _make_inputs(state)(0), mode, device=state.device,
-                                           name=state.spec.name,
-                                           alternatives=not state.config.config_changes_allowed)
+    gpu = state.device.startswith("cuda")
+    # the other mode informs a recommendation (GPU only; eager is timed already); with verification
+    # coming, gate 4 times it
+    accounting = account_compiled_callable(state.model, _make_inputs(state)(0), "max-autotune" if gpu else "default",
+                                           device=state.device, name=state.spec.name,
+                                           alternatives=gpu and not state.config.config_changes_allowed)
     state.accounting = accounting.to_json()
 
 
@@ -386,7 +393,7 @@ def _optimize(state: ProblemState) -> None:
         result.notes.append(f"optimizer options it does not know were ignored: {', '.join(unknown)}")
     settings["device"] = state.device
     settings["run_root"] = os.path.join(state.work_dir, "runs")
-    settings["account_callable"] = False  # the account stage measured it (or could not: no second try)
+    settings["account_callable"] = "off"  # the account stage measured it (or could not: no second try)
     config = OptimizeConfig(**settings)
     name = state.spec.name
 

@@ -54,9 +54,9 @@ def register(sub: Any) -> None:
                         help="verify the recommended torch.compile configuration change (e.g. "
                              "mode='max-autotune-no-cudagraphs', static inputs) through gates 3-4 on the full "
                              "callable; reported apart from kernel rewrites")
-    parser.add_argument("--no-accounting", action="store_true",
-                        help="skip the whole-callable accounting (overheads beyond the kernels; it compiles "
-                             "each problem once more)")
+    parser.add_argument("--accounting", default="auto", choices=["auto", "on", "off"],
+                        help="account for the whole torch.compile callable, its overheads beyond the kernels "
+                             "(auto: on a GPU; it compiles each problem once more)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per problem (default 1800)")
     parser.add_argument("--budget", type=float, help="campaign seconds: no problem starts after this")
     parser.add_argument("--reps", type=int, help="timing repetitions (default: adapt to each callable)")
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device, dtype=args.dtype, scale=args.scale, provider=args.provider, model=args.model,
             beam_width=args.beam_width, iterations=args.iterations, plans=args.plans, retries=args.retries,
             force=args.force, optimizer_options=options, optimize=not args.no_optimize, gpus=args.gpus, workers=args.workers,
-            account=not args.no_accounting, allow_config_changes=args.allow_config_changes,
+            account=args.accounting, allow_config_changes=args.allow_config_changes,
             ray_address=args.ray_address, resume=args.resume, timeout_s=args.timeout, deadline_s=args.budget,
             timing_reps=args.reps, confirm_rounds=args.confirm_rounds, plot=not args.no_plot,
         )

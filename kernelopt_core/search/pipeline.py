@@ -61,8 +61,9 @@ class OptimizeConfig:
     device: str = "auto"
     force: bool = False  # search vendor-dominated graphs too
     allow_config_changes: bool = False  # verify a recommended torch.compile configuration change too
-    # account for the whole torch.compile callable when the problem is known (compile_report.json)
-    account_callable: bool = True
+    # account for the whole torch.compile callable when the problem is known (compile_report.json):
+    # "auto" (on a GPU), "on" or "off" (see config_findings.accounting_wanted)
+    account_callable: str = "auto"
     run_root: str = ".kernelopt/runs"
     # Ablation switches: every component can be turned off.
     use_beam: bool = True  # off: greedy, width 1
@@ -734,16 +735,17 @@ class _Search:
         elif source.accounting is not None:
             value = source.accounting
             self.journal.append("accounting", "callable", value=value, given=True)
-        elif source.problem is None or not self.config.account_callable:
+        elif source.problem is None or not self._accounting_wanted():
             return None
         else:
             self.progress(f"accounting for the whole callable of {os.path.basename(source.problem)}", stage="account")
             try:
                 from ..measure.accounting_run import account_problem
 
-                # with verification coming, gate 4 times the recommended mode: no need to time it here too
+                # the other mode informs a recommendation (GPU only); with verification coming, gate 4 times it
+                gpu = self.evaluator.device.startswith("cuda")
                 measured = account_problem(source.problem, source.mode or "max-autotune", self.evaluator.device,
-                                           alternatives=not self.config.allow_config_changes)
+                                           alternatives=gpu and not self.config.allow_config_changes)
                 value = measured.to_json()
             except Exception as exc:  # noqa: BLE001 - the accounting adds information; the run stands without it
                 value = {"error": f"{type(exc).__name__}: {exc}"}
@@ -753,6 +755,15 @@ class _Search:
             self.journal.record("note", message=f"whole-callable accounting unavailable: {reason}")
             return None
         return value
+
+    def _accounting_wanted(self) -> bool:
+        from ..config_findings import accounting_wanted
+
+        try:
+            return accounting_wanted(self.config.account_callable, self.evaluator.device)
+        except ValueError as exc:
+            self.journal.record("note", message=f"whole-callable accounting skipped: {exc}")
+            return False
 
     def _config_findings(self, report: DispatchReport) -> Any:
         """Overheads, suggestions and the configuration change: from the whole callable when the
