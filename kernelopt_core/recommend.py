@@ -7,7 +7,9 @@ Pure Python; no torch at import. The rule (documented in docs/accounting.md):
 2. The largest overhead decides:
    * **CUDA-graph input copy** -> compile without CUDA graphs
      (``max-autotune`` -> ``max-autotune-no-cudagraphs``, ``reduce-overhead`` -> ``default``);
-     marking inputs static or persistent input buffers are named as the alternatives.
+     a second option keeps CUDA graphs and marks the inputs static
+     (``torch._dynamo.mark_static_address``), which assumes the caller reuses the same input
+     tensors; persistent input buffers are named as the manual alternative.
    * **launch gaps** or **guard + wrapper**, with no CUDA graphs in use, on a GPU -> CUDA graphs
      (``max-autotune``, or ``reduce-overhead`` from ``default``) for a launch-bound graph.
    * with CUDA graphs already on, or on the CPU backend, no configuration change helps.
@@ -16,7 +18,8 @@ Pure Python; no torch at import. The rule (documented in docs/accounting.md):
 
 :func:`verify_recommendation` checks a recommendation like any candidate (``--allow-config-changes``):
 it compiles the problem both ways in a worker, compares outputs gate-3 style and times both
-through the full callable, interleaved.
+through the full callable, interleaved. :func:`verify_option` does the same for one of the
+recommendation's :class:`ConfigOption` s (each says what it assumes about the caller).
 """
 
 from __future__ import annotations
@@ -42,6 +45,49 @@ WITHOUT_CUDAGRAPHS = {"max-autotune": "max-autotune-no-cudagraphs", "reduce-over
 WITH_CUDAGRAPHS = {"max-autotune-no-cudagraphs": "max-autotune", "default": "reduce-overhead",
                    "max-autotune": "max-autotune"}
 
+OPTION_MODE = "mode"  # another torch.compile mode
+OPTION_STATIC_INPUTS = "static-inputs"  # the same mode, inputs marked with torch._dynamo.mark_static_address
+ASSUMES_NOTHING = ("nothing about the caller: the graph reads its inputs in place; it gives up the CUDA-graph "
+                   "replay, so each kernel is launched from the host again")
+ASSUMES_STATIC = ("the caller passes the same input tensors on every call and refills them in place "
+                  "(x.copy_(new_data)); a new tensor each call makes cudagraph trees re-record the graph, "
+                  "which is slower than the copy it saves")
+ASSUMES_GRAPHS = ("static shapes, and that the caller does not keep a call's outputs past the next call "
+                  "(cudagraph trees overwrite them on the next replay: clone what you keep)")
+
+
+def compile_call(mode: str | None) -> str:
+    """The ``torch.compile`` call for ``mode``, as a user writes it."""
+    if not mode or mode == "default":
+        return "compiled = torch.compile(model)"
+    return f'compiled = torch.compile(model, mode="{mode}")'
+
+
+def static_inputs_snippet(mode: str | None) -> str:
+    return ("# the tensors you pass every call, refilled in place (x.copy_(new_data)), never replaced\n"
+            "for x in inputs:\n"
+            "    torch._dynamo.mark_static_address(x)\n" + compile_call(mode))
+
+
+@dataclass
+class ConfigOption:
+    """One way to act on a recommendation, with what it assumes about the caller."""
+
+    name: str  # OPTION_MODE or OPTION_STATIC_INPUTS
+    title: str
+    change: dict[str, Any]  # {"mode": ...} or {"mode": ..., "static_inputs": True}
+    assumes: str
+    snippet: str  # the code to copy: the torch.compile call (and the static marking)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConfigOption:
+        return cls(name=str(data["name"]), title=str(data.get("title") or data["name"]),
+                   change=dict(data.get("change") or {}), assumes=str(data.get("assumes") or ""),
+                   snippet=str(data.get("snippet") or ""))
+
 
 @dataclass
 class ConfigRecommendation:
@@ -53,18 +99,30 @@ class ConfigRecommendation:
     dominant: str  # the overhead item that decided
     alternatives: list[str] = field(default_factory=list)  # other ways to act on it
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the options that can be verified, the recommended change first
+    options: list[ConfigOption] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(vars(self))
+        data = dict(vars(self))
+        data["options"] = [option.to_json() for option in self.options]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ConfigRecommendation:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known["options"] = [ConfigOption.from_json(o) for o in data.get("options") or []
+                            if isinstance(o, dict) and "name" in o]
+        return cls(**known)
+
+    def option(self, name: str) -> ConfigOption | None:
+        return next((o for o in self.options if o.name == name), None)
 
     def to_markdown(self) -> str:
         lines = [f"**Recommendation: {self.title}**", "", self.reason, "",
                  f"Change: `{self.change}` (from `{self.baseline_mode}`)"]
         lines += [f"- or: {alt}" for alt in self.alternatives]
+        for option in self.options:
+            lines.append(f"- option `{option.name}` ({option.title}): assumes {option.assumes}")
         return "\n".join(lines) + "\n"
 
 
@@ -126,6 +184,13 @@ def recommend_config(source: CallableAccounting | DispatchReport | dict[str, Any
                           "keep inputs in persistent buffers and refill them in place (x_static.copy_ is "
                           "then yours, once, where the data is produced)"],
             evidence=evidence,
+            options=[
+                ConfigOption(OPTION_MODE, f"compile with mode='{target}'", {"mode": target}, ASSUMES_NOTHING,
+                             compile_call(target)),
+                ConfigOption(OPTION_STATIC_INPUTS, f"keep mode='{current}' and mark the inputs static",
+                             {"mode": current, "static_inputs": True}, ASSUMES_STATIC,
+                             static_inputs_snippet(current)),
+            ],
         )
     elif dominant.name in (GAPS_ITEM, GUARD_ITEM) and facts.cudagraphs is False:
         current = facts.mode or "max-autotune-no-cudagraphs"
@@ -139,6 +204,8 @@ def recommend_config(source: CallableAccounting | DispatchReport | dict[str, Any
             change={"mode": target}, baseline_mode=current, overhead_share=share, dominant=dominant.name,
             alternatives=["torch._dynamo.mark_static_address(x) on large inputs so the replay does not copy them"],
             evidence=evidence,
+            options=[ConfigOption(OPTION_MODE, f"compile with mode='{target}'", {"mode": target}, ASSUMES_GRAPHS,
+                                  compile_call(target))],
         )
     else:
         return None
@@ -170,49 +237,91 @@ class ConfigVerdict:
     baseline_path: str | None = None
     candidate_path: str | None = None
     notes: list[str] = field(default_factory=list)
+    option: str = OPTION_MODE  # which ConfigOption was verified
+    assumes: str = ""  # what that option assumes about the caller
+    snippet: str = ""  # the code to copy
+    device: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dict(vars(self))
         data["ci"] = list(self.ci) if self.ci else None
         return data
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConfigVerdict:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        ci = data.get("ci")
+        known["ci"] = (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+        return cls(**known)
+
 
 class ConfigVerificationError(RuntimeError):
     """The verification could not run (bad problem file, worker failure)."""
+
+
+def primary_option(recommendation: ConfigRecommendation) -> ConfigOption:
+    """The recommended change as an option (a recommendation from older JSON may list none)."""
+    if recommendation.options:
+        return recommendation.options[0]
+    mode = recommendation.change.get("mode")
+    return ConfigOption(OPTION_MODE, f"compile with mode='{mode}'", dict(recommendation.change), "",
+                        compile_call(mode if isinstance(mode, str) else None))
 
 
 def verify_recommendation(problem: str, recommendation: ConfigRecommendation | dict[str, Any], *,
                           baseline_mode: str | None = None, device: str = "auto", seeds: tuple[int, ...] = (0, 42, 123),
                           tol: float = 1e-4, min_speedup: float = 1.03, rounds: int | None = None,
                           worker: Any = None, timeout_s: float = 900.0) -> ConfigVerdict:
-    """Compile ``problem`` both ways in the device's worker and gate the change like any candidate."""
+    """Compile ``problem`` both ways in the device's worker and gate the recommended change like any candidate."""
     if isinstance(recommendation, dict):
         recommendation = ConfigRecommendation.from_json(recommendation)
+    return verify_option(problem, primary_option(recommendation),
+                         baseline_mode or recommendation.baseline_mode or "max-autotune", device=device, seeds=seeds,
+                         tol=tol, min_speedup=min_speedup, rounds=rounds, worker=worker, timeout_s=timeout_s)
+
+
+def verification_payload(problem: str, option: ConfigOption, baseline_mode: str, *, seeds: tuple[int, ...] = (0, 42, 123),
+                         tol: float = 1e-4, min_speedup: float = 1.03, rounds: int | None = None) -> dict[str, Any]:
+    """The ``verify_config_job`` payload for ``option``; refuses changes it cannot make."""
     if not os.path.isfile(problem):
         raise ConfigVerificationError(f"{problem}: no such problem file")
-    candidate_mode = recommendation.change.get("mode")
-    if not isinstance(candidate_mode, str):
-        raise ConfigVerificationError(f"only mode changes can be verified, got {recommendation.change!r}")
-    base = baseline_mode or recommendation.baseline_mode or "max-autotune"
-    if worker is None:
-        from .measure.worker import get_worker
+    unknown = sorted(set(option.change) - {"mode", "static_inputs"})
+    candidate_mode = option.change.get("mode")
+    if unknown or not isinstance(candidate_mode, str):
+        raise ConfigVerificationError(f"only mode changes and static inputs can be verified, got {option.change!r}")
+    return {"problem": os.path.abspath(problem), "baseline_mode": baseline_mode, "candidate_mode": candidate_mode,
+            "static_inputs": bool(option.change.get("static_inputs")), "seeds": list(seeds), "tol": tol,
+            "min_speedup": min_speedup, "rounds": rounds}
 
-        worker = get_worker(device)
-    payload = {"problem": os.path.abspath(problem), "baseline_mode": base, "candidate_mode": candidate_mode,
-               "seeds": list(seeds), "tol": tol, "min_speedup": min_speedup, "rounds": rounds}
-    outcome = worker.call("kernelopt_core.measure.accounting_verify:verify_config_job", payload, timeout_s=timeout_s)
-    if not outcome.ok:
-        failure = outcome.failure
-        raise ConfigVerificationError(
-            f"{problem}: verifying {recommendation.change} failed ({failure.kind}: {failure.message})" if failure
-            else f"{problem}: verifying {recommendation.change} failed")
-    value = outcome.value
+
+def verdict_from_job(value: dict[str, Any], option: ConfigOption, baseline_mode: str) -> ConfigVerdict:
+    """A ConfigVerdict from what ``verify_config_job`` returned."""
     perf = next((g for g in value["gates"] if g.get("gate") == 4), None)
     return ConfigVerdict(
         accepted=bool(value["accepted"]), reason=str(value["reason"]), change=dict(value["change"]),
-        baseline_mode=base, gates=list(value["gates"]),
+        baseline_mode=baseline_mode, gates=list(value["gates"]),
         speedup=perf.get("speedup") if perf else None,
         ci=tuple(perf["ci"]) if perf and perf.get("ci") else None,  # type: ignore[arg-type]
         baseline_path=perf.get("baseline_path") if perf else None,
         candidate_path=perf.get("candidate_path") if perf else None, notes=list(value.get("notes") or []),
+        option=option.name, assumes=option.assumes, snippet=option.snippet, device=value.get("device"),
     )
+
+
+def verify_option(problem: str, option: ConfigOption, baseline_mode: str, *, device: str = "auto",
+                  seeds: tuple[int, ...] = (0, 42, 123), tol: float = 1e-4, min_speedup: float = 1.03,
+                  rounds: int | None = None, worker: Any = None, timeout_s: float = 900.0) -> ConfigVerdict:
+    """Gate one option of a recommendation: gate 3 on ``seeds``, gate 4 through the full callable."""
+    payload = verification_payload(problem, option, baseline_mode, seeds=seeds, tol=tol, min_speedup=min_speedup,
+                                   rounds=rounds)
+    if worker is None:
+        from .measure.worker import get_worker
+
+        worker = get_worker(device)
+    outcome = worker.call("kernelopt_core.measure.accounting_verify:verify_config_job", payload, timeout_s=timeout_s)
+    if not outcome.ok:
+        failure = outcome.failure
+        raise ConfigVerificationError(
+            f"{problem}: verifying {option.change} failed ({failure.kind}: {failure.message})" if failure
+            else f"{problem}: verifying {option.change} failed")
+    return verdict_from_job(outcome.value, option, baseline_mode)

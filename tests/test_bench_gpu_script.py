@@ -19,7 +19,8 @@ RECORDED_SCALING = ROOT / "benchmarks" / "results" / "h200" / "scaling" / "scali
 
 def _load(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
     """Import bench.py afresh (it reads its settings from the environment at import)."""
-    for name in ("KERNELOPT_BENCH_GPUS", "KERNELOPT_BENCH_SCALING", "KERNELOPT_BENCH_RESUME_FROM"):
+    for name in ("KERNELOPT_BENCH_GPUS", "KERNELOPT_BENCH_SCALING", "KERNELOPT_BENCH_RESUME_FROM",
+                 "KERNELOPT_BENCH_CONFIG_CHANGES", "KERNELOPT_BENCH_ACCOUNTING"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -74,3 +75,34 @@ def test_recorded_scaling_run_is_consistent_and_renders(monkeypatch: pytest.Monk
     text = bench._markdown(summary)
     assert f"**{scaling['wall_time_speedup']:.2f}x**" in text
     assert "## Scaling: the same problems on 1 GPU, then on 2" in text
+
+
+def test_config_changes_switch_gives_both_geomeans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KERNELOPT_BENCH_CONFIG_CHANGES=1: the campaign verifies configuration changes and the summary
+    has the geomean with them beside the kernel-only one; unset, the campaign runs as before."""
+    import test_config_changes as recorded
+
+    from kernelopt_core.bench.campaign import CampaignResult
+    from kernelopt_core.bench.report import CampaignInfo
+    from kernelopt_core.bench.summary import summarize_campaign
+
+    plain = _load(monkeypatch)._campaign_config("cuda", 1, 100.0, 150.0, None)
+    assert (plain.allow_config_changes, plain.account) == (False, "off")
+    bench = _load(monkeypatch, KERNELOPT_BENCH_CONFIG_CHANGES="1")
+    config = bench._campaign_config("cuda", 1, 100.0, 150.0, None)
+    assert (config.allow_config_changes, config.account) == (True, "on")
+    assert _load(monkeypatch, KERNELOPT_BENCH_ACCOUNTING="1")._campaign_config("cuda", 1, 100.0, 150.0, None).account == "on"
+
+    results = [recorded._problem("level1/relu", "fallback", 1.0, recorded._config_change()),
+               recorded._problem("level1/gelu", "matched", 1.0)]
+    campaign = CampaignResult("/out", CampaignInfo(suite="s", device="cuda"), results, summarize_campaign(results))
+    data = bench._campaign_json(campaign)
+    assert data["geomean_vs_max_autotune_all"] == pytest.approx(1.0)
+    speedup = recorded.RELU_VERIFIED["speedup"]
+    assert data["geomean_with_config_changes_all"] == pytest.approx(speedup ** 0.5)
+    assert data["config_changes_accepted"] == 1
+    relu = next(p for p in data["problems"] if p["name"] == "level1/relu")
+    assert relu["config_change"]["path"] == "compiled-callable-cudagraphs -> compiled-callable"
+    assert relu["overhead_share"] == pytest.approx(0.5643, abs=1e-3)
+    text = "\n".join(bench._campaign_markdown("Campaign", data))
+    assert "with configuration changes" in text and "2.120 [2.112, 2.125]" in text

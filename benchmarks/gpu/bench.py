@@ -12,6 +12,12 @@ Three phases, each recorded even when a later one runs out of time:
 3. scaling, when ``KERNELOPT_BENCH_SCALING`` names problems and two GPUs are visible: those
    problems as a campaign on 1 GPU, then as a campaign on 2 GPUs, each from fresh folders (so
    fresh Inductor and Triton caches), and the wall-time speedup of the second over the first.
+``KERNELOPT_BENCH_CONFIG_CHANGES=1`` runs the campaigns as ``kernelopt bench --allow-config-changes``:
+each problem's whole callable is accounted for and the recommended torch.compile change is
+verified through gates 3-4 on the full callable; the summary then has the geomean "with
+configuration changes" beside the kernel-only one (raise ``KERNELOPT_BENCH_PER_PROBLEM_S``: the
+accounting and each verified option compile the problem again). ``KERNELOPT_BENCH_ACCOUNTING=1``
+accounts without verifying. Unset, the campaign runs as before (no accounting).
 Only torch, triton, numpy and rich are needed (no anthropic/pygls/watchdog). GPU clocks and
 settings are never touched.
 """
@@ -47,6 +53,10 @@ CAMPAIGN_GPUS = os.environ.get("KERNELOPT_BENCH_GPUS", "1")
 SCALING_PROBLEMS = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_SCALING", "").split(",") if n.strip()]
 REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
+# verify recommended torch.compile configuration changes (kernelopt bench --allow-config-changes)
+CONFIG_CHANGES = os.environ.get("KERNELOPT_BENCH_CONFIG_CHANGES", "0") == "1"
+# the whole-callable accounting (on with CONFIG_CHANGES, which needs it)
+ACCOUNTING = CONFIG_CHANGES or os.environ.get("KERNELOPT_BENCH_ACCOUNTING", "0") == "1"
 
 
 def _write(out_dir: str, name: str, data: Any) -> None:
@@ -60,7 +70,8 @@ def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: f
 
     return CampaignConfig(device=device, gpus=gpus, provider="offline", scale=scale, timeout_s=per_problem_s,
                           workers=workers, deadline_s=max(1.0, deadline_s), optimizer_options=dict(REDUCED_OPTIONS),
-                          confirm_rounds=15, resume=resume, **REDUCED_BEAM)
+                          confirm_rounds=15, resume=resume, account="on" if ACCOUNTING else "off",
+                          allow_config_changes=CONFIG_CHANGES, **REDUCED_BEAM)
 
 
 def _stderr_sink(stop_after_s: float | None = None) -> Any:
@@ -207,6 +218,8 @@ def _survey(problems: list[Any], out_dir: str, kind: str, scale: str | None, lef
 
 
 def _campaign_json(result: Any) -> dict[str, Any]:
+    from kernelopt_core.bench.config_change import config_figure
+
     summary = result.summary
     return {
         "out_dir": result.out_dir, "wall_s": result.info.wall_s, "workers": result.info.workers,
@@ -214,6 +227,10 @@ def _campaign_json(result: Any) -> dict[str, Any]:
         "geomean_vs_max_autotune": {level: g.geomean_vs_max_autotune for level, g in summary.levels.items()},
         "geomean_vs_max_autotune_all": summary.overall.geomean_vs_max_autotune,
         "geomean_vs_eager": {level: g.geomean_vs_eager for level, g in summary.levels.items()},
+        # beside the kernel-only geomean: counting verified configuration changes (never a product)
+        "geomean_with_config_changes": {level: g.geomean_with_config_changes for level, g in summary.levels.items()},
+        "geomean_with_config_changes_all": summary.overall.geomean_with_config_changes,
+        "config_changes_accepted": summary.overall.config_changes_accepted,
         "fast_p": summary.overall.fast_p,
         "regressions": summary.regression.regressions, "regression_count": len(summary.regression.regressions),
         "unconfirmed": summary.regression.unconfirmed,
@@ -222,7 +239,9 @@ def _campaign_json(result: Any) -> dict[str, Any]:
                       "reason": r.reason[:200], "wall_s": r.wall_s, "stage_seconds": r.stage_seconds,
                       "vs_max_autotune": r.vs_max_autotune.to_json() if r.vs_max_autotune else None,
                       "eager_ms": (r.eager or {}).get("median_ms"),
-                      "max_autotune_ms": (r.max_autotune or {}).get("median_ms"), "gpu": r.gpu}
+                      "max_autotune_ms": (r.max_autotune or {}).get("median_ms"), "gpu": r.gpu,
+                      "overhead_share": (r.accounting or {}).get("overhead_share"),
+                      "config_change": figure.to_json() if (figure := config_figure(r)) else None}
                      for r in result.results],
     }
 
@@ -235,14 +254,22 @@ def _campaign_markdown(title: str, data: dict[str, Any], level: int = 2) -> list
              f"regressions {data['regression_count']} {data['regressions'] or ''}",
              f"- geomean vs max-autotune per level: {data['geomean_vs_max_autotune']} "
              f"(all: {data['geomean_vs_max_autotune_all']})",
+             f"- with configuration changes (the better of kernel and verified configuration figure per problem, "
+             f"never a product): {data.get('geomean_with_config_changes')} "
+             f"(all: {data.get('geomean_with_config_changes_all')}; {data.get('config_changes_accepted', 0)} accepted)",
              f"- fallback reasons {data['fallback_reasons']}; errors {data['error_reasons']}",
              f"- not reached ({len(data['not_reached'])}): {', '.join(data['not_reached']) or 'none'}",
-             "", "| problem | outcome | reason | GPU | wall s | vs max-autotune |", "|---|---|---|---|---|---|"]
+             "", "| problem | outcome | reason | GPU | wall s | vs max-autotune | configuration change |",
+             "|---|---|---|---|---|---|---|"]
     for row in data["problems"]:
         figure = row["vs_max_autotune"]
         shown = f"{figure['value']:.3f} [{figure['ci_low']:.3f}, {figure['ci_high']:.3f}]" if figure else "–"
+        config = row.get("config_change")
+        change = (f"{config['value']:.3f} [{config['ci_low']:.3f}, {config['ci_high']:.3f}] {config['change']} "
+                  f"({config['path']})" if config else "–")
         reason = str(row["reason"]).replace("|", "/")[:90]
-        lines.append(f"| `{row['name']}` | {row['outcome']} | {reason} | {row['gpu']} | {row['wall_s']:.1f} | {shown} |")
+        lines.append(f"| `{row['name']}` | {row['outcome']} | {reason} | {row['gpu']} | {row['wall_s']:.1f} | {shown} "
+                     f"| {change} |")
     return lines
 
 
@@ -303,6 +330,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     kind = resolve_device(device, gpus)
     summary: dict[str, Any] = {"device": kind, "gpus_visible": len(gpus), "suite": suite, "budget_s": budget_s,
                                "beam": REDUCED_BEAM, "optimizer_options": REDUCED_OPTIONS,
+                               "config_changes": CONFIG_CHANGES, "accounting": ACCOUNTING,
                                "per_problem_s": per_problem_s, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
         import torch
@@ -360,6 +388,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     campaign = summary.get("campaign")
     if isinstance(campaign, dict):
         brief["campaign"] = {k: campaign.get(k) for k in ("wall_s", "counts", "geomean_vs_max_autotune",
+                                                          "geomean_with_config_changes", "config_changes_accepted",
                                                           "regression_count", "not_reached", "error") if k in campaign}
     survey = summary.get("eager_survey") or {}
     brief["scaling"] = {k: v for k, v in (summary.get("scaling") or {}).items() if k not in ("one_gpu", "two_gpus")}

@@ -33,6 +33,8 @@ export const ServerCommand = {
   apply: 'kernelopt.server.apply',
   cancel: 'kernelopt.server.cancel',
   removeAccepted: 'kernelopt.server.removeAccepted',
+  /** Returns `{text, title, verified}`: the torch.compile call of a graph's configuration change. */
+  copyConfig: 'kernelopt.server.copyConfig',
 } as const;
 export type ServerCommandId = (typeof ServerCommand)[keyof typeof ServerCommand];
 export const SERVER_COMMAND_PREFIX = 'kernelopt.server.';

@@ -2,7 +2,7 @@
 // forwards server commands. A new client per start, because the executable and its environment
 // (interpreter, API key) are fixed when a LanguageClient is constructed.
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, State } from 'vscode-languageclient/node';
+import { ExecuteCommandSignature, LanguageClient, LanguageClientOptions, State } from 'vscode-languageclient/node';
 import { CLIENT_ID, CLIENT_NAME, ClientCommand, CONFIG_SECTION, JOB_STATUS_NOTIFICATION, ServerCommand, ServerCommandId } from './ids';
 import { buildServerExecutable, describeLaunch, documentSelector, resolveInterpreter } from './serverOptions';
 import { initializationOptions, KernelOptSettings } from './settings';
@@ -14,6 +14,26 @@ export interface LaunchInputs {
   pythonInterpreter(): Promise<string | undefined>;
   apiKey(): Promise<string | undefined>;
   cwd(): string | undefined;
+}
+
+/**
+ * `kernelopt.server.copyConfig` runs on the server, which answers with the text; the code action
+ * that VS Code runs goes through this middleware, which puts the text on the clipboard. (The
+ * server shows the text to clients without this: see docs/lsp-contract.md.)
+ */
+export async function executeCommandMiddleware(command: string, args: any[], next: ExecuteCommandSignature): Promise<unknown> {
+  const result: unknown = await next(command, args);
+  if (command === ServerCommand.copyConfig && typeof result === 'object' && result !== null) {
+    const { text, title, verified } = result as { text?: unknown; title?: unknown; verified?: unknown };
+    if (typeof text === 'string' && text !== '') {
+      await vscode.env.clipboard.writeText(text);
+      const what = typeof title === 'string' && title ? title : 'the configuration change';
+      void vscode.window.showInformationMessage(
+        `KernelOPT: copied the torch.compile call (${what}${verified === true ? ', verified' : ', not verified'}) to the clipboard.`,
+      );
+    }
+  }
+  return result;
 }
 
 export function clientOptions(settings: KernelOptSettings, output: vscode.LogOutputChannel): LanguageClientOptions {
@@ -29,6 +49,7 @@ export function clientOptions(settings: KernelOptSettings, output: vscode.LogOut
       isTrusted: { enabledCommands: [...Object.values(ServerCommand), ...Object.values(ClientCommand)] },
       supportThemeIcons: true,
     },
+    middleware: { executeCommand: executeCommandMiddleware },
   };
 }
 

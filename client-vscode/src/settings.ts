@@ -19,6 +19,7 @@ export interface KernelOptSettings {
   beam: BeamSettings;
   device: string;
   ncuPath: string;
+  allowConfigChanges: boolean;
 }
 
 /** The part of vscode.WorkspaceConfiguration that reading settings needs. */
@@ -35,6 +36,7 @@ export const DEFAULTS: KernelOptSettings = {
   beam: { width: 4, iterations: 5, plans: 4, retries: 4 },
   device: 'auto',
   ncuPath: 'ncu',
+  allowConfigChanges: false,
 };
 
 const PROVIDERS: readonly Provider[] = ['anthropic', 'vertex', 'offline'];
@@ -69,6 +71,7 @@ export function readSettings(cfg: ConfigGetter): KernelOptSettings {
     },
     device: str(cfg, 'device', DEFAULTS.device) || DEFAULTS.device,
     ncuPath: str(cfg, 'ncuPath', DEFAULTS.ncuPath) || DEFAULTS.ncuPath,
+    allowConfigChanges: cfg.get<unknown>('allowConfigChanges') === true,
   };
 }
 
@@ -87,6 +90,7 @@ export function initializationOptions(s: KernelOptSettings): Record<string, unkn
     device: s.device,
     ncuPath: s.ncuPath,
     interpreter: s.interpreter,
+    allowConfigChanges: s.allowConfigChanges,
   };
 }
 

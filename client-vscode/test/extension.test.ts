@@ -197,6 +197,28 @@ describe('extension', () => {
       assert.ok(__mock.state.messages.some((m) => m.level === 'error' && m.text.includes('not running')));
     });
 
+    it('copies the torch.compile call the server returns for copyConfig to the clipboard, and only then', async () => {
+      await start();
+      const middleware = LanguageClient.last.clientOptions.middleware.executeCommand;
+      const answer = { text: 'compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")\n', title: 'no graphs', verified: true };
+      const sent: Array<{ command: string; args: unknown[] }> = [];
+      const next = async (command: string, args: unknown[]) => {
+        sent.push({ command, args });
+        return command === 'kernelopt.server.copyConfig' ? answer : { jobId: 'j9' };
+      };
+      const result = await middleware('kernelopt.server.copyConfig', [{ uri: DUMP.toString() }], next);
+      assert.deepStrictEqual(result, answer);
+      assert.deepStrictEqual(sent, [{ command: 'kernelopt.server.copyConfig', args: [{ uri: DUMP.toString() }] }]);
+      assert.strictEqual(__mock.state.clipboard, answer.text);
+      assert.match(__mock.state.messages.at(-1)?.text ?? '', /copied the torch\.compile call \(no graphs, verified\)/);
+
+      __mock.state.clipboard = '';
+      const shown = __mock.state.messages.length;
+      assert.deepStrictEqual(await middleware('kernelopt.server.optimize', [{}], next), { jobId: 'j9' });
+      assert.strictEqual(__mock.state.clipboard, '');  // other commands pass through untouched
+      assert.strictEqual(__mock.state.messages.length, shown);
+    });
+
     it('Restart Server builds a new client', async () => {
       await start();
       await run(ClientCommand.restartServer);

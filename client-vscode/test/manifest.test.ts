@@ -66,6 +66,7 @@ describe('package.json', () => {
       'kernelopt.beam.retries': DEFAULTS.beam.retries,
       'kernelopt.device': DEFAULTS.device,
       'kernelopt.ncuPath': DEFAULTS.ncuPath,
+      'kernelopt.allowConfigChanges': DEFAULTS.allowConfigChanges,
       'kernelopt.trace.server': 'off',
     };
     assert.deepStrictEqual(Object.keys(props).sort(), Object.keys(expected).sort());

@@ -140,6 +140,7 @@ describe('settings → server options', () => {
     it('initializationOptions carry the contract keys and nothing secret', () => {
       const init = initializationOptions(readSettings(getter({ model: 'm' })));
       assert.deepStrictEqual(Object.keys(init).sort(), [
+        'allowConfigChanges',
         'apiKeyEnv',
         'beam',
         'device',

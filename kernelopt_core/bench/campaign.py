@@ -19,6 +19,7 @@ from typing import Any
 
 from ..events import EventSink
 from .config import CampaignConfig
+from .config_change import config_figure
 from .problem_process import run_problem_process
 from .report import PLOT_NAME, CampaignInfo, write_reports
 from .results import ProblemResult, load_result, result_path, write_result
@@ -54,7 +55,9 @@ class CampaignResult:
             "problems": [{"name": r.name, "level": r.level, "outcome": r.outcome, "category": r.category,
                           "reason": r.reason, "wall_s": r.wall_s,
                           "vs_max_autotune": r.vs_max_autotune.to_json() if r.vs_max_autotune else None,
-                          "vs_eager": r.vs_eager.to_json() if r.vs_eager else None} for r in self.results],
+                          "vs_eager": r.vs_eager.to_json() if r.vs_eager else None,
+                          "config_change": figure.to_json() if (figure := config_figure(r)) else None}
+                         for r in self.results],
         }
 
 

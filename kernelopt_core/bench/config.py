@@ -22,6 +22,11 @@ class CampaignConfig:
     force: bool = False  # optimize vendor-dominated graphs too
     optimizer_options: dict[str, Any] = field(default_factory=dict)  # any other OptimizeConfig field
     optimize: bool = True  # False: time, compile and classify only
+    # account for the whole torch.compile callable (overheads, recommended configuration change):
+    # "auto" (on a GPU), "on" or "off" (see config_findings.accounting_wanted)
+    account: str = "auto"
+    # verify the recommended configuration change through gates 3-4 on the full callable
+    allow_config_changes: bool = False
     gpus: int = 0  # spread over this many local GPUs (one slot per GPU); 0 = one slot
     workers: int = 1  # parallel CPU slots when the device is the CPU
     ray_address: str | None = None  # "local" or a cluster address
@@ -39,6 +44,10 @@ class CampaignConfig:
             raise ValueError("the per-problem timeout must be positive")
         if self.gpus < 0 or self.workers < 1:
             raise ValueError("--gpus must be >= 0 and --workers >= 1")
+        if isinstance(self.account, bool):
+            self.account = "on" if self.account else "off"
+        if self.account not in ("auto", "on", "off"):
+            raise ValueError(f"accounting must be auto, on or off, not {self.account!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,4 +64,11 @@ class CampaignConfig:
         values = {**self.optimizer_options, "provider": self.provider, "model": self.model, "beam_width": self.beam_width,
                   "iterations": self.iterations, "plans": self.plans, "retries": self.retries,
                   "force": self.force}
+        if self.allow_config_changes:
+            values["allow_config_changes"] = True
         return {k: v for k, v in values.items() if v is not None}
+
+    @property
+    def config_changes_allowed(self) -> bool:
+        """``--allow-config-changes``, or the same set through ``--optimizer-option``."""
+        return self.allow_config_changes or self.optimizer_options.get("allow_config_changes") is True

@@ -6,9 +6,12 @@ failure becomes a recorded error (or a note, for stages the result can do withou
 parent turns a crash or a timeout of this process into an error result too.
 
 Stages: import, build, eager (time the eager module), compile (Inductor dumps via
-``compile_problem``), max-autotune (time the full ``torch.compile`` callable), classify
-(``dispatch.analyze``), optimize (the optimizer and its gates), confirm (an independent A/B of
-the accepted graph against Inductor's, through ``module-call``).
+``compile_problem``), max-autotune (time the full ``torch.compile`` callable), account (where the
+full callable's time goes beyond its kernels: ``accounting_run.account_compiled_callable``),
+classify (``dispatch.analyze``), optimize (the optimizer and its gates; it gets the accounting,
+recommends a configuration change and, with ``allow_config_changes``, verifies it through gates
+3-4 on the full callable), config (the same without the optimizer, for ``--no-optimize``),
+confirm (an independent A/B of the accepted graph against Inductor's, through ``module-call``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .suite import ProblemSpec
 MODULE_CALL = "module-call"
 TRACEBACK_LINES = 30
 # Stages a result can do without: their failure is a note, not an error.
-SOFT_STAGES = {"max-autotune", "classify", "confirm"}
+SOFT_STAGES = {"max-autotune", "account", "classify", "config", "confirm"}
 
 
 class StageFailed(Exception):
@@ -65,6 +68,7 @@ class ProblemState:
     graph: Any = None  # the CompiledGraph the optimizer works on
     compiled_callable: Any = None  # the torch.compile callable whose compile wrote the dumps
     launch_timing: dict[str, Any] | None = None  # classify's per-launch timing, handed to the optimizer
+    accounting: dict[str, Any] | None = None  # the whole callable's accounting (CallableAccounting JSON)
     optimize_result: Any = None
 
 
@@ -162,11 +166,15 @@ def _run_stages(state: ProblemState) -> None:
     with stage(state, "compile"):
         _compile(state)
     _soft(state, "max-autotune", _time_compiled)
+    if _accounting_wanted(config, state.device):
+        _soft(state, "account", _account)
     _release_baselines(state)
     _soft(state, "classify", _classify)
     if not config.optimize:
         result.outcome, result.category = "fallback", "not-optimized"
         result.reason = "not optimized (--no-optimize): the compiler's own code"
+        if state.accounting is not None:
+            _soft(state, "config", _config_findings)
         _baseline_figures(state)
         return
     with stage(state, "optimize"):
@@ -261,6 +269,61 @@ def _time_compiled(state: ProblemState) -> None:
     state.compiled_path = path
 
 
+def _accounting_wanted(config: CampaignConfig, device: str) -> bool:
+    from ..config_findings import accounting_wanted
+
+    return accounting_wanted(config.account, device)
+
+
+def _account(state: ProblemState) -> None:
+    """Where the full callable's time goes beyond its kernels (CUDA-graph input copy, launch gaps,
+    guards and wrappers), measured in this process on the model the eager stage built."""
+    import torch._inductor.config as inductor_config
+
+    from ..measure.accounting_run import account_compiled_callable
+
+    inductor_config.trace.enabled = False  # the dumps are written; the accounting's compiles write none
+    gpu = state.device.startswith("cuda")
+    # the other mode informs a recommendation (GPU only; eager is timed already); with verification
+    # coming, gate 4 times it
+    accounting = account_compiled_callable(state.model, _make_inputs(state)(0), "max-autotune" if gpu else "default",
+                                           device=state.device, name=state.spec.name,
+                                           alternatives=gpu and not state.config.config_changes_allowed)
+    state.accounting = accounting.to_json()
+
+
+def _config_findings(state: ProblemState) -> None:
+    """Without the optimizer: the overheads, the recommendation and (when allowed) its verification."""
+    from ..config_findings import accounting_summary, find_config_changes
+    from ..measure.accounting import CallableAccounting
+
+    accounting = CallableAccounting.from_json(state.accounting or {})
+    findings = find_config_changes(accounting, allowed=state.config.config_changes_allowed,
+                                   verify=_in_process_verifier(state))
+    _keep_findings(state.result, accounting_summary(accounting), findings.suggestions(), findings.config_change())
+
+
+def _in_process_verifier(state: ProblemState) -> Callable[[Any, Any], Any]:
+    """Verify an option in this process (it imports torch already; the optimizer uses its worker)."""
+
+    def verify(recommendation: Any, option: Any) -> Any:
+        from ..measure.accounting_verify import verify_config_job
+        from ..recommend import verdict_from_job, verification_payload
+
+        baseline = recommendation.baseline_mode or ("max-autotune" if state.device.startswith("cuda") else "default")
+        payload = verification_payload(state.problem_path, option, baseline)
+        return verdict_from_job(verify_config_job({**payload, "device": state.device}), option, baseline)
+
+    return verify
+
+
+def _keep_findings(result: ProblemResult, accounting: dict[str, Any] | None, suggestions: list[str],
+                   config_change: dict[str, Any] | None) -> None:
+    result.accounting = accounting
+    result.suggestions = list(suggestions)
+    result.config_change = config_change
+
+
 def _release_baselines(state: ProblemState) -> None:
     """Free the eager model and the compiled callable (and its CUDA-graph pool) before the search,
     whose workers share this GPU. Only the timing samples are kept."""
@@ -330,6 +393,7 @@ def _optimize(state: ProblemState) -> None:
         result.notes.append(f"optimizer options it does not know were ignored: {', '.join(unknown)}")
     settings["device"] = state.device
     settings["run_root"] = os.path.join(state.work_dir, "runs")
+    settings["account_callable"] = "off"  # the account stage measured it (or could not: no second try)
     config = OptimizeConfig(**settings)
     name = state.spec.name
 
@@ -339,8 +403,11 @@ def _optimize(state: ProblemState) -> None:
                             best_speedup=event.best_speedup)
 
     inner = EventSink(forward, state.sink.cancel_event)
-    outcome = optimize(state.graph.path, config=config, sink=inner, launch_timing=state.launch_timing)
+    outcome = optimize(state.graph.path, config=config, sink=inner, launch_timing=state.launch_timing,
+                       problem=state.problem_path, accounting=state.accounting)
     state.optimize_result = outcome
+    _keep_findings(result, getattr(outcome, "accounting", None), list(getattr(outcome, "suggestions", []) or []),
+                   getattr(outcome, "config_change", None))
     cascade = outcome.cascade.to_json() if getattr(outcome, "cascade", None) is not None else None
     result.outcome, result.category = classify_decision(outcome.decision, outcome.reason, cascade,
                                                         result.classification)

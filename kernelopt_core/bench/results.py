@@ -74,6 +74,10 @@ class ProblemResult:
     gpu: str | None = None  # which GPU ran it (physical index / name) when on CUDA
     started: str | None = None
     finished: str | None = None
+    # the whole torch.compile callable beyond its kernels (see kernelopt_core.config_findings):
+    accounting: dict[str, Any] | None = None  # CallableAccounting JSON without per-launch times
+    suggestions: list[str] = field(default_factory=list)
+    config_change: dict[str, Any] | None = None  # recommendation and its verification; never a kernel rewrite
     version: int = RESULT_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -5,7 +5,10 @@ Conventions (also written into every report):
 - fast_p is the share of ALL problems (errors included) that ran and are faster than p, strictly
   (KernelBench's definition: a problem that did not run is not fast);
 - a regression is an accepted (optimized) result whose measured speedup over max-autotune is
-  below 1.0. There must be none; any is reported loudly and fails the command.
+  below 1.0. There must be none; any is reported loudly and fails the command;
+- the geomean "with configuration changes" takes, per problem, the better of its kernel figure
+  and its verified configuration change (:mod:`.config_change`), never their product; the
+  kernel-only geomean beside it is unchanged by configuration changes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .config_change import config_figure, with_config_figure
 from .results import OUTCOMES, ProblemResult, Speedup
 
 FAST_P = (1.0, 1.03, 1.1)
@@ -71,6 +75,10 @@ class GroupSummary:
     max_vs_max_autotune: float | None
     fast_p: dict[str, float]
     fast_p_vs_eager: dict[str, float]
+    # beside the kernel-only figures: counting verified configuration changes (never multiplied in)
+    geomean_with_config_changes: float | None = None
+    geomean_with_config_changes_ci: tuple[float, float] | None = None
+    config_changes_accepted: int = 0
 
 
 def summarize_group(results: Sequence[ProblemResult]) -> GroupSummary:
@@ -81,6 +89,7 @@ def summarize_group(results: Sequence[ProblemResult]) -> GroupSummary:
         return [f.value for r in ran if (f := _figure(r, key)) is not None and f.value > 0]
 
     vs_ma, vs_eager, ma_vs_eager = values("vs_max_autotune"), values("vs_eager"), values("max_autotune_vs_eager")
+    with_config = [f.value for r in ran if (f := with_config_figure(r)) is not None and f.value > 0]
     return GroupSummary(
         problems=len(results), ran=len(ran), counts={o: counts.get(o, 0) for o in OUTCOMES},
         geomean_vs_max_autotune=geomean(vs_ma) if vs_ma else None,
@@ -91,6 +100,9 @@ def summarize_group(results: Sequence[ProblemResult]) -> GroupSummary:
         max_vs_max_autotune=max(vs_ma) if vs_ma else None,
         fast_p={_p_key(p): fast_p(results, p) for p in FAST_P},
         fast_p_vs_eager={_p_key(p): fast_p(results, p, "vs_eager") for p in FAST_P},
+        geomean_with_config_changes=geomean(with_config) if with_config else None,
+        geomean_with_config_changes_ci=geomean_ci(with_config) if with_config else None,
+        config_changes_accepted=sum(1 for r in ran if config_figure(r) is not None),
     )
 
 

@@ -3,8 +3,9 @@
 Times the full compiled callable (as the user calls it), each compiled module's ``call()``, eager
 and the same mode with CUDA graphs toggled, and splits the callable's time into kernels,
 CUDA-graph input copy, launch gaps and guard + wrapper. Prints the deterministic configuration
-recommendation when overhead dominates; ``--verify`` checks it like any candidate (gate 3 on
-seeds 0/42/123, gate 4 through the full callable).
+recommendation when overhead dominates; ``--verify`` checks each of its options like any
+candidate (gate 3 on seeds 0/42/123, gate 4 through the full callable) and says which one was
+accepted and what it assumes about the caller.
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ def register(sub: Any) -> None:
     parser.add_argument("--device", default="auto", help="auto, cuda:N or cpu (the CPU Triton backend)")
     parser.add_argument("--no-alternatives", action="store_true", help="skip timing eager and the other mode")
     parser.add_argument("--verify", action="store_true",
-                        help="verify the recommended configuration through gates 3 and 4")
+                        help="verify the recommended configuration's options through gates 3 and 4")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config_findings import find_config_changes
     from ..events import json_line_sink
     from ..measure.accounting import describe_overhead
     from ..measure.accounting_run import AccountingError, account_problem
-    from ..recommend import ConfigVerificationError, recommend_config, verify_recommendation
+    from ..recommend import verify_option
 
     sink = json_line_sink() if args.events else None
     if sink:
@@ -47,22 +49,24 @@ def run(args: argparse.Namespace) -> int:
                 acct = account_problem(args.problem, args.mode, args.device, alternatives=not args.no_alternatives)
     except AccountingError as exc:
         return fail(str(exc))
-    rec = recommend_config(acct)
-    verdict = None
-    if args.verify and rec is not None:
+    def verify(rec: Any, option: Any) -> Any:
         if sink:
-            sink.progress(f"verifying {rec.change}", stage="gate", percentage=60)
-        try:
-            verdict = verify_recommendation(args.problem, rec, device=args.device)
-        except ConfigVerificationError as exc:
-            err_console.print(f"[yellow]verification failed:[/yellow] {exc}")
+            sink.progress(f"verifying {option.change}", stage="gate", percentage=60)
+        return verify_option(args.problem, option, rec.baseline_mode or args.mode, device=args.device)
+
+    findings = find_config_changes(acct, allowed=args.verify, verify=verify)
+    rec = findings.recommendation
+    for failed in (r for r in findings.results if r.error):
+        err_console.print(f"[yellow]verifying {failed.option.name} failed:[/yellow] {failed.error}")
+    chosen = findings.chosen
+    verdict = chosen.verdict if chosen is not None else next((r.verdict for r in findings.results if r.verdict), None)
     result = {**acct.to_json(), "recommendation": rec.to_json() if rec else None,
-              "verification": verdict.to_json() if verdict else None}
-    output_result(args, result, lambda: _print(acct, rec, verdict, describe_overhead))
+              "verification": verdict.to_json() if verdict else None, "config_change": findings.config_change()}
+    output_result(args, result, lambda: _print(acct, rec, findings, describe_overhead))
     return 0
 
 
-def _print(acct: Any, rec: Any, verdict: Any, describe: Any) -> None:
+def _print(acct: Any, rec: Any, findings: Any, describe: Any) -> None:
     from rich.table import Table
 
     console.print(f"\n[bold]{acct.name}[/bold]: {acct.mode} on {acct.device}")
@@ -84,10 +88,17 @@ def _print(acct: Any, rec: Any, verdict: Any, describe: Any) -> None:
         console.print(f"  [yellow]note[/yellow] {note}")
     if rec is not None:
         console.print(f"\n[bold green]recommendation[/bold green] {rec.title}\n  {rec.reason}")
+        for option in rec.options:
+            console.print(f"  option [bold]{option.name}[/bold]: {option.title}; assumes {option.assumes}")
         for alt in rec.alternatives:
             console.print(f"  or: {alt}")
     elif acct.overhead_dominates:
         console.print("\noverhead dominates, but no configuration change is expected to remove it")
-    if verdict is not None:
-        state = "[green]accepted[/green]" if verdict.accepted else "[red]rejected[/red]"
-        console.print(f"verification {state}: {verdict.reason}")
+    for found in findings.results:
+        if found.verdict is not None:
+            state = "[green]accepted[/green]" if found.verdict.accepted else "[red]rejected[/red]"
+            console.print(f"verification of {found.option.name} {state}: {found.verdict.reason}")
+    chosen = findings.chosen
+    if chosen is not None:
+        console.print(f"[bold]chosen[/bold]: {chosen.option.title} (assumes {chosen.option.assumes})\n"
+                      f"{chosen.option.snippet}")

@@ -36,7 +36,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (must match the dump)")
     parser.add_argument("--force", action="store_true", help="search vendor-dominated graphs too")
     parser.add_argument("--allow-config-changes", action="store_true",
-                        help="also verify a recommended torch.compile configuration change")
+                        help="also verify the recommended torch.compile configuration change (gates 3-4 on the "
+                             "full callable; needs the problem file: compile_report.json above the dump)")
+    parser.add_argument("--accounting", default="auto", choices=["auto", "on", "off"],
+                        help="account for the whole torch.compile callable when the problem file is known "
+                             "(auto: on a GPU; on the CPU backend it runs the interpreted graph some 15 times)")
     parser.add_argument("--run-root", default=".kernelopt/runs", help="where run folders go")
     parser.add_argument("--max-kernels", type=int, default=3, help="kernels searched, largest share first")
     parser.add_argument("--ab-rounds", type=int, default=None, help="gate 4 A/B rounds (default: device budget)")
@@ -60,7 +64,8 @@ def build_config(args: argparse.Namespace) -> Any:
     return OptimizeConfig(
         provider=args.provider, model=args.model, beam_width=args.beam_width, iterations=args.iterations,
         plans=args.plans, retries=args.retries, device=args.device, force=args.force,
-        allow_config_changes=args.allow_config_changes, run_root=args.run_root, max_kernels=args.max_kernels,
+        allow_config_changes=args.allow_config_changes, account_callable=args.accounting,
+        run_root=args.run_root, max_kernels=args.max_kernels,
         ab_rounds=args.ab_rounds, use_beam=not args.no_beam, use_ncu=not args.no_ncu,
         use_memory=not args.no_memory, use_perf_gate=not args.no_perf_gate,
         multi_iteration=not args.single_iteration,

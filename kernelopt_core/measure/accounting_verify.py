@@ -6,11 +6,17 @@ same problem compiled as the user had it. Both are checked gate-3 style (seeds 0
 the full callable, the path the user calls. The two callables' paths may differ in CUDA graphs;
 that is the point of the change, and both are user-facing callables
 (:func:`kernelopt_core.measure.accounting.speedup_between` with ``across_configurations``).
+
+With ``static_inputs`` the candidate keeps the baseline's mode and marks its inputs with
+``torch._dynamo.mark_static_address``. That assumes the caller reuses the same input tensors, so
+the candidate is checked the way such a caller runs it: one set of input tensors, refilled in
+place with each seed's data before each call.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from typing import Any
 
@@ -95,8 +101,45 @@ def _clone(value: Any) -> Any:
     return value
 
 
+def _static_copies(inputs: list[Any]) -> list[Any]:
+    """Copies of ``inputs`` marked static: the tensors a caller keeps and refills in place."""
+    import torch
+
+    copies = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    for x in copies:
+        if isinstance(x, torch.Tensor):
+            torch._dynamo.mark_static_address(x)
+    return copies
+
+
+def _refill(static: list[Any], values: list[Any]) -> list[Any]:
+    import torch
+
+    for target, value in zip(static, values, strict=True):
+        if isinstance(target, torch.Tensor):
+            target.copy_(value)
+    return static
+
+
+def _own_frame(model: Any) -> Any:
+    """``model`` behind a forward of its own, so dynamo caches the candidate's compile apart from
+    the baseline's (two ``torch.compile`` calls of one mode may otherwise share cache entries)."""
+    import torch
+
+    class StaticInputsModel(torch.nn.Module):
+        def __init__(self, inner: Any):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*args)
+
+    return StaticInputsModel(model)
+
+
 def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker job: ``{"problem", "baseline_mode", "candidate_mode", "seeds"?, "tol"?, "min_speedup"?, "rounds"?}``."""
+    """Worker job: ``{"problem", "baseline_mode", "candidate_mode", "static_inputs"?, "seeds"?, "tol"?,
+    "min_speedup"?, "rounds"?}``."""
     import torch
 
     from ..compile import build_problem, load_problem
@@ -111,24 +154,33 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
     min_speedup = float(payload.get("min_speedup") or 1.03)
     rounds = int(payload.get("rounds") or (30 if device.startswith("cuda") else 7))
     baseline_mode, candidate_mode = str(payload["baseline_mode"]), str(payload["candidate_mode"])
+    static = bool(payload.get("static_inputs"))
     notes: list[str] = []
     modes = {"baseline": baseline_mode, "candidate": candidate_mode}
     if not device.startswith("cuda"):
-        notes.append("on the CPU backend every mode compiles as 'default': baseline and candidate are the same code")
+        notes.append("on the CPU backend every mode compiles as 'default': baseline and candidate are the same code"
+                     + (" (no CUDA graphs, so static inputs change nothing)" if static else ""))
         modes = {"baseline": "default", "candidate": "default"}
+    if static:
+        notes.append("candidate: inputs marked with torch._dynamo.mark_static_address and refilled in place "
+                     "before each call (what it assumes of the caller)")
     problem = load_problem(str(payload["problem"]))
+    if static:  # dynamo inlines the model into the wrapper's frame: its class's module must be importable
+        sys.modules.setdefault(problem.__name__, problem)
     model, inputs = build_problem(problem, device)
     gates: list[dict[str, Any]] = []
     with torch.no_grad():
         started = time.perf_counter()
         baseline, _, base_skipped = compile_callable(model, inputs, modes["baseline"])
-        candidate, _, cand_skipped = compile_callable_keep(model, inputs, modes["candidate"])
+        cand_inputs = _static_copies(inputs) if static else inputs
+        candidate, _, cand_skipped = compile_callable_keep(_own_frame(model) if static else model, cand_inputs,
+                                                           modes["candidate"])
         reference = copy.deepcopy(model).double()
         per_seed = []
         for seed in seeds:
             seed_inputs = _inputs_for_seed(problem, device, seed)
             base_out = _clone(baseline(*seed_inputs))
-            cand_out = _clone(candidate(*seed_inputs))
+            cand_out = _clone(candidate(*(_refill(cand_inputs, seed_inputs) if static else seed_inputs)))
 
             def ref_out(seed_inputs: list[Any] = seed_inputs) -> Any:
                 return reference(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
@@ -142,13 +194,15 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
                       "reason": f"seeds {list(seeds)}: " + ("all within tolerance" if correct else
                                                             f"seed {failed['seed']}: {failed['reason']}"),
                       "seeds": per_seed})
+        if static:
+            _refill(cand_inputs, inputs)  # both sides are timed on the same data
         comparison = None
         if correct:
             started = time.perf_counter()
             timer = SyncedTimer(device)
             path_a = callable_path(modes["baseline"] if not base_skipped else "default", device)
             path_b = callable_path(modes["candidate"] if not cand_skipped else "default", device)
-            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*inputs), rounds)
+            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*cand_inputs), rounds)
             paired = ab_speedup(a_ms, b_ms, path_a.value)
             comparison = speedup_between(summarize(a_ms, path_a.value), summarize(b_ms, path_b.value),
                                          across_configurations=True)
@@ -163,7 +217,7 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
     accepted = all(g["passed"] for g in gates) and len(gates) == 2
     return {
         "accepted": accepted, "baseline_mode": baseline_mode, "candidate_mode": candidate_mode,
-        "change": {"mode": candidate_mode}, "device": device,
+        "change": {"mode": candidate_mode, **({"static_inputs": True} if static else {})}, "device": device,
         "reason": next((g["reason"] for g in gates if not g["passed"]), gates[-1]["reason"]),
         "gates": gates, "comparison": comparison.to_json() if comparison else None,
         "cudagraphs": {"baseline": mode_uses_cudagraphs(modes["baseline"]) and not base_skipped and device != "cpu",

@@ -61,6 +61,9 @@ class OptimizeConfig:
     device: str = "auto"
     force: bool = False  # search vendor-dominated graphs too
     allow_config_changes: bool = False  # verify a recommended torch.compile configuration change too
+    # account for the whole torch.compile callable when the problem is known (compile_report.json):
+    # "auto" (on a GPU), "on" or "off" (see config_findings.accounting_wanted)
+    account_callable: str = "auto"
     run_root: str = ".kernelopt/runs"
     # Ablation switches: every component can be turned off.
     use_beam: bool = True  # off: greedy, width 1
@@ -116,6 +119,8 @@ class OptimizeResult:
     suggestions: list[str] = field(default_factory=list)
     config_change: dict[str, Any] | None = None
     environment: dict[str, Any] = field(default_factory=dict)  # torch/triton versions, GPU name
+    # the whole-callable accounting (CallableAccounting JSON, no per-launch times) when the problem is known
+    accounting: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         cascade = self.cascade.to_json() if self.cascade else None
@@ -127,7 +132,7 @@ class OptimizeResult:
             "kernels": self.kernels, "accepted_kernels": sorted(self.accepted_sources), "graph_path": self.graph_path,
             "device": self.device, "cascade": cascade, "llm_usage": self.llm_usage, "suggestions": self.suggestions,
             "config_change": self.config_change, "accepted_sources": dict(self.accepted_sources),
-            "environment": self.environment,
+            "environment": self.environment, "accounting": self.accounting,
             "report": os.path.join(self.run_dir, "report.md"), "diff": os.path.join(self.run_dir, "final.diff"),
         }
 
@@ -154,12 +159,17 @@ class KernelSearch:
 
 def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, sink: EventSink | None = None,
              resume: str | None = None, evaluator: Evaluator | None = None,
-             launch_timing: dict[str, Any] | None = None) -> OptimizeResult:
+             launch_timing: dict[str, Any] | None = None, problem: str | None = None,
+             accounting: dict[str, Any] | None = None) -> OptimizeResult:
     """Optimize the graph at ``path`` (an output_code.py or a dump folder). ``evaluator`` replaces
     the gates and measurements (tests use a stand-in); by default they run on the graph's device.
     ``launch_timing`` is a per-launch timing of this graph the caller already measured
-    (``LaunchTiming.to_json()``): dispatch uses it instead of timing the launches again."""
-    search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator, launch_timing)
+    (``LaunchTiming.to_json()``): dispatch uses it instead of timing the launches again.
+    ``problem`` is the problem file the dump was compiled from (default: the one
+    ``compile_report.json`` above the dump names); ``accounting`` is its whole-callable accounting
+    the caller already measured (``CallableAccounting.to_json()``), used instead of measuring it."""
+    search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator, launch_timing,
+                     _CallableSource(problem, accounting))
     try:
         return search.run()
     except EvaluationError as exc:  # the device or the graph, not a candidate: stop with the reason
@@ -183,11 +193,22 @@ def _pick_graph(path: str, kernel: str | None) -> CompiledGraph:
     return max(graphs, key=lambda g: (len(g.launches), g.path))
 
 
+@dataclass
+class _CallableSource:
+    """Where the whole-callable accounting comes from: the problem file and what the caller measured."""
+
+    problem: str | None = None
+    accounting: dict[str, Any] | None = None
+    mode: str | None = None  # the mode the dump was compiled with
+
+
 class _Search:
     def __init__(self, path: str, kernel: str | None, config: OptimizeConfig, sink: EventSink, resume: str | None,
-                 evaluator: Evaluator | None, launch_timing: dict[str, Any] | None = None):
+                 evaluator: Evaluator | None, launch_timing: dict[str, Any] | None = None,
+                 callable_source: _CallableSource | None = None):
         self.config = config
         self.given_launch_timing = launch_timing
+        self.callable_source = callable_source or _CallableSource()
         self.sink = sink
         self.kernel_name = kernel
         if resume:
@@ -200,6 +221,8 @@ class _Search:
                 raise OptimizeError(f"{self.run_folder.path}: the journal has no run_started entry; cannot resume")
             path = started["graph_path"]
             self.kernel_name = started.get("kernel")
+            if started.get("problem") and not self.callable_source.problem:
+                self.callable_source.problem = started["problem"]
             # The search parameters are the run's own; how to reach the provider is this invocation's.
             transport = {k: getattr(config, k) for k in _TRANSPORT_FIELDS}
             self.config = config = OptimizeConfig.from_json({**started["config"], **transport})
@@ -222,11 +245,13 @@ class _Search:
                                           kernel_rounds=self._kernel_rounds(), sink=sink)
             except EvaluationError as exc:
                 raise OptimizeError(str(exc)) from None
+        self._resolve_problem()
         if not resume:
             self.run_folder.journal.append(
                 "run_started", "run", graph_path=os.path.abspath(self.graph.path), graph=self.graph.name,
                 text_hash=source_hash(Path(self.graph.path).read_text(encoding="utf-8")), kernel=kernel,
-                config=config.to_json(), provider=config.provider, model=config.model, device=evaluator.device)
+                config=config.to_json(), provider=config.provider, model=config.model, device=evaluator.device,
+                problem=self.callable_source.problem)
         else:
             self.run_folder.journal.append("resumed", dropped_torn_line=self.run_folder.journal.dropped_tail)
         self.journal = self.run_folder.journal
@@ -247,6 +272,7 @@ class _Search:
         self.profiler = Profiler(self.provider, self.prompts.get("profiler"))
         self.history: list[str] = []
         self._brief: KernelBrief | None = None
+        self._accounting_summary: dict[str, Any] | None = None
 
     # --- setup --------------------------------------------------------------------------------
 
@@ -701,47 +727,108 @@ class _Search:
             kernels=kernels, accepted_sources=accepted, cascade=final, graph_path=os.path.abspath(self.graph.path),
             device=self.evaluator.device, llm_usage=self.ledger.totals() if self.provider is not None else {},
         )
-        result.suggestions, result.config_change = self._config_findings(report)
+        findings = self._config_findings(report)
+        result.suggestions, result.config_change = findings.suggestions(), findings.config_change()
+        result.accounting = self._accounting_summary
         result.environment = _environment(result.device)
-        self._write_outputs(result, searches)
+        self._write_outputs(result, searches, findings)
         self.journal.record("result", decision=decision, reason=reason, speedup=result.speedup)
         self.progress(f"{decision}: {reason}", stage="done", percentage=100, best_speedup=result.speedup)
         return result
 
-    def _config_findings(self, report: DispatchReport) -> tuple[list[str], dict[str, Any] | None]:
-        suggestions = [f"{item.name}: {item.suggestion}" for item in report.overheads if item.suggestion]
-        try:
-            from ..recommend import recommend_config
-        except ImportError:
-            return suggestions, None
-        recommendation = recommend_config(report)
-        if recommendation is None:
-            return suggestions, None
-        suggestions.insert(0, f"{recommendation.title}. {recommendation.reason}")
-        finding: dict[str, Any] = {"recommendation": recommendation.to_json(), "verified": None}
-        if self.config.allow_config_changes:
-            finding["verified"] = self._verify_config_change(recommendation)
-        return suggestions, finding
+    # --- the callable beyond its kernels ------------------------------------------------------
 
-    def _verify_config_change(self, recommendation: Any) -> dict[str, Any]:
-        """Verify the configuration change like a candidate (needs the problem the dump came from)."""
-        problem = _problem_of(self.graph.path)
-        if problem is None:
-            return {"ok": False, "reason": "the problem file behind this dump is unknown (no compile_report.json)"}
-        entry = self.journal.lookup("config_change", "verify")
+    def _resolve_problem(self) -> None:
+        """The problem file behind the dump and the mode it was compiled with (compile_report.json)."""
+        source = self.callable_source
+        report = _compile_report_of(self.graph.path) or {}
+        if source.problem is None:
+            problem = report.get("problem")
+            source.problem = problem if isinstance(problem, str) and os.path.isfile(problem) else None
+        if source.mode is None:
+            mode = report.get("mode")
+            source.mode = mode if isinstance(mode, str) else ("default" if self.device_kind == "cpu" else "max-autotune")
+
+    def _callable_accounting(self) -> dict[str, Any] | None:
+        """The whole-callable accounting (given, journaled, or measured in the worker), else None."""
+        source = self.callable_source
+        entry = self.journal.lookup("accounting", "callable")
         if entry is not None:
-            return entry["value"]
-        try:
-            from ..recommend import verify_recommendation
+            value = entry["value"]
+        elif source.accounting is not None:
+            value = source.accounting
+            self.journal.append("accounting", "callable", value=value, given=True)
+        elif source.problem is None or not self._accounting_wanted():
+            return None
+        else:
+            self.progress(f"accounting for the whole callable of {os.path.basename(source.problem)}", stage="account")
+            try:
+                from ..measure.accounting_run import account_problem
 
-            verdict = verify_recommendation(problem, recommendation)
-            value = verdict.to_json() if hasattr(verdict, "to_json") else dict(vars(verdict))
-        except Exception as exc:  # noqa: BLE001 - a failed verification is reported, not fatal
-            value = {"ok": False, "reason": f"{type(exc).__name__}: {exc}"}
-        self.journal.append("config_change", "verify", value=value)
+                # the other mode informs a recommendation (GPU only); with verification coming, gate 4 times it
+                gpu = self.evaluator.device.startswith("cuda")
+                measured = account_problem(source.problem, source.mode or "max-autotune", self.evaluator.device,
+                                           alternatives=gpu and not self.config.allow_config_changes)
+                value = measured.to_json()
+            except Exception as exc:  # noqa: BLE001 - the accounting adds information; the run stands without it
+                value = {"error": f"{type(exc).__name__}: {exc}"}
+            self.journal.append("accounting", "callable", value=value)
+        if not isinstance(value, dict) or "error" in value:
+            reason = value.get("error") if isinstance(value, dict) else "not an object"
+            self.journal.record("note", message=f"whole-callable accounting unavailable: {reason}")
+            return None
         return value
 
-    def _write_outputs(self, result: OptimizeResult, searches: list[KernelSearch]) -> None:
+    def _accounting_wanted(self) -> bool:
+        from ..config_findings import accounting_wanted
+
+        try:
+            return accounting_wanted(self.config.account_callable, self.evaluator.device)
+        except ValueError as exc:
+            self.journal.record("note", message=f"whole-callable accounting skipped: {exc}")
+            return False
+
+    def _config_findings(self, report: DispatchReport) -> Any:
+        """Overheads, suggestions and the configuration change: from the whole callable when the
+        problem is known, else from the dump's own timing."""
+        from ..config_findings import accounting_summary, find_config_changes
+        from ..measure.accounting import CallableAccounting
+
+        source: Any = report
+        data = self._callable_accounting()
+        if data is not None:
+            try:
+                source = CallableAccounting.from_json(data)
+                self._accounting_summary = accounting_summary(source)
+            except (KeyError, TypeError, ValueError) as exc:
+                self.journal.record("note", message=f"the whole-callable accounting could not be read: {exc}")
+                source = report
+        return find_config_changes(source, allowed=self.config.allow_config_changes, verify=self._verify_option)
+
+    def _verify_option(self, recommendation: Any, option: Any) -> Any:
+        """Verify one configuration option like a candidate (needs the problem the dump came from)."""
+        from ..recommend import ConfigVerdict, ConfigVerificationError, verify_option
+
+        problem = self.callable_source.problem
+        if problem is None:
+            raise ConfigVerificationError("the problem file behind this dump is unknown (no compile_report.json)")
+        key = f"verify:{option.name}"
+        entry = self.journal.lookup("config_change", key)
+        if entry is not None:
+            if entry["value"].get("error"):
+                raise ConfigVerificationError(entry["value"]["error"])
+            return ConfigVerdict.from_json(entry["value"])
+        self.progress(f"verifying the configuration change {option.change} through gates 3-4", stage="gate")
+        try:
+            verdict = verify_option(problem, option, recommendation.baseline_mode or self.callable_source.mode
+                                    or "max-autotune", device=self.evaluator.device)
+        except Exception as exc:
+            self.journal.append("config_change", key, value={"error": f"{type(exc).__name__}: {exc}"})
+            raise
+        self.journal.append("config_change", key, value=verdict.to_json())
+        return verdict
+
+    def _write_outputs(self, result: OptimizeResult, searches: list[KernelSearch], findings: Any = None) -> None:
         folder = self.run_folder
         original_text = Path(self.graph.path).read_text(encoding="utf-8")
         diff = ""
@@ -757,7 +844,10 @@ class _Search:
                 folder.write_text("optimized_kernel.py", result.accepted_sources[best.brief.name])
         data = result.to_json()
         folder.write_json("result.json", data)
-        folder.write_text("report.md", render_report(data, self.journal))
+        report = render_report(data, self.journal)
+        if findings is not None and (findings.overheads or findings.recommendation is not None):
+            report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
+        folder.write_text("report.md", report)
 
 
 def _environment(device: str) -> dict[str, Any]:
@@ -779,8 +869,8 @@ def _environment(device: str) -> dict[str, Any]:
     return info
 
 
-def _problem_of(dump_path: str) -> str | None:
-    """The KernelBench problem file recorded by ``kernelopt compile`` above this dump, if any."""
+def _compile_report_of(dump_path: str) -> dict[str, Any] | None:
+    """The ``compile_report.json`` that ``kernelopt compile`` wrote above this dump, if any."""
     import json
 
     current = Path(dump_path).resolve().parent
@@ -788,10 +878,10 @@ def _problem_of(dump_path: str) -> str | None:
         report = current / "compile_report.json"
         if report.is_file():
             try:
-                problem = json.loads(report.read_text(encoding="utf-8")).get("problem")
+                data = json.loads(report.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 return None
-            return problem if problem and os.path.isfile(problem) else None
+            return data if isinstance(data, dict) else None
         if current.parent == current:
             break
         current = current.parent

@@ -3,8 +3,12 @@
 Three sources:
 - ``kernelopt.dump``: what the dump says alone: a dump that cannot be read (line 1), a
   vendor-dominated graph (line 1), and static facts on kernels that were not profiled;
-- ``kernelopt.profile``: tier and key metrics of profiled kernels;
-- ``kernelopt.gates``: the gates' verdicts of the last verify and optimize runs.
+- ``kernelopt.profile``: tier and key metrics of profiled kernels, and the overheads outside the
+  kernels (line 1: of the graph's ``call()``, or of the whole ``torch.compile`` callable after an
+  optimize run that knew the problem);
+- ``kernelopt.gates``: the gates' verdicts of the last verify and optimize runs, and the
+  configuration change an optimize run recommended and verified (line 1, with a code action that
+  copies the ``torch.compile`` call).
 
 Results from a run on an older version of a kernel are stale: said so in the message, shown
 as a hint with the ``Unnecessary`` tag.
@@ -101,11 +105,13 @@ def overhead_diagnostics(items: list[dict[str, Any]], first_line_length: int) ->
     if not shown:
         return []
     total = sum(float(item.get("share") or 0.0) for item in shown)
-    parts = [str(item.get("description") or f"{item['name']}: {float(item['share']):.0%} of graph time")
-             for item in shown]
+    # items from an optimize run's whole-callable accounting are shares of what the user calls
+    basis = "graph time" if shown[0].get("basis") != "callable" else \
+        f"the torch.compile callable's time ({shown[0].get('path') or 'full callable'})"
+    parts = [str(item.get("description") or f"{item['name']}: {float(item['share']):.0%}") for item in shown]
     hints = [f"{item['name']}: {item['suggestion']}" for item in shown if item.get("suggestion")]
     dominates = total >= OVERHEAD_DOMINATES_SHARE
-    message = (f"{'overhead dominates: ' if dominates else ''}{total:.0%} of graph time is outside kernels and "
+    message = (f"{'overhead dominates: ' if dominates else ''}{total:.0%} of {basis} is outside kernels and "
                f"vendor calls — " + "; ".join(parts))
     if hints:
         message += ". Hint: " + " | ".join(hints)
@@ -113,6 +119,48 @@ def overhead_diagnostics(items: list[dict[str, Any]], first_line_length: int) ->
         range=first_line_range(first_line_length),
         severity=types.DiagnosticSeverity.Warning if dominates else types.DiagnosticSeverity.Information,
         source=SOURCE_PROFILE, code="graph-overhead", message=message,
+    )]
+
+
+def config_change_line(finding: dict[str, Any]) -> str | None:
+    """One line on a recommended configuration change: verified and accepted, rejected, or not verified."""
+    rec = finding.get("recommendation")
+    if not isinstance(rec, dict):
+        return None
+    title = str(rec.get("title") or rec.get("change") or "a configuration change")
+    verified = finding.get("verified") if isinstance(finding.get("verified"), dict) else None
+    if finding.get("chosen") and verified and verified.get("accepted"):
+        speedup, ci = verified.get("speedup"), verified.get("ci")
+        figure = f"{speedup:.2f}×" if isinstance(speedup, (int, float)) else "faster"
+        if isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+            figure += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        change = verified.get("change") or {}
+        words = f"mode='{change.get('mode')}'" + (" with static inputs" if change.get("static_inputs") else "")
+        return (f"configuration change verified (gates 3-4 on the full callable): {words} is {figure} "
+                f"({verified.get('baseline_path')} → {verified.get('candidate_path')}); it assumes "
+                f"{verified.get('assumes') or 'nothing stated'}. Not a kernel rewrite. "
+                "Code action: copy the torch.compile call.")
+    if finding.get("allowed"):
+        reasons = "; ".join(f"{v.get('option')}: {v.get('reason')}" for v in finding.get("verifications") or []
+                            if isinstance(v, dict))
+        return f"recommended: {title}; not accepted by the gates ({reasons or 'no verdict'})"
+    return (f"recommended, not verified: {title}. Verify it with kernelopt.allowConfigChanges "
+            "(optimize --allow-config-changes).")
+
+
+def config_change_diagnostics(finding: dict[str, Any] | None, first_line_length: int) -> list[types.Diagnostic]:
+    """The configuration change an optimize run recommended for this graph, on its first line."""
+    if not isinstance(finding, dict):
+        return []
+    message = config_change_line(finding)
+    if message is None:
+        return []
+    accepted = bool(finding.get("chosen"))
+    return [types.Diagnostic(
+        range=first_line_range(first_line_length),
+        severity=types.DiagnosticSeverity.Information if accepted else types.DiagnosticSeverity.Hint,
+        source=SOURCE_GATES, code="config-change", message=message,
+        data={"snippet": finding.get("snippet"), "chosen": finding.get("chosen")},
     )]
 
 

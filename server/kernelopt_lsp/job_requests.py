@@ -21,7 +21,8 @@ def optimize_args(dump: str, kernel: str, settings: Settings) -> list[str]:
     beam = settings.beam
     return ["optimize", dump, "--kernel", kernel, "--provider", settings.provider, "--model", settings.model,
             "--beam-width", str(beam.width), "--iterations", str(beam.iterations), "--plans", str(beam.plans),
-            "--retries", str(beam.retries), "--device", settings.device]
+            "--retries", str(beam.retries), "--device", settings.device,
+            *(["--allow-config-changes"] if settings.allow_config_changes else [])]
 
 
 def profile_args(dump: str, kernel: str, settings: Settings) -> list[str]:

@@ -131,13 +131,24 @@ class ResultStore:
         self._runs: dict[str, RunRecord] = {}
         self._last_run: dict[tuple[str, str], str] = {}
         self._overheads: dict[str, list[dict[str, Any]]] = {}
+        self._config_changes: dict[str, dict[str, Any]] = {}
 
-    # wrapper-level overheads of a graph (from a timed profile)
+    # wrapper-level overheads of a graph (from a timed profile, or an optimize run's whole-callable accounting)
     def set_overheads(self, graph_path: str, items: list[dict[str, Any]]) -> None:
         self._overheads[graph_path] = items
 
     def overheads(self, graph_path: str) -> list[dict[str, Any]]:
         return self._overheads.get(graph_path, [])
+
+    # the configuration change an optimize run recommended (and verified) for a graph; None clears it
+    def set_config_change(self, graph_path: str, finding: dict[str, Any] | None) -> None:
+        if isinstance(finding, dict) and isinstance(finding.get("recommendation"), dict):
+            self._config_changes[graph_path] = finding
+        else:
+            self._config_changes.pop(graph_path, None)
+
+    def config_change(self, graph_path: str) -> dict[str, Any] | None:
+        return self._config_changes.get(graph_path)
 
     # profiles
     def set_profile(self, record: ProfileRecord) -> None:
@@ -167,6 +178,7 @@ class ResultStore:
 
     def graphs_with_results(self) -> set[str]:
         paths = {key[0] for key in self._profiles} | {key[0] for key in self._gates} | set(self._overheads)
+        paths |= set(self._config_changes)
         return paths | {r.graph_path for r in self._runs.values()}
 
 
@@ -308,6 +320,16 @@ def _pair(value: Any) -> tuple[float, float] | None:
         if low is not None and high is not None:
             return (low, high)
     return None
+
+
+def callable_overhead_items(result: Any) -> list[dict[str, Any]] | None:
+    """The whole-callable overhead items of an ``optimize --json`` result (``accounting.overheads``),
+    marked ``basis: "callable"``; None when the run had no accounting (the problem was unknown)."""
+    accounting = result.get("accounting") if isinstance(result, dict) else None
+    if not isinstance(accounting, dict) or not isinstance(accounting.get("overheads"), list):
+        return None
+    return [{**item, "basis": "callable", "path": accounting.get("path")} for item in accounting["overheads"]
+            if isinstance(item, dict) and isinstance(item.get("name"), str)]
 
 
 def overhead_items(result: Any, graph_path: str) -> list[dict[str, Any]]:

@@ -26,12 +26,13 @@ from kernelopt_core.artifacts.model import CompiledGraph, TritonKernel, source_h
 from kernelopt_core.jobs import ArgvBuilder, Job, JobRequest, JobRunner, cli_argv
 
 from . import __version__
-from .actions import kernel_actions
+from .actions import CMD_COPY_CONFIG, config_change_actions, kernel_actions
 from .diagnostics import (
     SOURCE_DUMP,
     SOURCE_GATES,
     SOURCE_PROFILE,
     DiagnosticBoard,
+    config_change_diagnostics,
     dump_diagnostics,
     gate_diagnostics,
     overhead_diagnostics,
@@ -64,6 +65,7 @@ from .lenses import (
 from .results import (
     ResultStore,
     RunRecord,
+    callable_overhead_items,
     find_run_dir,
     gate_record_from_cascade,
     gate_record_from_run,
@@ -141,6 +143,18 @@ class KernelOptServer(LanguageServer):
         experimental = self.caps.experimental if isinstance(self.caps.experimental, dict) else {}
         declared = experimental.get("kernelopt")
         if isinstance(declared, dict) and declared.get("jobStatus") is True:
+            return True
+        name = self.client_name.lower()
+        return "visual studio code" in name or "vscode" in name
+
+    def client_writes_clipboard(self) -> bool:
+        """Does the client copy ``kernelopt.server.copyConfig``'s text to the clipboard itself?
+
+        The VS Code extension does (its executeCommand middleware); another client says so with
+        ``capabilities.experimental.kernelopt.clipboard = true``. Others get the text shown."""
+        experimental = self.caps.experimental if isinstance(self.caps.experimental, dict) else {}
+        declared = experimental.get("kernelopt")
+        if isinstance(declared, dict) and declared.get("clipboard") is True:
             return True
         name = self.client_name.lower()
         return "visual studio code" in name or "vscode" in name
@@ -295,7 +309,8 @@ class KernelOptServer(LanguageServer):
                                                               state.first_line_length))
             self.board.set(uri, SOURCE_PROFILE, profile_diagnostics(views) + overhead_diagnostics(
                 self.results.overheads(state.graph.path), state.first_line_length))
-            self.board.set(uri, SOURCE_GATES, gate_diagnostics(views))
+            self.board.set(uri, SOURCE_GATES, gate_diagnostics(views) + config_change_diagnostics(
+                self.results.config_change(state.graph.path), state.first_line_length))
         self.publish(uri, self.board.combined(uri), state.version)
 
     def publish(self, uri: str, diagnostics: list[types.Diagnostic], version: int | None) -> None:
@@ -377,16 +392,20 @@ class KernelOptServer(LanguageServer):
         if state is None or state.graph is None or state.dispatch is None:
             return []
         start = params.range.start
+        only = list(params.context.only) if params.context.only else None
+        actions: list[types.CodeAction] = []
+        if start.line == 0:  # the graph's first line carries the configuration change
+            shown = [d for d in params.context.diagnostics if d.code == "config-change"]
+            actions += config_change_actions(uri, self.results.config_change(state.graph.path), diagnostics=shown,
+                                             only=only)
         kernel = state.graph.kernel_at(start.line, start.character) or _kernel_on_line(state.graph, start.line)
-        if kernel is None:
-            return []
-        view = kernel_view(state.graph, kernel, state.dispatch, self.results)
-        path = uri_path(uri) or ""
-        disk = await self.disk_graph(path)
-        disk_kernel = disk.kernel(kernel.name) if disk else None
-        edited = disk_kernel is not None and disk_kernel.source_hash != kernel.source_hash
-        actions = kernel_actions(uri, view, edited=edited, active_jobs=self.runner.active(),
-                                 only=list(params.context.only) if params.context.only else None)
+        if kernel is not None:
+            view = kernel_view(state.graph, kernel, state.dispatch, self.results)
+            path = uri_path(uri) or ""
+            disk = await self.disk_graph(path)
+            disk_kernel = disk.kernel(kernel.name) if disk else None
+            edited = disk_kernel is not None and disk_kernel.source_hash != kernel.source_hash
+            actions += kernel_actions(uri, view, edited=edited, active_jobs=self.runner.active(), only=only)
         if not self.supports_action_literals():
             return [a.command for a in actions if a.command is not None]  # an older client: plain commands
         return actions
@@ -529,6 +548,10 @@ class KernelOptServer(LanguageServer):
                                          original_hash=link.kernel_hash, cwd=link.cwd)
             self.results.add_run(run)
             self.results.set_gates(gate_record_from_run(run))
+            overheads = callable_overhead_items(result)
+            if overheads is not None:  # the whole callable's, when the run knew the problem
+                self.results.set_overheads(link.graph_path, overheads)
+            self.results.set_config_change(link.graph_path, result.get("config_change"))
             text = f"{run.decision}, {speedup_text(run.speedup, run.ci)}"
             return (f"{text}: {run.reason}" if run.reason else text), run
         return job.message, None
@@ -674,6 +697,47 @@ class KernelOptServer(LanguageServer):
             self.schedule_refresh(uri, 0.0)
         return {"applied": applied, "mode": "edit",
                 "failureReason": getattr(answer, "failure_reason", None) if not applied else None}
+
+    async def cmd_copy_config(self, argument: Any) -> dict[str, Any]:
+        """The torch.compile call of the graph's recommended configuration change.
+
+        Returns ``{text, title, verified}``; the VS Code client copies ``text`` to the clipboard.
+        For other clients the server shows it (window/showMessage) and, where the client can show
+        documents, opens it as ``.kernelopt/suggested_compile.py`` to copy from."""
+        doc_uri = argument.get("uri") if isinstance(argument, dict) else None
+        path = uri_path(doc_uri) if isinstance(doc_uri, str) else None
+        if path is None:
+            raise CommandError("expected one argument {uri}")
+        state = await self.dump_state(doc_uri)  # type: ignore[arg-type]
+        finding = self.results.config_change(state.graph.path if state and state.graph else path)
+        snippet = finding.get("snippet") if finding else None
+        if not isinstance(snippet, str) or not snippet:
+            raise CommandError(f"no configuration change is known for {path}: run optimize on it first")
+        assert finding is not None
+        verified = bool(finding.get("chosen"))
+        rec = finding.get("recommendation")
+        title = str(rec.get("title")) if isinstance(rec, dict) else "configuration change"
+        if verified:
+            assumes = (finding.get("verified") or {}).get("assumes") or "nothing stated"
+            status = f"verified through gates 3-4 on the full callable; it assumes {assumes}"
+        else:
+            status = "not verified: optimize with configuration changes allowed checks it"
+        text = f"# KernelOPT: {title}\n# {status}\n{snippet}\n"
+        answer: dict[str, Any] = {"text": text, "title": title, "verified": verified}
+        if not self.client_writes_clipboard():
+            self.message("copy this torch.compile call:\n" + text)
+            if self.supports_show_document():
+                target = os.path.join(self.job_cwd(path), ".kernelopt", "suggested_compile.py")
+                try:
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    with open(target, "w", encoding="utf-8") as handle:
+                        handle.write(text)
+                except OSError as exc:
+                    self.log(f"could not write {target}: {exc}", types.MessageType.Warning)
+                else:
+                    answer["path"] = target
+                    await self.show_file(target)
+        return answer
 
     async def cmd_cancel(self, argument: Any) -> dict[str, Any]:
         job_id = argument.get("jobId") if isinstance(argument, dict) else None
@@ -833,7 +897,7 @@ def create_server(*, argv_builder: ArgvBuilder = cli_argv, debounce_s: float = 0
         CMD_OPTIMIZE: KernelOptServer.cmd_optimize, CMD_PROFILE: KernelOptServer.cmd_profile,
         CMD_VERIFY: KernelOptServer.cmd_verify, CMD_SHOW_DIFF: KernelOptServer.cmd_show_diff,
         CMD_APPLY: KernelOptServer.cmd_apply, CMD_CANCEL: KernelOptServer.cmd_cancel,
-        CMD_REMOVE_ACCEPTED: KernelOptServer.cmd_remove_accepted,
+        CMD_REMOVE_ACCEPTED: KernelOptServer.cmd_remove_accepted, CMD_COPY_CONFIG: KernelOptServer.cmd_copy_config,
     }
     for command_id, method in commands.items():
         server.command(command_id)(_command_handler(command_id, method))

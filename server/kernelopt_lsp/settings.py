@@ -35,6 +35,7 @@ class Settings:
     device: str = "auto"
     ncu_path: str = "ncu"
     interpreter: str = ""  # empty: jobs use the server's own Python
+    allow_config_changes: bool = False  # optimize verifies a recommended torch.compile configuration change
 
 
 def unwrap_section(raw: Any) -> Any:
@@ -125,6 +126,12 @@ def parse_settings(raw: Any, base: Settings | None = None,
                                 "jobs keep using the server's own Python")
             else:
                 changes["interpreter"] = path
+    if "allowConfigChanges" in values:
+        value = values["allowConfigChanges"]
+        if not isinstance(value, bool):
+            problems.append(f"kernelopt.allowConfigChanges must be true or false; got {value!r}")
+        else:
+            changes["allow_config_changes"] = value
     if beam_changes:
         changes["beam"] = replace(settings.beam, **beam_changes)
     unknown = sorted(k for k in values if k not in _KNOWN_KEYS and not k.startswith("trace"))
@@ -135,7 +142,7 @@ def parse_settings(raw: Any, base: Settings | None = None,
 
 _KNOWN_KEYS = {
     "dumpFolders", "provider", "model", "apiKeyEnv", "beam.width", "beam.iterations", "beam.plans",
-    "beam.retries", "device", "ncuPath", "interpreter",
+    "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges",
 }
 
 

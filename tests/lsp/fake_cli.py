@@ -2,7 +2,8 @@
 language-server tests: it speaks the same event protocol, quickly, without torch.
 
 Knobs (tests only) come from ``fake-cli.json`` in the job's working folder: ``{"sleep": seconds
-per step, "crash": true}``. It records its pid in ``.kernelopt/fake-pids/<pid>`` so a test can
+per step, "crash": true, "findings": {...}}``; ``findings`` (``accounting``, ``config_change``,
+``suggestions``) is merged into the optimize result, as a run that knew the problem reports them. It records its pid in ``.kernelopt/fake-pids/<pid>`` so a test can
 check that a cancelled job's process is gone.
 """
 
@@ -112,7 +113,8 @@ def main() -> int:
                   "kernels": [{"name": args.kernel, "speedup": 1.21}], "accepted_kernels": [args.kernel],
                   "diff": os.path.abspath(os.path.join(run_dir, "final.diff")),
                   "cascade": {"accepted": True, "failed_gate": None, "reason": "all gates passed", "gates": [],
-                              "speedup": 1.21, "ci": [1.1, 1.3], "timing_path": "module-call"}}
+                              "speedup": 1.21, "ci": [1.1, 1.3], "timing_path": "module-call"},
+                  **knobs.get("findings", {})}
         with open(os.path.join(run_dir, "result.json"), "w", encoding="utf-8") as handle:
             json.dump(result, handle)
         emit({"event": "result", "result": result})

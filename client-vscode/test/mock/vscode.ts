@@ -308,6 +308,7 @@ function freshState() {
     closedTabs: [] as Array<{ input: unknown; label: string }>,
     activeTextEditor: undefined as any,
     workspaceFolders: undefined as Array<{ uri: Uri; name: string; index: number }> | undefined,
+    clipboard: '',
   };
 }
 
@@ -380,6 +381,17 @@ function showMessage(level: ShownMessage['level']) {
     return items.length > 0 ? ask(items) : undefined;
   };
 }
+
+export const env = {
+  clipboard: {
+    async readText(): Promise<string> {
+      return state.clipboard;
+    },
+    async writeText(text: string): Promise<void> {
+      state.clipboard = text;
+    },
+  },
+};
 
 export const window = {
   get activeTextEditor(): any {
