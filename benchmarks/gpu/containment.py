@@ -139,7 +139,7 @@ def small_graphs(work: str) -> dict[str, Any]:
     target = os.path.join(tempfile.gettempdir(), f"kernelopt-planted-{uuid.uuid4().hex}")
     cases = {
         "unchanged": ((1, 2, 3, 4), kernel.source),
-        "launcher-split": ((1, 2, 3, 4), launcher),
+        "launcher-split": ((2, 3, 4), launcher),  # gate 1 of launchers is checked on the CPU
         "wrong": ((1, 2, 3), _wrong(kernel.source)),
         "patches-the-checker": ((2, 3), PATCH + _wrong(kernel.source)),
         "writes-a-file": ((2,), f"open({target!r}, 'w').write('x')\n" + kernel.source),
