@@ -42,12 +42,16 @@ def _preload(flavor: str) -> None:
         cpu_triton.activate()
     import torch  # noqa: F401 - imported once here, inherited by every child
     import triton  # noqa: F401
-    from torch._inductor import async_compile  # noqa: F401
-    from torch._inductor.runtime import triton_heuristics  # noqa: F401
 
-    from .. import graph_module, launchers  # noqa: F401
-    from ..gates import guarded_buffers, kernel  # noqa: F401
     from . import child  # noqa: F401
+    if flavor != "cuda":
+        # On a GPU machine some of Inductor's imports ask the driver how many devices there are,
+        # and torch then refuses CUDA in every forked child: the cuda flavour imports them per child.
+        from torch._inductor import async_compile  # noqa: F401
+        from torch._inductor.runtime import triton_heuristics  # noqa: F401
+
+        from .. import graph_module, launchers  # noqa: F401
+        from ..gates import guarded_buffers, kernel  # noqa: F401
 
     if flavor == "compile":
         from torch._inductor.runtime import triton_helpers
@@ -110,6 +114,30 @@ def _child_main(request: dict[str, Any], flavor: str) -> None:
             os._exit(code)
 
 
+def _fork_is_safe() -> bool:
+    """Whether a forked child may still use CUDA (torch refuses once the parent asked the driver)."""
+    import torch
+
+    probe = getattr(torch._C, "_cuda_isInBadFork", None)
+    if probe is None:
+        return True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if probe() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _spawn_child(request: dict[str, Any], flavor: str) -> int:
+    """A fresh interpreter for one child (when forking cannot give a usable CUDA context)."""
+    popen = subprocess.Popen([sys.executable, "-m", "kernelopt_core.sandbox.zygote", "--flavor", flavor, "--child"],
+                             stdin=subprocess.PIPE, stdout=sys.stderr, stderr=None)
+    assert popen.stdin is not None
+    popen.stdin.write(json.dumps(request).encode("utf-8"))
+    popen.stdin.close()
+    return popen.pid
+
+
 def _reap(out: Any) -> None:
     while True:
         try:
@@ -138,8 +166,9 @@ def serve(flavor: str) -> int:
     os.dup2(2, 1)  # whatever torch prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     _preload(flavor)
+    fork = _fork_is_safe() and os.environ.get("KERNELOPT_ZYGOTE_SPAWN") != "1"
     signal.signal(signal.SIGCHLD, lambda *_: _reap(protocol))
-    protocol.write(json.dumps({"ready": True, "pid": os.getpid(), "flavor": flavor}) + "\n")
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid(), "flavor": flavor, "fork": fork}) + "\n")
     for raw in sys.stdin:
         try:
             request = json.loads(raw)
@@ -147,10 +176,13 @@ def serve(flavor: str) -> int:
             continue
         if "spawn" not in request:
             continue
-        pid = os.fork()
-        if pid == 0:
-            protocol.close()
-            _child_main(request, flavor)
+        if not fork:
+            pid = _spawn_child(request, flavor)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                protocol.close()
+                _child_main(request, flavor)
         protocol.write(json.dumps({"spawned": request["spawn"], "pid": pid}) + "\n")
     return 0
 
@@ -158,7 +190,13 @@ def serve(flavor: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelopt-zygote")
     parser.add_argument("--flavor", choices=FLAVORS, required=True)
-    return serve(parser.parse_args(argv).flavor)
+    parser.add_argument("--child", action="store_true", help="serve one candidate; its request comes on stdin")
+    args = parser.parse_args(argv)
+    if args.child:
+        request = json.loads(sys.stdin.read())
+        _preload(args.flavor)
+        _child_main(request, args.flavor)
+    return serve(args.flavor)
 
 
 # --- the client (runs in the checker) ----------------------------------------------------------
