@@ -163,6 +163,20 @@ class KernelAnalysis:
     def cause_ids(self) -> list[str]:
         return [c.id for c in self.causes]
 
+    def sol_fields(self) -> dict[str, Any]:
+        """The flat speed-of-light keys of a profile row (``kernelopt profile --json``, reports)."""
+        sol = self.sol
+        return {
+            "ideal_bytes": sol.ideal_bytes, "ideal_read_bytes": sol.ideal_read_bytes,
+            "ideal_write_bytes": sol.ideal_write_bytes, "ideal_source": sol.ideal_source,
+            "dram_bytes": sol.dram_bytes, "dram_read_bytes": sol.dram_read_bytes,
+            "dram_write_bytes": sol.dram_write_bytes, "traffic_ratio": sol.traffic_ratio, "sol_pct": sol.sol_pct,
+            "sol_time_ms": sol.duration_ms, "sol_time_source": sol.duration_source,
+            "sol_unknown_reason": sol.unknown_reason, "traffic_unknown_reason": sol.traffic_unknown_reason,
+            "sol_text": sol.phrase(), "paper_tier": self.paper_tier, "causes": self.cause_ids,
+            "cause_details": [c.to_json() for c in self.causes], "passes": self.facts.passes,
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel, "tier": self.tier, "evidence": list(self.evidence),
@@ -471,15 +485,15 @@ def _l2_thrash(m: KernelMetrics | None, sol: SpeedOfLight, facts: KernelFacts, r
         working_set = rows_in_flight * facts.r0_numel * itemsize
     numbers = {"l2_hit_pct": hit, "traffic_ratio": sol.traffic_ratio, "working_set_bytes": working_set,
                "l2_bytes": facts.l2_bytes}
-    size_text = ""
-    if working_set is not None and facts.l2_bytes:
-        size_text = (f"rows re-read while {min(facts.xnumel or facts.sm_count, facts.sm_count or 0)} are in flight "
-                     f"span about {bytes_text(working_set)} against {bytes_text(facts.l2_bytes)} of L2")
+    size_text = ""  # said only when the sizes alone predict the eviction
+    if working_set is not None and facts.l2_bytes and working_set > facts.l2_bytes:
+        size_text = (f"the rows re-read while at least {min(facts.xnumel or facts.sm_count, facts.sm_count or 0)} "
+                     f"are in flight span {bytes_text(working_set)}, more than the {bytes_text(facts.l2_bytes)} L2")
     ratio = sol.traffic_ratio
     if ratio is not None and ratio >= REREAD_RATIO and hit is not None and hit < LOW_L2_HIT_PCT:
         text = f"L2 hit rate {hit:.1f}% while {ratio:.2f}x the minimum bytes reach DRAM: re-read data is evicted first"
         return Cause("l2-thrash", text + (f"; {size_text}" if size_text else ""), "measured", numbers)
-    if ratio is None and working_set is not None and facts.l2_bytes and working_set > facts.l2_bytes:
+    if ratio is None and size_text:
         return Cause("l2-thrash", f"predicted from sizes: {size_text}, so the second pass reads DRAM again",
                      "kernel source", numbers)
     return None
