@@ -99,6 +99,19 @@ def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
+def _sol(sol: dict[str, Any] | None) -> str:
+    """``65% → 92% (1.50x)``: the main kernel's speed of light before and after an accepted rewrite,
+    and its traffic ratio."""
+    if not sol or not isinstance(sol.get("baseline_pct"), (int, float)):
+        return "–"
+    text = f"{sol['baseline_pct']:.0f}%"
+    if isinstance(sol.get("after_pct"), (int, float)):
+        text += f" → {sol['after_pct']:.0f}%"
+    if isinstance(sol.get("traffic_ratio"), (int, float)):
+        text += f" ({sol['traffic_ratio']:.2f}x)"
+    return text
+
+
 def _level_row(label: str, group: GroupSummary) -> str:
     fast = " | ".join(_pct(group.fast_p[k]) for k in group.fast_p)
     return (f"| {label} | {group.problems} | {group.ran} | "
@@ -200,14 +213,14 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
 
     lines.append("## Per problem")
     lines.append("| problem | L | outcome | reason | eager ms | max-autotune ms | vs max-autotune [95% CI] "
-                 "| vs eager [95% CI] | wall s |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+                 "| vs eager [95% CI] | SOL base → after | wall s |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         reason = r.reason.replace("|", "/").replace("\n", " ")
         if len(reason) > 140:
             reason = reason[:137] + "..."
         lines.append(f"| `{r.name}` | {r.level} | {r.outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
-                     f"{_speedup(r.vs_max_autotune)} | {_speedup(r.vs_eager)} | {r.wall_s:.1f} |")
+                     f"{_speedup(r.vs_max_autotune)} | {_speedup(r.vs_eager)} | {_sol(r.sol)} | {r.wall_s:.1f} |")
     lines.append("")
 
     paths = _paths(results)
@@ -222,6 +235,11 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
                  "compiler's code and are 1.0 by construction.")
     lines.append("- **vs eager**: eager time over the compiled callable's time less the kernel time the accepted "
                  "rewrite saved in the A/B (derived; the label in results.json says so).")
+    lines.append("- **SOL base → after**: the main kernel's speed of light (its ideal bytes, each tensor read or "
+                 "written once, over its time at the device's measured copy bandwidth; ncu time where the "
+                 "optimizer profiled, else a timed launch), after an accepted rewrite the baseline times its "
+                 "kernel speedup; in brackets the DRAM traffic over the ideal bytes. results.json keeps the "
+                 "graph's own figure (inputs and outputs once, over the timed graph) and each figure's source.")
     lines.append("")
     if summary.not_reached:
         lines.append("## Not reached")
