@@ -141,12 +141,18 @@ def test_csv_errors_are_clear() -> None:
 def test_command_line() -> None:
     command = build_ncu_command(["python", "-m", "runner"], ncu="/x/ncu", kernels=["k_0", "k.1"],
                                 launch_skip=3, launch_count=2)
-    assert command[:5] == ["/x/ncu", "--csv", "--clock-control", "none", "--target-processes"]
+    assert command[:7] == ["/x/ncu", "--csv", "--print-units", "base", "--clock-control", "none",
+                           "--target-processes"]
     assert command[-3:] == ["python", "-m", "runner"]
     text = " ".join(command)
     for section in DEFAULT_SECTIONS:
         assert f"--section {section}" in text
     assert len(DEFAULT_SECTIONS) == 7
+    # the raw metrics the speed-of-light figures need, in one --metrics list beside the sections
+    assert command[command.index("--metrics") + 1] == ("dram__bytes_read.sum,dram__bytes_write.sum,"
+                                                       "lts__t_sector_hit_rate.pct,"
+                                                       "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
+    assert "--metrics" not in build_ncu_command(["p"], metrics=())
     assert "-k regex:^(k_0|k\\.1)$" in text
     assert "--launch-skip 3" in text and "--launch-count 2" in text
     assert "--profile-from-start off" in text
@@ -176,7 +182,7 @@ if os.environ.get("FAKE_NCU_MODE") == "perm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
     sys.exit(1)
 with_value = {{"--clock-control", "--target-processes", "--profile-from-start", "--section", "-k",
-              "--launch-skip", "--launch-count"}}
+              "--launch-skip", "--launch-count", "--print-units", "--metrics"}}
 i, program = 0, []
 while i < len(args):
     if args[i] in with_value:
