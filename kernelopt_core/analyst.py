@@ -14,7 +14,8 @@ ideal bytes being every distinct tensor the launch reads, once, plus every tenso
                       kernels move data more than they compute);
 5. ``compute-bound``  compute > memory.
 
-A kernel below 85% gets its causes named, each with its numbers: ``re-reads`` (traffic ratio >=
+A kernel below 85% gets its causes named, each with its numbers (what only the source suggests, a
+memory cause on a compute-bound kernel, is left out): ``re-reads`` (traffic ratio >=
 1.3, passes counted in the source), ``low-parallelism`` (fewer programs than one wave, few long
 rows), ``strided-access`` (sector efficiency, transposed indexes, pooling windows) and
 ``l2-thrash`` (re-read data evicted from L2 before its reuse). The paper's rule (:func:`classify`:
@@ -414,17 +415,17 @@ def _causes(analysis: KernelAnalysis, m: KernelMetrics | None, kernel: TritonKer
         causes.append(Cause("re-reads", text + (f"; {pass_text}" if pass_text else ""),
                             "measured" + (" + kernel source" if pass_text else ""),
                             {"traffic_ratio": ratio, "passes": passes, "pointers": rereads}))
-    elif ratio is None and rereads:
+    elif ratio is None and rereads and analysis.tier != "compute-bound":
         causes.append(Cause("re-reads", f"{pass_text}; no DRAM counters say whether L2 serves the second pass",
                             "kernel source", {"passes": passes, "pointers": rereads}))
     low = _low_parallelism(facts, kernel)
     if low is not None:
         causes.append(low)
     strided = _strided_access(m, access)
-    if strided is not None:
+    if strided is not None and (strided.source != "kernel source" or analysis.tier != "compute-bound"):
         causes.append(strided)
     thrash = _l2_thrash(m, sol, facts, rereads, args)
-    if thrash is not None:
+    if thrash is not None and (thrash.source != "kernel source" or analysis.tier != "compute-bound"):
         causes.append(thrash)
     return causes
 

@@ -384,18 +384,18 @@ class _Search:
         return brief
 
     def _peaks(self) -> Any:
-        """The device's measured peaks (cached per GPU; measured once), journaled for a resumed run."""
+        """The device's measured peaks (cached per GPU, measured once) from the evaluator, journaled
+        for a resumed run. None on the CPU backend, or when the evaluator cannot measure them."""
         if self.device_kind != "cuda":
             return None
         from ..measure.peaks import DevicePeaks
 
         entry = self.journal.lookup("peaks", "device")
         if entry is None:
+            measure = getattr(getattr(self.evaluator, "inner", self.evaluator), "peaks", None)
             try:
-                from ..measure.peaks import device_peaks
-
-                found = device_peaks(self.evaluator.device)
-                value = found.to_json() if found is not None else {"error": "the peaks job returned nothing"}
+                found = measure() if measure is not None else None
+                value = found.to_json() if found is not None else {"error": "the evaluator measured no peaks"}
             except Exception as exc:  # noqa: BLE001 - no peaks means SOL unknown, never a failed run
                 value = {"error": f"{type(exc).__name__}: {exc}"}
             entry = self.journal.append("peaks", "device", value=value)
