@@ -350,20 +350,19 @@ def _achieved(analysis: KernelAnalysis, metrics: KernelMetrics | None, peaks: De
 
 
 def _sm_count(metrics: KernelMetrics | None, peaks: DevicePeaks | None, kernel: TritonKernel | None) -> int | None:
+    """The measured SM count, else ncu's, else the one Inductor compiled for (``triton_meta["device"]``)."""
     if peaks is not None and peaks.sm_count:
         return peaks.sm_count
     if metrics is not None and metrics.sm_count:
         return metrics.sm_count
-    if kernel is not None and kernel.device_str != "cpu":
-        device = kernel.triton_meta.get("device")
-        count = getattr(device, SM_COUNT_FALLBACK_KEY, None)
-        if count is None and isinstance(device, dict):
-            count = device.get(SM_COUNT_FALLBACK_KEY)
-        if count is None:  # the parser may keep DeviceProperties(...) as text
-            found = re.search(rf"{SM_COUNT_FALLBACK_KEY}=(\d+)", str(device or ""))
-            count = int(found.group(1)) if found else None
-        return int(count) if isinstance(count, (int, str)) and str(count).isdigit() else None
-    return None
+    if kernel is None or kernel.device_str == "cpu":
+        return None
+    device = kernel.triton_meta.get("device")
+    if isinstance(device, dict):
+        count = device.get(SM_COUNT_FALLBACK_KEY)
+        return count if isinstance(count, int) else None
+    found = re.search(rf"{SM_COUNT_FALLBACK_KEY}=(\d+)", str(device or ""))  # DeviceProperties(...) as text
+    return int(found.group(1)) if found else None
 
 
 def _facts(metrics: KernelMetrics | None, peaks: DevicePeaks | None, kernel: TritonKernel | None,
