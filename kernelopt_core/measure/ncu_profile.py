@@ -25,6 +25,8 @@ from .ncu import (
     DEFAULT_METRICS,
     DEFAULT_SECTIONS,
     KernelMetrics,
+    NcuError,
+    NcuPermissionDenied,
     build_ncu_command,
     find_ncu,
     run_ncu,
@@ -93,11 +95,26 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
         launches_per_call = sum(len(graph.launches_of(n)) for n in missing) or len(missing)
         program = [python or sys.executable, "-m", "kernelopt_core.measure.run_graph", "--dump", graph.path,
                    "--iters", str(iters), "--warmup", str(warmup), "--device", device]
-        command = build_ncu_command(program, ncu=find_ncu(), kernels=missing,
-                                    launch_count=launches_per_call * max(1, iters), sections=sections,
-                                    metrics=metrics)
+        ncu = find_ncu()
         begin = time.monotonic()
-        run = run_ncu(command, timeout_s=timeout_s, env={**(env or {}), "PYTHONPATH": _python_path()}, cancel=cancel)
+        collected = metrics
+        while True:
+            command = build_ncu_command(program, ncu=ncu, kernels=missing,
+                                        launch_count=launches_per_call * max(1, iters), sections=sections,
+                                        metrics=collected)
+            try:
+                run = run_ncu(command, timeout_s=max(1.0, timeout_s - (time.monotonic() - begin)),
+                              env={**(env or {}), "PYTHONPATH": _python_path()}, cancel=cancel)
+                break
+            except NcuPermissionDenied:
+                raise
+            except NcuError as exc:
+                # A metric this ncu or GPU does not know fails the whole run: drop it, say so, retry once.
+                unknown = [m for m in collected if m in str(exc)]
+                if not unknown or cancel is not None and cancel.is_set():
+                    raise
+                collected = tuple(m for m in collected if m not in unknown)
+                profile.notes.append(f"ncu could not collect {', '.join(unknown)} here; profiled without it")
         profile.wall_s = time.monotonic() - begin
         profile.command, profile.csv_text = command, run.csv_text
         for item in run.launches:
