@@ -24,7 +24,9 @@ headroom is flagged.
 
 Environment: ``KERNELOPT_GPU_BUDGET_S`` (default 560), ``KERNELOPT_SOL_PER_PROBLEM_S`` (default
 150), ``KERNELOPT_SOL_PROBLEMS=a,b`` (a subset), ``KERNELOPT_SOL_RESUME_FROM=earlier sol_survey.json``
-(finished problems are kept, not rerun). Imports only torch, triton and kernelopt_core (no
+(finished problems are kept, not rerun), ``KERNELOPT_SOL_GPUS`` (problems side by side, one per GPU:
+a count or "all"; default 1: one problem at a time; with more, the ncu runs on different GPUs may
+wait for each other). Imports only torch, triton and kernelopt_core (no
 anthropic, pygls or watchdog); never changes GPU clocks or settings.
 """
 
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -230,23 +233,64 @@ def _environment(device: str) -> dict[str, Any]:
     return info
 
 
-def _child(args: list[str], timeout_s: float, log_path: str) -> tuple[int | None, float]:
-    """Run this script as a child in its own session; kill the whole group at the cap."""
-    begin = time.monotonic()
+@dataclass
+class _Running:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Any
+    begin: float
+    cap_s: float
+
+
+def _child_env(gpu: str | None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)}
-    with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=log,
-                                   stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu  # the child sees its GPU as cuda:0
+    return env
+
+
+def _start(args: list[str], log_path: str, gpu: str | None, name: str, cap_s: float) -> _Running:
+    """This script as a child in its own session (so the cap can kill it with ncu and all)."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed by _stop
+    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=log,
+                               stderr=subprocess.STDOUT, env=_child_env(gpu), start_new_session=True)
+    return _Running(name, process, log, time.monotonic(), cap_s)
+
+
+def _stop(item: _Running) -> tuple[int | None, float]:
+    """Reap a finished child, or kill its whole group when it ran past its cap: (status or None, wall)."""
+    code = item.process.poll()
+    if code is None:
         try:
-            code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-            code = None
-    return code, time.monotonic() - begin
+            os.killpg(item.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        item.process.wait()
+    item.log.close()
+    return code, time.monotonic() - item.begin
+
+
+def _child(args: list[str], timeout_s: float, log_path: str) -> tuple[int | None, float]:
+    item = _start(args, log_path, None, "peaks", timeout_s)
+    try:
+        item.process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    return _stop(item)
+
+
+def gpu_slots(device: str) -> list[str | None]:
+    """Problems run side by side, one per GPU (``KERNELOPT_SOL_GPUS``: a count, or "all"; default 1)."""
+    if not device.startswith("cuda"):
+        return [None]
+    wanted = os.environ.get("KERNELOPT_SOL_GPUS", "1").strip().lower()
+    import torch
+
+    visible = torch.cuda.device_count()
+    count = visible if wanted == "all" else max(1, min(int(wanted) if wanted.isdigit() else 1, visible))
+    if count == 1:
+        return [None]  # the device the caller named, as it is
+    return [str(i) for i in range(count)]
 
 
 def _save(out_dir: str, results: dict[str, Any]) -> None:
@@ -291,22 +335,38 @@ def run(out_dir: str, device: str = "auto", scale: str = "h200", problems: list[
         results["peaks"] = _read_json(os.path.join(out_dir, "peaks.json")) or {"error": f"exit {code}"}
         results["peaks_wall_s"] = round(wall, 1)
     _save(out_dir, results)
-    for name in names:
-        if name in results["problems"]:
-            continue
-        left = budget - (time.monotonic() - started) - 15.0
-        if left < min(cap, 60.0):
-            results["skipped"].append(f"{name}: out of time")
-            continue
-        code, wall = _child(["--one", name, "--out", out_dir, "--device", device, "--scale", scale,
-                             "--cap", str(min(cap, left))], min(cap, left), os.path.join(logs, f"{name}.log"))
-        entry = _read_json(os.path.join(out_dir, "problems", f"{name}.json"))
-        if entry is None:
-            why = f"ran past its {min(cap, left):.0f} s cap" if code is None else f"exited with status {code}"
-            entry = {"problem": name, "error": f"the problem process {why}", "log": f"logs/{name}.log",
-                     "wall_s": round(wall, 1)}
-        results["problems"][name] = entry
-        _save(out_dir, results)
+    pending = [n for n in names if n not in results["problems"]]
+    slots = gpu_slots(device)
+    child_device = device if slots == [None] else "cuda:0"
+    running: dict[str | None, _Running] = {}
+    while pending or running:
+        for slot in [s for s in slots if s not in running]:
+            if not pending:
+                break
+            left = budget - (time.monotonic() - started) - 15.0
+            if left < min(cap, 60.0):
+                results["skipped"] += [f"{n}: out of time" for n in pending]
+                pending.clear()
+                break
+            name = pending.pop(0)
+            limit = min(cap, left)
+            running[slot] = _start(["--one", name, "--out", out_dir, "--device", child_device, "--scale", scale,
+                                    "--cap", str(limit)], os.path.join(logs, f"{name}.log"), slot, name, limit)
+        time.sleep(0.5)
+        for slot, item in list(running.items()):
+            if item.process.poll() is None and time.monotonic() - item.begin < item.cap_s:
+                continue
+            del running[slot]
+            code, wall = _stop(item)
+            entry = _read_json(os.path.join(out_dir, "problems", f"{item.name}.json"))
+            if entry is None:
+                why = f"ran past its {item.cap_s:.0f} s cap" if code is None else f"exited with status {code}"
+                entry = {"problem": item.name, "error": f"the problem process {why}", "log": f"logs/{item.name}.log",
+                         "wall_s": round(wall, 1)}
+            if slot is not None:
+                entry["gpu_slot"] = slot
+            results["problems"][item.name] = entry
+            _save(out_dir, results)
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     results["summary"] = summary(results)
     _save(out_dir, results)
