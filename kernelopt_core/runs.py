@@ -205,6 +205,14 @@ def _fmt_speedup(value: Any) -> str:
     return f"{value:.3f}x" if isinstance(value, (int, float)) else "-"
 
 
+def _fmt_pct(value: Any) -> str:
+    return f"{value:.0f}%" if isinstance(value, (int, float)) else "-"
+
+
+def _fmt_ratio(value: Any) -> str:
+    return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
+
+
 def _fmt_ci(ci: Any) -> str:
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
         return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
@@ -228,15 +236,24 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
     if str(started.get("device", "")).startswith("cpu"):
         lines.append("- note: times are CPU Triton-interpreter wall-clock times, not GPU times")
     lines += ["", "## Kernels", "",
-              "| kernel | share | decision | best rewrite | kernel speedup | candidates | passed gates 1-2 |",
-              "|---|---|---|---|---|---|---|"]
+              "| kernel | share | SOL | traffic | causes | decision | best rewrite | kernel speedup | SOL after "
+              "| candidates | passed gates 1-2 |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kernel in result.get("kernels", []):
         share = kernel.get("share")
         lines.append(
             f"| `{kernel.get('name')}` | {f'{share:.0%}' if isinstance(share, (int, float)) else '-'} "
+            f"| {_fmt_pct(kernel.get('sol_pct'))} | {_fmt_ratio(kernel.get('traffic_ratio'))} "
+            f"| {', '.join(kernel.get('causes') or []) or '-'} "
             f"| {kernel.get('decision')} | {kernel.get('best_title') or '-'} "
-            f"| {_fmt_speedup(kernel.get('kernel_speedup'))} | {kernel.get('candidates', 0)} "
-            f"| {kernel.get('screened_ok', 0)} |")
+            f"| {_fmt_speedup(kernel.get('kernel_speedup'))} | {_fmt_pct(kernel.get('sol_after_pct'))} "
+            f"| {kernel.get('candidates', 0)} | {kernel.get('screened_ok', 0)} |")
+    if any(k.get("ideal_bytes") for k in result.get("kernels", [])):
+        lines += ["", "SOL: speed of light, the kernel's ideal bytes (each tensor read or written once) over its "
+                      "time at the device's measured copy bandwidth; traffic: DRAM bytes measured by ncu over the "
+                      "ideal bytes; SOL after: the baseline SOL times the accepted rewrite's kernel speedup. The "
+                      "paper's SOL-memory tier: " + ", ".join(f"`{k.get('name')}` {k.get('paper_tier') or '-'}"
+                                                             for k in result.get("kernels", [])) + "."]
     cascade = result.get("cascade") or {}
     if cascade.get("gates"):
         lines += ["", "## Gate outcomes (final candidate)", "", "| gate | passed | reason | seconds |", "|---|---|---|---|"]

@@ -11,6 +11,7 @@ from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.measure.ncu import KernelMetrics, NcuRule, parse_ncu_csv
 from kernelopt_core.measure.peaks import DevicePeaks
 from kernelopt_core.measure.statistics import summarize
+from kernelopt_core.measure.traffic import static_graph_traffic
 
 
 @pytest.mark.parametrize(("memory", "compute", "tier"), [
@@ -63,13 +64,23 @@ PEAKS = DevicePeaks(gpu="NVIDIA H200", copy_bytes_per_s=4.243e12, matmul_flops_p
 def test_rmsnorm_fixture_analysis(h200_dumps: Path) -> None:
     metrics = parse_ncu_csv((h200_dumps / "ncu" / "rmsnorm_sections.csv").read_text())[0]
     graph = parse_output_code(str(h200_dumps / "rmsnorm" / "output_code.py"))
-    analysis = analyze_kernel(metrics, None, PEAKS, graph.kernels[0])
-    assert analysis.tier == "near-optimal"
-    assert analysis.directions == []  # nothing left to win inside the kernel
-    assert analysis.evidence[0].startswith("near-optimal: SOL memory 81.2%, compute (SM) 22.0%")
+    (launch,) = static_graph_traffic(graph)
+    analysis = analyze_kernel(metrics, None, PEAKS, graph.kernels[0], launch_args=launch)
+    # x (8192 x 4096 fp32) and the 4096-float weight read once, the output written once, in 62,080 ns
+    ideal = 2 * 8192 * 4096 * 4 + 4096 * 4
+    assert analysis.sol.ideal_bytes == ideal
+    assert analysis.sol.sol_pct == pytest.approx(100 * ideal / (62_080e-9 * 4.243e12))
+    assert analysis.tier == "near-optimal" and analysis.paper_tier == "near-optimal"
+    assert analysis.directions == [] and analysis.causes == []  # nothing left to win inside the kernel
+    assert analysis.evidence[1].startswith("near-optimal: 101.9% of speed of light (at least 85%)")
+    assert analysis.evidence[2].startswith("paper's SOL-memory tier: near-optimal (SOL memory 81.2%, compute (SM) 22.0%")
     assert analysis.achieved["copy_peak_fraction"] == pytest.approx(3_907.5134 / 4_243.0, rel=1e-6)
     assert any("92% of the measured copy peak" in e for e in analysis.evidence)
     assert any("62,080 ns" in e for e in analysis.evidence)
+    # Without the launch arguments the ideal bytes are unknown, and SOL memory > 80% alone is not enough
+    alone = analyze_kernel(metrics, None, PEAKS, graph.kernels[0])
+    assert alone.tier == "memory-bound" and alone.paper_tier == "near-optimal"
+    assert "speed of light unknown: no launch arguments were captured" in alone.evidence[0]
 
 
 def test_memory_bound_directions_carry_numbers() -> None:
@@ -89,8 +100,10 @@ def test_memory_bound_reduction_adds_fuse_rereads(h200_dumps: Path) -> None:
     kernel = graph.kernels[0]
     assert kernel.kind == "red"
     analysis = analyze_kernel(_metrics(60.0, 25.0), None, None, kernel)
+    # No DRAM counters: the two r0 passes over in_ptr0 are read from the source, and said so
+    assert analysis.cause_ids == ["re-reads"] and analysis.causes[0].source == "kernel source"
     fuse = next(d for d in analysis.directions if d.name == "fuse-rereads")
-    assert f"{kernel.inductor_meta.get('num_load')} loads" in fuse.evidence
+    assert "2 passes over in_ptr0" in fuse.evidence
 
 
 def test_underutilized_directions() -> None:
@@ -136,7 +149,8 @@ def test_unknown_without_metrics_says_so_and_uses_timing() -> None:
     timing = summarize([1.0, 1.1, 1.2, 0.9, 1.0], "module-call")
     analysis = analyze_kernel(None, timing, None, None)
     assert analysis.tier == "unknown"
-    assert "no ncu metrics" in analysis.evidence[0]
+    assert analysis.evidence[0].startswith("speed of light unknown")
+    assert "no ncu metrics" in analysis.evidence[1]
     assert any("median 1.0000 ms" in e and "module-call" in e for e in analysis.evidence)
     assert any("no measured device peaks" in e for e in analysis.evidence)
     assert [d.name for d in analysis.directions] == ["profile-on-gpu"]

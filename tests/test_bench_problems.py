@@ -83,3 +83,53 @@ def test_bf16_view_casts_the_model_and_floating_inputs(tmp_path, monkeypatch):
     model, inputs = build_problem(linear, "cpu")
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert model(*inputs).dtype == torch.bfloat16
+
+
+KBSCALE = SUITE / "kbscale"
+KBSCALE_FAMILIES = {
+    "elementwise": {"relu", "gelu", "bias_scale_broadcast"}, "row reductions": {"sum_rows", "amax_rows"},
+    "column reductions": {"sum_cols", "mean_cols"}, "softmax": {"softmax_long_rows", "log_softmax_rows"},
+    "norms": {"layer_norm_16_rows", "instance_norm", "group_norm", "frobenius_norm", "l1_norm", "l2_norm",
+              "rms_norm_channels"},
+    "pooling": {"max_pool2d_dilated", "avg_pool1d"}, "scans": {"cumsum_rows"},
+    "losses": {"cross_entropy", "mse_loss", "huber_loss", "kl_div"},
+}
+
+
+def test_kbscale_set_is_in_the_suite_and_covers_the_families():
+    names = {p.name for p in H200_PROBLEMS if p.name.startswith("kbscale/")}
+    assert len(names) >= 20 and {p.level for p in H200_PROBLEMS if p.name in names} == {1}
+    for family, wanted in KBSCALE_FAMILIES.items():
+        assert {f"kbscale/{n}" for n in wanted} <= names, family
+    assert len(discover_suite(str(KBSCALE))) == len(names)  # also a suite on its own
+
+
+@pytest.mark.parametrize("problem", discover_suite(str(KBSCALE)), ids=lambda p: p.name)
+def test_kbscale_inputs_are_half_a_gigabyte_to_eight_at_h200_scale(problem, monkeypatch):
+    """Measured on meta tensors: the sizes, never the memory."""
+    torch = pytest.importorskip("torch")
+    from kernelopt_core.compile import load_problem
+
+    monkeypatch.setenv("KERNELOPT_PROBLEM_SCALE", "h200")
+    module = load_problem(problem.path)
+    assert module.SCALE == "h200" and set(module.SIZES) == {"h200", "tiny"}
+    with torch.device("meta"):
+        inputs = module.get_inputs()
+    total = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    assert 0.5e9 <= total <= 8.0e9, f"{problem.name}: {total / 1e9:.2f} GB of inputs"
+    if problem.name == "kbscale/softmax_long_rows":
+        assert tuple(inputs[0].shape) == (4096, 393216)
+    if problem.name == "kbscale/layer_norm_16_rows":
+        assert inputs[0].shape[0] == 16 and inputs[0][0].numel() >= 1 << 22  # 16 very long rows
+
+
+def test_problem_set_folders_are_entered_only_with_their_marker(tmp_path):
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "a.py").write_text("x = 1\n")
+    for folder in ("kbscale", "unmarked"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "b.py").write_text("LEVEL = 1\n")
+        (tmp_path / folder / "c.py").write_text("x = 1\n")
+    (tmp_path / "kbscale" / "PROBLEM_SET.md").write_text("a set\n")
+    found = [(p.name, p.level) for p in discover_suite(str(tmp_path))]
+    assert found == [("kbscale/c", 0), ("kbscale/b", 1), ("level1/a", 1)]

@@ -145,3 +145,57 @@ def test_result_files_round_trip_and_torn_files_count_as_missing(tmp_path):
     (tmp_path / "problems" / "level1" / "softmax.json").write_text('{"name": "level1/softm')
     assert load_result(str(tmp_path), "level1/softmax") is None
     assert load_result(str(tmp_path), "never/ran") is None
+
+
+def test_per_problem_table_shows_sol_before_and_after(tmp_path):
+    info = CampaignInfo(suite="synthetic", device="cuda", provider="offline")
+    improved = make("softmax", "optimized", 1.3)
+    improved.sol = {"kernel": "triton_red_k", "baseline_pct": 65.0, "after_pct": 84.0, "traffic_ratio": 1.5}
+    kept = make("relu", "fallback", 1.0, category="no-triton-kernels")
+    kept.sol = {"kernel": "triton_poi_k", "baseline_pct": 96.2, "after_pct": None, "traffic_ratio": None}
+    unknown = make("cpu", "fallback", 1.0, category="no-triton-kernels")
+    write_reports(str(tmp_path), info, [improved, kept, unknown], plot=False)
+    text = (tmp_path / "report.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    assert "| 65% → 84% (1.50x) |" in rows["`softmax`"]
+    assert "| 96% |" in rows["`relu`"] and "| – |" in rows["`cpu`"]
+    assert "SOL base → after" in text
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {p["name"]: p["sol"] for p in data["problems"]}["softmax"] == improved.sol
+    assert load_result(str(tmp_path), "softmax") is None  # write_reports writes only the summaries
+    write_result(str(tmp_path), improved)
+    assert load_result(str(tmp_path), "softmax").sol == improved.sol  # round trip
+
+
+def test_problem_sol_from_the_classify_timing_then_the_optimizer(monkeypatch):
+    from kernelopt_core.bench import problem_job
+    from kernelopt_core.measure import peaks as peaks_module
+    from kernelopt_core.measure.launch_timing import LaunchTiming
+    from kernelopt_core.measure.peaks import DevicePeaks
+    from kernelopt_core.measure.traffic import IdealBytes, LaunchArg, LaunchTraffic
+
+    monkeypatch.setattr(peaks_module, "device_peaks", lambda device, **_: DevicePeaks(
+        gpu="g", copy_bytes_per_s=4e12, matmul_flops_per_s=1e15, measured_at="now"))
+
+    class Launch:
+        def __init__(self, order: int, kernel: str) -> None:
+            self.order, self.kernel = order, kernel
+
+    class Graph:
+        launches = [Launch(0, "small"), Launch(2, "big")]
+
+    big = [LaunchArg("in_ptr0", 0, "input", [1000], [1], "torch.float32", 4000_000_000),
+           LaunchArg("out_ptr0", 1, "output", [1000], [1], "torch.float32", 4000_000_000)]
+    timing = LaunchTiming(graph="g", launch_times_ms={0: 0.1, 1: 5.0, 2: 2.5}, total_ms=4.0, overheads=[],
+                          path="module-call", device="cuda:0", iters=20,
+                          launch_traffic={2: LaunchTraffic(2, "big", big)},
+                          graph_ideal=IdealBytes(4_000_000_000, 4_000_000_000, "graph inputs and outputs"))
+    notes: list[str] = []
+    sol = problem_job._timed_sol(Graph(), timing, "cuda:0", notes)
+    # the longest Triton launch (order 1 is a vendor call): 8 GB in 2.5 ms at 4 TB/s = 80%
+    assert sol["kernel"] == "big" and sol["baseline_pct"] == pytest.approx(80.0)
+    assert sol["graph_baseline_pct"] == pytest.approx(50.0) and sol["source"] == "timed launch, module-call path"
+    after = problem_job._optimized_sol(sol, [{"name": "big", "sol_pct": 65.0, "sol_after_pct": 91.0,
+                                               "traffic_ratio": 1.5, "causes": ["re-reads"]}])
+    assert after["baseline_pct"] == 65.0 and after["after_pct"] == 91.0 and after["graph_baseline_pct"] == 50.0
+    assert problem_job._optimized_sol(sol, [{"name": "big", "sol_pct": None}]) is sol

@@ -77,3 +77,39 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_table_without_graphs_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", str(tmp_path)]) == 1
     assert "no Inductor dumps found" in capsys.readouterr().err
+
+
+def test_time_adds_ideal_bytes_and_says_why_sol_is_unknown_on_the_cpu(capsys: pytest.CaptureFixture[str],
+                                                                      cpu_example_dump: Path) -> None:
+    assert main(["inspect", str(cpu_example_dump), "--time", "--json"]) == 0
+    (graph,) = json.loads(capsys.readouterr().out)["graphs"]
+    sol = graph["speed_of_light"]
+    kernels = {k["name"] for k in graph["kernels"]}
+    assert {item["kernel"] for item in sol["launches"]} == kernels and sol["copy_bytes_per_s"] is None
+    for item in sol["launches"]:
+        assert item["ideal_bytes"] > 0 and item["time_ms"] > 0 and item["sol_pct"] is None
+        assert "CPU backend" in item["unknown_reason"] and "no ncu" in item["time_source"]
+    # gelu_mlp: x (64 x 256 fp32) and the linear's weight and bias are read, one 64 x 256 output written
+    assert sol["graph"]["read_bytes"] == (64 * 256 + 256 * 256 + 256 + 2 * 256) * 4
+    assert sol["graph"]["write_bytes"] == 64 * 256 * 4
+
+
+def test_table_shows_the_speed_of_light_column(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.cli import inspect_cmd
+    from kernelopt_core.cli.common import console
+    from kernelopt_core.dispatch import analyze
+
+    monkeypatch.setattr(console, "width", 220)
+    graph = parse_output_code(str(H200_DUMPS / "softmax" / "output_code.py"))
+    (launch,) = graph.launches
+    sol = {"graph": {"ideal_bytes": 268435456, "read_bytes": 134217728, "write_bytes": 134217728, "time_ms": 0.1,
+                     "sol_pct": 63.3, "time_source": "timed graph, module-call path", "unknown_reason": None},
+           "copy_bytes_per_s": 4.243e12, "gpu": "NVIDIA H200",
+           "launches": [{"order": launch.order, "kernel": launch.kernel, "ideal_bytes": 268435456, "time_ms": 0.097,
+                         "sol_pct": 65.2, "time_source": "timed launch", "unknown_reason": None}]}
+    inspect_cmd._print_graph(graph, analyze(graph), sol)
+    out = capsys.readouterr().out
+    assert "SOL" in out and "65%" in out
+    assert "graph speed of light 63%: 268,435,456 bytes of inputs and outputs in 0.100 ms" in out.replace("\n", " ")

@@ -23,7 +23,8 @@ def test_each_agent_has_a_template_and_its_tools(agent: str) -> None:
     for tool in prompt.tools:
         assert tool.description and tool.input_schema["type"] == "object"
     rendered = prompt.render(kernel_name="triton_poi_x", plans=4, retries=4, capacity=8, launcher_contract="C",
-                             families="F", recent_directions="none", diversity_note="", sections="S", known="K")
+                             families="F", recent_directions="none", diversity_note="", sections="S", known="K",
+                             speed_of_light="65% of speed of light")
     assert "$" not in rendered.replace("$$", "")  # every placeholder is filled
 
 

@@ -141,12 +141,18 @@ def test_csv_errors_are_clear() -> None:
 def test_command_line() -> None:
     command = build_ncu_command(["python", "-m", "runner"], ncu="/x/ncu", kernels=["k_0", "k.1"],
                                 launch_skip=3, launch_count=2)
-    assert command[:5] == ["/x/ncu", "--csv", "--clock-control", "none", "--target-processes"]
+    assert command[:7] == ["/x/ncu", "--csv", "--print-units", "base", "--clock-control", "none",
+                           "--target-processes"]
     assert command[-3:] == ["python", "-m", "runner"]
     text = " ".join(command)
     for section in DEFAULT_SECTIONS:
         assert f"--section {section}" in text
     assert len(DEFAULT_SECTIONS) == 7
+    # the raw metrics the speed-of-light figures need, in one --metrics list beside the sections
+    assert command[command.index("--metrics") + 1] == ("dram__bytes_read.sum,dram__bytes_write.sum,"
+                                                       "lts__t_sector_hit_rate.pct,"
+                                                       "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
+    assert "--metrics" not in build_ncu_command(["p"], metrics=())
     assert "-k regex:^(k_0|k\\.1)$" in text
     assert "--launch-skip 3" in text and "--launch-count 2" in text
     assert "--profile-from-start off" in text
@@ -175,8 +181,12 @@ with open(log, "a") as handle:
 if os.environ.get("FAKE_NCU_MODE") == "perm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
     sys.exit(1)
+missing = os.environ.get("FAKE_NCU_UNKNOWN_METRIC")
+if missing and "--metrics" in args and missing in args[args.index("--metrics") + 1].split(","):
+    print("==ERROR== Failed to find metric " + missing)
+    sys.exit(1)
 with_value = {{"--clock-control", "--target-processes", "--profile-from-start", "--section", "-k",
-              "--launch-skip", "--launch-count"}}
+              "--launch-skip", "--launch-count", "--print-units", "--metrics"}}
 i, program = 0, []
 while i < len(args):
     if args[i] in with_value:
@@ -247,6 +257,21 @@ def test_profile_graph_errors(fake_ncu: Path, h200_dumps: Path, monkeypatch: pyt
     monkeypatch.setenv("FAKE_NCU_MODE", "perm")
     with pytest.raises(NcuPermissionDenied):
         profile_graph(graph, gpu="g")
+
+
+def test_a_metric_ncu_does_not_know_is_dropped_with_a_note(fake_ncu: Path, h200_dumps: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt_core.measure.ncu import SECTOR_EFFICIENCY_METRIC
+
+    monkeypatch.setenv("FAKE_NCU_UNKNOWN_METRIC", SECTOR_EFFICIENCY_METRIC)
+    graph = parse_output_code(str(h200_dumps / "rmsnorm" / "output_code.py"))
+    profiled = profile_graph(graph, gpu="NVIDIA H200")
+    first, second = _calls(fake_ncu)
+    assert SECTOR_EFFICIENCY_METRIC in first[first.index("--metrics") + 1]
+    assert SECTOR_EFFICIENCY_METRIC not in second[second.index("--metrics") + 1]
+    assert "dram__bytes_read.sum" in second[second.index("--metrics") + 1]
+    assert profiled.kernels[0].duration_ns == 62_080
+    assert profiled.notes == [f"ncu could not collect {SECTOR_EFFICIENCY_METRIC} here; profiled without it"]
 
 
 def test_run_ncu_reports_a_failed_program(fake_ncu: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,12 +32,47 @@ def test_ncu_csv_json(capsys: pytest.CaptureFixture[str], h200_dumps: Path) -> N
     assert row["name"] == RMSNORM_KERNEL
     assert row["duration_ns"] == 62_080
     assert row["time_share"] == 1.0
-    assert row["tier"] == "near-optimal"
+    # no dump and no peaks: the ideal bytes and the speed of light are unknown, so SOL memory 81% alone
+    # is no longer near-optimal; the paper's reading stays beside it
+    assert row["tier"] == "memory-bound" and row["paper_tier"] == "near-optimal"
+    assert row["sol_pct"] is None and row["ideal_bytes"] is None and row["traffic_ratio"] is None
+    assert row["sol_unknown_reason"].startswith("unknown: no launch arguments")
     assert row["dram_pct"] == 81.25 and row["sm_pct"] == 21.96 and row["occupancy_pct"] == 90.14
     assert row["registers"] == 28
     assert [r["name"] for r in row["rules"]] == ["SOLBottleneck"]
     assert row["launches"] == 6 and row["graph"] is None
-    assert row["evidence"] and row["directions"] == []
+    assert row["evidence"] and [d["name"] for d in row["directions"]] == ["vectorize-loads", "eviction-hints"]
+
+
+PEAKS_JSON = {"gpu": "NVIDIA H200", "copy_bytes_per_s": 4.243e12, "matmul_flops_per_s": 7.9e14,
+              "measured_at": "2026-11-30", "sm_count": 132, "l2_bytes": 62_914_560}
+
+
+def test_ncu_csv_with_dump_and_peaks_gives_exact_speed_of_light(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                               h200_dumps: Path) -> None:
+    """The constructed fixture (tests/fixtures/ncu/README.md): ncu's SOL memory says near-optimal,
+    the kernel moves 1.5x its ideal bytes at 65% of speed of light."""
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps(PEAKS_JSON))
+    csv_path = Path(__file__).parent / "fixtures" / "ncu" / "constructed_sol_metrics.csv"
+    code, data = _json(capsys, ["profile", str(h200_dumps / "softmax"), "--ncu-csv", str(csv_path),
+                                "--peaks", str(peaks), "--json"])
+    assert code == 0 and data["peaks"]["copy_bytes_per_s"] == 4.243e12
+    softmax, elementwise = data["kernels"]
+    assert softmax["ideal_bytes"] == 2 * 4096 * 8192 * 4  # input read once, output written once
+    assert softmax["dram_read_bytes"] == 268_435_456 and softmax["dram_write_bytes"] == 134_217_728
+    assert softmax["traffic_ratio"] == 1.5
+    assert softmax["sol_pct"] == 100 * 268_435_456 / (97_330e-9 * 4.243e12)
+    assert round(softmax["sol_pct"], 2) == 65.0 and softmax["sol_time_source"] == "ncu"
+    assert softmax["tier"] == "memory-bound" and softmax["paper_tier"] == "near-optimal"
+    assert softmax["causes"][0] == "re-reads" and softmax["passes"] == 2
+    assert softmax["sol_text"] == "65% of speed of light · reads 1.5× the minimum"
+    assert softmax["l2_hit_pct"] == 33.4 and softmax["sector_efficiency_pct"] == 100.0
+    # the elementwise kernel belongs to another dump: its DRAM bytes are parsed, its ideal bytes unknown
+    assert elementwise["dram_bytes"] == 201_326_592 and elementwise["ideal_bytes"] is None
+    assert elementwise["traffic_ratio"] is None and elementwise["sol_pct"] is None
+    assert main(["profile", "--ncu-csv", str(csv_path), "--peaks", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: cannot read" in capsys.readouterr().err.replace("\n", "")
 
 
 def test_ncu_csv_with_the_dump_adds_kind_and_graph(capsys: pytest.CaptureFixture[str], h200_dumps: Path) -> None:
@@ -55,7 +90,8 @@ def test_ncu_csv_table(capsys: pytest.CaptureFixture[str], h200_dumps: Path,
     monkeypatch.setattr(console, "width", 200)
     assert main(["profile", "--ncu-csv", str(h200_dumps / "ncu" / "rmsnorm_sections.csv")]) == 0
     out = capsys.readouterr().out
-    assert "near-optimal" in out and "62.1 us" in out and "81.2%" in out and "SOLBottleneck" in out
+    assert "memory-bound" in out and "62.1 us" in out and "81.2%" in out and "SOLBottleneck" in out
+    assert "paper's SOL-memory tier: near-optimal" in out
 
 
 def test_bad_input_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path, h200_dumps: Path) -> None:
@@ -77,7 +113,7 @@ def test_events_mode_writes_only_event_lines(capsys: pytest.CaptureFixture[str],
     assert lines and all(line.startswith(EVENT_PREFIX) for line in lines)
     events = [parse_event_line(line) for line in lines]
     assert events[-1]["event"] == "result"
-    assert events[-1]["result"]["kernels"][0]["tier"] == "near-optimal"
+    assert events[-1]["result"]["kernels"][0]["paper_tier"] == "near-optimal"
     assert any(e["event"] == "progress" for e in events[:-1])
 
 
@@ -94,7 +130,12 @@ def test_profile_through_fake_ncu(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 0
     assert data["source"] == "ncu" and data["ncu_available"] is True
     row = data["kernels"][0]
-    assert row["name"] == RMSNORM_KERNEL and row["tier"] == "near-optimal" and row["source"] == "ncu"
+    assert row["name"] == RMSNORM_KERNEL and row["source"] == "ncu" and row["paper_tier"] == "near-optimal"
+    # no GPU here: the launch arguments come from the wrapper's allocations, the peaks are missing
+    assert row["ideal_bytes"] == 2 * 8192 * 4096 * 4 + 4096 * 4
+    assert row["ideal_source"] == "the wrapper's allocations (static, not run)"
+    assert row["sol_pct"] is None and "copy bandwidth" in row["sol_unknown_reason"]
+    assert data["graph_sol"][0]["sol_pct"] is None
     assert list((tmp_path / "cache" / "ncu").glob("*.json"))  # cached for next time
 
 
@@ -109,6 +150,11 @@ def test_cpu_graph_is_timed_without_ncu(capsys: pytest.CaptureFixture[str], cpu_
     assert 0.0 < row["time_share"] <= 1.0 and row["time_share_of"] == "graph"
     assert row["timing_path"] == "module-call" and row["device"] == "cpu"
     assert row["directions"][0]["name"] == "profile-on-gpu"
+    # CPU backend: the ideal bytes still come from the recorded launch arguments; SOL is unknown, and why
+    assert row["ideal_bytes"] > 0 and row["ideal_source"] == "captured launch arguments"
+    assert row["sol_pct"] is None and "CPU backend" in row["sol_unknown_reason"]
+    (graph,) = data["graph_sol"]
+    assert graph["ideal_bytes"] > 0 and graph["sol_pct"] is None and "CPU backend" in graph["unknown_reason"]
 
 
 def test_device_for_graph() -> None:

@@ -66,7 +66,11 @@ def test_report_has_the_decision_table_gates_and_fallback(tmp_path: Path) -> Non
         "run_id": "r1", "decision": "matched", "reason": "2 correct candidates, none cleared 1.03x",
         "speedup": None, "ci": None, "timing_path": "module-call",
         "kernels": [{"name": "triton_per_x", "share": 0.9, "decision": "matched", "best_title": "launch config XBLOCK=8",
-                     "kernel_speedup": 1.01, "candidates": 2, "screened_ok": 1}],
+                     "kernel_speedup": 1.01, "candidates": 2, "screened_ok": 1},
+                    {"name": "triton_red_y", "share": 0.1, "decision": "optimized", "best_title": "persistent",
+                     "kernel_speedup": 1.4, "candidates": 3, "screened_ok": 2, "ideal_bytes": 268435456,
+                     "sol_pct": 65.0, "sol_after_pct": 91.0, "traffic_ratio": 1.5, "causes": ["re-reads"],
+                     "paper_tier": "near-optimal"}],
         "cascade": {"gates": [{"gate": 3, "name": "model", "passed": True, "reason": "ok", "seconds": 1.0},
                               {"gate": 4, "name": "perf", "passed": False, "reason": "speedup 1.010x | below",
                                "seconds": 2.0}]},
@@ -74,7 +78,9 @@ def test_report_has_the_decision_table_gates_and_fallback(tmp_path: Path) -> Non
     }
     text = render_report(result, journal)
     assert "**decision: matched**" in text
-    assert "| `triton_per_x` | 90% | matched | launch config XBLOCK=8 | 1.010x | 2 | 1 |" in text
+    assert "| `triton_per_x` | 90% | - | - | - | matched | launch config XBLOCK=8 | 1.010x | - | 2 | 1 |" in text
+    assert "| `triton_red_y` | 10% | 65% | 1.50x | re-reads | optimized | persistent | 1.400x | 91% | 3 | 2 |" in text
+    assert "`triton_red_y` near-optimal" in text  # the paper's tier, labelled, beside the SOL figures
     assert "| 4 perf | no | speedup 1.010x \\| below | 2.0 |" in text
     assert "- gate 2: 1" in text
     assert "## Fallback" in text and "CPU Triton-interpreter" in text

@@ -339,7 +339,8 @@ class ProfiledEvaluator(StandInEvaluator):
 
 
 @pytest.mark.parametrize("memory,compute,tier,first", [
-    (60.0, 20.0, "memory-bound", ["launch_config", "vector_hints", "persistent", "eviction_hints"]),
+    # the two r0 passes over x in the source are a re-reads cause: its family goes first
+    (60.0, 20.0, "memory-bound", ["persistent", "launch_config", "vector_hints", "eviction_hints"]),
     (20.0, 60.0, "compute-bound", ["fast_math", "launch_config"]),
 ])
 def test_the_analysts_tier_guides_the_offline_plans(tmp_path: Path, memory: float, compute: float, tier: str,
@@ -349,7 +350,58 @@ def test_the_analysts_tier_guides_the_offline_plans(tmp_path: Path, memory: floa
     (brief,) = kinds(journal, "brief")
     assert brief["value"]["tier"] == tier
     assert any("SOL memory" in e for e in brief["value"]["evidence"])
+    assert brief["value"]["paper_tier"] == ("memory-bound" if memory > compute else "compute-bound")
     assert [p["plan"]["family"] for p in kinds(journal, "plan")] == first
     assert "SpeedOfLight" in kinds(journal, "ncu_request")[0]["request"]["sections"]
     saved = json.loads(Path(result.run_dir, "ncu", f"{brief['kernel']}.json").read_text())
     assert saved["metrics"]["memory_pct"] == memory
+
+
+class MeasuredEvaluator(ProfiledEvaluator):
+    """The rmsnorm ncu CSV with DRAM byte counters, and the device's peaks."""
+
+    def __init__(self, dram_read: float, duration_ns: float):
+        super().__init__(85.0, 20.0)
+        self.metrics.update(dram_read_bytes=dram_read, dram_write_bytes=8192 * 4096 * 4.0, duration_ns=duration_ns)
+
+    def peaks(self) -> Any:
+        from kernelopt_core.measure.peaks import DevicePeaks
+
+        self.calls["peaks"] += 1
+        return DevicePeaks(gpu="NVIDIA H200", copy_bytes_per_s=4.243e12, matmul_flops_per_s=790e12,
+                           measured_at="2026-11-30", sm_count=132, l2_bytes=60 * 2**20)
+
+
+def test_the_speed_of_light_evidence_reaches_the_brief_and_the_rewrite_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt_core.analyst import EVIDENCE_KEYS
+    from kernelopt_core.search.agents import planner as planner_module
+
+    seen: list[dict[str, Any]] = []
+    real = planner_module.offline_plans
+
+    def spy(request: Any) -> Any:
+        seen.append(dict(request.context.evidence))
+        return real(request)
+
+    monkeypatch.setattr(planner_module, "offline_plans", spy)
+    ideal = 2 * 8192 * 4096 * 4 + 4096 * 4  # x and the weight read once, the output written once
+    evaluator = MeasuredEvaluator(dram_read=2 * 8192 * 4096 * 4.0, duration_ns=120_000.0)
+    result, journal, _ = run(tmp_path, RMSNORM, evaluator, iterations=1, plans=2, early_stop=False)
+    assert evaluator.calls["peaks"] == 1 and len(kinds(journal, "peaks")) == 1  # measured once, journaled
+    (brief,) = kinds(journal, "brief")
+    sol = brief["value"]["speed_of_light"]
+    assert list(sol) == list(EVIDENCE_KEYS)
+    assert sol["ideal_bytes"] == ideal and sol["sol_pct"] == pytest.approx(100 * ideal / (120e-6 * 4.243e12))
+    assert sol["traffic_ratio"] == pytest.approx(3 * 8192 * 4096 * 4 / ideal) and sol["causes"][0] == "re-reads"
+    assert brief["value"]["tier"] == "memory-bound" and brief["value"]["paper_tier"] == "near-optimal"
+    assert brief["value"]["evidence"][0].startswith("speed of light 52.7%")
+    assert seen and all(list(e) == list(EVIDENCE_KEYS) for e in seen)
+    assert seen[0]["sol_pct"] == sol["sol_pct"] and seen[0]["launch_args"][0]["name"] == "in_ptr0"
+    assert [p["plan"]["family"] for p in kinds(journal, "plan")][0] == "persistent"  # the re-reads cause first
+    kernel = result.kernels[0]
+    assert kernel["sol_pct"] == sol["sol_pct"] and kernel["traffic_ratio"] == sol["traffic_ratio"]
+    assert result.decision == "optimized" and kernel["decision"] == "optimized"
+    assert kernel["sol_after_pct"] == pytest.approx(sol["sol_pct"] * kernel["kernel_speedup"])
+    report = Path(result.run_dir, "report.md").read_text()
+    assert "| 53% | 1.50x | re-reads" in report

@@ -361,6 +361,7 @@ def _classify(state: ProblemState) -> None:
             timing = time_launches(state.graph, device=state.device)
             report = analyze(state.graph, timing.launch_times_ms, timing.overheads, timing.path)
             state.launch_timing = timing.to_json()
+            state.result.sol = _timed_sol(state.graph, timing, state.device, state.result.notes)
         except Exception as exc:  # noqa: BLE001 - the untimed classification still stands
             state.result.notes.append(f"per-launch timing failed, classified by launch counts: {exc}")
     if report is None:
@@ -414,12 +415,51 @@ def _optimize(state: ProblemState) -> None:
     result.reason = outcome.reason or outcome.decision
     result.run_id, result.run_dir = outcome.run_id, outcome.run_dir
     result.kernels_changed = sorted(getattr(outcome, "accepted_sources", {}) or {})
+    result.sol = _optimized_sol(result.sol, getattr(outcome, "kernels", None) or [])
     if outcome.speedup is not None:
         ci = outcome.ci or (outcome.speedup, outcome.speedup)
         result.gate4 = {"speedup": outcome.speedup, "ci_low": ci[0], "ci_high": ci[1],
                         "path": outcome.timing_path}
     if result.outcome == "error":
         result.reason = f"the optimizer returned an unknown decision {outcome.decision!r}: {outcome.reason}"
+
+
+def _timed_sol(graph: Any, timing: Any, device: str, notes: list[str]) -> dict[str, Any]:
+    """Baseline speed of light from the classify timing: the longest Triton launch's ideal bytes over
+    its timed duration, and the graph's inputs and outputs over the timed graph (both module-call
+    path, no ncu), at the device's measured copy bandwidth."""
+    from ..measure.peaks import device_peaks
+    from ..measure.traffic import speed_of_light
+
+    peaks = device_peaks(device)
+    if peaks is None:
+        notes.append(f"no measured peaks for {device}: the speed of light is unknown")
+    copy = peaks.copy_bytes_per_s if peaks is not None else None
+    triton = [launch.order for launch in graph.launches if launch.order in timing.launch_times_ms]
+    longest = max(triton, key=lambda order: timing.launch_times_ms[order], default=None)
+    traffic = timing.launch_traffic.get(longest) if longest is not None else None
+    kernel = speed_of_light(traffic.ideal if traffic is not None else None,
+                            duration_ms=timing.launch_times_ms.get(longest) if longest is not None else None,
+                            duration_source=f"timed launch, {timing.path} path", copy_bytes_per_s=copy)
+    whole = speed_of_light(timing.graph_ideal, duration_ms=timing.total_ms,
+                           duration_source=f"timed graph, {timing.path} path", copy_bytes_per_s=copy)
+    return {"kernel": traffic.kernel if traffic is not None else None, "baseline_pct": kernel.sol_pct,
+            "after_pct": None, "traffic_ratio": None, "ideal_bytes": kernel.ideal_bytes, "causes": [],
+            "source": kernel.duration_source, "unknown_reason": kernel.unknown_reason,
+            "graph_baseline_pct": whole.sol_pct, "graph_ideal_bytes": whole.ideal_bytes,
+            "graph_source": whole.duration_source, "copy_bytes_per_s": copy}
+
+
+def _optimized_sol(sol: dict[str, Any] | None, kernels: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The optimizer's figures for its main kernel (ncu time where it ran) replace the timed ones;
+    after an accepted rewrite, its SOL (baseline x the kernel speedup)."""
+    main = next((k for k in kernels if isinstance(k, dict) and k.get("sol_pct") is not None), None)
+    if main is None:
+        return sol
+    return {**(sol or {}), "kernel": main.get("name"), "baseline_pct": main.get("sol_pct"),
+            "after_pct": main.get("sol_after_pct"), "traffic_ratio": main.get("traffic_ratio"),
+            "ideal_bytes": main.get("ideal_bytes"), "causes": list(main.get("causes") or []),
+            "paper_tier": main.get("paper_tier"), "source": "the optimizer's analysis (ncu time where it ran)"}
 
 
 def _restitched_path(state: ProblemState) -> str:

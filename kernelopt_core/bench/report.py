@@ -100,6 +100,19 @@ def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
+def _sol(sol: dict[str, Any] | None) -> str:
+    """``65% → 92% (1.50x)``: the main kernel's speed of light before and after an accepted rewrite,
+    and its traffic ratio."""
+    if not sol or not isinstance(sol.get("baseline_pct"), (int, float)):
+        return "–"
+    text = f"{sol['baseline_pct']:.0f}%"
+    if isinstance(sol.get("after_pct"), (int, float)):
+        text += f" → {sol['after_pct']:.0f}%"
+    if isinstance(sol.get("traffic_ratio"), (int, float)):
+        text += f" ({sol['traffic_ratio']:.2f}x)"
+    return text
+
+
 def _level_row(label: str, group: GroupSummary) -> str:
     fast = " | ".join(_pct(group.fast_p[k]) for k in group.fast_p)
     return (f"| {label} | {group.problems} | {group.ran} | "
@@ -257,14 +270,15 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
 
     lines.append("## Per problem")
     lines.append("| problem | L | outcome | reason | eager ms | max-autotune ms | vs max-autotune [95% CI] "
-                 "| configuration change | vs eager [95% CI] | wall s |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                 "| configuration change | vs eager [95% CI] | SOL base → after | wall s |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         reason = r.reason.replace("|", "/").replace("\n", " ")
         if len(reason) > 140:
             reason = reason[:137] + "..."
         lines.append(f"| `{r.name}` | {r.level} | {r.outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
-                     f"{_speedup(r.vs_max_autotune)} | {_config_cell(r)} | {_speedup(r.vs_eager)} | {r.wall_s:.1f} |")
+                     f"{_speedup(r.vs_max_autotune)} | {_config_cell(r)} | {_speedup(r.vs_eager)} | {_sol(r.sol)} | "
+                     f"{r.wall_s:.1f} |")
     lines.append("")
     lines += _outside_kernels(results)
 
@@ -284,6 +298,11 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
                  "user's max-autotune callable against the changed one, both through the full callable (paths "
                  "`compiled-callable-*`, named in the cell). It is not a kernel rewrite: the outcome and the kernel "
                  "figures above do not count it.")
+    lines.append("- **SOL base → after**: the main kernel's speed of light (its ideal bytes, each tensor read or "
+                 "written once, over its time at the device's measured copy bandwidth; ncu time where the "
+                 "optimizer profiled, else a timed launch), after an accepted rewrite the baseline times its "
+                 "kernel speedup; in brackets the DRAM traffic over the ideal bytes. results.json keeps the "
+                 "graph's own figure (inputs and outputs once, over the timed graph) and each figure's source.")
     lines.append("")
     if summary.not_reached:
         lines.append("## Not reached")

@@ -72,6 +72,9 @@ class ProblemResult:
     error: dict[str, Any] | None = None  # {"stage", "type", "message", "traceback"}
     log_path: str | None = None
     gpu: str | None = None  # which GPU ran it (physical index / name) when on CUDA
+    # Speed of light of the main kernel and of the graph: {"kernel", "baseline_pct", "after_pct",
+    # "traffic_ratio", "ideal_bytes", "causes", "source", "graph_baseline_pct", "graph_ideal_bytes", ...}
+    sol: dict[str, Any] | None = None
     started: str | None = None
     finished: str | None = None
     # the whole torch.compile callable beyond its kernels (see kernelopt_core.config_findings):

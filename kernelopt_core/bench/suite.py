@@ -1,10 +1,12 @@
 """The problems of a KernelBench-format suite, found without importing any of them.
 
 A suite is a folder. Files directly in it are problems; so are files in sub-folders named for a
-level (``level1``, ``level_2``, ``L3``). Other sub-folders (``tiny/``, ``__pycache__``) are not
-entered, so ``benchmarks/problems`` is the H200 suite and ``benchmarks/problems/tiny`` the CI one.
-A problem's level is its folder's, or a module-level ``LEVEL = N`` (read from the source text),
-else 0. A single ``.py`` file is a suite of one.
+level (``level1``, ``level_2``, ``L3``), and in problem-set sub-folders, marked by a
+``PROBLEM_SET.md`` file that says what the set is (``kbscale/``: the KernelBench-scale
+memory-bound set). Other sub-folders (``tiny/``, ``__pycache__``) are not entered, so
+``benchmarks/problems`` is the H200 suite and ``benchmarks/problems/tiny`` the CI one.
+A problem's level is its level folder's, or a module-level ``LEVEL = N`` (read from the source
+text), else 0. A single ``.py`` file is a suite of one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 _LEVEL_DIR = re.compile(r"^(?:level|l)[_-]?(\d+)$", re.IGNORECASE)
+SET_MARKER = "PROBLEM_SET.md"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,12 @@ def discover_suite(path: str, levels: set[int] | None = None) -> list[ProblemSpe
                     if _is_problem_file(name) and os.path.isfile(os.path.join(full, name)):
                         stem = os.path.splitext(name)[0]
                         found.append(ProblemSpec(f"{entry}/{stem}", os.path.join(full, name), level))
+            elif os.path.isfile(os.path.join(full, SET_MARKER)):
+                for name in sorted(os.listdir(full)):
+                    problem = os.path.join(full, name)
+                    if _is_problem_file(name) and os.path.isfile(problem):
+                        stem = os.path.splitext(name)[0]
+                        found.append(ProblemSpec(f"{entry}/{stem}", problem, declared_level(problem) or 0))
     else:
         raise SuiteError(f"{path}: no such suite folder or problem file")
     if levels:

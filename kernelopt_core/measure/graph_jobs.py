@@ -73,6 +73,11 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
     The total is timed separately without the per-launch timers on a GPU (their event records
     add host time on launch-bound graphs); on the CPU backend the instrumented runs' wall time is
     the total, since perf_counter costs nothing next to the interpreter.
+
+    The first (untimed) call also records every Triton launch's arguments as metadata (shape,
+    stride, dtype, storage extent; named and given read/write roles from the kernel source) and
+    the graph's inputs and outputs: ``launch_traffic`` and ``graph_ideal`` (see
+    :mod:`kernelopt_core.measure.traffic`).
     """
     from ..artifacts import parse_output_code
     from ..graph_module import call_graph, make_inputs
@@ -85,9 +90,11 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
     module = _load(payload["dump"], device)
     iters = int(payload.get("iters") or (20 if cuda else 3))
     input_sets = [make_inputs(module, seed=i) for i in range(3 if cuda else 1)]
-    call_graph(module, input_sets[0])  # first call: lazy compilation and autotuning, untimed
-    flush = _flush_buffer(device) if cuda else None
     keys = [(item.order, getattr(item, "kernel", None) or getattr(item, "op", "")) for item in graph.timeline()]
+    notes: list[str] = []
+    # first call: lazy compilation and autotuning, untimed; it records the launch arguments
+    launch_traffic, graph_ideal = _call_recording_arguments(graph, module, input_sets[0], keys, notes)
+    flush = _flush_buffer(device) if cuda else None
     per_launch: dict[int, list[float]] = {}
     totals: list[float] = []
     unmatched: set[str] = set()
@@ -112,7 +119,6 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
     else:
         total_ms = statistics.median(totals)
     missing = [name for order, name in keys if order not in launch_ms]
-    notes = []
     if missing:
         notes.append(f"no time recorded for {len(missing)} launch(es): {', '.join(sorted(set(missing)))}")
     if unmatched:
@@ -132,7 +138,32 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
         "path": TimingPath.MODULE_CALL.value,
         "launch_times_ms": {str(order): ms for order, ms in launch_ms.items()},
         "total_ms": total_ms, "notes": notes, "overheads": overheads,
+        "launch_traffic": launch_traffic, "graph_ideal": graph_ideal,
     }
+
+
+def _call_recording_arguments(graph: Any, module: Any, inputs: list[Any], keys: list[tuple[int, str]],
+                              notes: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Call the graph once, recording launch arguments and the graph's inputs and outputs."""
+    from ..graph_module import call_graph
+    from .launch_args import describe_all, match_launches, recording_arguments
+    from .traffic import LaunchTraffic, graph_ideal_bytes, name_and_role
+
+    with recording_arguments(module, [k.name for k in graph.kernels]) as records:
+        output = call_graph(module, inputs)
+    try:
+        traffic = []
+        for order, (name, args) in sorted(match_launches(records, keys).items()):
+            kernel = graph.kernel(name)
+            mutated = list(kernel.inductor_meta.get("mutated_arg_names") or []) if kernel else []
+            if kernel is not None:
+                name_and_role(args, kernel.source, name, mutated)
+            traffic.append(LaunchTraffic(order=order, kernel=name, args=args).to_json())
+        ideal = graph_ideal_bytes(describe_all(inputs), describe_all(output)).to_json()
+    except Exception as exc:  # noqa: BLE001 - launch arguments are an addition; keep the times
+        notes.append(f"launch arguments not recorded: {type(exc).__name__}: {exc}")
+        return [], None
+    return traffic, ideal
 
 
 def _flush_buffer(device: str) -> Any:

@@ -1,6 +1,7 @@
 """Per-launch and whole-graph times of one compiled graph, measured in a worker.
 
-``kernelopt inspect --time`` and ``kernelopt profile`` (without ncu) use this. Nothing here
+``kernelopt inspect --time`` and ``kernelopt profile`` use this; besides the times it carries each
+launch's arguments (for the ideal bytes) and the graph's ideal bytes. Nothing here
 imports torch; the timing itself runs in :mod:`kernelopt_core.measure.graph_jobs` inside a worker.
 """
 
@@ -14,6 +15,7 @@ from ..artifacts.model import CompiledGraph
 from ..dispatch import OverheadItem
 from .devices import device_for_graph
 from .job_context import in_worker, worker_device
+from .traffic import IdealBytes, LaunchTraffic
 from .worker import JobFailure, Worker, get_worker
 
 LAUNCH_JOB = "kernelopt_core.measure.graph_jobs:time_launches_job"
@@ -39,6 +41,8 @@ class LaunchTiming:
     device: str
     iters: int
     notes: list[str] = field(default_factory=list)
+    launch_traffic: dict[int, LaunchTraffic] = field(default_factory=dict)  # by launch ``order``
+    graph_ideal: IdealBytes | None = None  # the graph's inputs and outputs, each once
 
     @property
     def share_basis_ms(self) -> float:
@@ -53,7 +57,9 @@ class LaunchTiming:
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "launch_times_ms": {str(k): v for k, v in self.launch_times_ms.items()},
                 "total_ms": self.total_ms, "overheads": [o.to_json() for o in self.overheads],
-                "path": self.path, "device": self.device, "iters": self.iters, "notes": self.notes}
+                "path": self.path, "device": self.device, "iters": self.iters, "notes": self.notes,
+                "launch_traffic": [item.to_json() for _, item in sorted(self.launch_traffic.items())],
+                "graph_ideal": self.graph_ideal.to_json() if self.graph_ideal is not None else None}
 
 
 def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker | None = None,
@@ -90,10 +96,15 @@ def launch_timing_from_json(value: dict[str, Any]) -> LaunchTiming:
         overheads = overheads_from_json(value["overheads"])
     else:
         overheads = wrapper_overheads(launch_ms, total, value.get("device", ""))
+    traffic = [LaunchTraffic.from_json(item) for item in value.get("launch_traffic") or []]
+    ideal = value.get("graph_ideal")
     return LaunchTiming(
         graph=value.get("graph", ""), launch_times_ms=launch_ms, total_ms=total,
         overheads=overheads, path=value["path"],
         device=value.get("device", ""), iters=int(value.get("iters", 0)), notes=list(value.get("notes", [])),
+        launch_traffic={item.order: item for item in traffic},
+        graph_ideal=IdealBytes(int(ideal["read_bytes"]), int(ideal["write_bytes"]), str(ideal.get("source", "")))
+        if isinstance(ideal, dict) else None,
     )
 
 

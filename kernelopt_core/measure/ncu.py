@@ -25,6 +25,14 @@ DEFAULT_SECTIONS: tuple[str, ...] = (
     "SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
     "SchedulerStats", "WarpStateStats",
 )
+# Raw metrics collected beside the sections (ncu ``--metrics``; their rows carry the section name
+# "Command line profiler metrics"): DRAM bytes for the traffic ratio, the L2 hit rate, and the
+# global-load sector efficiency (useful bytes per 32-byte sector) for strided access.
+DRAM_READ_METRIC = "dram__bytes_read.sum"
+DRAM_WRITE_METRIC = "dram__bytes_write.sum"
+L2_HIT_METRIC = "lts__t_sector_hit_rate.pct"
+SECTOR_EFFICIENCY_METRIC = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
+DEFAULT_METRICS: tuple[str, ...] = (DRAM_READ_METRIC, DRAM_WRITE_METRIC, L2_HIT_METRIC, SECTOR_EFFICIENCY_METRIC)
 PERMISSION_MARKER = "ERR_NVGPUCTRPERM"
 
 
@@ -86,6 +94,16 @@ class KernelMetrics:
     no_eligible_pct: float | None = None
     warp_cycles_per_issued: float | None = None
     duration_ns_range: tuple[float, float] | None = None  # min and max over the launches summarized
+    dram_read_bytes: float | None = None  # dram__bytes_read.sum
+    dram_write_bytes: float | None = None  # dram__bytes_write.sum
+    sector_efficiency_pct: float | None = None  # global loads: useful bytes per fetched sector, %
+
+    @property
+    def dram_bytes(self) -> float | None:
+        """Bytes moved to and from DRAM by this launch (read + write), when ncu counted both."""
+        if self.dram_read_bytes is None or self.dram_write_bytes is None:
+            return None
+        return self.dram_read_bytes + self.dram_write_bytes
 
     def top_rules(self, count: int = 3) -> list[NcuRule]:
         """Rules ranked by estimated speedup (rules without one last), at most ``count``."""
@@ -161,7 +179,10 @@ _FIELDS: list[tuple[str, tuple[str, ...], str | None]] = [
     ("grid_size", ("Grid Size",), None),
     ("dram_bytes_per_s", ("Memory Throughput", "DRAM Bandwidth"), "byte/s"),
     ("l1_hit_pct", ("L1/TEX Hit Rate",), "%"),
-    ("l2_hit_pct", ("L2 Hit Rate",), "%"),
+    ("l2_hit_pct", ("L2 Hit Rate", L2_HIT_METRIC), "%"),
+    ("dram_read_bytes", (DRAM_READ_METRIC,), "byte"),
+    ("dram_write_bytes", (DRAM_WRITE_METRIC,), "byte"),
+    ("sector_efficiency_pct", (SECTOR_EFFICIENCY_METRIC,), "%"),
     ("waves_per_sm", ("Waves Per SM",), None),
     ("sm_count", ("# SMs",), None),
     ("sm_busy_pct", ("SM Busy",), "%"),
@@ -322,15 +343,19 @@ def kernel_regex(names: list[str]) -> str:
 
 def build_ncu_command(program: list[str], *, ncu: str = "ncu", kernels: list[str] | None = None,
                       launch_skip: int | None = None, launch_count: int | None = None,
-                      sections: tuple[str, ...] = DEFAULT_SECTIONS, from_start: bool = False) -> list[str]:
+                      sections: tuple[str, ...] = DEFAULT_SECTIONS, from_start: bool = False,
+                      metrics: tuple[str, ...] = DEFAULT_METRICS) -> list[str]:
     """The ncu command line. Clocks are never locked (``--clock-control none``): kernels are
     measured at the clocks the user's model would see. With ``from_start=False`` only the
-    region between cudaProfilerStart/Stop is profiled (the runner opens it after warm-up)."""
-    command = [ncu, "--csv", "--clock-control", "none", "--target-processes", "all"]
+    region between cudaProfilerStart/Stop is profiled (the runner opens it after warm-up).
+    Values are printed in base units (``--print-units base``: bytes, not Mbyte)."""
+    command = [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--target-processes", "all"]
     if not from_start:
         command += ["--profile-from-start", "off"]
     for section in sections:
         command += ["--section", section]
+    if metrics:
+        command += ["--metrics", ",".join(metrics)]
     if kernels:
         command += ["-k", kernel_regex(kernels)]
     if launch_skip:

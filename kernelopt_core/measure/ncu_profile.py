@@ -1,6 +1,8 @@
 """Profile a compiled graph's Triton kernels with ncu, cached per (kernel source, input shapes, GPU).
 
-ncu runs :mod:`kernelopt_core.measure.run_graph` on the dump. Only the kernels asked for (all of
+ncu runs :mod:`kernelopt_core.measure.run_graph` on the dump, collecting the sections and the raw
+metrics asked for (by default the DRAM byte counters, L2 hit rate and sector efficiency the
+speed-of-light figures need). Only the kernels asked for (all of
 the graph's Triton kernels by default; vendor calls are kept, never profiled) are matched with
 ``-k regex:``, and only launches inside the runner's profiler range (after warm-up) count.
 Each kernel's launches are cached on their own, so changing one kernel re-profiles only it.
@@ -20,8 +22,11 @@ from ..artifacts.model import CompiledGraph
 from .cache_dir import cache_file, key_of, read_json, write_json
 from .devices import cuda_index, gpu_name
 from .ncu import (
+    DEFAULT_METRICS,
     DEFAULT_SECTIONS,
     KernelMetrics,
+    NcuError,
+    NcuPermissionDenied,
     build_ncu_command,
     find_ncu,
     run_ncu,
@@ -56,15 +61,15 @@ def input_signature(graph: CompiledGraph) -> list[Any]:
 
 
 def ncu_cache_key(source_hash: str, inputs: list[Any], gpu: str,
-                  sections: tuple[str, ...] = DEFAULT_SECTIONS) -> str:
-    return key_of("ncu-v1", source_hash, inputs, gpu, list(sections))
+                  sections: tuple[str, ...] = DEFAULT_SECTIONS, metrics: tuple[str, ...] = DEFAULT_METRICS) -> str:
+    return key_of("ncu-v2", source_hash, inputs, gpu, list(sections), list(metrics))
 
 
 def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, iters: int = 1, warmup: int = 2,
                   device: str = "cuda:0", python: str | None = None, use_cache: bool = True,
                   sections: tuple[str, ...] = DEFAULT_SECTIONS, timeout_s: float = 600.0,
                   gpu: str | None = None, cancel: threading.Event | None = None,
-                  env: dict[str, str] | None = None) -> GraphProfile:
+                  env: dict[str, str] | None = None, metrics: tuple[str, ...] = DEFAULT_METRICS) -> GraphProfile:
     """ncu metrics for the graph's Triton kernels; raises NcuNotFound/NcuPermissionDenied/NcuError."""
     names = list(kernels) if kernels else [k.name for k in graph.kernels]
     known = {k.name: k for k in graph.kernels}
@@ -77,7 +82,7 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
     cached: dict[str, list[KernelMetrics]] = {}
     if use_cache:
         for name in names:
-            entry = read_json(cache_file("ncu", ncu_cache_key(known[name].source_hash, inputs, gpu, sections)))
+            entry = read_json(cache_file("ncu", ncu_cache_key(known[name].source_hash, inputs, gpu, sections, metrics)))
             if isinstance(entry, dict) and entry.get("launches"):
                 try:
                     cached[name] = [KernelMetrics.from_json(item) for item in entry["launches"]]
@@ -90,10 +95,26 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
         launches_per_call = sum(len(graph.launches_of(n)) for n in missing) or len(missing)
         program = [python or sys.executable, "-m", "kernelopt_core.measure.run_graph", "--dump", graph.path,
                    "--iters", str(iters), "--warmup", str(warmup), "--device", device]
-        command = build_ncu_command(program, ncu=find_ncu(), kernels=missing,
-                                    launch_count=launches_per_call * max(1, iters), sections=sections)
+        ncu = find_ncu()
         begin = time.monotonic()
-        run = run_ncu(command, timeout_s=timeout_s, env={**(env or {}), "PYTHONPATH": _python_path()}, cancel=cancel)
+        collected = metrics
+        while True:
+            command = build_ncu_command(program, ncu=ncu, kernels=missing,
+                                        launch_count=launches_per_call * max(1, iters), sections=sections,
+                                        metrics=collected)
+            try:
+                run = run_ncu(command, timeout_s=max(1.0, timeout_s - (time.monotonic() - begin)),
+                              env={**(env or {}), "PYTHONPATH": _python_path()}, cancel=cancel)
+                break
+            except NcuPermissionDenied:
+                raise
+            except NcuError as exc:
+                # A metric this ncu or GPU does not know fails the whole run: drop it, say so, retry once.
+                unknown = [m for m in collected if m in str(exc)]
+                if not unknown or cancel is not None and cancel.is_set():
+                    raise
+                collected = tuple(m for m in collected if m not in unknown)
+                profile.notes.append(f"ncu could not collect {', '.join(unknown)} here; profiled without it")
         profile.wall_s = time.monotonic() - begin
         profile.command, profile.csv_text = command, run.csv_text
         for item in run.launches:
@@ -103,7 +124,7 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
                 profile.notes.append(f"ncu reported no launch of {name}")
                 continue
             try:
-                write_json(cache_file("ncu", ncu_cache_key(known[name].source_hash, inputs, gpu, sections)), {
+                write_json(cache_file("ncu", ncu_cache_key(known[name].source_hash, inputs, gpu, sections, metrics)), {
                     "kernel": name, "gpu": gpu, "inputs": inputs, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                     "command": command, "launches": [m.to_json() for m in fresh[name]],
                 })

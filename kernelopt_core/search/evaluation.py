@@ -145,6 +145,12 @@ class GateEvaluator:
         except Exception as exc:  # noqa: BLE001 - the shares fall back to launch counts
             return {"error": f"{type(exc).__name__}: {exc}"}
 
+    def peaks(self) -> Any:
+        """The device's measured copy and matmul peaks (cached per GPU; None on the CPU backend)."""
+        from ..measure.peaks import device_peaks
+
+        return device_peaks(self.device, worker=self.worker if self.device.startswith("cuda") else None)
+
     def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
         if not self.device.startswith("cuda"):
             return {"error": "ncu needs a CUDA GPU; the CPU backend has no hardware counters"}

@@ -273,6 +273,7 @@ class _Search:
         self.history: list[str] = []
         self._brief: KernelBrief | None = None
         self._accounting_summary: dict[str, Any] | None = None
+        self._timing: dict[str, Any] | None = None  # the dispatch timing: launch times and arguments
 
     # --- setup --------------------------------------------------------------------------------
 
@@ -345,6 +346,7 @@ class _Search:
         else:
             timing = self.evaluator.launch_timing()
         if timing and "error" not in timing:
+            self._timing = timing
             times = {int(k): float(v) for k, v in timing["launch_times_ms"].items()}
             overheads = [OverheadItem(name=o["name"], time_ms=o["time_ms"], share=o.get("share", 0.0),
                                       detail=o.get("detail", ""), suggestion=o.get("suggestion", ""),
@@ -402,18 +404,55 @@ class _Search:
         brief.directions = analysis.get("directions", [])
         brief.top_rules = analysis.get("top_rules", [])
         brief.metrics = metrics
+        brief.speed_of_light = analysis.get("rewrite_evidence") or {}
+        brief.paper_tier = analysis.get("paper_tier", "unknown")
         if brief.baseline_ms is not None:
             brief.evidence.append(f"kernel alone: {brief.baseline_ms:.4f} ms on its captured arguments")
         self.journal.record("brief", kernel=kernel.name, value=brief.to_json())
         return brief
 
+    def _peaks(self) -> Any:
+        """The device's measured peaks (cached per GPU, measured once) from the evaluator, journaled
+        for a resumed run. None on the CPU backend, or when the evaluator cannot measure them."""
+        if self.device_kind != "cuda":
+            return None
+        from ..measure.peaks import DevicePeaks
+
+        entry = self.journal.lookup("peaks", "device")
+        if entry is None:
+            measure = getattr(getattr(self.evaluator, "inner", self.evaluator), "peaks", None)
+            try:
+                found = measure() if measure is not None else None
+                value = found.to_json() if found is not None else {"error": "the evaluator measured no peaks"}
+            except Exception as exc:  # noqa: BLE001 - no peaks means SOL unknown, never a failed run
+                value = {"error": f"{type(exc).__name__}: {exc}"}
+            entry = self.journal.append("peaks", "device", value=value)
+        value = entry["value"]
+        return DevicePeaks.from_json(value) if isinstance(value, dict) and "error" not in value else None
+
+    def _launch(self, kernel: TritonKernel) -> tuple[Any, float | None, str | None]:
+        """The launch standing for the kernel (recorded in the dispatch timing, else read from the
+        wrapper), its timed duration and that time's source."""
+        from ..measure.traffic import LaunchTraffic, kernel_launch, static_graph_traffic
+
+        timing = self._timing or {}
+        recorded = [LaunchTraffic.from_json(item) for item in timing.get("launch_traffic") or []]
+        launch = kernel_launch(recorded, kernel.name) or kernel_launch(static_graph_traffic(self.graph), kernel.name)
+        times = timing.get("launch_times_ms") or {}
+        ms = times.get(str(launch.order)) if launch is not None else None
+        source = f"timed launch, {timing.get('path', 'module-call')} path (no ncu)" if ms is not None else None
+        return launch, (float(ms) if ms is not None else None), source
+
     def _analyse(self, kernel: TritonKernel, metrics: dict[str, Any] | None) -> dict[str, Any]:
         try:
-            from ..analyst import analyze_kernel
+            from ..analyst import analyze_kernel, rewrite_evidence
             from ..measure.ncu import KernelMetrics
 
             parsed = KernelMetrics.from_json(metrics) if metrics else None
-            return analyze_kernel(parsed, None, None, kernel).to_json()
+            launch, launch_ms, source = self._launch(kernel)
+            analysis = analyze_kernel(parsed, None, self._peaks(), kernel, launch_args=launch, duration_ms=launch_ms,
+                                      duration_source=source, cpu=self.device_kind == "cpu")
+            return {**analysis.to_json(), "rewrite_evidence": rewrite_evidence(analysis, launch)}
         except Exception as exc:  # noqa: BLE001 - no analysis means tier unknown, never a failed run
             return {"tier": "unknown", "evidence": [f"analyst unavailable: {exc}"]}
 
@@ -427,8 +466,13 @@ class _Search:
             blocks = {k: v for k, v in (item.get("blocks") or {}).items() if k in module.block_params}
             if blocks:
                 configs.append(LaunchConfig.of(blocks, int(item.get("num_warps", 4)), int(item.get("num_stages", 1))))
+        from ..analyst import EVIDENCE_KEYS
+
+        evidence = {key: brief.speed_of_light.get(key) for key in EVIDENCE_KEYS}
+        sms = evidence.get("sm_count")
         return RewriteContext(module=module, original=original, device=self.device_kind, tier=brief.tier,
-                              inductor_configs=configs)
+                              inductor_configs=configs, evidence=evidence,
+                              **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms > 0 else {}))
 
     def _search_kernel(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
         config = self.config
@@ -718,6 +762,7 @@ class _Search:
                 "baseline_kernel_ms": s.brief.baseline_ms,
                 "could_not_verify": s.unverified,
                 "quarantined": s.quarantined,
+                **_sol_entry(s.brief, best.speedup if best and s.brief.name in accepted else None),
             })
         result = OptimizeResult(
             run_id=self.run_folder.id, run_dir=str(self.run_folder.path), decision=decision, reason=reason,
@@ -848,6 +893,18 @@ class _Search:
         if findings is not None and (findings.overheads or findings.recommendation is not None):
             report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
         folder.write_text("report.md", report)
+
+
+def _sol_entry(brief: KernelBrief, accepted_speedup: float | None) -> dict[str, Any]:
+    """A kernel's speed of light in result.json: before, and after an accepted rewrite (the baseline
+    figure times the kernel-alone A/B speedup: the same ideal bytes in less time)."""
+    sol = brief.speed_of_light or {}
+    before = sol.get("sol_pct")
+    after = before * accepted_speedup if before is not None and accepted_speedup else None
+    return {"ideal_bytes": sol.get("ideal_bytes"), "dram_bytes": sol.get("dram_bytes"),
+            "traffic_ratio": sol.get("traffic_ratio"), "sol_pct": before, "sol_after_pct": after,
+            "sol_after_source": "baseline SOL x kernel-alone A/B speedup" if after is not None else None,
+            "causes": list(sol.get("causes") or []), "paper_tier": brief.paper_tier}
 
 
 def _environment(device: str) -> dict[str, Any]:

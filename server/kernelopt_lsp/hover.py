@@ -4,6 +4,7 @@ in the embedded source, its launch sites (and any other mention of the name)."""
 from __future__ import annotations
 
 from kernelopt_core.artifacts.model import CompiledGraph, TritonKernel
+from kernelopt_core.measure.traffic import bytes_text
 
 from .kernel_facts import (
     STALE_SUFFIX,
@@ -15,8 +16,10 @@ from .kernel_facts import (
     kind_words,
     percent,
     share_text,
+    sol_text,
     speedup_text,
 )
+from .results import ProfileRecord
 
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _METRICS = (
@@ -77,15 +80,23 @@ def hover_markdown(view: KernelView) -> str:
         lines.append(f"graph `{view.graph.name}` · {view.dispatch.classification}: {view.dispatch.evidence}")
     profile = view.profile
     if profile is not None:
-        lines += ["", "**Profile**" + (f" *{STALE_SUFFIX.strip()}*" if view.profile_stale else ""), "",
-                  "| metric | value |", "|---|---|"]
+        headline = sol_text(profile)
+        lines += ["", "**Profile**" + (f" *{STALE_SUFFIX.strip()}*" if view.profile_stale else "")
+                  + (f": {headline}" if headline else ""), "", "| metric | value |", "|---|---|"]
         for key, label, unit in _METRICS:
             value = profile.metrics.get(key)
             if value is None or value == "":
                 continue
             lines.append(f"| {label} | {_metric_text(value, unit)} |")
+        lines += _sol_rows(profile)
         if profile.time_share is not None:
             lines.append(f"| share {profile.share_words} | {share_text(profile.time_share)} |")
+        details = profile.metrics.get("cause_details")
+        if isinstance(details, list) and details:
+            lines += ["", "**Why below speed of light**", ""]
+            for item in details[:4]:
+                if isinstance(item, dict) and item.get("id"):
+                    lines.append(f"- **{item['id']}**: {_one_line(str(item.get('text', '')))}")
         rules = profile.rules[:3]
         if rules:
             lines += ["", "**Top rules**", ""]
@@ -110,6 +121,31 @@ def hover_markdown(view: KernelView) -> str:
         text = gate_line(record, applied=is_applied(record, current))
         lines += ["", f"**Last {record.kind}**: {text}{STALE_SUFFIX if stale else ''}"]
     return "\n".join(lines)
+
+
+def _sol_rows(profile: ProfileRecord) -> list[str]:
+    """Speed of light, traffic ratio, ideal bytes, causes and the paper's tier, each with its source."""
+    metrics, number = profile.metrics, profile.number
+    rows = []
+    sol = number("sol_pct")
+    if sol is not None:
+        source = metrics.get("sol_time_source")
+        rows.append(f"| speed of light | {sol:.0f}%" + (f" (time: {source})" if source else "") + " |")
+    elif isinstance(metrics.get("sol_unknown_reason"), str):
+        rows.append(f"| speed of light | {_one_line(metrics['sol_unknown_reason'], 160)} |")
+    ratio = number("traffic_ratio")
+    if ratio is not None:
+        rows.append(f"| DRAM traffic | {ratio:.2f}× the minimum ({bytes_text(number('dram_bytes'))} moved) |")
+    ideal = number("ideal_bytes")
+    if ideal is not None:
+        rows.append(f"| minimum bytes | {bytes_text(ideal)} (each tensor read or written once) |")
+    causes = metrics.get("causes")
+    if isinstance(causes, list) and causes:
+        rows.append(f"| causes | {', '.join(str(c) for c in causes)} |")
+    paper = metrics.get("paper_tier")
+    if isinstance(paper, str) and paper:
+        rows.append(f"| paper's SOL-memory tier | {paper} |")
+    return rows
 
 
 def _metric_text(value: object, unit: str | None) -> str:

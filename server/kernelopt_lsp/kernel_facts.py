@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from kernelopt_core.artifacts.model import CompiledGraph, TritonKernel
 from kernelopt_core.dispatch import DispatchReport
+from kernelopt_core.measure.traffic import sol_phrase
 
 from .results import GateRecord, ProfileRecord, ResultStore, RunRecord
 
@@ -109,10 +110,21 @@ def speedup_text(speedup: float | None, ci: tuple[float, float] | None) -> str:
     return text
 
 
+def sol_text(profile: ProfileRecord) -> str:
+    """``65% of speed of light · reads 1.5× the minimum`` from a profile row ("" when unknown)."""
+    return sol_phrase(profile.number("sol_pct"), profile.number("traffic_ratio"), profile.number("dram_read_bytes"),
+                      profile.number("dram_write_bytes"), profile.number("ideal_read_bytes"),
+                      profile.number("ideal_write_bytes"))
+
+
 def profile_line(profile: ProfileRecord) -> str:
-    """e.g. ``memory-bound · DRAM 62% of peak · occupancy 48% · 31% of graph time``."""
+    """e.g. ``memory-bound · 65% of speed of light · reads 1.5× the minimum · DRAM 62% of peak ·
+    occupancy 48% · 31% of graph time``."""
     timed_only = profile.metrics.get("source") == "timing"
     parts = ["timed, no ncu metrics" if timed_only else (profile.tier or "profiled")]
+    sol = sol_text(profile)
+    if sol:
+        parts.append(sol)
     dram = profile.number("dram_pct")
     sm = profile.number("sm_pct")
     occupancy = profile.number("occupancy_pct")
@@ -179,7 +191,8 @@ def _rejection(record: GateRecord) -> str:
 
 
 def lens_summary(view: KernelView) -> str:
-    """The code lens title before the commands: ``12.3% of graph · memory-bound``."""
+    """The code lens title before the commands:
+    ``12.3% of graph · memory-bound · 65% of speed of light · reads 1.5× the minimum``."""
     if view.profile is not None:
         parts = []
         share = view.profile.time_share
@@ -187,6 +200,9 @@ def lens_summary(view: KernelView) -> str:
             basis = "graph" if view.profile.share_basis == "graph" else view.profile.share_basis
             parts.append(f"{share_text(share)} of {basis}")
         parts.append(view.profile.tier or "profiled")
+        sol = sol_text(view.profile)
+        if sol:
+            parts.append(sol)
         text = " · ".join(parts)
         return text + " (stale)" if view.profile_stale else text
     if view.launches:

@@ -272,6 +272,41 @@ def test_hover_markdown_has_ops_share_metrics_rules_and_last_runs():
             "(stale: kernel changed since this run)") in text
 
 
+SOL_PROFILE = {**PROFILE, "tier": "memory-bound", "paper_tier": "near-optimal", "sol_pct": 65.0,
+               "traffic_ratio": 1.5, "ideal_bytes": 268435456, "ideal_read_bytes": 134217728,
+               "ideal_write_bytes": 134217728, "dram_bytes": 402653184.0, "dram_read_bytes": 268435456.0,
+               "dram_write_bytes": 134217728.0, "sol_time_source": "ncu", "causes": ["re-reads"],
+               "cause_details": [{"id": "re-reads", "text": "DRAM traffic 1.50x the minimum; 2 passes over in_ptr0",
+                                  "source": "measured"}]}
+
+
+def test_lens_diagnostic_and_hover_show_the_speed_of_light():
+    graph = _graph()
+    kernel = graph.kernel(SOFTMAX_KERNEL)
+    store = ResultStore()
+    store.set_profile(ProfileRecord(graph.path, SOFTMAX_KERNEL, kernel.source_hash, dict(SOL_PROFILE)))
+    view = kernel_view(graph, kernel, analyze(graph), store)
+    (summary, *_) = kernel_lenses("file:///s.py", [view], [])
+    assert summary.command.title == "31.0% of graph · memory-bound · 65% of speed of light · reads 1.5× the minimum"
+    assert profile_line(view.profile).startswith("memory-bound · 65% of speed of light · reads 1.5× the minimum · ")
+    text = hover_markdown(view)
+    assert "**Profile**: 65% of speed of light · reads 1.5× the minimum" in text
+    assert "| speed of light | 65% (time: ncu) |" in text
+    assert "| DRAM traffic | 1.50× the minimum (402.65 MB moved) |" in text
+    assert "| minimum bytes | 268.44 MB (each tensor read or written once) |" in text
+    assert "| causes | re-reads |" in text and "| paper's SOL-memory tier | near-optimal |" in text
+    assert "- **re-reads**: DRAM traffic 1.50x the minimum; 2 passes over in_ptr0" in text
+    # a timed CPU profile: the reason the speed of light is unknown, no invented figure
+    cpu = {"name": SOFTMAX_KERNEL, "duration_ns": 2500.0, "tier": "unknown", "source": "timing",
+           "ideal_bytes": 4096, "sol_pct": None, "sol_unknown_reason": "unknown: the CPU backend has no counters"}
+    store.set_profile(ProfileRecord(graph.path, SOFTMAX_KERNEL, kernel.source_hash, cpu))
+    view = kernel_view(graph, kernel, analyze(graph), store)
+    assert "speed of light" not in kernel_lenses("file:///s.py", [view], [])[0].command.title
+    text = hover_markdown(view)
+    assert "| speed of light | unknown: the CPU backend has no counters |" in text
+    assert "| minimum bytes | 4.10 kB (each tensor read or written once) |" in text
+
+
 def _job(kind: str, uri: str, kernel: str, state: str = "running") -> Job:
     return Job(id="j7", request=JobRequest(kind=kind, args=[], meta={"uri": uri, "kernel": kernel}), argv=[],
                state=state)  # type: ignore[arg-type]
@@ -462,10 +497,14 @@ def test_real_profile_output_reads_as_diagnostic_and_hover():
     kernel = graph.kernels[0]
     view = kernel_view(graph, kernel, analyze(graph), store)
     # ncu timed only this kernel: its 100% "of the profiled kernels" is not shown as a graph share.
+    # Without peaks the speed of light is unknown: SOL memory 81% alone is not near-optimal any more
     assert profile_diagnostics([view])[0].message == \
-        "near-optimal · DRAM 81% of peak · occupancy 90% · top rule: SOLBottleneck"
+        "memory-bound · DRAM 81% of peak · occupancy 90% · top rule: SOLBottleneck"
     text = hover_markdown(view)
-    assert "| tier | near-optimal |" in text and "| duration | 62.1 µs |" in text
+    assert "| tier | memory-bound |" in text and "| duration | 62.1 µs |" in text
+    assert "| paper's SOL-memory tier | near-optimal |" in text
+    assert "| minimum bytes | 268.45 MB (each tensor read or written once) |" in text  # from the wrapper
+    assert "| speed of light | unknown: no measured copy bandwidth for this device |" in text
     assert "| registers / thread | 28 |" in text and "| block size | 512 |" in text
     assert "1. **SOLBottleneck**: This workload is utilizing greater than 80.0%" in text
 

@@ -16,6 +16,8 @@ DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
     "smaller-blocks-more-warps": ("launch_config",),
     "reduce-register-pressure": ("split_reduction", "int32_index", "launch_config"),
     "raise-occupancy": ("launch_config",),
+    "coalesce-access": ("vector_hints", "launch_config"),
+    "l2-friendly-order": ("eviction_hints", "launch_config"),
 }
 
 # Without metrics, the order families are tried in. On the CPU interpreter per-program and
@@ -45,11 +47,34 @@ class KernelBrief:
     metrics: dict[str, Any] | None = None
     inductor_configs: list[dict[str, Any]] = field(default_factory=list)
     aten_ops: list[str] = field(default_factory=list)
+    # The analyst's speed-of-light evidence with exactly the keys of ``RewriteContext.evidence``
+    # (ideal_bytes, traffic_ratio, sol_pct, causes, launch_args, ...); empty when not analysed.
+    speed_of_light: dict[str, Any] = field(default_factory=dict)
+    paper_tier: str = "unknown"  # the paper's SOL-memory tier, the second reading
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("original_source")
         return data
+
+    def sol_summary(self) -> str:
+        """One line of the speed-of-light evidence for prompts: SOL, traffic ratio, ideal bytes, causes."""
+        from ...measure.traffic import bytes_text
+
+        sol = self.speed_of_light or {}
+        parts = []
+        if sol.get("sol_pct") is not None:
+            parts.append(f"{sol['sol_pct']:.0f}% of speed of light")
+        else:
+            parts.append("speed of light unknown")
+        if sol.get("traffic_ratio") is not None:
+            parts.append(f"DRAM traffic {sol['traffic_ratio']:.2f}x the minimum")
+        if sol.get("ideal_bytes"):
+            parts.append(f"minimum {bytes_text(sol['ideal_bytes'])}")
+        if sol.get("causes"):
+            parts.append("causes: " + ", ".join(sol["causes"]))
+        parts.append(f"paper's SOL-memory tier: {self.paper_tier}")
+        return "; ".join(parts)
 
 
 @dataclass

@@ -101,7 +101,8 @@ class Executor:
         system = self.prompt.render(launcher_contract=self.launcher_contract, retries=self.retries)
         conversation = Conversation(self.provider, "executor", system, self.prompt.tools, on_response=self.on_response)
         evidence = "\n".join(f"- {e}" for e in plan.evidence) or "- (none given)"
-        opening = (f"Plan: {plan.direction}\nRationale: {plan.rationale}\nEvidence:\n{evidence}\n\n"
+        opening = (f"Plan: {plan.direction}\nRationale: {plan.rationale}\nEvidence:\n{evidence}\n"
+                   f"Speed of light: {brief.sol_summary()}\n\n"
                    f"Kernel {brief.name} ({brief.kind}, tier {brief.tier}) on {brief.device}. Current module source:\n"
                    f"```python\n{node_source}\n```\nSubmit the rewritten module with submit_kernel.")
         return LLMSession(conversation, opening)

@@ -82,6 +82,10 @@ def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
         facts.append(f"{sizes}; current config {current}")
     if family == "persistent":
         facts.append(f"looped reduction over r0_numel={module.numels.get('r0_numel')} re-reads its row per pass")
+        ratio = ctx.evidence.get("traffic_ratio")
+        if ratio is not None:
+            facts.append(f"DRAM traffic {ratio:.2f}x the ideal {ctx.evidence.get('ideal_bytes')} bytes; "
+                         f"target: the ideal bytes")
     if family == "split_reduction":
         facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
     return facts
@@ -109,10 +113,11 @@ class Planner:
                      f"other than {', '.join(sorted(request.banned))}." if request.banned else "")
         system = self.prompt.render(kernel_name=brief.name, plans=request.n, families=families,
                                     recent_directions=", ".join(request.recent[-6:]) or "none yet",
-                                    diversity_note=diversity)
+                                    diversity_note=diversity, speed_of_light=brief.sol_summary())
         conversation = Conversation(self.provider, "planner", system, self.prompt.tools, on_response=self.on_response)
         context = (f"Kernel {brief.name} ({brief.kind}) on {brief.device}; tier {brief.tier}; share of graph "
-                   f"{brief.share if brief.share is not None else 'unknown'}.\nSubmit {request.n} plans.")
+                   f"{brief.share if brief.share is not None else 'unknown'}; {brief.sol_summary()}.\n"
+                   f"Submit {request.n} plans.")
         plans: list[Plan] = []
         content: str | list[dict[str, Any]] = context
         for _ in range(MAX_TOOL_ROUNDS):
@@ -146,7 +151,9 @@ class Planner:
             return self.memory_lookup(str(data.get("query", ""))) if self.memory_lookup else "memory is off"
         aspect = str(data.get("aspect", ""))
         answers = {
-            "tier": {"tier": brief.tier, "evidence": brief.evidence, "directions": brief.directions},
+            "tier": {"tier": brief.tier, "paper_tier": brief.paper_tier, "evidence": brief.evidence,
+                     "directions": brief.directions},
+            "speed_of_light": brief.speed_of_light or "no speed-of-light evidence (the kernel was not analysed)",
             "ncu_metrics": brief.metrics or "no ncu metrics (ncu unavailable or switched off)",
             "rules": brief.top_rules or "no ncu rules",
             "timing": {"kernel_alone_ms": brief.baseline_ms, "device": brief.device},

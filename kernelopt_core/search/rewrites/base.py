@@ -6,12 +6,34 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ...analyst import EVIDENCE_KEYS
 from .kernel_source import KernelModule, LaunchConfig
 
 
 @dataclass
 class RewriteContext:
-    """Everything a family may look at when proposing variants of one kernel."""
+    """Everything a family may look at when proposing variants of one kernel.
+
+    ``evidence`` is the analyst's speed-of-light evidence for the original kernel (filled by the
+    search pipeline; :func:`kernelopt_core.analyst.rewrite_evidence`). Its keys, any of them None
+    when nothing measured or captured it:
+
+    * ``ideal_bytes`` (int): every distinct tensor the launch reads, once, plus every tensor it
+      writes, once (stride-aware storage extents);
+    * ``dram_bytes`` (float): DRAM bytes read + written, measured by ncu;
+    * ``traffic_ratio`` (float): dram_bytes / ideal_bytes;
+    * ``sol_pct`` (float): speed of light, ideal_bytes / (duration x copy bandwidth), in percent;
+    * ``duration_ms`` (float): the kernel time behind sol_pct (ncu, else a timed launch);
+    * ``copy_bytes_per_s`` (float): the device's measured copy bandwidth (bytes read + written per s);
+    * ``l2_bytes`` (int): the device's L2 size; ``sm_count`` (int): its SM count;
+    * ``grid`` (int): programs launched (ncu's grid size); ``waves`` (float): waves per SM;
+    * ``passes`` (int): reduction loops (``for r0_offset``) that load the same pointer, from the source;
+    * ``xnumel``, ``r0_numel`` (int): the launch's sizes (rows and row length of a reduction);
+    * ``causes`` (list[str]): the analyst's cause ids, among "re-reads", "low-parallelism",
+      "strided-access", "l2-thrash" (empty when near-optimal or nothing found);
+    * ``launch_args`` (list[dict]): the tensor arguments of the launch, each
+      {name, role, shape, stride, dtype, storage_bytes}; role is input, output or inout.
+    """
 
     module: KernelModule  # the kernel to rewrite (the beam node's current source)
     original: KernelModule  # Inductor's kernel, for reference
@@ -19,6 +41,7 @@ class RewriteContext:
     tier: str = "unknown"  # the analyst's tier for this kernel
     inductor_configs: list[LaunchConfig] = field(default_factory=list)  # what Inductor would try
     multiprocessors: int = 132
+    evidence: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(EVIDENCE_KEYS))
 
     @property
     def on_cpu(self) -> bool:

@@ -1,0 +1,25 @@
+"""KernelBench-scale memory-bound set: KL divergence (batchmean) between two row-softmaxed 16384 x 32768 tensors."""
+# est. eager H200: ~1.4 ms (2 x 537M fp32: read 4.29 GB at ~3 TB/s, a scalar result)
+
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+LEVEL = 1
+SCALE = os.environ.get("KERNELOPT_PROBLEM_SCALE", "h200")
+SIZES = {"h200": (16384, 32768), "tiny": (8, 64)}
+
+
+class Model(nn.Module):
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.kl_div(torch.log(predictions), targets, reduction="batchmean")
+
+
+def get_inputs():
+    return [torch.randn(*SIZES[SCALE]).softmax(dim=-1), torch.randn(*SIZES[SCALE]).softmax(dim=-1)]
+
+
+def get_init_inputs():
+    return []
