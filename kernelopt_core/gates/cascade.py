@@ -78,7 +78,7 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
     try:
         finished = _run_gates(gates, graph, candidates, config, path, device, call, sink, result, begin)
     finally:
-        if call is not None:
+        if call is not None and not (config.keep_candidate and result.failed_gate is None):
             _close_candidate(call)
     if finished:
         result.accepted = True

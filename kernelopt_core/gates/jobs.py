@@ -661,9 +661,7 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"{name} was not launched by the graph"}
     launch = launches[0]
     try:
-        with _LOCK:
-            _close_candidate_locked()
-        process = _candidate(payload, device)
+        process = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
         failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
         if failed is not None:
             return {"error": failed["reason"]}

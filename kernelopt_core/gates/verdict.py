@@ -61,6 +61,9 @@ class CascadeConfig:
     low_memory: bool = False  # a smaller check: one captured launch, argument values on the host
     retry_low_memory: bool = True  # a gate that runs out of memory is retried once with low_memory
     families: bool = True  # gates 2-3 also run the input families (NaN/Inf, zeros, constant rows, ...)
+    # Keep the candidate's process after the cascade, for a kernel timing of the same candidate that
+    # follows at once (the search's screen); the next candidate's cascade closes it either way.
+    keep_candidate: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

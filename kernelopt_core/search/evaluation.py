@@ -130,7 +130,8 @@ class GateEvaluator:
     def _config(self, gates: tuple[int, ...]) -> CascadeConfig:
         return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
                              workdir=os.path.join(self.workdir, "restitched"),
-                             kernel_timing=self.kernel_timing_in_gate4)
+                             kernel_timing=self.kernel_timing_in_gate4,
+                             keep_candidate=gates == (1, 2))  # the kernel timing that follows reuses it
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).
