@@ -263,12 +263,28 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
                          f"| {reason} | {gate.get('seconds', 0):.1f} |")
     rejections: dict[str, int] = {}
     for entry in journal.of_kind("screen"):
-        if not entry.get("passed"):
+        value = entry.get("value") or {}
+        if not entry.get("passed") and not value.get("could_not_verify"):
             gate = f"gate {entry.get('failed_gate')}"
             rejections[gate] = rejections.get(gate, 0) + 1
     if rejections:
         lines += ["", "## Rejected candidates", ""]
         lines += [f"- {gate}: {count}" for gate, count in sorted(rejections.items())]
+    unverified = journal.of_kind("could_not_verify")
+    if unverified:
+        lines += ["", "## Could not verify", "",
+                  "The check itself failed for these candidates (e.g. it ran out of memory); they were neither "
+                  "accepted nor counted as rejected, and nothing was learnt from them:", ""]
+        lines += [f"- `{e.get('candidate')}`: {str(e.get('reason', ''))[:300]}" for e in unverified]
+    quarantined = journal.of_kind("quarantine")
+    if quarantined:
+        lines += ["", "## Quarantined candidates", "",
+                  "These candidates tried to write a file or open a socket from their contained process and were "
+                  "refused (docs/gates.md, Containment):", ""]
+        for entry in quarantined:
+            where = entry.get("containment") or {}
+            lines.append(f"- `{entry.get('candidate')}` ({entry.get('title')}, source {str(entry.get('source_hash'))[:12]}, "
+                         f"process {where.get('pid', '?')}): {str(entry.get('reason', ''))[:300]}")
     if result.get("decision") != "optimized":
         lines += ["", "## Fallback", "", f"The compiler's own code is kept: {result.get('reason')}"]
     usage = result.get("llm_usage") or {}

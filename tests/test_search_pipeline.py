@@ -405,3 +405,44 @@ def test_the_speed_of_light_evidence_reaches_the_brief_and_the_rewrite_context(
     assert kernel["sol_after_pct"] == pytest.approx(sol["sol_pct"] * kernel["kernel_speedup"])
     report = Path(result.run_dir, "report.md").read_text()
     assert "| 53% | 1.50x | re-reads" in report
+
+
+class UnverifiableEvaluator(StandInEvaluator):
+    """Every screen's own check fails (out of memory) except those ``quarantine`` marks as hostile."""
+
+    def __init__(self, quarantine: Callable[[str], bool] = lambda source: False):
+        super().__init__()
+        self.quarantine = quarantine
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self.calls["screen"] += 1
+        self.screened.append(source)
+        if self.quarantine(source):
+            return Screen(False, 2, "gate 2 (kernel): loading it: PermissionError: [Errno 13] Permission denied",
+                          [{"gate": 2, "passed": False}], quarantined=True,
+                          containment={"pid": 4242, "contained": True})
+        return Screen(False, 2, "gate 2 (kernel) could not verify the candidate: the check ran out of memory",
+                      [{"gate": 2, "passed": False, "could_not_verify": True}], could_not_verify=True)
+
+
+def test_could_not_verify_is_neither_a_rejection_nor_experience(tmp_path: Path) -> None:
+    result, journal, evaluator = run(tmp_path, evaluator=UnverifiableEvaluator(), iterations=1, beam_width=1,
+                                     plans=2)
+    assert evaluator.calls["screen"] >= 1 and evaluator.calls["time"] == 0
+    assert result.decision == "fallback" and "could be verified" in result.reason
+    assert result.kernels[0]["could_not_verify"] == evaluator.calls["screen"]
+    assert result.kernels[0]["rejections"] == {}
+    assert not kinds(journal, "experience")  # nothing learnt from the check's own failure
+    assert len(kinds(journal, "could_not_verify")) == evaluator.calls["screen"]
+    report = Path(result.run_dir, "report.md").read_text()
+    assert "## Could not verify" in report and "## Rejected candidates" not in report
+
+
+def test_a_quarantined_candidate_is_named_in_the_journal_and_report(tmp_path: Path) -> None:
+    hostile = UnverifiableEvaluator(quarantine=lambda source: True)
+    result, journal, _ = run(tmp_path, evaluator=hostile, iterations=1, beam_width=1, plans=1)
+    entries = kinds(journal, "quarantine")
+    assert entries and entries[0]["containment"]["pid"] == 4242 and entries[0]["source_hash"]
+    assert result.kernels[0]["quarantined"][0]["candidate"] == entries[0]["candidate"]
+    report = Path(result.run_dir, "report.md").read_text()
+    assert "## Quarantined candidates" in report and "process 4242" in report
