@@ -53,6 +53,18 @@ CAMPAIGN_GPUS = os.environ.get("KERNELOPT_BENCH_GPUS", "1")
 SCALING_PROBLEMS = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_SCALING", "").split(",") if n.strip()]
 REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
+# KERNELOPT_BENCH_BEAM="B,T,N,K" overrides the reduced beam; KERNELOPT_BENCH_NCU=1 profiles with ncu
+# (the speed-of-light figures need it); KERNELOPT_BENCH_FINALISTS sets gate 3-4 attempts per kernel
+if os.environ.get("KERNELOPT_BENCH_BEAM"):
+    _b, _t, _n, _k = (int(v) for v in os.environ["KERNELOPT_BENCH_BEAM"].split(","))
+    REDUCED_BEAM = {"beam_width": _b, "iterations": _t, "plans": _n, "retries": _k}
+if os.environ.get("KERNELOPT_BENCH_NCU") == "1":
+    REDUCED_OPTIONS["use_ncu"] = True
+if os.environ.get("KERNELOPT_BENCH_FINALISTS"):
+    REDUCED_OPTIONS["finalists"] = int(os.environ["KERNELOPT_BENCH_FINALISTS"])
+# KERNELOPT_BENCH_SUITE: a problem folder (default benchmarks/problems); KERNELOPT_BENCH_ONLY: names to run
+SUITE = os.environ.get("KERNELOPT_BENCH_SUITE")
+ONLY = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_ONLY", "").split(",") if n.strip()]
 # verify recommended torch.compile configuration changes (kernelopt bench --allow-config-changes)
 CONFIG_CHANGES = os.environ.get("KERNELOPT_BENCH_CONFIG_CHANGES", "0") == "1"
 # the whole-callable accounting (on with CONFIG_CHANGES, which needs it)
@@ -325,7 +337,8 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
 
     started = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
-    suite = suite or os.path.join(ROOT, "benchmarks", "problems")
+    suite = suite or (os.path.join(ROOT, SUITE) if SUITE and not os.path.isabs(SUITE) else SUITE) or \
+        os.path.join(ROOT, "benchmarks", "problems")
     gpus = visible_gpus()
     kind = resolve_device(device, gpus)
     summary: dict[str, Any] = {"device": kind, "gpus_visible": len(gpus), "suite": suite, "budget_s": budget_s,
@@ -340,6 +353,11 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     except Exception as exc:  # noqa: BLE001
         summary["torch"] = f"unavailable: {exc}"
     problems = interleave_levels(discover_suite(suite, levels))
+    if ONLY:  # in the order given: the most telling problems first
+        by_name = {p.name: p for p in problems}
+        by_name.update({p.name.split("/")[-1]: p for p in problems})
+        problems = [by_name[n] for n in ONLY if n in by_name]
+        summary["only"] = ONLY
     summary["problems"] = len(problems)
 
     def left() -> float:
