@@ -17,7 +17,6 @@ from typing import Any
 
 from ..artifacts.model import CompiledGraph
 from ..artifacts.parse import dotted_name
-from ..launchers import launcher_function
 from .static_launcher import check_launcher
 from .static_names import HEURISTIC_DECORATORS, kernel_namespace
 from .static_rules import (
@@ -59,9 +58,12 @@ class SourceReport:
         return not self.findings
 
 
-def detect_dialect(candidate_source: str, kernel_name: str) -> Dialect:
-    """A launcher module defines an undecorated function with the kernel's name; else a plain candidate."""
-    return Dialect.LAUNCHER if launcher_function(candidate_source, kernel_name) is not None else Dialect.INDUCTOR
+def detect_dialect(tree: ast.Module, kernel_name: str) -> Dialect:
+    """A launcher module defines an undecorated function with the kernel's name (what
+    :func:`kernelopt_core.launchers.launcher_function` looks for); else it is a plain candidate."""
+    launcher = any(isinstance(n, ast.FunctionDef) and n.name == kernel_name and not n.decorator_list
+                   for n in tree.body)
+    return Dialect.LAUNCHER if launcher else Dialect.INDUCTOR
 
 
 def check_source(original_source: str, kernel_name: str, candidate_source: str,
@@ -79,7 +81,7 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
         report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
         return report
-    dialect = dialect or detect_dialect(candidate_source, kernel_name)
+    dialect = dialect or detect_dialect(tree, kernel_name)
     report.dialect = dialect.value
     namespace = kernel_namespace()
     report.notes.extend(namespace.notes)
@@ -91,7 +93,7 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
         if dialect is Dialect.LAUNCHER and facts.launcher is not None:
             original_signature = (_decorator_meta(original, "triton_meta") or {}).get("signature") \
                 if original is not None else None
-            launched = check_launcher(checker, facts.launcher, original_signature)
+            launched = check_launcher(checker, facts.launcher, original, original_signature)
             report.launch_plans = launched.plans
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics

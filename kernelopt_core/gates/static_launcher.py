@@ -109,8 +109,10 @@ class LauncherFacts:
     launched: set[str] = field(default_factory=set)
 
 
-def parameter_values(func: ast.FunctionDef, signature: dict[str, Any] | None) -> dict[str, Value]:
-    """The launcher's parameters, typed from the original kernel's triton_meta signature."""
+def parameter_values(func: ast.FunctionDef, signature: dict[str, Any] | None,
+                     sizes: dict[str, int] | None = None) -> dict[str, Value]:
+    """The launcher's parameters, typed from the original kernel's triton_meta signature; ``sizes``: the
+    integer parameters whose value the original kernel fixes (``xnumel = 6`` at the top of its body)."""
     out: dict[str, Value] = {}
     for arg in func.args.args:
         typ = signature.get(arg.arg) if isinstance(signature, dict) else None
@@ -122,19 +124,39 @@ def parameter_values(func: ast.FunctionDef, signature: dict[str, Any] | None) ->
             out[arg.arg] = Value("float", typ)
         elif typ in ("i1", "B"):
             out[arg.arg] = Value("bool", "i1")
+        elif sizes and arg.arg in sizes:
+            out[arg.arg] = Value("int", typ, sizes[arg.arg])
         else:
             out[arg.arg] = Value("int", typ)
+    return out
+
+
+def fixed_sizes(original: ast.FunctionDef | None) -> dict[str, int]:
+    """Runtime size parameters an Inductor kernel overwrites with constants (static shapes: ``xnumel = 6``).
+
+    The wrapper passes exactly these values, so a launcher's block sizes computed from them are known.
+    """
+    if original is None:
+        return {}
+    params = {a.arg for a in original.args.args}
+    out: dict[str, int] = {}
+    for stmt in original.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id in params and isinstance(stmt.value, ast.Constant) \
+                and type(stmt.value.value) is int:
+            out[stmt.targets[0].id] = stmt.value.value
     return out
 
 
 class LauncherChecker:
     """Checks the launcher function and collects the compile plans of its launches."""
 
-    def __init__(self, checker: ModuleChecker, func: ast.FunctionDef, signature: dict[str, Any] | None):
+    def __init__(self, checker: ModuleChecker, func: ast.FunctionDef, signature: dict[str, Any] | None,
+                 sizes: dict[str, int] | None = None):
         self.checker = checker
         self.func = func
         self.local = local_names(func)
-        self.env: dict[str, Value] = parameter_values(func, signature)
+        self.env: dict[str, Value] = parameter_values(func, signature, sizes)
         self.facts = LauncherFacts()
         self.context = "in the launcher"
         self.kernels = {f.name: f for f in checker.facts.jit_functions}
@@ -825,10 +847,10 @@ def _arith(node: ast.AST, param: str, known: dict[str, Any]) -> Any:
     raise ValueError("not arithmetic")
 
 
-def check_launcher(checker: ModuleChecker, func: ast.FunctionDef,
+def check_launcher(checker: ModuleChecker, func: ast.FunctionDef, original: ast.FunctionDef | None,
                    original_signature: dict[str, Any] | None) -> LauncherFacts:
     """Check a launcher body (findings go to ``checker``) and return its compile plans and notes."""
-    return LauncherChecker(checker, func, original_signature).run()
+    return LauncherChecker(checker, func, original_signature, fixed_sizes(original)).run()
 
 
-__all__ = ["LauncherFacts", "Value", "check_launcher", "parameter_values"]
+__all__ = ["LauncherFacts", "Value", "check_launcher", "fixed_sizes", "parameter_values"]

@@ -214,7 +214,10 @@ class ModuleChecker:
         if is_dunder(attr):
             self.add("forbidden-call", f"dunder attribute `.{attr}` in `{text}` (reaches the interpreter's "
                                        "internals)", node)
-        elif attr in FORBIDDEN_NAMES or module == names.TORCH:
+        elif module == names.TORCH:
+            self.add("torch", f"`{text}` (`{qualified}`): a launcher uses torch only for scratch (torch.empty, "
+                              "empty_like, zeros, zeros_like) and dtypes", node)
+        elif attr in FORBIDDEN_NAMES:
             self.add("torch", f"`{text}` reaches torch (`{qualified}`) from inside the kernel module", node)
         elif attr in STREAM_ATTRIBUTES:
             self.add("stream", f"`{text}`: kernels launch on the stream the wrapper gives them; new streams, "
@@ -900,8 +903,7 @@ def walk_function(func: ast.FunctionDef) -> Iterator[ast.AST]:
 _JIT_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Return,
                    ast.Pass, ast.Break, ast.Continue, ast.Assert)
 _JIT_EXPRESSIONS = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.Constant,
-                    ast.Attribute, ast.Subscript, ast.Name, ast.List, ast.Tuple, ast.Slice, ast.JoinedStr,
-                    ast.FormattedValue)
+                    ast.Attribute, ast.Subscript, ast.Name, ast.List, ast.Tuple, ast.Slice)
 
 
 class _JitBody:
