@@ -103,7 +103,8 @@ def test_row_families_follow_the_rows(row_length: int | None) -> None:
 
 def test_value_ranges() -> None:
     negative = _filled("all-negative")
-    assert (negative <= -60).all() and (negative >= -100).all()
+    assert (negative <= -110).all() and (negative >= -130).all()
+    assert (torch.exp(negative) == 0).all()  # every exp underflows, as a softmax of such rows needs
     positive = _filled("all-positive")
     assert (positive >= 0.5).all() and (positive <= 100).all()
     for dtype in (torch.float32, torch.float16, torch.bfloat16):

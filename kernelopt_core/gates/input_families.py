@@ -19,7 +19,9 @@ rows are the tensor's last dimension. The families:
 ``constant-rows``         each row one value
 ``low-variance-rows``     each row mean m with a standard deviation of a few ulps of m
 ``offset-rows``           each row mean ~1000 with standard deviation 1 (mean >> std)
-``all-negative``          uniform in [-100, -60] (exp underflows; a padded lane's 0 is the max)
+``all-negative``          uniform in [-130, -110]: exp underflows to 0 (below -104, -88 with FTZ), so a
+                          softmax whose max includes a padded lane's 0 divides 0 by 0; a spread of 20
+                          puts many softmax probabilities between 1e-9 and 1e-5
 ``all-positive``          uniform in [0.5, 100]
 ``near-max``              random signs, magnitudes in [0.5, 1] x the dtype's largest finite value
 ``denormals``             random signs, magnitudes below the dtype's smallest normal
@@ -213,7 +215,7 @@ def _offset_rows(ctx: FillContext, start: int, count: int) -> Any:
 
 
 def _all_negative(ctx: FillContext, start: int, count: int) -> Any:
-    return _uniform(ctx, start, count, -100.0, -60.0, 6)
+    return _uniform(ctx, start, count, -130.0, -110.0, 6)
 
 
 def _all_positive(ctx: FillContext, start: int, count: int) -> Any:
@@ -248,7 +250,7 @@ FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
                 applies=lambda name, info: info.eps <= 1e-2, error_structure=False),
     InputFamily("offset-rows", "rows with a large common offset (mean ~1000, std 1)", _offset_rows,
                 applies=lambda name, info: info.max >= 1e4),
-    InputFamily("all-negative", "all negative (-100 to -60)", _all_negative),
+    InputFamily("all-negative", "all negative (-130 to -110)", _all_negative),
     InputFamily("all-positive", "all positive (0.5 to 100)", _all_positive),
     InputFamily("near-max", "magnitudes near the dtype's largest finite value", _near_max, error_structure=False),
     InputFamily("denormals", "denormal magnitudes", _denormals, error_structure=False),

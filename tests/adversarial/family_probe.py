@@ -1,0 +1,88 @@
+"""Run a corpus case on the input families at the graph level, with the comparison rule and the
+error-structure check, directly (not through the gates).
+
+This is what gates 2 and 3 will do once the families are wired into them (issue 20): it shows,
+before that, that each issue-20 case is exposed by the families it names and passes on the
+graph's own inputs, and that the correct variants pass every family. It runs the candidate in
+this process, so only cases marked ``probe=True`` (no stray writes, no hostile code) come here.
+Imports torch: tests only.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.gates.restitch import write_restitched
+
+from .corpus import PROBLEM_ROWS, Case
+
+TOLERANCE = 1e-4  # gate 3's atol = rtol
+PLAIN = ""  # the graph's own random inputs
+
+
+@dataclass
+class ProbeOutcome:
+    family: str  # PLAIN for the graph's own inputs
+    tolerance_ok: bool  # NaN/Inf positions and atol/rtol (compare_outputs)
+    structure_ok: bool  # error_structure (True where the family skips it)
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.tolerance_ok and self.structure_ok
+
+
+def _reference(graph_path: str, device: str) -> Any:
+    from kernelopt_core.gates.float64_reference import find_fx_graph_runnable, load_reference
+
+    path = find_fx_graph_runnable(graph_path, None)
+    return load_reference(path, device) if path else None
+
+
+def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], seed: int = 0,
+          device: str = "cpu") -> list[ProbeOutcome]:
+    """The case's candidate against the original graph on each family (PLAIN: the graph's inputs)."""
+    import torch
+
+    from kernelopt_core.gates.error_structure import error_structure
+    from kernelopt_core.gates.input_families import FAMILIES, compare_outputs, fill, is_floating
+    from kernelopt_core.gates.model import clone_inputs, tensor_outputs
+    from kernelopt_core.graph_module import call_graph, load_graph_module, make_inputs
+
+    graph = parse_output_code(graph_path)
+    kernel = graph.kernels[0]
+    restitched, _ = write_restitched(graph, {kernel.name: case.candidate(kernel.source, kernel.name)},
+                                     os.path.join(workdir, case.id))
+    baseline = load_graph_module(graph_path, device)
+    candidate = load_graph_module(restitched, device)
+    reference = _reference(graph_path, device)
+    rows_in, keeps_rows = PROBLEM_ROWS[case.problem]
+    outcomes = []
+    for name in families:
+        inputs = make_inputs(baseline, seed=seed)
+        family = FAMILIES[name] if name else None
+        if family is not None:
+            for tensor in inputs:
+                if isinstance(tensor, torch.Tensor) and is_floating(tensor.dtype):
+                    fill(tensor, family, seed=seed, row_length=rows_in)
+        expected = tensor_outputs(call_graph(baseline, clone_inputs(inputs)))
+        got = tensor_outputs(call_graph(candidate, clone_inputs(inputs)))
+        r64 = tensor_outputs(reference(clone_inputs(inputs))) if reference is not None else [None] * len(expected)
+        problems = []
+        tolerance_ok = structure_ok = True
+        for index, (c, o, r) in enumerate(zip(got, expected, r64, strict=True)):
+            compared = compare_outputs(c, o, atol=TOLERANCE, rtol=TOLERANCE)
+            if not compared.ok:
+                tolerance_ok = False
+                problems.append(f"output {index}: {compared.reason}")
+            if o.is_floating_point() and (family is None or family.error_structure):
+                structure = error_structure(c, o, r.to(o.device) if r is not None else None,
+                                            row_length=rows_in if keeps_rows else None)
+                if not structure.passed:
+                    structure_ok = False
+                    problems.append(f"output {index}: {structure.reason}")
+        outcomes.append(ProbeOutcome(name, tolerance_ok, structure_ok, "; ".join(problems) or "matches"))
+    return outcomes
