@@ -18,12 +18,18 @@ def _kernel(graph: str = "elementwise"):
     return g, g.kernels[0]
 
 
-@pytest.mark.parametrize("name", GRAPHS)
-def test_inductor_kernels_pass_the_source_rules(name: str) -> None:
-    graph = parse_output_code(str(H200 / name / "output_code.py"))
+CUDA_CODEGEN = Path(__file__).resolve().parent / "adversarial" / "cuda_codegen"
+DUMPS = [H200 / name / "output_code.py" for name in GRAPHS] + sorted(CUDA_CODEGEN.glob("*.output_code.txt"))
+
+
+@pytest.mark.parametrize("path", DUMPS, ids=[f"{p.parent.name}/{p.name}" for p in DUMPS])
+def test_inductor_kernels_pass_the_source_rules(path: Path) -> None:
+    graph = parse_output_code(str(path), path.read_text())
+    assert graph.kernels
     for kernel in graph.kernels:
         report = check_source(kernel.source, kernel.name, kernel.source)
         assert report.ok, [f.describe() for f in report.findings]
+        assert report.dialect == "inductor" and not report.notes
 
 
 BODY_ANCHOR = "    xoffset = tl.program_id(0) * XBLOCK\n"

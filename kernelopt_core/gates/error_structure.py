@@ -115,7 +115,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     """Bias and worst-element checks of ``candidate`` against ``original`` (and ``reference``, float64).
 
     All three have one shape; ``row_length``: outputs that share one reduction (the kernel's
-    ``r0_numel`` when its output keeps the reduced dimension), None for independent outputs.
+    ``r0_numel`` when its output keeps the reduced dimension), None for independent outputs. When
+    that is not known (gate 3, at the graph's outputs), pass the output's last dimension: grouping
+    independent outputs only costs significance, not grouping correlated ones costs false rejections.
     Non-finite elements are skipped (their positions are :func:`input_families.compare_outputs`'s job).
     """
     import torch
