@@ -18,13 +18,10 @@ What a module may contain depends on its :class:`Dialect`:
 * ``USER`` (hand-written kernels, issue 19): ``@triton.jit``/``@triton.autotune`` kernels without
   Inductor's decorator and without a launcher. Its rules are in place; its contract is not.
 
-Inside ``@triton.jit`` bodies: calls that resolve to the Triton language, ``triton_helpers``,
-``libdevice``, ``tl_math``, ``math``, other ``@triton.jit`` functions of the module, the builtins
-in :data:`JIT_BUILTINS`, and the tensor methods in :data:`TENSOR_METHODS`. Decorator arguments are
-data: literals and containers of literals, ``__file__``, ``DeviceProperties(...)`` with literal
-keywords, ``ReductionHint.X``/``TileHint.X``/``AutotuneHint.X``, ``set()``, ``triton.Config(...)``
-with literal arguments, and for ``@triton.heuristics`` lambdas of arithmetic on ``args['NAME']``.
-No dunder names anywhere (``__file__`` in decorator arguments aside).
+This module resolves names and checks the module level and the functions' shape; the
+``@triton.jit`` bodies are checked by :mod:`.static_jit`, decorator arguments by
+:mod:`.static_decorators`, a launcher's body by :mod:`.static_launcher`. No dunder names anywhere
+(``__file__`` in decorator arguments aside).
 
 Pure Python (:mod:`ast`): no torch, nothing of the candidate runs.
 """
@@ -79,7 +76,7 @@ GRID_TYPES = frozenset({"Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow", "B
                         "FixedGrid", "PrecomputedGrid", "CooperativeReductionGrid", "SplitScanGrid",
                         "MixOrderReductionGrid"})
 _SIGNATURE_TYPE = re.compile(r"^(constexpr|\*?k?(fp|bf|i|u)\d+(e\d+)?(nv|b\d+|fn|fnuz)?|B|\*?i1|nvTmaDesc)$")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
@@ -169,6 +166,9 @@ class ModuleChecker:
         self.kernel_name = kernel_name
         self.findings: list[StaticFinding] = []
         self.facts = ModuleFacts()
+        from .static_decorators import DecoratorRules
+
+        self.decorators = DecoratorRules(self)
 
     def add(self, rule: str, message: str, node: ast.AST | None) -> None:
         line = getattr(node, "lineno", None) if node is not None else None
@@ -306,10 +306,12 @@ class ModuleChecker:
     # --- the module ---------------------------------------------------------------------------
 
     def check_module(self, tree: ast.Module) -> ModuleFacts:
+        from .static_jit import JitBodyChecker
+
         for stmt in tree.body:
             self._top_level(stmt)
         for func in self.facts.jit_functions:
-            self._jit_body(func)
+            JitBodyChecker(self, func, local_names(func)).run()
         return self.facts
 
     def _bind(self, name: str, symbol: Symbol, node: ast.AST) -> None:
@@ -554,7 +556,7 @@ class ModuleChecker:
                     self.add("decorator", f"@triton.jit({kw.arg}=...) is not allowed (use {', '.join(sorted(JIT_KEYWORDS))})",
                              deco)
                 else:
-                    self.check_data(kw.value, "@triton.jit")
+                    self.decorators.check_data(kw.value, "@triton.jit")
         return True
 
     def _outer_decorator(self, deco: ast.AST, func: ast.FunctionDef) -> str | None:
@@ -577,16 +579,16 @@ class ModuleChecker:
                                       f"({func.name} is a helper: plain @triton.jit)", deco)
             what = f"@{short(deco.func)}"
             for arg in deco.args:
-                self.check_data(arg, what)
+                self.decorators.check_data(arg, what)
             for kw in deco.keywords:
                 if kw.arg is None:
                     self.add("decorator", f"`**` in {what} hides what it passes", deco)
                 else:
-                    self.check_data(kw.value, what)
+                    self.decorators.check_data(kw.value, what)
                     if kw.arg == "inductor_meta":
-                        self._inductor_meta_code(kw.value, func)
+                        self.decorators.inductor_meta_code(kw.value, func)
                     if kw.arg in ("config", "configs"):
-                        self._config_values(kw.value, what)
+                        self.decorators.config_values(kw.value, what)
             return "inductor"
         if target in ("triton.autotune", "triton.heuristics"):
             if not self.policy.triton_autotune:
@@ -598,291 +600,15 @@ class ModuleChecker:
                 self.add("decorator", f"`@{short(deco)}` must be called with its arguments", deco)
                 return None
             if target == "triton.autotune":
-                self._autotune(deco)
+                self.decorators.autotune(deco)
                 return "autotune"
-            self._heuristics(deco)
+            self.decorators.heuristics(deco)
             return "heuristics"
         self.add("decorator", f"function {func.name} has decorator `@{short(deco)}`"
                               + (f" (`{target}`)" if target else "") + "; only @triton.jit and "
                               + ("the triton_heuristics launch decorators" if self.policy.inductor_decorator
                                  else "@triton.autotune/@triton.heuristics") + " are allowed", deco)
         return None
-
-    def check_data(self, node: ast.AST, where: str) -> None:
-        """Decorator arguments are data: nothing in them may run other code."""
-        if isinstance(node, ast.Constant):
-            return
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            for element in node.elts:
-                self.check_data(element, where)
-            return
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values, strict=True):
-                if key is None:
-                    self.add("decorator", f"`**{short(value)}` in the arguments of {where} hides what it passes", value)
-                    continue
-                self.check_data(key, where)
-                self.check_data(value, where)
-            return
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)) \
-                and isinstance(node.operand, ast.Constant):
-            return
-        if isinstance(node, ast.Name) and node.id == "__file__":
-            return
-        if isinstance(node, ast.Attribute) and self.chain(node) is not None:
-            ref = self.resolve_chain(node, frozenset())
-            if ref is not None and ref.member is not None and ref.member.kind == names.ENUM:
-                return
-            if ref is None:
-                return  # already named
-        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) \
-                and self.chain(node.func) is not None:
-            if isinstance(node.func, ast.Name) and node.func.id == "set" and "set" not in self.facts.symbols \
-                    and not node.args and not node.keywords:
-                return
-            ref = self.resolve_chain(node.func, frozenset())
-            if ref is None:
-                return
-            if ref.member is not None and ref.member.kind == names.DEVICE_PROPERTIES and not node.args:
-                for kw in node.keywords:
-                    if kw.arg is None or not self._is_literal_scalar(kw.value):
-                        self.add("decorator", f"DeviceProperties(...) in {where} takes literal keyword arguments only "
-                                              f"(found `{short(kw.value)}`)", kw.value)
-                return
-        self.add("decorator", f"`{short(node)}` in the arguments of {where} runs code at import; decorator arguments "
-                              "are literals, containers of literals, __file__, DeviceProperties(...), "
-                              "ReductionHint/TileHint/AutotuneHint members and set()", node)
-
-    @staticmethod
-    def _is_literal_scalar(node: ast.AST) -> bool:
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            node = node.operand
-        return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
-
-    def _config_values(self, node: ast.AST, where: str) -> None:
-        """Launch-config values are numbers: Inductor formats them into the grid code it executes."""
-        configs = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
-        for config in configs:
-            if not isinstance(config, ast.Dict):
-                continue
-            for key, value in zip(config.keys, config.values, strict=True):
-                number = value.operand if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)) \
-                    else value
-                if isinstance(number, ast.Constant) and (isinstance(number.value, (int, float)) or number.value is None):
-                    continue
-                self.add("decorator", f"launch config value `{short(value)}` for {short(key) if key else '**'} in "
-                                      f"{where} is not a number (config values end up in generated grid code)", value)
-
-    def _inductor_meta_code(self, node: ast.AST, func: ast.FunctionDef) -> None:
-        """The strings in inductor_meta that Inductor turns into code it executes must be arithmetic only."""
-        if not isinstance(node, ast.Dict):
-            return
-        meta = {ast.literal_eval(k): v for k, v in zip(node.keys, node.values, strict=True)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-        grid_type = meta.get("grid_type")
-        if isinstance(grid_type, ast.Constant) and grid_type.value not in GRID_TYPES:
-            self.add("contract", f"unknown grid_type {grid_type.value!r} (use one of {', '.join(sorted(GRID_TYPES))})",
-                     grid_type)
-        kernel_name = meta.get("kernel_name")
-        if isinstance(kernel_name, ast.Constant) and kernel_name.value != func.name:
-            self.add("decorator", f"inductor_meta['kernel_name'] {kernel_name.value!r} is not the function's name",
-                     kernel_name)
-        for key in ("fixed_grid", "extra_launcher_args"):
-            entries = meta.get(key)
-            for element in entries.elts if isinstance(entries, (ast.List, ast.Tuple)) else []:
-                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)
-                        and _IDENTIFIER.match(element.value) and not is_dunder(element.value)):
-                    self.add("decorator", f"inductor_meta['{key}'] entry `{short(element)}` must be an identifier "
-                                          "(Inductor writes it into launcher code)", element)
-        grids = meta.get("precomputed_grids")
-        for entry in grids.elts if isinstance(grids, (ast.List, ast.Tuple)) else []:
-            if not isinstance(entry, ast.Dict):
-                continue
-            for key, value in zip(entry.keys, entry.values, strict=True):
-                if isinstance(key, ast.Constant) and key.value in ("python", "cpp"):
-                    for axis in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
-                        self._grid_axis(axis)
-                elif isinstance(key, ast.Constant) and key.value == "config":
-                    self._config_values(value, "precomputed_grids")
-
-    def _grid_axis(self, axis: ast.AST) -> None:
-        if isinstance(axis, ast.Constant) and isinstance(axis.value, int):
-            return
-        if isinstance(axis, ast.Constant) and isinstance(axis.value, str):
-            try:
-                expr = ast.parse(axis.value, mode="eval").body
-            except SyntaxError:
-                self.add("decorator", f"precomputed grid `{axis.value[:60]}` is not an expression", axis)
-                return
-            bad = next((n for n in ast.walk(expr) if not _grid_node_ok(n)), None)
-            if bad is None:
-                return
-            self.add("decorator", f"precomputed grid `{axis.value[:60]}` contains `{short(bad)}`; Inductor executes "
-                                  "these strings, so they are integer arithmetic on names only", axis)
-            return
-        self.add("decorator", f"precomputed grid axis `{short(axis)}` must be an int or an arithmetic string", axis)
-
-    def _autotune(self, deco: ast.Call) -> None:
-        if deco.args:
-            self.add("decorator", "@triton.autotune takes keyword arguments (configs=[...], key=[...])", deco)
-        for kw in deco.keywords:
-            if kw.arg not in AUTOTUNE_KEYWORDS:
-                self.add("decorator", f"@triton.autotune({kw.arg}=...) is not allowed (hooks and custom benchmarks run "
-                                      f"code; use {', '.join(sorted(AUTOTUNE_KEYWORDS))})", kw.value)
-            elif kw.arg == "configs":
-                elements = kw.value.elts if isinstance(kw.value, (ast.List, ast.Tuple)) else None
-                if not elements:
-                    self.add("decorator", "@triton.autotune(configs=...) must be a list of triton.Config(...)", kw.value)
-                for element in elements or []:
-                    self._triton_config(element)
-            else:
-                self.check_data(kw.value, "@triton.autotune")
-
-    def _triton_config(self, node: ast.AST) -> None:
-        ref = None
-        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) \
-                and self.chain(node.func) is not None:
-            ref = self.resolve_chain(node.func, frozenset())
-        if ref is None or ref.member is None or ref.member.kind != names.CONFIG:
-            if ref is not None or not isinstance(node, ast.Call):
-                self.add("decorator", f"`{short(node)}` in configs=[...] is not triton.Config(...)", node)
-            return
-        assert isinstance(node, ast.Call)
-        if len(node.args) > 1 or (node.args and not isinstance(node.args[0], ast.Dict)):
-            self.add("decorator", "triton.Config takes one dict literal of meta-parameters", node)
-        for arg in node.args:
-            self.check_data(arg, "triton.Config")
-            self._config_values(arg, "triton.Config")
-        for kw in node.keywords:
-            if kw.arg == "kwargs":
-                self.check_data(kw.value, "triton.Config")
-                self._config_values(kw.value, "triton.Config")
-            elif kw.arg not in CONFIG_KEYWORDS or not self._is_literal_scalar(kw.value):
-                self.add("decorator", f"triton.Config({kw.arg}={short(kw.value)}) is not allowed (literal "
-                                      f"{', '.join(sorted(CONFIG_KEYWORDS))} only; hooks run code)", kw.value)
-
-    def _heuristics(self, deco: ast.Call) -> None:
-        values = deco.args[0] if len(deco.args) == 1 and not deco.keywords else next(
-            (kw.value for kw in deco.keywords if kw.arg == "values" and not deco.args and len(deco.keywords) == 1), None)
-        if not isinstance(values, ast.Dict):
-            self.add("decorator", "@triton.heuristics takes one dict literal {'NAME': lambda args: ...}", deco)
-            return
-        for key, value in zip(values.keys, values.values, strict=True):
-            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-                self.add("decorator", "@triton.heuristics keys are meta-parameter names (strings)", key or value)
-                continue
-            self.check_arithmetic_lambda(value, "@triton.heuristics")
-
-    def check_arithmetic_lambda(self, node: ast.AST, where: str) -> None:
-        """``lambda args: <arithmetic on args['NAME'], constants, min/max, triton.cdiv/next_power_of_2>``."""
-        if not isinstance(node, ast.Lambda) or len(node.args.args) != 1 or node.args.vararg or node.args.kwarg \
-                or node.args.kwonlyargs or node.args.defaults or node.args.posonlyargs:
-            self.add("decorator", f"`{short(node)}` in {where} must be `lambda args: <arithmetic on args['NAME']>`",
-                     node)
-            return
-        param = node.args.args[0].arg
-        for sub in ast.walk(node.body):
-            if not self._arithmetic_node_ok(sub, param):
-                self.add("decorator", f"`{short(sub)}` in {where}: a heuristic is arithmetic on args['NAME'], "
-                                      "constants, min/max and triton.cdiv/next_power_of_2", sub)
-                return
-
-    def _arithmetic_node_ok(self, node: ast.AST, param: str) -> bool:
-        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.operator, ast.unaryop,
-                             ast.boolop, ast.cmpop, ast.expr_context, ast.Tuple)):
-            return True
-        if isinstance(node, ast.Constant):
-            return isinstance(node.value, (int, float, bool, str)) or node.value is None
-        if isinstance(node, ast.Subscript):
-            return isinstance(node.value, ast.Name) and node.value.id == param and isinstance(node.slice, ast.Constant)
-        if isinstance(node, ast.Name):
-            symbol = self.facts.symbols.get(node.id)
-            return node.id == param or (symbol is not None and symbol.kind in ("constant", "import")) or \
-                (node.id in ("min", "max") and node.id not in self.facts.symbols)
-        if isinstance(node, ast.Attribute):
-            if self.chain(node) is None:
-                return False
-            ref = self.resolve_chain(node, frozenset())
-            return ref is not None and ref.member is not None and ref.member.kind in (names.HOST_INT, names.MODULE)
-        if isinstance(node, ast.Call):
-            if node.keywords or not isinstance(node.func, (ast.Name, ast.Attribute)) or self.chain(node.func) is None:
-                return False
-            if isinstance(node.func, ast.Name):
-                return node.func.id in ("min", "max") and node.func.id not in self.facts.symbols
-            ref = self.resolve_chain(node.func, frozenset())
-            return ref is not None and ref.member is not None and ref.member.kind == names.HOST_INT
-        return False
-
-    # --- @triton.jit bodies ------------------------------------------------------------------
-
-    def _jit_body(self, func: ast.FunctionDef) -> None:
-        local = local_names(func)
-        _JitBody(self, func, local).run()
-
-    def check_call_target(self, call: ast.Call, local: set[str], context: str) -> Ref | None:
-        """The function a call in a @triton.jit body resolves to (a finding when it is not allowed)."""
-        func = call.func
-        if isinstance(func, (ast.Name, ast.Attribute)) and self.chain(func) is not None:
-            ref = self.resolve_chain(func, local)
-            if ref is None:
-                return None
-            if ref.kind == "value":
-                *attrs, method = ref.name.split(".")
-                bad = [a for a in attrs if a not in TENSOR_ATTRIBUTES]
-                if bad or method not in TENSOR_METHODS:
-                    self.add("forbidden-call", f"`{short(func)}(...)`: `.{bad[0] if bad else method}` is not a Triton "
-                                               f"tensor method {context} uses", call)
-                    return None
-                return ref
-            if ref.kind == "member" and ref.member is not None:
-                if ref.member.target.startswith(names.TORCH + ".") and not ref.member.target.startswith(names.RUNTIME):
-                    self.add("torch", f"`{short(func)}` calls torch (`{ref.member.target}`) {context}", call)
-                    return None
-                if ref.member.kind in (names.DEVICE, names.HOST_INT, names.MATH_FUNCTION):
-                    if ref.member.target.rsplit(".", 1)[-1].startswith("atomic_"):
-                        self.facts.uses_atomics = True
-                    return ref
-                self.add("forbidden-call", f"`{short(func)}` (`{ref.member.target}`) cannot be called {context}", call)
-                return None
-            if ref.kind == "jit":
-                symbol = self.facts.symbols[ref.name]
-                if symbol.wrapped:
-                    self.add("forbidden-call", f"`{ref.name}` is a launched kernel (it has a launch decorator); "
-                                               "only plain @triton.jit helpers are called from a kernel", call)
-                    return None
-                return ref
-            if ref.kind == "builtin":
-                if ref.name in JIT_BUILTINS:
-                    return ref
-                self.reject_name(ref.name, func)
-                return None
-            what = {"local": "a local variable", "constant": "a module-level constant",
-                    "launcher": "the launcher"}.get(ref.kind, ref.kind)
-            self.add("forbidden-call", f"`{short(func)}(...)` calls {what}", call)
-            return None
-        if isinstance(func, ast.Attribute):
-            if is_dunder(func.attr):
-                self.add("forbidden-call", f"dunder attribute `.{func.attr}` (getattr tricks)", func)
-                return None
-            if func.attr not in TENSOR_METHODS:
-                self.add("forbidden-call", f"`.{func.attr}(...)` is not a Triton tensor method {context} uses", call)
-                return None
-            return Ref("value", name=func.attr)
-        self.add("forbidden-call", f"`{short(func)}(...)` calls a computed value", call)
-        return None
-
-
-def _grid_node_ok(node: ast.AST) -> bool:
-    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub,
-                         ast.UAdd, ast.Load)):
-        return True
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, int)
-    if isinstance(node, ast.Name):
-        return not is_dunder(node.id)
-    if isinstance(node, ast.Call):
-        return isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and not node.keywords
-    return False
 
 
 def local_names(func: ast.FunctionDef) -> set[str]:
@@ -898,151 +624,6 @@ def walk_function(func: ast.FunctionDef) -> Iterator[ast.AST]:
     """Every node of a function's body (not its decorators, defaults or annotations)."""
     for stmt in func.body:
         yield from ast.walk(stmt)
-
-
-_JIT_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Return,
-                   ast.Pass, ast.Break, ast.Continue, ast.Assert)
-_JIT_EXPRESSIONS = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.Constant,
-                    ast.Attribute, ast.Subscript, ast.Name, ast.List, ast.Tuple, ast.Slice)
-
-
-class _JitBody:
-    """One @triton.jit body: statements and expressions of the Triton language only."""
-
-    def __init__(self, checker: ModuleChecker, func: ast.FunctionDef, local: set[str]):
-        self.checker = checker
-        self.func = func
-        self.local = local
-        self.context = "inside a @triton.jit function"
-
-    def add(self, rule: str, message: str, node: ast.AST) -> None:
-        self.checker.add(rule, message, node)
-
-    def run(self) -> None:
-        for stmt in self.func.body:
-            self.statement(stmt)
-
-    def statement(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            self.add("try-except", "try/except fallback: a kernel may not catch its own failure and do something "
-                                   "else", stmt)
-            for part in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):  # type: ignore[attr-defined]
-                for inner in part:
-                    self.statement(inner)
-            return
-        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
-            self.add("global-state", f"`{short(stmt)}`: state shared between calls", stmt)
-            return
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            self.add("forbidden-import", f"`{short(stmt)}` inside a function (imports are module-level and listed)",
-                     stmt)
-            return
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.add("construct", f"`{type(stmt).__name__}` {stmt.name} nested in {self.func.name}: a kernel body "
-                                  "is Triton code", stmt)
-            return
-        if not isinstance(stmt, _JIT_STATEMENTS):
-            self.add("construct", f"`{type(stmt).__name__}` statement `{short(stmt)}` {self.context} is not Triton "
-                                  "kernel code", stmt)
-            return
-        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                self.target(target, stmt)
-            if isinstance(stmt, ast.AnnAssign) and not self.checker._is_constexpr_annotation(stmt.annotation):
-                self.add("top-level", f"annotation `{short(stmt.annotation)}`: only tl.constexpr", stmt)
-            if stmt.value is not None:
-                self.expression(stmt.value)
-            return
-        if isinstance(stmt, ast.For):
-            self.target(stmt.target, stmt)
-            self.expression(stmt.iter)
-            for inner in [*stmt.body, *stmt.orelse]:
-                self.statement(inner)
-            return
-        if isinstance(stmt, (ast.If, ast.While)):
-            self.expression(stmt.test)
-            for inner in [*stmt.body, *stmt.orelse]:
-                self.statement(inner)
-            return
-        for child in ast.iter_child_nodes(stmt):
-            if isinstance(child, ast.expr):
-                self.expression(child)
-
-    def target(self, target: ast.AST, stmt: ast.stmt) -> None:
-        if isinstance(target, ast.Name):
-            if is_dunder(target.id):
-                self.checker.reject_name(target.id, target)
-            return
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self.target(element, stmt)
-            return
-        if isinstance(target, ast.Attribute):
-            self.add("global-state", f"assignment to attribute `{short(target)}` (function attributes used as a "
-                                     "cache)", stmt)
-            return
-        self.add("construct", f"assignment to `{short(target)}` {self.context}: only names are assigned", stmt)
-
-    def expression(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Call):
-            self.checker.check_call_target(node, self.local, self.context)
-            func = node.func
-            if isinstance(func, ast.Attribute) and self.checker.chain(func) is None:
-                self.expression(func.value)  # the tensor the method is called on
-            elif not isinstance(func, (ast.Name, ast.Attribute)):
-                pass  # already rejected
-            for arg in node.args:
-                if isinstance(arg, ast.Starred):
-                    self.add("construct", f"`*{short(arg.value)}` in a call {self.context}", arg)
-                    continue
-                self.expression(arg)
-            for kw in node.keywords:
-                if kw.arg is None:
-                    self.add("construct", f"`**{short(kw.value)}` in a call {self.context}", kw.value)
-                    continue
-                if is_dunder(kw.arg):
-                    self.checker.reject_name(kw.arg, kw.value)
-                self.expression(kw.value)
-            return
-        if isinstance(node, (ast.Name, ast.Attribute)) and self.checker.chain(node) is not None:
-            ref = self.checker.resolve_chain(node, self.local)
-            if ref is None:
-                return
-            if ref.kind == "value":
-                bad = [a for a in ref.name.split(".") if a not in TENSOR_ATTRIBUTES]
-                if bad:
-                    self.add("forbidden-call", f"`{short(node)}`: `.{bad[0]}` is not an attribute of a Triton value "
-                                               f"{self.context}", node)
-            elif ref.kind == "member" and ref.member is not None and ref.member.kind == names.MODULE:
-                self.add("forbidden-import", f"the module `{ref.member.target}` used as a value (`{short(node)}`)",
-                         node)
-            elif ref.kind == "member" and ref.member is not None and ref.member.kind not in (
-                    names.DEVICE, names.HOST_INT, names.MATH_FUNCTION, names.MATH_VALUE, names.ENUM):
-                self.add("forbidden-call", f"`{short(node)}` (`{ref.member.target}`) cannot be used {self.context}", node)
-            elif ref.kind == "launcher":
-                self.add("forbidden-call", f"`{short(node)}`: the launcher used {self.context}", node)
-            elif ref.kind == "builtin" and ref.name not in JIT_BUILTINS and ref.name not in ("True", "False", "None"):
-                self.checker.reject_name(ref.name, node)
-            return
-        if isinstance(node, ast.Attribute):
-            if is_dunder(node.attr):
-                self.add("forbidden-call", f"dunder attribute `.{node.attr}` (getattr tricks)", node)
-            elif node.attr not in TENSOR_ATTRIBUTES:
-                self.add("forbidden-call", f"`{short(node)}`: `.{node.attr}` is not an attribute of a Triton value "
-                                           f"{self.context}", node)
-            self.expression(node.value)
-            return
-        if isinstance(node, ast.Lambda):
-            self.add("top-level", f"lambda {self.context}: a kernel module defines @triton.jit functions only", node)
-            return
-        if not isinstance(node, _JIT_EXPRESSIONS):
-            self.add("construct", f"`{type(node).__name__}` expression `{short(node)}` {self.context} is not Triton "
-                                  "kernel code", node)
-            return
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr):
-                self.expression(child)
 
 
 def allowlist_text(policy: DialectPolicy) -> str:
