@@ -86,3 +86,57 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
                     problems.append(f"output {index}: {structure.reason}")
         outcomes.append(ProbeOutcome(name, tolerance_ok, structure_ok, "; ".join(problems) or "matches"))
     return outcomes
+
+
+def probe_in_subprocess(graphs: dict[str, str], plan: dict[str, tuple[str, ...]], workdir: str,
+                        timeout_s: float = 1800.0) -> dict[str, list[ProbeOutcome]]:
+    """Run :func:`probe` for ``plan`` (case id -> families) in a fresh process on the CPU backend:
+    the candidates never run in the caller, and Triton starts there with the interpreter on."""
+    import json
+    import subprocess
+    import sys
+
+    from .runner import ROOT
+
+    spec = {"graphs": graphs, "plan": {k: list(v) for k, v in plan.items()}, "workdir": workdir}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-m", "tests.adversarial.family_probe", json.dumps(spec)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout_s)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("@probe-results ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"the family probe failed (status {done.returncode}):\n{done.stderr[-4000:]}")
+    raw = json.loads(line.split(" ", 1)[1])
+    return {case_id: [ProbeOutcome(**o) for o in outcomes] for case_id, outcomes in raw.items()}
+
+
+def _main(argv: list[str]) -> int:
+    import json
+    from dataclasses import asdict
+
+    from kernelopt_core.backends import cpu_triton
+
+    cpu_triton.activate()  # before anything imports Triton
+    import torch
+
+    from .corpus import CASES
+
+    torch.set_num_threads(1)  # tiny tensors: one thread is faster on a shared machine
+    spec = json.loads(argv[0])
+    by_id = {case.id: case for case in CASES}
+    results = {}
+    for case_id, families in spec["plan"].items():
+        case = by_id[case_id]
+        try:
+            outcomes = probe(case, spec["graphs"][case.problem], spec["workdir"], tuple(families))
+        except Exception as exc:  # noqa: BLE001 - reported per case, the others still run
+            outcomes = [ProbeOutcome("error", False, False, f"{type(exc).__name__}: {exc}")]
+        results[case_id] = [asdict(o) for o in outcomes]
+    print("@probe-results " + json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))
