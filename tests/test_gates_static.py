@@ -18,12 +18,18 @@ def _kernel(graph: str = "elementwise"):
     return g, g.kernels[0]
 
 
-@pytest.mark.parametrize("name", GRAPHS)
-def test_inductor_kernels_pass_the_source_rules(name: str) -> None:
-    graph = parse_output_code(str(H200 / name / "output_code.py"))
+CUDA_CODEGEN = Path(__file__).resolve().parent / "adversarial" / "cuda_codegen"
+DUMPS = [H200 / name / "output_code.py" for name in GRAPHS] + sorted(CUDA_CODEGEN.glob("*.output_code.txt"))
+
+
+@pytest.mark.parametrize("path", DUMPS, ids=[f"{p.parent.name}/{p.name}" for p in DUMPS])
+def test_inductor_kernels_pass_the_source_rules(path: Path) -> None:
+    graph = parse_output_code(str(path), path.read_text())
+    assert graph.kernels
     for kernel in graph.kernels:
         report = check_source(kernel.source, kernel.name, kernel.source)
         assert report.ok, [f.describe() for f in report.findings]
+        assert report.dialect == "inductor" and not report.notes
 
 
 BODY_ANCHOR = "    xoffset = tl.program_id(0) * XBLOCK\n"
@@ -77,6 +83,89 @@ BAD = [
     ("class", _at_top("class Cache:\n    pass"), "top-level", "class Cache"),
     ("top-level call", _at_top("print('hi')"), "forbidden-call", "print"),
 ]
+
+
+# Issue 20: ways around a name-based allowlist. Each must be rejected by resolving what the name is.
+BYPASSES = [
+    ("os through triton_heuristics", _at_top("from torch._inductor.runtime.triton_heuristics import os"),
+     "forbidden-import", "triton_heuristics.os"),
+    ("os through an alias of triton_heuristics",
+     lambda s: _in_body("th.os.system('id')")(_at_top("import torch._inductor.runtime.triton_heuristics as th")(s)),
+     "forbidden-import", "triton_heuristics.os"),
+    ("builtins through triton_helpers", _in_body("b = triton_helpers.builtins"), "forbidden-import",
+     "triton_helpers.builtins"),
+    ("triton through triton_helpers", _in_body("d = triton_helpers.triton.runtime.driver"), "forbidden-import",
+     "triton_helpers.triton"),
+    ("a host function of triton_helpers", _in_body("o = triton_helpers.get_backend_options()"), "forbidden-import",
+     "get_backend_options"),
+    ("the driver switch inside a kernel", _in_body("triton_helpers.set_driver_to_gpu()"), "forbidden-call",
+     "set_driver_to_gpu"),
+    ("math imported as tl", lambda s: s.replace("import triton.language as tl", "import math as tl"),
+     "forbidden-import", "math.constexpr"),
+    ("tl rebound at module level", _at_top("tl = triton_helpers"), "top-level", "not a constant"),
+    ("an import rebound", _at_top("triton_helpers = 1"), "top-level", "bound twice"),
+    ("a module as a value", _in_body("m = triton_helpers"), "forbidden-import", "used as a value"),
+    ("a function through a local", _in_body("f = tl.load\n    v = f(in_ptr0)"), "forbidden-call", "local variable"),
+    ("a timer", _in_body("t = tl.extra.cuda.globaltimer()"), "forbidden-import", "globaltimer"),
+    ("device_print", _in_body("tl.device_print('x', xmask)"), "forbidden-import", "device_print"),
+    ("a nested def", _in_body("def f():\n        pass"), "construct", "nested"),
+    ("a comprehension", _in_body("f = [i for i in range(3)]"), "construct", "ListComp"),
+    ("an f-string", _in_body("s = f'{xmask!r}'"), "construct", "JoinedStr"),
+    ("item assignment", _in_body("xnumel[0] = 1"), "construct", "only names are assigned"),
+    ("a dunder through a call result", _in_body("c = tl.program_id(0).to(tl.int32).__class__"), "forbidden-call",
+     "__class__"),
+    ("__builtins__", _in_body("b = __builtins__"), "forbidden-call", "__builtins__"),
+    ("str.format", _in_body("z = 'a'.format(1)"), "forbidden-call", ".format"),
+    ("an undecorated function", _at_top("def helper():\n    return 1"), "top-level", "undecorated"),
+    ("module-level if", _at_top("if True:\n    x = 1"), "top-level", "If"),
+    ("a foreign decorator", lambda s: s.replace("@triton.jit\n", "@functools.lru_cache\n@triton.jit\n"),
+     "forbidden-import", "functools"),
+    ("code in a default", lambda s: s.replace("xnumel, XBLOCK : tl.constexpr)",
+                                              "xnumel, XBLOCK : tl.constexpr, Z=open('/etc/hostname'))"),
+     "global-state", "default"),
+    ("code in an annotation", lambda s: s.replace("xnumel, XBLOCK", "xnumel: print('x'), XBLOCK"), "top-level",
+     "annotation"),
+    ("code in filename=", lambda s: s.replace("filename=__file__", "filename=__import__('os').getcwd()"),
+     "decorator", "runs code at import"),
+    ("code in DeviceProperties", lambda s: s.replace("DeviceProperties(type='cuda'",
+                                                     "DeviceProperties(type=open('/etc/hostname').read()"),
+     "decorator", "literal keyword"),
+    ("code in set()", lambda s: s.replace("set()", "set(open('/etc/hostname'))"), "decorator", "runs code"),
+    ("code in @triton.jit(...)", lambda s: s.replace("@triton.jit\n", "@triton.jit(debug=exec('1'))\n"),
+     "decorator", "exec"),
+    ("** in the decorator", lambda s: s.replace("filename=__file__", "**{'filename': __file__}"), "decorator",
+     "hides"),
+    ("code in a precomputed grid", lambda s: s.replace(
+        "'grid_type': 'Grid1D'", "'grid_type': 'PrecomputedGrid', 'precomputed_grids': [{'config': {'XBLOCK': 128}, "
+        "'python': [\"__import__('os').system('id') or 1\", 1, 1], 'cpp': [1, 1, 1]}]"), "decorator",
+     "Inductor executes these strings"),
+    ("a string config value", lambda s: s.replace("filename=__file__", "filename=__file__, config={'XBLOCK': 'x'}"),
+     "decorator", "not a number"),
+    ("autotune in a plain candidate", lambda s: s.replace(
+        "@triton.jit\n", "@triton.autotune(configs=[triton.Config({'XBLOCK': 64})], key=[])\n@triton.jit\n"),
+     "decorator", "launcher modules"),
+]
+
+
+@pytest.mark.parametrize("label,edit,rule,words", BYPASSES, ids=[b[0] for b in BYPASSES])
+def test_bypasses_are_resolved_and_rejected(label: str, edit, rule: str, words: str) -> None:
+    _, kernel = _kernel()
+    candidate = edit(kernel.source)
+    assert candidate != kernel.source, "the edit did not apply"
+    report = check_source(kernel.source, kernel.name, candidate)
+    texts = " | ".join(f"{f.rule}: {f.describe()}" for f in report.findings)
+    assert not report.ok, label
+    assert rule in {f.rule for f in report.findings}, texts
+    assert words in texts, texts
+    assert all(f.line for f in report.findings if f.rule != "contract"), texts
+
+
+def test_an_allowed_module_under_another_name_is_the_same_module() -> None:
+    _, kernel = _kernel()
+    candidate = kernel.source.replace("import triton.language as tl", "import triton.language as tl\n"
+                                      "import triton.language as language").replace("tl.sigmoid(", "language.sigmoid(")
+    assert candidate != kernel.source
+    assert check_source(kernel.source, kernel.name, candidate).ok
 
 
 @pytest.mark.parametrize("label,edit,rule,words", BAD, ids=[b[0] for b in BAD])

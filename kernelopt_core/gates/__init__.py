@@ -8,7 +8,19 @@ from .cascade import CascadeSetupError, run_cascade, run_static_gate
 from .restitch import RestitchError, restitch, unified_diff, write_restitched
 from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 
+# What the gates can check today. The adversarial corpus skips (and names) the cases that need
+# something not listed here; whoever lands a capability adds its name:
+#   "gate1-resolution"     gate 1 resolves every name against a listed namespace (static_rules.py)
+#   "launcher-dialect"     gate 1 checks launcher modules and compiles their kernels (static_launcher.py)
+#   "launcher-candidates"  gates 2-4 load and run launcher candidates (kernelopt_core/launchers.py)
+#   "input-families"       gates 2 and 3 run the input families of input_families.py and compare with its rule
+#   "error-structure"      gates 2 and 3 reject systematic bias and outlying elements (error_structure.py)
+#   "guard-range"          gate 2's guards cover the largest offset a launch can form
+#   "scratch-guards"       gate 2 guards and poisons a launcher's scratch like an output
+#   "containment"          each candidate runs in a fresh, resource-limited process it cannot escape
+CAPABILITIES: frozenset[str] = frozenset({"gate1-resolution", "launcher-dialect", "launcher-candidates"})
+
 __all__ = [
-    "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",
+    "CAPABILITIES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",
     "restitch", "run_cascade", "run_static_gate", "unified_diff", "write_restitched",
 ]

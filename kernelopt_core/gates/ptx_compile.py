@@ -39,8 +39,14 @@ class PtxCompiler:
         self._zygote = Zygote("compile", python=python)
         self._lock = threading.Lock()
 
-    def compile(self, kernel_name: str, source: str, timeout_s: float = 300.0) -> dict[str, Any]:
-        """{"ok", "stage", "configs": [...], "error"?, "seconds", "containment"} for one kernel module."""
+    def compile(self, kernel_name: str, source: str, timeout_s: float = 300.0,
+                launches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """{"ok", "stage", "configs": [...], "error"?, "seconds", "containment"} for one kernel module.
+
+        ``launches``: a launcher module's compile plans (gate 1's ``SourceReport.launch_plans``:
+        kernel, signature, constants, num_warps, num_stages); each is compiled instead of the
+        heuristics-decorated kernel's configs.
+        """
         from ..sandbox.process import SandboxError, SandboxProcess
 
         begin = time.monotonic()
@@ -50,7 +56,8 @@ class PtxCompiler:
             except SandboxError as exc:
                 return _failure("start", f"the compile process could not start: {exc}", begin)
             try:
-                reply = process.call("compile", timeout_s=timeout_s, name=kernel_name, source=source)
+                reply = process.call("compile", timeout_s=timeout_s, name=kernel_name, source=source,
+                                     launches=launches)
             except SandboxError as exc:
                 what = "did not finish within the time limit" if exc.kind == "timeout" else "crashed"
                 return _failure("crash", f"the Triton compile {what}: {exc}", begin)
@@ -91,17 +98,14 @@ def _close_shared() -> None:
         _SHARED.close()
 
 
-# --- the server (runs only in the compile subprocess) ------------------------------------------
+# --- the compile itself (runs only in the contained compile process) ----------------------------
 
 
-def compile_source(kernel_name: str, source: str, workdir: str) -> dict[str, Any]:
-    """Import the kernel module and compile each of its launch configs for sm_90."""
+def compile_source(kernel_name: str, source: str, workdir: str,
+                   launches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Import the kernel module and compile each of its launch configs (or ``launches``) for sm_90."""
     import hashlib
     import importlib.util
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
     path = os.path.join(workdir, f"{kernel_name}_{digest}.py")
@@ -116,6 +120,8 @@ def compile_source(kernel_name: str, source: str, workdir: str) -> dict[str, Any
     except Exception as exc:  # noqa: BLE001 - the candidate's own error, reported as such
         return {"ok": False, "stage": "import", "configs": [],
                 "error": f"the kernel module fails to load: {type(exc).__name__}: {exc}"}
+    if launches is not None:
+        return _compile_launches(module, launches)
     autotuner = getattr(module, kernel_name, None)
     if autotuner is None or not hasattr(autotuner, "configs"):
         return {"ok": False, "stage": "import", "configs": [],
@@ -141,32 +147,72 @@ def compile_source(kernel_name: str, source: str, workdir: str) -> dict[str, Any
             if "enable_fp_fusion" in meta:
                 options["enable_fp_fusion"] = meta["enable_fp_fusion"]
             attrs = meta["configs"][0] if meta.get("configs") else {}
-            compiled = triton.compile(ASTSource(autotuner.fn, meta["signature"], meta["constants"], attrs),
-                                      target=GPUTarget(*SM90_TARGET), options=options)
-        except Exception as exc:  # noqa: BLE001
-            text = f"{type(exc).__name__}: {exc}"
-            lowered = text.lower()
-            if "ptxas" in lowered and any(w in lowered for w in ("not found", "no such file", "filenotfound")):
-                # PTX is made before ptxas runs: without the assembler the kernel still reached PTX.
-                entry.update(ok=True, stage="ptx", ptx_bytes=None, shared_bytes=None, stages=["ptx"],
-                             note=f"ptxas is unavailable, so no cubin was assembled: {text[-300:]}")
-                results.append(entry)
-                continue
-            entry.update(ok=False, stage="ptx" if "ptxas" in lowered else "frontend", error=text[-4000:])
+            results.append(_compile_one(autotuner.fn, meta["signature"], meta["constants"], attrs, options, entry))
+        except Exception as exc:  # noqa: BLE001 - the compile meta itself failed
+            entry.update(ok=False, stage="frontend", error=f"{type(exc).__name__}: {exc}"[-4000:])
+            results.append(entry)
+    return _summary(results, total=len(autotuner.configs))
+
+
+def _compile_one(fn: Any, signature: dict[str, Any], constants: dict[str, Any], attrs: dict[Any, Any],
+                 options: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """Compile one (signature, constants, options) of ``fn`` for sm_90; the outcome goes into ``entry``."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    try:
+        compiled = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget(*SM90_TARGET),
+                                  options=options)
+    except Exception as exc:  # noqa: BLE001
+        text = f"{type(exc).__name__}: {exc}"
+        lowered = text.lower()
+        if "ptxas" in lowered and any(w in lowered for w in ("not found", "no such file", "filenotfound")):
+            # PTX is made before ptxas runs: without the assembler the kernel still reached PTX.
+            entry.update(ok=True, stage="ptx", ptx_bytes=None, shared_bytes=None, stages=["ptx"],
+                         note=f"ptxas is unavailable, so no cubin was assembled: {text[-300:]}")
+            return entry
+        entry.update(ok=False, stage="ptx" if "ptxas" in lowered else "frontend", error=text[-4000:])
+        return entry
+    asm = compiled.asm
+    shared = int(getattr(compiled.metadata, "shared", 0) or 0)
+    entry.update(ok=True, stage="cubin" if "cubin" in asm else "ptx", ptx_bytes=len(asm.get("ptx", "")),
+                 shared_bytes=shared, stages=[k for k in ("ttir", "ttgir", "llir", "ptx", "cubin") if k in asm])
+    if shared > SM90_MAX_SHARED_BYTES:
+        entry.update(ok=False, error=f"needs {shared} bytes of shared memory; sm_90 allows "
+                                     f"{SM90_MAX_SHARED_BYTES} per block")
+    return entry
+
+
+def _compile_launches(module: Any, launches: list[dict[str, Any]]) -> dict[str, Any]:
+    """A launcher module: compile each launch plan's @triton.jit kernel with the types the launcher passes."""
+    from triton.runtime.jit import JITFunction
+
+    results: list[dict[str, Any]] = []
+    for plan in launches[:MAX_CONFIGS]:
+        name = str(plan.get("kernel"))
+        entry: dict[str, Any] = {"kernel": name, "line": plan.get("line"), "kwargs": dict(plan.get("constants") or {}),
+                                 "num_warps": plan.get("num_warps"), "num_stages": plan.get("num_stages")}
+        fn = getattr(module, name, None)
+        for _ in range(4):  # @triton.autotune / @triton.heuristics wrap the JITFunction in .fn
+            if fn is None or isinstance(fn, JITFunction):
+                break
+            fn = getattr(fn, "fn", None)
+        if not isinstance(fn, JITFunction):
+            entry.update(ok=False, stage="import", error=f"{name} is not a @triton.jit function of the module")
             results.append(entry)
             continue
-        asm = compiled.asm
-        shared = int(getattr(compiled.metadata, "shared", 0) or 0)
-        entry.update(ok=True, stage="cubin" if "cubin" in asm else "ptx", ptx_bytes=len(asm.get("ptx", "")),
-                     shared_bytes=shared, stages=[k for k in ("ttir", "ttgir", "llir", "ptx", "cubin") if k in asm])
-        if shared > SM90_MAX_SHARED_BYTES:
-            entry.update(ok=False, error=f"needs {shared} bytes of shared memory; sm_90 allows "
-                                         f"{SM90_MAX_SHARED_BYTES} per block")
-        results.append(entry)
+        options = {"num_warps": int(plan.get("num_warps") or 4), "num_stages": int(plan.get("num_stages") or 3),
+                   "debug": False}
+        signature = {str(k): str(v) for k, v in dict(plan.get("signature") or {}).items()}
+        results.append(_compile_one(fn, signature, dict(plan.get("constants") or {}), {}, options, entry))
+    return _summary(results, total=len(launches))
+
+
+def _summary(results: list[dict[str, Any]], total: int) -> dict[str, Any]:
     failed = [r for r in results if not r["ok"]]
     if not results:
         return {"ok": False, "stage": "import", "configs": [], "error": "the kernel declares no launch config"}
     stage = min((r["stage"] for r in results), key=["import", "config", "frontend", "ptx", "cubin"].index)
     return {"ok": not failed, "stage": stage, "configs": results,
-            "error": failed[0]["error"] if failed else None,
-            "configs_total": len(autotuner.configs)}
+            "error": failed[0]["error"] if failed else None, "configs_total": total}

@@ -390,7 +390,9 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         folder = os.path.join(state.scratch, "compile")
         os.makedirs(folder, exist_ok=True)
         try:
-            result = compile_source(str(message["name"]), str(message["source"]), folder)
+            launches = message.get("launches")
+            result = compile_source(str(message["name"]), str(message["source"]), folder,
+                                    launches if isinstance(launches, list) else None)
         except BaseException as exc:  # noqa: BLE001 - the candidate's module raised while being compiled
             if isinstance(exc, KeyboardInterrupt):
                 raise

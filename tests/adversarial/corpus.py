@@ -1,22 +1,39 @@
-"""The adversarial corpus: wrong candidates, each labelled with the gate that must reject it, and
-correct variants that must pass gates 1-3.
+"""The adversarial corpus: wrong candidates, each labelled with the gate that must reject it (or
+containment), and correct variants that must pass gates 1-3.
 
 Every candidate is a templated edit of the real kernel Inductor wrote for one of the tiny problems
-in ``problems/`` (compiled once per session). An edit names the exact text it changes and fails
-loudly (:class:`EditNotApplicable`) when that text is absent, so a codegen change in a new torch
-release shows up as a corpus error, not as a silently easier test. Pure Python: no torch; the GPU
-benchmark (benchmarks/gpu/gates.py) imports it too.
+in ``problems/`` (compiled once per session), or, for launcher candidates (docs/launchers.md), a
+module written around it. An edit names the exact text it changes and fails loudly
+(:class:`EditNotApplicable`) when that text is absent, so a codegen change in a new torch release
+shows up as a corpus error, not as a silently easier test.
+
+Issue 20's classes are wrong only on inputs the gates did not draw before (input families) or by
+errors inside the tolerance (error structure), or need guards and containment the gate runtime is
+growing. Each such case names what it ``needs`` from :data:`kernelopt_core.gates.CAPABILITIES`; the
+corpus test skips it, with the reason, until the gates have it. ``families`` names the input
+families that expose it (``()``: the graph's own inputs, with the error-structure check), which
+``family_probe.py`` checks against the modules directly. Pure Python: no torch; the GPU benchmark
+(benchmarks/gpu/gates.py) imports it too.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelopt_core.gates.launcher import set_launch_configs
 
-PROBLEMS = ("elementwise", "row_sum", "softmax")
+PROBLEMS = ("elementwise", "row_sum", "softmax", "layer_norm", "clamp")
+CONTAINMENT = "containment"  # expected_gate of a case that only containment can stop
+# Reduction length of each problem's rows (input families' rows; None: pointwise, rows are the last dim)
+# and whether its output keeps the reduced dimension (outputs sharing a row share its errors).
+PROBLEM_ROWS: dict[str, tuple[int | None, bool]] = {
+    "elementwise": (None, False), "row_sum": (1500, False), "softmax": (37, True), "layer_norm": (1000, True),
+    "clamp": (None, False),
+}
 
 
 class EditNotApplicable(ValueError):
@@ -28,9 +45,12 @@ class Case:
     id: str
     problem: str  # one of PROBLEMS
     klass: str  # the bug class, or "correct"
-    expected_gate: int | None  # the gate that must reject it; None: must pass gates 1-3
+    expected_gate: int | str | None  # the gate that must reject it, CONTAINMENT, or None: must pass gates 1-3
     description: str
     edit: Callable[[str, str], str]  # (kernel source, kernel name) -> candidate source
+    needs: tuple[str, ...] = ()  # capabilities (kernelopt_core.gates.CAPABILITIES) the check depends on
+    families: tuple[str, ...] | None = None  # input families that expose it; () the graph's inputs + error structure
+    probe: bool = True  # family_probe may run it in-process (False: it writes memory it must not, or needs poison)
 
     @property
     def wrong(self) -> bool:
@@ -38,6 +58,14 @@ class Case:
 
     def candidate(self, source: str, kernel_name: str) -> str:
         return self.edit(source, kernel_name)
+
+    def missing(self, capabilities: frozenset[str]) -> list[str]:
+        return [need for need in self.needs if need not in capabilities]
+
+
+def sentinel_path(case_id: str) -> str:
+    """A file a hostile candidate tries to create; it must never exist after the corpus ran."""
+    return os.path.join(tempfile.gettempdir(), f"kernelopt-corpus-wrote-{case_id}")
 
 
 # --- edit helpers ------------------------------------------------------------------------------
@@ -141,6 +169,33 @@ def kernel_name_line(template: str) -> Callable[[str, str], str]:
     return edit
 
 
+def replace_between(start: str, end: str, text: str) -> Callable[[str, str], str]:
+    """Replace everything from the line starting with ``start`` up to and including ``end``."""
+
+    def edit(source: str, _name: str) -> str:
+        a = source.find(start)
+        b = source.find(end, a + 1) if a >= 0 else -1
+        if a < 0 or b < 0:
+            raise EditNotApplicable(f"no text from {start!r} to {end!r}")
+        return source[:a] + text + source[b + len(end):]
+
+    return edit
+
+
+def module(template: str) -> Callable[[str, str], str]:
+    """A whole candidate module (a launcher), with ``{name}`` the kernel's name."""
+
+    def edit(_source: str, name: str) -> str:
+        return template.replace("{name}", name)
+
+    return edit
+
+
+def writes_sentinel(case_id: str, edit_for: Callable[[str], Callable[[str, str], str]]) -> Callable[[str, str], str]:
+    """An edit that embeds the case's sentinel path (a file the candidate must never manage to create)."""
+    return edit_for(sentinel_path(case_id))
+
+
 # --- the kernels (as Inductor 2.13 writes them for problems/*.py on the CPU backend) ------------
 # elementwise: out = tanh(x) * sigmoid(y) + x * bias - 0.1   (x, y: [12, 37], bias: [37])
 # row_sum:     out = x.sum(dim=1) * 0.5                      (x: [6, 1500], looped reduction)
@@ -153,6 +208,58 @@ S_LOAD = "tl.load(in_ptr0 + (r0_1 + 37*x0), r0_mask & xmask, eviction_policy='ev
 S_STORE = "tl.store(in_out_ptr0 + (r0_1 + 37*x0), tmp11, r0_mask & xmask)"
 # The softmax store as any codegen writes it: indent, pointer, value, mask.
 S_STORE_ANY = r"^(\s*)tl\.store\((\w+) \+ \((r0_1 \+ 37\*x0)\), (tmp\d+), ([^)\n]*)\)$"
+
+# layer_norm: out = layer_norm(x, (1000,), eps=1e-5)    (x: [5, 1000], persistent: mean, then centred squares)
+# clamp:      out = clamp(x * 1.5, -1, 1)              (x: [16, 64], pointwise)
+N_EPS = "tmp14 = tl.full([1, 1], 1e-05, tl.float32)"
+N_MEAN = "tmp6 = (tmp4 / tmp5)"
+C_MAX = "    tmp3 = tl.full([1], -1.0, tl.float32)\n    tmp4 = triton_helpers.maximum(tmp2, tmp3)\n"
+C_MIN = "    tmp5 = tl.full([1], 1.0, tl.float32)\n    tmp6 = triton_helpers.minimum(tmp4, tmp5)\n"
+# The softmax's row max over every lane, padded ones (loaded as 0.0) included: any codegen.
+S_MAX_MASKED = r'tl\.where\(r0_mask & xmask, (tmp\d+), float\("-inf"\)\)'
+S_DIVIDE = r"^(\s*)(tmp\d+) = \((tmp\d+) / (tmp\d+)\)$"
+
+# Launcher candidates for row_sum (docs/launchers.md): partial sums of 4 chunks per row, then a finish kernel.
+LAUNCHER_SPLIT = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _partials(in_ptr, part_ptr, r0_numel, SPLIT: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    part = tl.program_id(1)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for off in tl.range(0, CHUNK, BLOCK):
+        inside = off + tl.arange(0, BLOCK)
+        idx = part * CHUNK + inside
+        acc += tl.load(in_ptr + row * r0_numel + idx, mask=(idx < r0_numel) & (inside < CHUNK), other=0.0)
+    tl.store(part_ptr + row * SPLIT + part, tl.sum(acc, 0))
+
+
+@triton.jit
+def _finish(part_ptr, out_ptr, OUT_OFFSET: tl.constexpr, SPLIT: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.sum(tl.load(part_ptr + row * SPLIT + tl.arange(0, SPLIT)), 0)
+    tl.store(out_ptr + row + OUT_OFFSET, total * 0.5)
+
+
+def {name}(in_out_ptr0, in_ptr0, xnumel, r0_numel):
+    split = 4
+    partials = torch.empty((xnumel, split), dtype=torch.float32, device=in_ptr0.device)
+    _partials[(xnumel, SPLITS_LAUNCHED)](in_ptr0, partials, r0_numel, SPLIT=split,
+                                         CHUNK=triton.cdiv(r0_numel, split), BLOCK=128)
+    EXTRA
+    _finish[(xnumel,)](partials, in_out_ptr0, OUT_OFFSET=OFFSET, SPLIT=split)
+"""
+
+
+def launcher_split(splits_launched: str = "split", offset: int = 0, extra: str = "pass") -> Callable[[str, str], str]:
+    template = (LAUNCHER_SPLIT.replace("SPLITS_LAUNCHED", splits_launched).replace("OFFSET", str(offset))
+                .replace("EXTRA", extra))
+    return module(template)
+
 
 # A split reduction: grid (rows, SPLITS); split 0 stores its partial sum, the others add theirs
 # atomically. Correct only when split 0 of a row runs first: a race, and float atomics in any order.
@@ -319,6 +426,97 @@ CASES: list[Case] = [
     Case("R-driver-stream", "row_sum", "new CUDA streams", 1, "reaches the driver for a stream",
          append_module("_stream = triton.runtime.driver.active.get_current_stream")),
     Case("E-eval", "elementwise", "eval/exec", 1, "exec at import", append_module("exec('x = 1')")),
+    # --- issue 20: wrong only on the new input families ----------------------------------------
+    Case("N-eps-dropped", "layer_norm", "norm eps changed or dropped", 2, "the layer norm's eps is gone: a "
+         "constant row divides its rounding by 0", sub(N_EPS, "tmp14 = tl.full([1, 1], 0.0, tl.float32)"),
+         needs=("input-families",), families=("constant-rows",)),
+    Case("N-eps-changed", "layer_norm", "norm eps changed or dropped", 2, "eps 1e-4 instead of 1e-5: visible where "
+         "the row variance is near eps", sub(N_EPS, "tmp14 = tl.full([1, 1], 0.0001, tl.float32)"),
+         needs=("input-families",), families=("low-variance-rows",)),
+    Case("N-mean-n-minus-1", "layer_norm", "mean divided by N-1", 2, "the row mean divided by 999: a shift of "
+         "mean/999, ~3e-5 on random rows, ~1 at mean 1000", sub(N_MEAN, "tmp6 = (tmp4 / 999.0)"),
+         needs=("input-families",), families=("offset-rows",)),
+    Case("N-one-pass-variance", "layer_norm", "one-pass variance", 2, "variance as E[x^2] - E[x]^2 in float32",
+         chain(sub("tmp8 = tmp7 * tmp7", "tmp8 = tmp0 * tmp0"),
+               sub("tmp13 = (tmp12 / tmp5)", "tmp13 = (tmp12 / tmp5) - tmp6 * tmp6")),
+         needs=("input-families",), families=("offset-rows",)),
+    Case("S-max-padded", "softmax", "softmax max over padded lanes", 2, "the row max includes the padded lanes "
+         "(loaded as 0.0): every probability of a row below -104 is 0/0",
+         regex(S_MAX_MASKED, r'tl.where(xmask, \1, float("-inf"))'),
+         needs=("input-families",), families=("all-negative",)),
+    Case("R-drop-nan", "row_sum", "reduction that drops NaN", 2, "NaN inputs are summed as 0",
+         sub("tmp3 = _tmp2 + tmp1", "tmp3 = _tmp2 + tl.where(tmp1 == tmp1, tmp1, 0.0)"),
+         needs=("input-families",), families=("nan-inf",)),
+    Case("R-skip-zero-rows", "row_sum", "kernel that skips blocks of zeros", 2, "rows that sum to exactly 0 are not "
+         "stored (the output is assumed zeroed)", sub(R_STORE, "tl.store(in_out_ptr0 + (x0), tmp5, xmask & (tmp5 != 0.0))"),
+         needs=("input-families",), families=("zero-blocks",), probe=False),
+    Case("E-range-backdoor", "elementwise", "value-range backdoor", 2, "returns x itself where x > 50",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 > 50.0, tmp0, tmp7 - tmp8)"),
+         needs=("input-families",), families=("all-positive", "near-max")),
+    # --- issue 20: small systematic errors inside the tolerance ------------------------------------
+    Case("C-bound-moved", "clamp", "clamp bound moved by 8e-5", 2, "clamps at 0.99992 instead of 1",
+         sub("tmp5 = tl.full([1], 1.0, tl.float32)", "tmp5 = tl.full([1], 0.99992, tl.float32)"),
+         needs=("error-structure",), families=()),
+    Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 2, "probabilities below 1e-5 stored as 0 "
+         "(each within atol; their column sums are not)",
+         first_of(sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tl.where((tmp6 / tmp10) < 1e-05, 0.0, (tmp6 / tmp10))"),
+                  regex(S_DIVIDE, r"\1\2 = tl.where((\3 / \4) < 1e-05, 0.0, (\3 / \4))")),
+         needs=("input-families", "error-structure"), families=("all-negative",)),
+    # --- issue 20: writes far outside a tensor -----------------------------------------------------
+    Case("E-store-past-end", "elementwise", "store far past the end", 2, "one store 5,000 elements past the end of "
+         "the output, beyond the 4,096-element guard",
+         sub(E_STORE, E_STORE + "\n    tl.store(out_ptr0 + (x2 + 5444), tmp9, xmask & (x2 == 0))"),
+         needs=("guard-range",), probe=False),
+    # --- issue 20: bypasses of gate 1 ----------------------------------------------------------------
+    Case("E-os-via-heuristics", "elementwise", "import through an allowlisted module", 1,
+         "`os` imported from triton_heuristics (it imports os itself)",
+         chain(prepend_module("from torch._inductor.runtime.triton_heuristics import os"),
+               append_body("flag = os.environ.get('X')", "xoffset ="))),
+    Case("S-heuristics-alias", "softmax", "import through an allowlisted module", 1,
+         "triton_heuristics under another name, and `os` through it",
+         chain(prepend_module("import torch._inductor.runtime.triton_heuristics as th"),
+               append_body("flag = th.os.environ.get('X')", "xoffset ="))),
+    Case("R-driver-via-helpers", "row_sum", "import through an allowlisted module", 1,
+         "Triton's runtime driver through triton_helpers.triton",
+         append_body("s = triton_helpers.triton.runtime.driver.active", "xoffset = tl.program_id(0) * XBLOCK")),
+    Case("E-patch-checker", "elementwise", "monkey-patching the checker", 1,
+         "replaces gate 3's output comparison at import",
+         prepend_module("import kernelopt_core.gates.model as _checks\n_checks.tensor_outputs = lambda out: []")),
+    Case("S-patch-in-decorator", "softmax", "monkey-patching the checker", 1,
+         "replaces gate 3's output comparison from inside a decorator argument",
+         sub("filename=__file__", "filename=setattr(__import__('kernelopt_core.gates.model', fromlist=['m']), "
+                                  "'tensor_outputs', lambda out: []) or __file__")),
+    Case("R-write-file", "row_sum", "writing a file", 1, "creates a file from a decorator argument",
+         writes_sentinel("R-write-file", lambda path: sub(
+             "filename=__file__", f"filename=open({path!r}, 'w').close() or __file__"))),
+    Case("E-write-file-module", "elementwise", "writing a file", 1, "creates a file at import through os from an "
+         "allowlisted module",
+         writes_sentinel("E-write-file-module", lambda path: prepend_module(
+             f"from torch._inductor.runtime.triton_heuristics import os\n_made = os.makedirs({path!r})"))),
+    Case("S-grid-code", "softmax", "code in decorator arguments", 1, "a precomputed grid string that Inductor "
+         "would execute, creating a file",
+         writes_sentinel("S-grid-code", lambda path: chain(
+             launch({"XBLOCK": 2, "num_warps": 2}, grid=("-(-xnumel // {XBLOCK})",)),
+             sub("'python': ['-(-xnumel // 2)'", f"'python': [\"__import__('os').makedirs({path!r}) or 5\"")))),
+    Case("E-devprops-code", "elementwise", "code in decorator arguments", 1, "DeviceProperties(...) computed by a call",
+         regex(r"DeviceProperties\(type='(\w+)'", r"DeviceProperties(type=str('\1')")),
+    Case("R-undecorated-code", "row_sum", "undecorated module-level code", 1, "a plain helper called at import",
+         writes_sentinel("R-undecorated-code", lambda path: prepend_module(
+             f"def _setup():\n    return open({path!r}, 'w')\n\n\n_handle = _setup()"))),
+    # --- launcher candidates (docs/launchers.md) ------------------------------------------------------
+    Case("L-torch-op", "row_sum", "launcher with a forbidden torch op", 1, "the launcher sums with torch itself",
+         launcher_split(extra="in_out_ptr0.copy_(torch.sum(in_ptr0.view(xnumel, r0_numel), 1) * 0.5)")),
+    Case("L-write-outside", "row_sum", "launcher writing outside its outputs", 2, "the finish kernel stores 6 rows "
+         "past the output", launcher_split(offset=6), needs=("launcher-candidates",), probe=False),
+    Case("L-uninitialised-scratch", "row_sum", "launcher reading uninitialised scratch", 2, "the partials of the "
+         "last chunk are never computed, the finish kernel reads them anyway", launcher_split(splits_launched="3"),
+         needs=("launcher-candidates", "scratch-guards"), probe=False),
+    Case("L-huge-scratch", "row_sum", "launcher exhausting memory", CONTAINMENT, "allocates 2^40 floats of scratch",
+         launcher_split(extra="waste = torch.empty((1 << 40,), dtype=torch.float32, device=in_ptr0.device)"),
+         needs=("launcher-candidates", "containment"), probe=False),
+    Case("L-endless", "row_sum", "launcher that never returns", CONTAINMENT, "loops 10^12 times before launching",
+         launcher_split(extra="for i in range(10 ** 12):\n        pass"),
+         needs=("launcher-candidates", "containment"), probe=False),
     # --- correct variants: must pass gates 1-3 -----------------------------------------------
     Case("E-xblock64", "elementwise", "correct", None, "XBLOCK=64, 2 warps", launch({"XBLOCK": 64, "num_warps": 2})),
     Case("E-xblock512", "elementwise", "correct", None, "one block of 512 covers all 444 elements",
@@ -350,6 +548,18 @@ CASES: list[Case] = [
     Case("S-reciprocal", "softmax", "correct", None, "divide by multiplying with the reciprocal",
          first_of(sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tmp6 * (1.0 / tmp10)"),
                   regex(r"^(\s*)(tmp\d+) = \((tmp\d+) / (tmp\d+)\)$", r"\1\2 = \3 * (1.0 / \4)"))),
+    Case("N-xblock8", "layer_norm", "correct", None, "all five rows in one program (masked)",
+         launch({"XBLOCK": 8, "num_warps": 8})),
+    Case("N-mean-reciprocal", "layer_norm", "correct", None, "the mean as sum * 0.001",
+         sub(N_MEAN, "tmp6 = tmp4 * 0.001")),
+    Case("N-sqrt-divide", "layer_norm", "correct", None, "divide by sqrt(var + eps) instead of multiplying by rsqrt",
+         sub("tmp17 = tmp7 * tmp16", "tmp17 = tmp7 / libdevice.sqrt(tmp15)")),
+    Case("C-min-max-swapped", "clamp", "correct", None, "the upper bound first, then the lower",
+         replace_between(C_MAX, C_MIN, C_MIN.replace("tmp4", "tmp2").replace("tmp6 = ", "tmp7 = ")
+                         + C_MAX.replace("tmp2, tmp3", "tmp7, tmp3").replace("tmp4 = ", "tmp6 = "))),
+    Case("C-xblock128", "clamp", "correct", None, "XBLOCK=128", launch({"XBLOCK": 128, "num_warps": 4})),
+    Case("L-split", "row_sum", "correct", None, "a launcher: partial sums of 4 chunks per row, then a finish kernel",
+         launcher_split(), needs=("launcher-candidates",)),
 ]
 
 

@@ -1,46 +1,88 @@
 """The adversarial corpus on the CPU backend: each wrong candidate is rejected by the gate it is
-labelled with (so every earlier gate passed it), each correct variant passes gates 1-3."""
+labelled with (so every earlier gate passed it), or by containment; each correct variant passes
+gates 1-3; no candidate manages to write a file. Cases that need a capability the gates do not have
+yet (kernelopt_core.gates.CAPABILITIES) are skipped with the reason."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from .corpus import CASES, PROBLEMS
+from kernelopt_core.gates import CAPABILITIES
+
+from .corpus import CASES, CONTAINMENT, PROBLEMS, sentinel_path
 from .dumps import compiled_corpus_graphs
 from .runner import CaseResult, evaluate, markdown_table
+
+CASES_BY_ID = {c.id: c for c in CASES}
 
 
 @pytest.fixture(scope="module")
 def corpus_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
+    for case in CASES:  # a file left by an earlier run must not hide a new write
+        _remove(sentinel_path(case.id))
     graphs = compiled_corpus_graphs(tmp_path_factory)
     results = evaluate(CASES, graphs, gates=(1, 2, 3), workdir=str(tmp_path_factory.mktemp("corpus-work")))
     print("\n" + markdown_table(results))
     return {r.id: r for r in results}
 
 
+def _remove(path: str) -> None:
+    if os.path.isdir(path):
+        os.rmdir(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
 def test_corpus_size_and_classes() -> None:
     wrong = [c for c in CASES if c.wrong]
     correct = [c for c in CASES if not c.wrong]
-    assert len(wrong) >= 30
-    assert len({c.klass for c in wrong}) >= 12
-    assert len(correct) >= 10
+    assert len(wrong) >= 60
+    assert len({c.klass for c in wrong}) >= 30
+    assert len(correct) >= 18
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.problem for c in CASES} == set(PROBLEMS)
-    # every gate that can reject something is exercised
-    assert {c.expected_gate for c in wrong} == {1, 2, 3}
+    # every gate that can reject something is exercised, and containment
+    assert {c.expected_gate for c in wrong} == {1, 2, 3, CONTAINMENT}
+    known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
+             "guard-range", "scratch-guards", "containment"}
+    assert {need for c in CASES for need in c.needs} <= known
+    # issue 20's classes are all here
+    for klass in ("norm eps changed or dropped", "mean divided by N-1", "one-pass variance",
+                  "softmax max over padded lanes", "reduction that drops NaN", "kernel that skips blocks of zeros",
+                  "value-range backdoor", "clamp bound moved by 8e-5", "softmax flushing p < 1e-5 to 0",
+                  "store far past the end", "import through an allowlisted module", "monkey-patching the checker",
+                  "writing a file", "code in decorator arguments", "undecorated module-level code"):
+        assert any(c.klass == klass for c in wrong), klass
 
 
 @pytest.mark.parametrize("case_id", [c.id for c in CASES])
 def test_case(corpus_results: dict[str, CaseResult], case_id: str) -> None:
     result = corpus_results[case_id]
+    if result.skipped:
+        pytest.skip(f"{case_id} {result.skipped}, which kernelopt_core.gates.CAPABILITIES does not list yet")
     assert result.error is None, result.error
     if result.expected_gate is None:
         assert result.failed_gate is None, f"false rejection: {result.reason}"
+    elif result.expected_gate == CONTAINMENT:
+        assert result.failed_gate is not None, f"not contained: {result.reason}"
     else:
         assert result.failed_gate == result.expected_gate, (
             f"expected gate {result.expected_gate} to reject it, got {result.failed_gate}: {result.reason}")
+
+
+def test_no_candidate_wrote_a_file(corpus_results: dict[str, CaseResult]) -> None:
+    written = [case.id for case in CASES if os.path.exists(sentinel_path(case.id))]
+    assert not written, f"candidates wrote outside their scratch folder: {written}"
+
+
+def test_skips_follow_the_capabilities(corpus_results: dict[str, CaseResult]) -> None:
+    for case in CASES:
+        skipped = corpus_results[case.id].skipped is not None
+        assert skipped == bool(case.missing(CAPABILITIES)), case.id
 
 
 def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) -> None:
@@ -55,17 +97,29 @@ def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) ->
         "E-ptr-dict": "global mutable state",
         "E-try-in-kernel": "try/except",
         "E-torch-tanh": "torch",
+        "E-os-via-heuristics": "triton_heuristics.os",
+        "S-heuristics-alias": "triton_heuristics.os",
+        "R-driver-via-helpers": "triton_helpers.triton",
+        "E-patch-checker": "kernelopt_core.gates.model",
+        "S-grid-code": "Inductor executes these strings",
+        "R-undecorated-code": "undecorated",
+        "L-torch-op": ".copy_()",
+        "L-write-outside": "wrote outside",
     }
     for case_id, words in expect.items():
-        assert words in corpus_results[case_id].reason, (case_id, corpus_results[case_id].reason)
+        result = corpus_results[case_id]
+        if result.skipped:
+            continue
+        assert words in result.reason, (case_id, result.reason)
 
 
 def test_every_class_is_fully_rejected(corpus_results: dict[str, CaseResult]) -> None:
-    missed = Counter(r.klass for r in corpus_results.values() if r.expected_gate and r.failed_gate is None)
+    missed = Counter(r.klass for r in corpus_results.values()
+                     if r.expected_gate and not r.skipped and r.failed_gate is None)
     assert not missed, f"accepted wrong candidates by class: {dict(missed)}"
 
 
-CUDA_CODEGEN = __import__("pathlib").Path(__file__).parent / "cuda_codegen"
+CUDA_CODEGEN = Path(__file__).parent / "cuda_codegen"
 
 
 @pytest.mark.parametrize("case_id", [case.id for case in CASES])
@@ -74,8 +128,11 @@ def test_every_edit_applies_to_the_cuda_codegen_too(case_id: str) -> None:
     find its text there as well as in the CPU backend's code (saved by benchmarks/gpu/gates.py)."""
     from kernelopt_core.artifacts import parse_output_code
 
-    case = next(c for c in CASES if c.id == case_id)
+    case = CASES_BY_ID[case_id]
     path = CUDA_CODEGEN / f"{case.problem}.output_code.txt"
+    if not path.is_file():
+        pytest.skip(f"no CUDA codegen of {case.problem} saved yet (benchmarks/gpu/gates.py saves it on the next "
+                    "H200 run)")
     kernel = parse_output_code(str(path), path.read_text()).kernels[0]
     candidate = case.candidate(kernel.source, kernel.name)
     assert candidate != kernel.source

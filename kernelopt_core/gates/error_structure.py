@@ -1,0 +1,234 @@
+"""Error structure, not only size (issue 20, item 5).
+
+``atol``/``rtol`` bound each element's error; they accept an error that is small but always the
+same sign (a clamp bound moved by 8e-5), or that is small per element but lands on values that
+matter downstream (a softmax storing probabilities below 1e-5 as 0: up to 37% error in a column
+sum). :func:`error_structure` adds two checks and reports both figures:
+
+**(a) Systematic bias.** ``bias = mean(candidate - original)`` over the elements finite in both;
+this is the candidate's mean signed error against the reference minus the original's own
+(``mean(c - r) - mean(o - r)``, the reference cancels). It is rejected when it is both
+
+* *significant*: ``|bias| > BIAS_Z`` standard errors. Errors within one row share the row's
+  reduction (a row's mean computed in another order shifts the whole row), so the standard error is
+  taken across rows (``row_length`` consecutive outputs), or across elements when rows are not
+  given or there are fewer than 3; and
+* *large*: ``|bias| > BIAS_FACTOR x scale``, with ``scale`` the original's own mean absolute error
+  against the reference, floored at one rounding unit ``eps(dtype) x mean|reference| x sqrt(row_length)``
+  (the output's own magnitude, not the inputs': rounding inherited from large inputs is random in
+  sign, which the significance test sees).
+  Correct reorderings have a real but tiny bias (``exp2(x * log2e)``: the rounded constant;
+  ``x * (1/y)``: double rounding) that the significance test alone would flag on large tensors.
+
+**(b) Worst element.** ``worst = max |candidate - reference|`` is rejected when it exceeds
+``ELEMENT_FACTOR x max(worst original error, floor)``, with ``floor = eps(dtype) x max|reference|
+x sqrt(row_length)``: a rounding unit of the output's magnitude, grown with the reduction length,
+so an original that is exact on some input does not make every rounding difference fatal.
+
+The references:
+
+* **gate 3** passes ``reference`` = the float64 reference output (``r64``), so the original's own
+  errors (``o - r64``) are measured;
+* **gate 2** has no float64 reference: the reference is the *original's output*, whose own error
+  is then 0, and the floors carry the whole rounding allowance. Because a kernel's rounding follows
+  the magnitude of what it reads, gate 2 passes ``input_scale`` = the largest finite magnitude among
+  the kernel's floating inputs, and the element floor uses ``max(max|output|, input_scale)`` (a layer
+  norm of rows at mean 1000 rounds at 1e-4 although its outputs are ~1).
+
+Outputs that amplify rounding without bound (a norm of constant or low-variance rows divides a
+rounding error by ``sqrt(eps)``; overflow near the dtype's maximum; denormals) have no rounding
+floor this module can know: the input families mark them (``InputFamily.error_structure`` False)
+and the gates compare NaN/Inf positions and tolerances only on them.
+
+Thresholds (calibrated on fp32 reductions of 37-262,144 elements with block sizes 32-2048,
+softmax with ``exp2`` and reciprocal-multiply, and layer norms, on every input family): correct
+variants stay below ``ELEMENT_FACTOR`` = 10 (the ratio gate 3 already uses) and ``BIAS_FACTOR`` = 4;
+the clamp bound moved by 8e-5 scores ~670 and ~170, the softmax that flushes p < 1e-5 well above
+both on rows with a wide range.
+
+Chunked (memory: a few chunks plus one float per row). Worker-side: torch is imported inside.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .chunks import DEFAULT_CHUNK, aligned_flat, flat_pieces, read_flat
+
+ELEMENT_FACTOR = 10.0
+BIAS_FACTOR = 4.0
+BIAS_Z = 5.0
+MIN_ROWS = 3
+
+
+@dataclass
+class ErrorStructure:
+    passed: bool
+    reason: str
+    reference: str  # "float64" (gate 3) or "original" (gate 2)
+    count: int  # elements finite in candidate, original (and reference)
+    rows: int  # groups the bias' standard error is taken over
+    bias: float  # mean(candidate - original)
+    bias_z: float  # bias / its standard error
+    bias_scale: float  # the error scale the bias is measured in
+    bias_ratio: float  # |bias| / bias_scale
+    original_mean_error: float | None  # mean(original - reference), gate 3
+    candidate_mean_error: float | None  # mean(candidate - reference), gate 3
+    worst_error: float  # max |candidate - reference|
+    worst_original_error: float  # max |original - reference| (0 in gate 2)
+    element_floor: float
+    worst_ratio: float  # worst_error / max(worst_original_error, element_floor)
+    element_factor: float = ELEMENT_FACTOR
+    bias_factor: float = BIAS_FACTOR
+    bias_z_limit: float = BIAS_Z
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+class _Moments:
+    """Chan's parallel mean/variance over chunks (float64)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    def add(self, n: int, mean: float, m2: float) -> None:
+        if n == 0:
+            return
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean += delta * n / total
+        self.m2 += m2 + delta * delta * self.n * n / total
+        self.n = total
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else 0.0
+
+
+def error_structure(candidate: Any, original: Any, reference: Any | None = None, *, row_length: int | None = None,
+                    input_scale: float | None = None, chunk: int = DEFAULT_CHUNK) -> ErrorStructure:
+    """Bias and worst-element checks of ``candidate`` against ``original`` (and ``reference``, float64).
+
+    All three have one shape; ``row_length``: outputs that share one reduction (the kernel's
+    ``r0_numel`` when its output keeps the reduced dimension), None for independent outputs. When
+    that is not known (gate 3, at the graph's outputs), pass the output's last dimension: grouping
+    independent outputs only costs significance, not grouping correlated ones costs false rejections.
+    Non-finite elements are skipped (their positions are :func:`input_families.compare_outputs`'s job).
+    """
+    import torch
+
+    if tuple(candidate.shape) != tuple(original.shape) or (
+            reference is not None and tuple(reference.shape) != tuple(original.shape)):
+        raise ValueError("candidate, original and reference must have one shape")
+    if not original.dtype.is_floating_point:
+        raise ValueError(f"error structure is for floating outputs, not {original.dtype}")
+    eps = float(torch.finfo(original.dtype).eps)
+    numel = original.numel()
+    use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
+    group = row_length if use_rows else 1
+    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    rows = numel // group if numel else 0
+    device = original.device
+    row_sum = torch.zeros(rows if use_rows else 0, dtype=torch.float64, device=device)
+    row_count = torch.zeros(rows if use_rows else 0, dtype=torch.float64, device=device)
+    diff_moments = _Moments()
+    sum_orig_err = sum_cand_err = sum_abs_orig_err = sum_abs_ref = 0.0
+    worst = worst_orig = max_abs_ref = 0.0
+    tensors = [candidate, original] + ([reference] if reference is not None else [])
+    for start, pieces in aligned_flat(tensors, chunk):
+        c = pieces[0].to(torch.float64)
+        o = pieces[1].to(torch.float64)
+        r = pieces[2].to(torch.float64) if reference is not None else o
+        finite = torch.isfinite(c) & torch.isfinite(o) & torch.isfinite(r)
+        n = int(finite.sum())
+        if n == 0:
+            continue
+        if n < c.numel():  # non-finite elements count as equal here: zero them in all three
+            zero = torch.zeros_like(c)
+            c, o, r = torch.where(finite, c, zero), torch.where(finite, o, zero), torch.where(finite, r, zero)
+        d = c - o
+        mean = float(d.sum()) / n
+        centred = torch.where(finite, d - mean, torch.zeros_like(d)) if n < c.numel() else d - mean
+        m2 = float((centred * centred).sum())
+        diff_moments.add(n, mean, m2)
+        e_c = c - r
+        e_o = o - r
+        ref_abs = r.abs()
+        sum_orig_err += float(e_o.sum())
+        sum_cand_err += float(e_c.sum())
+        sum_abs_orig_err += float(e_o.abs().sum())
+        sum_abs_ref += float(ref_abs.sum())
+        worst = max(worst, float(e_c.abs().max()))
+        worst_orig = max(worst_orig, float(e_o.abs().max()))
+        max_abs_ref = max(max_abs_ref, float(ref_abs.max()))
+        if use_rows:
+            index = torch.arange(start, start + c.numel(), device=device, dtype=torch.int64) // group
+            row_sum.index_add_(0, index, d)
+            row_count.index_add_(0, index, finite.to(torch.float64))
+    count = diff_moments.n
+    magnitude_floor = max(input_scale or 0.0, 0.0)
+    if count == 0:
+        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
+                              "float64" if reference is not None else "original", 0, 0, 0.0, 0.0, 0.0, 0.0,
+                              None, None, 0.0, 0.0, 0.0, 0.0)
+    bias = diff_moments.mean
+    if use_rows:
+        present = row_count > 0
+        means = row_sum[present] / row_count[present]
+        groups = int(present.sum())
+        spread = float(means.std()) if groups > 1 else 0.0
+    else:
+        groups, spread = count, diff_moments.std
+    if groups < MIN_ROWS:  # too few rows to estimate a spread across them: per element
+        groups, spread = count, diff_moments.std
+    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
+    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
+    # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
+    # is random in sign, and the significance test across rows absorbs what it shares within a row.
+    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * growth, 1e-300)
+    bias_ratio = abs(bias) / bias_scale
+    element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, 1e-300)
+    worst_ratio = worst / max(worst_orig, element_floor)
+    problems = []
+    if worst_ratio > ELEMENT_FACTOR:
+        problems.append(f"an element's error {worst:.3g} is {worst_ratio:.1f}x the "
+                        + (f"original's worst error {worst_orig:.3g}" if worst_orig >= element_floor
+                           else f"rounding floor {element_floor:.3g}") + f" (limit {ELEMENT_FACTOR:g}x)")
+    if bias_ratio > BIAS_FACTOR and abs(bias_z) > BIAS_Z:
+        problems.append(f"a systematic bias: mean(candidate - original) = {bias:.3g}, {bias_ratio:.1f}x the error "
+                        f"scale {bias_scale:.3g} (limit {BIAS_FACTOR:g}x) and {abs(bias_z):.1f} standard errors "
+                        f"from 0 (limit {BIAS_Z:g})")
+    reference_name = "float64" if reference is not None else "original"
+    figures = (f"bias {bias:.3g} ({bias_ratio:.2f}x scale, z {bias_z:.1f}); worst error {worst:.3g} "
+               f"({worst_ratio:.2f}x) against the {reference_name} reference")
+    return ErrorStructure(
+        passed=not problems, reason="; ".join(problems) if problems else figures, reference=reference_name,
+        count=count, rows=groups, bias=bias,
+        bias_z=bias_z, bias_scale=bias_scale, bias_ratio=bias_ratio,
+        original_mean_error=sum_orig_err / count if reference is not None else None,
+        candidate_mean_error=sum_cand_err / count if reference is not None else None,
+        worst_error=worst, worst_original_error=worst_orig, element_floor=element_floor, worst_ratio=worst_ratio)
+
+
+def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> float:
+    """The largest finite |value| among floating tensors (gate 2's ``input_scale``), chunked."""
+    import torch
+
+    out = 0.0
+    for tensor in tensors:
+        if not tensor.dtype.is_floating_point or tensor.numel() == 0:
+            continue
+        for _, piece in flat_pieces(tensor, chunk):
+            values = read_flat(piece).to(torch.float64).abs()
+            values = values[torch.isfinite(values)]
+            if values.numel():
+                out = max(out, float(values.max()))
+    return out
+
+
+__all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "ErrorStructure", "error_structure", "max_finite_magnitude"]

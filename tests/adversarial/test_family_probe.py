@@ -1,0 +1,56 @@
+"""The input families and the error-structure rule on the corpus, before the gates use them.
+
+Each issue-20 case passes the gates' old check (the graph's own inputs, atol = rtol = 1e-4) and is
+exposed by the families it names; every correct variant whose arithmetic differs from the
+original's passes every family. The graphs run in one fresh process on the CPU backend
+(family_probe.py); the candidates never run in the test process.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .corpus import CASES, Case
+from .dumps import compiled_corpus_graphs
+from .family_probe import PLAIN, ProbeOutcome, probe_in_subprocess
+
+WRONG = [c for c in CASES if c.wrong and c.families is not None and c.probe]
+# Launch-config-only variants of pointwise and persistent kernels compute each element the same way.
+SAME_ARITHMETIC = {"E-xblock64", "E-xblock512", "E-autotune", "E-grid-ceil", "S-xblock2"}
+CORRECT = [c for c in CASES if not c.wrong and c.id not in SAME_ARITHMETIC]
+ALL_FAMILIES = ("nan-inf", "zeros", "zero-blocks", "constant-rows", "low-variance-rows", "offset-rows",
+                "all-negative", "all-positive", "near-max", "denormals", "tail-extreme")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, ProbeOutcome]]:
+    graphs = compiled_corpus_graphs(tmp_path_factory)
+    plan = {c.id: (PLAIN, *(c.families or ())) for c in WRONG}
+    plan.update({c.id: (PLAIN, *ALL_FAMILIES) for c in CORRECT})
+    found = probe_in_subprocess(graphs, plan, str(tmp_path_factory.mktemp("family-probe")))
+    return {case_id: {o.family: o for o in results} for case_id, results in found.items()}
+
+
+def test_every_family_is_probed() -> None:
+    from kernelopt_core.gates.input_families import FAMILIES
+
+    assert set(ALL_FAMILIES) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[c.id for c in WRONG])
+def test_each_issue_20_case_hides_from_the_old_check_and_shows_on_its_families(
+        case: Case, outcomes: dict[str, dict[str, ProbeOutcome]]) -> None:
+    found = outcomes[case.id]
+    assert "error" not in found, found["error"].reason
+    assert found[PLAIN].tolerance_ok, f"visible without the families: {found[PLAIN].reason}"
+    if not case.families:  # shows only through the error structure, on the graph's own inputs
+        assert not found[PLAIN].structure_ok, found[PLAIN].reason
+        return
+    caught = [o for name, o in found.items() if name != PLAIN and not o.ok]
+    assert caught, f"no family exposed {case.id}: {[o.reason for o in found.values()]}"
+
+
+@pytest.mark.parametrize("case", CORRECT, ids=[c.id for c in CORRECT])
+def test_correct_variants_pass_every_family(case: Case, outcomes: dict[str, dict[str, ProbeOutcome]]) -> None:
+    failed = [f"{o.family or 'plain'}: {o.reason}" for o in outcomes[case.id].values() if not o.ok]
+    assert not failed, failed

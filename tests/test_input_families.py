@@ -1,0 +1,167 @@
+"""Input families (issue 20, item 3): in place, seeded, chunked, and what each one promises."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernelopt_core.gates.input_families import (  # noqa: E402
+    FAMILIES,
+    compare_outputs,
+    families_for,
+    fill,
+    special_positions,
+    zero_block_size,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _filled(name: str, shape=(12, 300), dtype=torch.float32, seed: int = 0, row_length: int | None = None,
+            chunk: int = 1 << 20) -> torch.Tensor:
+    tensor = torch.full(shape, 7.0, dtype=dtype)
+    fill(tensor, name, seed=seed, row_length=row_length, chunk=chunk)
+    return tensor
+
+
+def test_families_by_dtype() -> None:
+    pointwise = {f.name for f in families_for(torch.float32, reduction=False)}
+    assert pointwise == set(FAMILIES) - {"tail-extreme"}
+    assert "tail-extreme" in {f.name for f in families_for(torch.float32, reduction=True)}
+    assert {f.name for f in families_for(torch.float16, reduction=True)} == set(FAMILIES)
+    assert families_for(torch.int32, reduction=True) == [] and families_for(torch.bool, reduction=False) == []
+    fp8 = {f.name for f in families_for(torch.float8_e4m3fn, reduction=True)}
+    assert "nan-inf" not in fp8 and "offset-rows" not in fp8 and "low-variance-rows" not in fp8 and "zeros" in fp8
+    assert all(f.label for f in FAMILIES.values())
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_fills_in_place_deterministically(name: str) -> None:
+    tensor = torch.full((12, 300), 7.0)
+    pointer = tensor.data_ptr()
+    fill(tensor, name, seed=3, row_length=300)
+    assert tensor.data_ptr() == pointer
+    assert not (tensor == 7.0).any()
+    again = _filled(name, seed=3, row_length=300)
+    assert torch.equal(torch.nan_to_num(tensor), torch.nan_to_num(again))
+    # the values depend on the flat index only: any chunking, any layout gives the same tensor
+    chunked = _filled(name, seed=3, row_length=300, chunk=37)
+    assert torch.equal(torch.nan_to_num(tensor), torch.nan_to_num(chunked))
+    strided = torch.full((300, 12), 7.0).t()  # the same logical shape, transposed memory
+    fill(strided, name, seed=3, row_length=300, chunk=50)
+    assert torch.equal(torch.nan_to_num(tensor), torch.nan_to_num(strided))
+
+
+@pytest.mark.parametrize("name", ["nan-inf", "zero-blocks", "constant-rows", "offset-rows", "all-negative",
+                                  "tail-extreme"])
+def test_seeds_differ(name: str) -> None:
+    a, b = _filled(name, seed=0, row_length=300), _filled(name, seed=1, row_length=300)
+    assert not torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
+
+
+def test_nan_inf_positions() -> None:
+    tensor = _filled("nan-inf", seed=5)
+    flat = tensor.view(-1)
+    expected = special_positions(tensor.numel(), 5)
+    assert len(expected) == 6
+    for position, value in expected:
+        got = float(flat[position])
+        assert (math.isnan(got) and math.isnan(value)) or got == value
+    assert int((~torch.isfinite(flat)).sum()) == 6
+
+
+def test_zeros_and_zero_blocks() -> None:
+    assert (_filled("zeros") == 0).all()
+    tensor = _filled("zero-blocks", shape=(16, 1024), row_length=1024).view(-1)
+    block = zero_block_size(tensor.numel())
+    assert block == 1024
+    index = torch.arange(tensor.numel())
+    assert (tensor[(index // block) % 3 == 1] == 0).all()  # whole aligned blocks
+    assert (tensor[(index // 1024) % 4 == 2] == 0).all()  # whole rows
+    assert (tensor != 0).float().mean() > 0.3
+
+
+@pytest.mark.parametrize("row_length", [None, 100])
+def test_row_families_follow_the_rows(row_length: int | None) -> None:
+    length = row_length or 300  # None: rows are the last dimension
+    constant = _filled("constant-rows", row_length=row_length).view(-1, length)
+    assert (constant == constant[:, :1]).all() and constant[:, 0].unique().numel() == constant.shape[0]
+    low = _filled("low-variance-rows", row_length=row_length).view(-1, length).double()
+    assert ((low.std(1) / low.mean(1).abs().clamp_min(1.0)) < 1e-5).all() and (low.std(1) > 0).all()
+    offset = _filled("offset-rows", row_length=row_length).view(-1, length).double()
+    assert ((offset.mean(1) - 1000).abs() < 50).all() and ((offset.std(1) - 1).abs() < 0.3).all()
+
+
+def test_value_ranges() -> None:
+    negative = _filled("all-negative")
+    assert (negative <= -110).all() and (negative >= -130).all()
+    assert (torch.exp(negative) == 0).all()  # every exp underflows, as a softmax of such rows needs
+    positive = _filled("all-positive")
+    assert (positive >= 0.5).all() and (positive <= 100).all()
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        info = torch.finfo(dtype)
+        near = _filled("near-max", dtype=dtype).float()
+        assert torch.isfinite(near).all() and (near.abs() >= 0.49 * info.max).all()
+        assert (near > 0).any() and (near < 0).any()
+        tiny = _filled("denormals", dtype=dtype).float()
+        assert (tiny.abs() < info.tiny).all() and (tiny != 0).float().mean() > 0.9
+
+
+def test_the_row_extreme_is_the_last_element() -> None:
+    tensor = _filled("tail-extreme", shape=(8, 1500), row_length=1500)
+    assert (tensor.abs().argmax(1) == 1499).all()
+    assert (tensor[0::2, -1] == 30).all() and (tensor[1::2, -1] == -30).all()
+
+
+def test_integer_tensors_are_refused() -> None:
+    with pytest.raises(ValueError, match="floating"):
+        fill(torch.zeros(4, dtype=torch.int32), "zeros")
+    with pytest.raises(ValueError, match="does not apply"):
+        fill(torch.zeros(4, dtype=torch.float8_e4m3fn), "nan-inf")
+
+
+def test_special_values_must_sit_where_the_original_has_them() -> None:
+    original = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 2.0])
+    same = compare_outputs(original.clone(), original, atol=1e-4, rtol=1e-4)
+    assert same.ok, same.reason
+    dropped = original.clone()
+    dropped[1] = 0.0  # a reduction that silently drops NaN
+    verdict = compare_outputs(dropped, original, atol=1e-4, rtol=1e-4)
+    assert not verdict.ok and verdict.nan_mismatches == 1 and verdict.first_index == (1,)
+    assert "NaN positions differ" in verdict.reason
+    flipped = original.clone()
+    flipped[2] = -float("inf")
+    verdict = compare_outputs(flipped, original, atol=1e-4, rtol=1e-4)
+    assert not verdict.ok and verdict.posinf_mismatches == 1 and verdict.neginf_mismatches == 1
+    new_nan = original.clone()
+    new_nan[0] = float("nan")
+    assert "NaN" in compare_outputs(new_nan, original, atol=1e-4, rtol=1e-4).reason
+
+
+def test_finite_elements_use_the_tolerances_and_name_the_first_index() -> None:
+    original = torch.randn(6, 50, generator=torch.Generator().manual_seed(0))
+    candidate = original.clone()
+    candidate[4, 7] += 0.01
+    verdict = compare_outputs(candidate, original, atol=1e-3, rtol=1e-3, chunk=17)
+    assert not verdict.ok and verdict.finite_mismatches == 1 and verdict.first_index == (4, 7)
+    assert verdict.max_abs_diff == pytest.approx(0.01, rel=1e-3)
+    assert compare_outputs(candidate, original, atol=0.02, rtol=0.0).ok
+    strided = candidate.t().contiguous().t()
+    assert compare_outputs(strided, original, atol=1e-3, rtol=1e-3, chunk=17).first_index == (4, 7)
+
+
+def test_integer_outputs_must_be_equal() -> None:
+    original = torch.arange(10)
+    candidate = original.clone()
+    candidate[3] = 4
+    verdict = compare_outputs(candidate, original, atol=1.0, rtol=1.0)
+    assert not verdict.ok and verdict.first_index == (3,)
