@@ -142,8 +142,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     tensors = [candidate, original] + ([reference] if reference is not None else [])
     for start, pieces in aligned_flat(tensors, chunk):
         c = pieces[0].to(torch.float64)
-        o = pieces[1].to(torch.float64)
-        r = pieces[2].to(torch.float64) if reference is not None else o
+        o = pieces[1].to(device=c.device, dtype=torch.float64)
+        # a float64 reference built on the host meets the outputs on their device a chunk at a time
+        r = pieces[2].to(device=c.device, dtype=torch.float64) if reference is not None else o
         finite = torch.isfinite(c) & torch.isfinite(o) & torch.isfinite(r)
         n = int(finite.sum())
         if n == 0:

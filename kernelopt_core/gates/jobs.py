@@ -264,7 +264,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
                 reruns=int(payload.get("reruns", 2)),
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-                extra_sets=_extra_sets(kernel, payload), timeout_s=float(payload.get("run_timeout_s", 300.0)))
+                extra_sets=_extra_sets(kernel, payload, values[0], roles),
+                timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
+                structure=payload.get("error_structure", True) is not False)
             failed_check = outcome.failed
             peak_tracked = max(peak_tracked, outcome.peak_bytes)
             working = max(working, outcome.working_set_bytes)
@@ -299,20 +301,30 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _families_available() -> bool:
-    try:
-        from . import input_families  # noqa: F401
-    except ImportError:
-        return False
     return True
 
 
-def _extra_sets(kernel: Any, payload: dict[str, Any]) -> list[Any]:
-    """The input families of :mod:`.input_families` for this kernel, when that module exists."""
-    if payload.get("families") is False or not _families_available():
-        return []
-    from .input_families import extra_sets_for_kernel
+def _row_length(source: str) -> int | None:
+    """The reduction length Inductor fixed in the kernel body (``r0_numel = 1500``), if any."""
+    import re
 
-    return list(extra_sets_for_kernel(kernel))
+    match = re.search(r"^\s*r0_numel = (\d+)\s*$", source, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[str]) -> list[Any]:
+    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...) for this kernel's input dtype."""
+    import torch
+
+    from .kernel import family_sets
+
+    if payload.get("families") is False:
+        return []
+    floating = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
+                and v.is_floating_point()]
+    if not floating:
+        return []
+    return family_sets(floating[0].dtype, kernel.kind in ("red", "per"), _row_length(kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
@@ -367,7 +379,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
-    from .model import check_seed
+    from .model import check_seed, judge_structure
 
     device = _device(payload)
     seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
@@ -391,18 +403,35 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     reference_error: str | None = None
     checks = []
     child_peak = 0
-    for seed in seeds:
+    structure = payload.get("error_structure", True) is not False
+    plan: list[tuple[int, str | None]] = [(seed, None) for seed in seeds]
+    if payload.get("families", True) is not False:
+        plan += [(seeds[-1] + 1 + i if seeds else i, name) for i, name in enumerate(GATE3_FAMILIES)]
+
+    def inputs_for(seed: int, family: str | None) -> list[Any]:
+        values = make_inputs(baseline, seed=seed)
+        if family is not None:
+            from .input_families import families_for, fill
+
+            for value in values:
+                if hasattr(value, "is_floating_point") and value.is_floating_point() and \
+                        family in {f.name for f in families_for(value.dtype, False)}:
+                    fill(value, family, seed=seed)
+        return values
+
+    for seed, family in plan:
+        what = f"seed {seed}" + (f" (inputs: {family})" if family else "")
         arena = ExchangeArena(device)
         try:
-            inputs = make_inputs(baseline, seed=seed)
+            inputs = inputs_for(seed, family)
             refs, args = _share_inputs(arena, inputs)
             try:
                 reply = process.call("run_graph", refs=refs, args=args,
                                      timeout_s=float(payload.get("run_timeout_s", 600.0)))
             except SandboxError as exc:
-                return _sandbox_failure(exc, f"the re-stitched graph on seed {seed}")
+                return _sandbox_failure(exc, f"the re-stitched graph on {what}")
             if not reply.get("ok"):
-                verdict = _candidate_failure(reply, f"the re-stitched graph fails on seed {seed}")
+                verdict = _candidate_failure(reply, f"the re-stitched graph fails on {what}")
                 verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
                 return verdict
             candidate_out = _candidate_outputs(process, reply)
@@ -411,7 +440,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(exc):
                     raise
-                raise _SetupError(f"the baseline graph fails on seed {seed}: {type(exc).__name__}: {exc}") from exc
+                raise _SetupError(f"the baseline graph fails on {what}: {type(exc).__name__}: {exc}") from exc
             del inputs
             if reference is None and reference_error is None:
                 path = find_fx_graph_runnable(payload["graph"], payload.get("fx_graph_runnable"))
@@ -422,12 +451,23 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                     _check_reference_arguments(reference, payload["graph"])
                 except ReferenceUnavailable as exc:
                     reference_error = str(exc)
-            checks.append(check_seed(seed, baseline_out, candidate_out, tolerance, reference,
-                                     lambda seed=seed: make_inputs(baseline, seed=seed), reference_error))
+            check = check_seed(seed, baseline_out, candidate_out, tolerance, reference,
+                               lambda seed=seed, family=family: inputs_for(seed, family), reference_error)
+            check.label = family
+            if check.passed and structure and reference is not None and family in (None, *STRUCTURE_FAMILIES):
+                try:
+                    check = judge_structure(check, baseline_out, candidate_out, reference(inputs_for(seed, family)))
+                except Exception as exc:  # noqa: BLE001 - the reference's own failure: measured nothing
+                    if _is_oom(exc):
+                        raise
+                    check.notes.append(f"error structure not measured: {type(exc).__name__}: {exc}")
+            checks.append(check)
             del baseline_out, candidate_out
             memory = process.call("memory", reset=True)
             child_peak = max(child_peak, int(memory.get("peak_bytes") or 0))
             process.call("release")
+            if not check.passed:
+                break
         finally:
             arena.close()
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
@@ -444,7 +484,8 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         numbers.update(d_ref=None, d_opt=None, rho=None)
     failed = next((c for c in checks if not c.passed), None)
     if failed is not None:
-        return _verdict(False, f"seed {failed.seed}: {failed.problem}", **numbers)
+        inputs = f" (inputs: {failed.label})" if failed.label else ""
+        return _verdict(False, f"seed {failed.seed}{inputs}: {failed.problem}", **numbers)
     if fallbacks:
         return _verdict(True, f"seeds {', '.join(map(str, seeds))}: outside atol=rtol={tolerance:g} on "
                               f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule})", **numbers)
@@ -496,6 +537,10 @@ def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 INPUT_SEEDS = (1000, 1001, 1002)
+# Gate 3 runs these input families through the whole graph (gate 2 runs all of them on the kernel);
+# the error structure is judged on the graph's own random inputs and on these.
+GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negative")
+STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
 
 
 def _baseline_process(payload: dict[str, Any], device: str) -> dict[str, Any]:

@@ -250,13 +250,15 @@ def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
 
 def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: list[Any], roles: list[Role],
                  names: list[str], poisoned: bool, stale: dict[int, list[int]] | None = None,
-                 input_scale: float = 1.0) -> RunCheck:
+                 input_scale: float = 1.0, structure: StructureCheck | None = None) -> RunCheck:
     """The candidate's run against the original's on the same arguments, chunk by chunk.
 
     ``stale`` holds fingerprints of the outputs left in the candidate's buffers before its run:
     outputs that still match them are named as a stale result. ``input_scale`` is how much larger
     than unit scale the inputs were drawn: a correct reordering of a sum over inputs of magnitude s
     has absolute rounding error proportional to s, so the absolute tolerance scales with it.
+    ``structure`` also checks the error's structure (:mod:`.error_structure`: a systematic bias, a
+    worst element far beyond rounding) on outputs that pass the tolerance.
     """
     import torch
 
@@ -323,6 +325,8 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
             nonfinite += int(((~torch.isfinite(c)) & torch.isfinite(o)).sum())
             lost_nonfinite += int((torch.isfinite(c) & ~torch.isfinite(o)).sum())
         if not count:
+            if structure is not None:
+                _check_structure(check, name, cand, orig, structure)
             continue
         check.mismatched += count
         if stale is not None and index in stale and fingerprint(cand) == stale[index]:
@@ -363,6 +367,27 @@ def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str
             return str(tuple(reversed(index)))
         offset += c.numel()
     return "?"
+
+
+@dataclass
+class StructureCheck:
+    """How to judge the error's structure of one run's outputs (gate 2 has no float64 reference)."""
+
+    row_length: int | None  # outputs that share one reduction (r0_numel), when the output keeps that dimension
+    input_scale: float  # the largest finite magnitude among the kernel's floating inputs
+    output_rows: dict[int, int | None] = field(default_factory=dict)  # per output index, when it differs
+
+
+def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure: StructureCheck) -> None:
+    from .error_structure import error_structure
+
+    if not cand.is_floating_point() or cand.numel() == 0:
+        return
+    rows = structure.row_length if structure.row_length and cand.numel() % structure.row_length == 0 else None
+    figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale)
+    check.figures.setdefault("error_structure", {})[name] = figures.to_json()
+    if not figures.passed:
+        check.problems.append(f"{name}: {figures.reason}")
 
 
 def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[Role], names: list[str],
@@ -458,3 +483,19 @@ class ExtraSet:
     label: str
     fill: Callable[[list[Any], list[Role]], None]
     input_scale: float = 1.0
+    error_structure: bool = True  # False where outputs amplify rounding without bound (constant rows)
+
+
+def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = 7) -> list[ExtraSet]:
+    """Gate 2's input families (:mod:`.input_families`) for a kernel whose inputs are ``dtype``."""
+    from .input_families import families_for, fill
+
+    def filler(family: Any) -> Callable[[list[Any], list[Role]], None]:
+        def apply(values: list[Any], roles: list[Role]) -> None:
+            for value, role in zip(values, roles, strict=True):
+                if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point():
+                    fill(value, family, seed=seed, row_length=row_length)
+        return apply
+
+    return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure)
+            for family in families_for(dtype, reduction)]

@@ -21,6 +21,7 @@ from .kernel import (
     Role,
     RunCheck,
     Side,
+    StructureCheck,
     compare_reruns,
     compare_runs,
     distribution_label,
@@ -113,7 +114,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                  launch_values: list[list[Any]], launch_kwargs: list[dict[str, Any]], names: list[str],
                  roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
                  original_uses_atomics: bool = False, extra_sets: Sequence[ExtraSet] = (),
-                 timeout_s: float = 600.0) -> KernelChecks:
+                 timeout_s: float = 600.0, row_length: int | None = None,
+                 structure: bool = True) -> KernelChecks:
     """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides)."""
     import torch
 
@@ -145,7 +147,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     result.peak_bytes = max(kept + orig.nbytes, inouts + orig.nbytes + cand.nbytes)
 
     def both(values: list[Any], kwargs: dict[str, Any], label: str, scale: float = 1.0,
-             stale: dict[int, list[int]] | None = None, prefilled: bool = False) -> bool:
+             stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True) -> bool:
         if not prefilled:
             cand.fill(values)
         else:
@@ -153,8 +155,15 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         cand.launch(values, kwargs)
         orig.fill(values)
         run_original(original, orig, values, kwargs, device)
+        spec = None
+        if structure and judge_structure:
+            from .error_structure import max_finite_magnitude
+
+            inputs = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
+                      and v.is_floating_point()]
+            spec = StructureCheck(row_length, max(1.0, max_finite_magnitude(inputs)) if inputs else 1.0)
         checks.append(compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
-                                   stale=stale, input_scale=scale))
+                                   stale=stale, input_scale=scale, structure=spec))
         return checks[-1].passed
 
     # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
@@ -201,7 +210,12 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                     return result
     for extra in extra_sets:
         extra.fill(values, roles)
-        if not both(values, kwargs, extra.label, extra.input_scale):
+        from .error_structure import max_finite_magnitude
+
+        magnitude = max_finite_magnitude([v for v, r in zip(values, roles, strict=True)
+                                          if r != "output" and isinstance(v, torch.Tensor) and v.is_floating_point()])
+        if not both(values, kwargs, extra.label, max(extra.input_scale, min(magnitude, 1e6)),
+                    judge_structure=extra.error_structure):
             return result
     return result
 

@@ -114,12 +114,35 @@ class SeedCheck:
     fallback: Float64Decision | None = None
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
+    label: str | None = None  # the input family, when the inputs were not the graph's own random ones
+    error_structure: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
+        return {"seed": self.seed, "label": self.label, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
                 "allclose": self.allclose, "outputs": self.outputs,
                 "fallback": self.fallback.to_json() if self.fallback else None, "problem": self.problem,
-                "notes": self.notes}
+                "notes": self.notes, "error_structure": self.error_structure}
+
+
+def judge_structure(check: SeedCheck, baseline_out: Any, candidate_out: Any, reference_out: Any) -> SeedCheck:
+    """Gate 3's error-structure check (:mod:`.error_structure`) against the float64 reference: the
+    candidate's systematic bias and worst element, next to the original's own, per floating output."""
+    from .error_structure import error_structure
+
+    base, cand, ref = tensor_outputs(baseline_out), tensor_outputs(candidate_out), tensor_outputs(reference_out)
+    if len(ref) != len(base) or len(cand) != len(base):
+        check.notes.append("error structure not measured: the float64 reference returns other outputs")
+        return check
+    for index, (r32, o32, r64) in enumerate(zip(base, cand, ref, strict=True)):
+        if not r32.is_floating_point() or r32.numel() == 0 or tuple(r64.shape) != tuple(r32.shape):
+            continue
+        rows = int(r32.shape[-1]) if r32.dim() else None
+        figures = error_structure(o32, r32, r64, row_length=rows)
+        check.error_structure.append({"output": index, **figures.to_json()})
+        if not figures.passed and check.passed:
+            check.passed = False
+            check.problem = f"output {index}: {figures.reason}"
+    return check
 
 
 def tensor_outputs(out: Any) -> list[Any]:
