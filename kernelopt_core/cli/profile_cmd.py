@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import console, err_console, fail, output_result
+from .common import DEVICE_HELP, console, err_console, fail, output_result
 
 if TYPE_CHECKING:
     from ..artifacts.model import CompiledGraph
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
     parser.add_argument("path", nargs="?", help="a dump folder or output_code.py (optional with --ncu-csv)")
     parser.add_argument("--kernel", help="only this Triton kernel")
     parser.add_argument("--ncu-csv", metavar="FILE", help="analyse this ncu --csv output; run nothing")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--iters", type=int, default=1, help="profiled calls per graph under ncu")
     parser.add_argument("--no-cache", action="store_true", help="re-run ncu even when results are cached")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
