@@ -103,6 +103,8 @@ def fail(message: str, code: int = EXIT_ERROR) -> int:
 
 
 _USER_FRAME = re.compile(r'from user code:\s*\n\s*File "([^"]+)", line (\d+), in (\S+)')
+# Dynamo wraps the error it met in its own ("... fake tensor call ...: got RuntimeError('...')").
+_WRAPPED = re.compile(r"""\bgot (\w+(?:Error|Exception))\((['"])(.+?)\2\)""", re.DOTALL)
 
 
 def error_summary(exc: BaseException) -> str:
@@ -114,6 +116,9 @@ def error_summary(exc: BaseException) -> str:
         root = root.__cause__
         seen.add(id(root))
     text = f"{type(root).__name__}: {str(root).strip().splitlines()[0] if str(root).strip() else ''}".rstrip(": ")
+    wrapped = _WRAPPED.search(str(root)) or _WRAPPED.search(str(exc))
+    if wrapped:
+        text = f"{wrapped.group(1)}: {wrapped.group(3).splitlines()[0]}"
     for link in (exc, exc.__cause__):
         found = _USER_FRAME.search(str(link or ""))
         if found:

@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import CancelledError, EventSink, json_line_sink
+    from ..events import CancelledError, EventSink, heartbeat, json_line_sink
     from ..gates.cascade import CascadeSetupError, run_cascade
     from ..gates.verdict import CascadeConfig
 
@@ -56,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
         return _could_not_run(args, str(exc), None)
     config = CascadeConfig(device=args.device, run_gates=gates, workdir=args.workdir, min_speedup=args.min_speedup)
     try:
-        if args.events or args.json:
+        if args.events:
+            with heartbeat(sink, 10.0) as beating:
+                result = run_cascade(graph, {args.kernel: candidate}, config, sink=beating)
+        elif args.json:
             result = run_cascade(graph, {args.kernel: candidate}, config, sink=sink)
         else:
             with console.status(f"verifying {args.kernel} ..."):
