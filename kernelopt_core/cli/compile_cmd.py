@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             result = compile_problem(args.problem, args.out, args.mode, args.device)
         else:
-            with Step(console, f"compiling {args.problem} ({args.device}, {args.mode})"):
+            mode = "default" if args.device == "cpu" else args.mode  # the CPU interpreter does not autotune
+            with Step(console, f"compiling {args.problem} ({args.device}, {mode})"):
                 result = compile_problem(args.problem, args.out, args.mode, args.device)
     except ProblemError as exc:
         _remove(args.out, created)

@@ -23,9 +23,9 @@ from .common import DEVICE_HELP, Step, console, fail, print_json
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gelu_mlp.py"
 SCALE_ENV = "KERNELOPT_PROBLEM_SCALE"
-# A small beam. On the CPU: at most 3 candidates (gates 1-2 and a kernel timing each, ~15-40 s on
-# two cores with the tiny example) and fewer timing rounds than an optimize run; the gate-4
-# confidence interval still decides, and the demo's rewrites win by far more than its 3%.
+# A small beam. On the CPU: at most 4 candidates (gates 1-2 and a kernel timing each, ~15-40 s on
+# two cores with the tiny example), one finalist, and fewer timing rounds than an optimize run; the
+# gate-4 confidence interval still decides, and the demo's rewrites win by far more than its 3%.
 DEMO_BEAM: dict[str, dict[str, Any]] = {
     "cpu": dict(beam_width=1, iterations=2, plans=2, retries=1, kernel_rounds=2, ab_rounds=4, finalists=1),
     "cuda": dict(beam_width=2, iterations=3, plans=2, retries=2),

@@ -1,4 +1,11 @@
-"""``kernelopt inspect PATH [--json] [--time]``: what Inductor wrote, per graph."""
+"""``kernelopt inspect PATH [--json] [--time]``: what Inductor wrote, per graph.
+
+Reads the dumps without running anything: each graph's Triton kernels (kind, fused ATen ops),
+vendor calls and launch order, and whether the graph is worth optimizing. Without --time the
+shares are launch counts; --time runs each graph in a worker and reports shares of graph time
+(the vendor share of every command is a share of graph time). Files that cannot be read are
+listed as skipped; when none can, the command fails.
+"""
 
 from __future__ import annotations
 

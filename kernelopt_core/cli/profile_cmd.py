@@ -55,11 +55,12 @@ class ProfileFailed(Exception):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import EventSink, emit_result, json_line_sink
+    from ..events import EventSink, emit_result, heartbeat, json_line_sink
 
     sink = json_line_sink() if args.events else EventSink()
     try:
-        result = profile(args, sink)
+        with heartbeat(sink, 10.0) as beating:  # a job runner hears from a long ncu or timing job
+            result = profile(args, beating)
     except ProfileFailed as exc:
         if args.events:
             emit_result({"error": str(exc)})
