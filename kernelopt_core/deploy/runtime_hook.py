@@ -168,8 +168,8 @@ def usage_summary() -> str:
 
 
 def _summary_at_exit() -> None:
-    if _STATE.table is None or disabled_by_env():
-        return
+    if _STATE.table is None or not _STATE.table.by_hash or disabled_by_env():
+        return  # not enabled, or enable() already said the store had nothing usable
     with _STATE.lock:
         replaced = bool(_STATE.substitutions)
     if not replaced:  # each replacement was logged when it happened; silence needs a reason
