@@ -3,13 +3,32 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip
-# With no NVIDIA GPU, take PyTorch's CPU wheel: a bare `torch` requirement pulls a multi-GB CUDA build.
-HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
+# An index that cannot be reached must cost seconds, not minutes: pip's default retries with
+# back-off and a long timeout per URL (some machines raise it to minutes through PIP_DEFAULT_TIMEOUT).
+PIP := $(PY) -m pip --retries 2 --timeout 20
 STAMP := $(VENV)/.kernelopt-installed
 
-.PHONY: all venv install demo test test-python test-vscode lint bench-parse clean
+# PyTorch: with no NVIDIA GPU, its CPU build, installed the way PyTorch documents it: from its CPU
+# index, pinned by the +cpu local version. PyPI has no +cpu build, so pip can never fall back to
+# PyPI's multi-GB CUDA build (torch==X alone resolves to it, plus 15 nvidia-* packages). PyPI's
+# wheels for macOS are CPU builds already. Override with TORCH_INSTALL='...' (pip arguments).
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifneq ($(HAS_GPU),)
+TORCH_INSTALL ?= torch
+else ifeq ($(shell uname -s),Darwin)
+TORCH_INSTALL ?= torch==$(TORCH_VERSION)
+else
+TORCH_INSTALL ?= --extra-index-url $(TORCH_CPU_INDEX) torch==$(TORCH_VERSION)+cpu
+endif
+
+# Tests: `make test` runs everything but the long end-to-end tests (marker `slow`), which
+# `make test-slow` runs; CI runs both. PYTEST_ARGS adds options, e.g. PYTEST_ARGS='-x -k gates'.
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+PYTEST_ARGS ?=
+
+.PHONY: all venv install demo test test-python test-slow test-vscode lint bench-parse clean torch-install-check
 
 all: test
 
@@ -18,12 +37,25 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "$(TORCH_SPEC)"
+	@echo "installing PyTorch: pip install $(TORCH_INSTALL)"
+	@$(PIP) install -q $(TORCH_INSTALL) || { \
+	  echo "make: could not install PyTorch ($(TORCH_INSTALL))." >&2; \
+	  echo "  Without a GPU the CPU build comes from PyTorch's index $(TORCH_CPU_INDEX) (PyPI has only the" >&2; \
+	  echo "  multi-GB CUDA build, which is never taken). Check that the index is reachable, or give pip a CPU" >&2; \
+	  echo "  wheel you have: make TORCH_INSTALL='--find-links DIR torch==$(TORCH_VERSION)+cpu' (or the .whl path)." >&2; \
+	  exit 1; }
 	$(PIP) install -q "triton>=3.1"
 	$(PIP) install -q -e ".[dev]"
 	touch $(STAMP)
 
 install: venv
+
+# What pip would install for PyTorch, without installing it: the CPU wheel and where it comes from.
+torch-install-check: venv
+	@report=$$(mktemp); trap 'rm -f $$report' EXIT; \
+	$(PIP) install --dry-run --ignore-installed --no-deps --report $$report -q $(TORCH_INSTALL) && \
+	$(PY) -c "import json,sys; [print('would install', i['metadata']['name'], i['metadata']['version'], 'from', \
+	  i['download_info']['url']) for i in json.load(open(sys.argv[1]))['install']]" $$report
 
 demo: venv
 	$(VENV)/bin/kernelopt demo --out demo-out
@@ -32,14 +64,26 @@ lint: venv
 	$(VENV)/bin/ruff check kernelopt_core kernelopt server tests benchmarks
 
 test-python: venv lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
+test-slow: venv
+	$(PYTEST) -m slow $(PYTEST_ARGS)
+
+NPM ?= npm
 test-vscode:
-	@if command -v npm >/dev/null 2>&1 && [ -f client-vscode/package.json ]; then \
-	  cd client-vscode && npm ci --no-audit --no-fund && npm run build && npm test && npm run package; \
+	@if command -v $(NPM) >/dev/null 2>&1 && [ -f client-vscode/package.json ]; then \
+	  cd client-vscode && $(NPM) ci --no-audit --no-fund && $(NPM) run build && $(NPM) test && $(NPM) run package; \
 	else echo "test-vscode: npm or client-vscode/package.json missing; skipped"; fi
 
-test: test-python test-vscode
+# Both parts run whatever the other's outcome; the last lines say how each went.
+test: venv
+	@python_status=0; vscode_status=0; \
+	$(MAKE) --no-print-directory test-python || python_status=$$?; \
+	$(MAKE) --no-print-directory test-vscode || vscode_status=$$?; \
+	verdict() { [ "$$1" = 0 ] && echo passed || echo "FAILED (exit $$1)"; }; \
+	echo "make test: python (ruff + pytest -m 'not slow'): $$(verdict $$python_status)"; \
+	echo "make test: vscode extension (build + tests + package): $$(verdict $$vscode_status)"; \
+	[ $$python_status = 0 ] && [ $$vscode_status = 0 ]
 
 bench-parse: venv
 	$(PY) benchmarks/parse_speed.py

@@ -2,8 +2,11 @@
 
 After ``enable()``, every ``torch.compile`` in this process loads the accepted kernels from the
 project's accepted-kernel store (``.kernelopt/accepted/``, or ``$KERNELOPT_ACCEPTED_DIR``) in
-place of the Triton kernels Inductor wrote, under the safety rules in docs/deploy.md. Each
-replacement is logged once on the ``"kernelopt"`` logger. ``KERNELOPT_DISABLE=1`` turns it off.
+place of the Triton kernels Inductor wrote, under the safety rules in docs/deploy.md. ``enable()``
+says which kernels it can replace (and why it may replace none, e.g. a CPU without the CPU Triton
+backend); each replacement is logged once on the ``"kernelopt"`` logger; a process that replaced
+nothing says why at exit, and ``kernelopt.summary()`` says it at any time. ``KERNELOPT_DISABLE=1``
+turns it off.
 ``torch.compile(model, backend=kernelopt.backend)`` does the same for one model (the name
 ``"kernelopt"`` works too once ``enable()`` ran, or when the package's entry point is installed).
 
@@ -17,7 +20,7 @@ from typing import Any
 from kernelopt_core.deploy.runtime_hook import DISABLE_ENV, EnableReport, Substitution
 
 __all__ = ["DISABLE_ENV", "EnableReport", "Substitution", "backend", "disable", "enable", "is_enabled",
-           "substitutions"]
+           "substitutions", "summary"]
 
 
 def enable(store: str | None = None, *, announce: bool = True) -> EnableReport:
@@ -53,6 +56,14 @@ def substitutions() -> list[Substitution]:
     from kernelopt_core.deploy import runtime_hook
 
     return runtime_hook.substitutions()
+
+
+def summary() -> str:
+    """One line: the accepted kernels in use in this process, or why none is (nothing loaded matched,
+    no Triton kernel was loaded, the store had nothing usable, ...)."""
+    from kernelopt_core.deploy import runtime_hook
+
+    return runtime_hook.usage_summary()
 
 
 def backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:

@@ -28,11 +28,23 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; done once, at import
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates its file 0600; the result must have the mode a plain open() gives (0644 under the
+# usual umask), or the user's own tools and colleagues cannot read run folders and stores.
+_FILE_MODE = 0o666 & ~_current_umask()
+
+
 def write_text_atomic(path: str | Path, text: str, *, durable: bool = True) -> None:
     folder = Path(path).parent
     folder.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             if durable:

@@ -56,14 +56,25 @@ class DispatchReport:
     def share_of(self, kernel_name: str) -> float:
         return sum(item.share for item in self.launches if item.type == "triton" and item.name == kernel_name)
 
+    @property
+    def share_basis(self) -> str:
+        """What every share in this report is a fraction of."""
+        return "graph time" if self.timed else "launches"
+
     def to_json(self) -> dict[str, Any]:
+        # vendor_share / triton_share are fractions of graph time in every command; untimed, there is
+        # none (the launch counts say what the dump alone says).
+        counts = {"triton": sum(1 for s in self.launches if s.type == "triton"),
+                  "vendor": sum(1 for s in self.launches if s.type == "extern"), "total": len(self.launches)}
         return {
             "classification": self.classification,
             "evidence": self.evidence,
             "timed": self.timed,
             "timing_path": self.timing_path,
-            "triton_share": self.triton_share,
-            "vendor_share": self.vendor_share,
+            "share_basis": self.share_basis,
+            "triton_share": self.triton_share if self.timed else None,
+            "vendor_share": self.vendor_share if self.timed else None,
+            "launch_counts": counts,
             "launches": [vars(item).copy() for item in self.launches],
             "overheads": [item.to_json() for item in self.overheads],
         }
@@ -97,7 +108,9 @@ def analyze(
         ))
     triton_share = sum(s.share for s in shares if s.type == "triton")
     vendor_share = sum(s.share for s in shares if s.type == "extern")
+    # Every percentage names its basis: a share of launches (untimed) is not a share of time.
     unit = "of graph time" if timed else "of launches"
+    untimed = "" if timed else " (launch counts, not time: `kernelopt inspect --time` measures time shares)"
     if not graph.kernels or not graph.launches:
         classification: Classification = "no-triton"
         evidence = f"no Triton kernels launched; {len(graph.extern_calls)} vendor/ATen call(s)"
@@ -105,12 +118,13 @@ def analyze(
         classification = "vendor-dominated"
         top = max((s for s in shares if s.type == "extern"), key=lambda s: s.share)
         evidence = (f"{vendor_share:.0%} {unit} in vendor calls (largest: {top.name} {top.share:.0%}); "
-                    f"Triton kernels can win at most {triton_share:.0%}")
+                    + (f"Triton kernels can win at most {triton_share:.0%} {unit}" if timed
+                       else f"Triton kernels {triton_share:.0%} {unit}{untimed}"))
     else:
         classification = "optimizable"
         top = max((s for s in shares if s.type == "triton"), key=lambda s: s.share)
         evidence = (f"{triton_share:.0%} {unit} in {len(graph.kernels)} Triton kernel(s) "
-                    f"(largest: {top.name} {top.share:.0%}); vendor calls {vendor_share:.0%}")
+                    f"(largest: {top.name} {top.share:.0%}); vendor calls {vendor_share:.0%} {unit}{untimed}")
     report = DispatchReport(
         graph=graph.name, classification=classification, evidence=evidence, timed=timed,
         triton_share=triton_share, vendor_share=vendor_share, launches=shares,

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TextIO
 
 EVENT_PREFIX = "@kernelopt-event "
+HEARTBEAT_STAGE = "heartbeat"
 
 
 @dataclass
@@ -52,6 +55,55 @@ class EventSink:
     @property
     def cancelled(self) -> bool:
         return self.cancel_event.is_set()
+
+
+@contextmanager
+def heartbeat(sink: EventSink, interval_s: float = 5.0) -> Iterator[EventSink]:
+    """A sink that forwards to ``sink`` and, while nothing new is reported for ``interval_s``,
+    repeats the last event as a ``heartbeat`` (stage ``"heartbeat"``, ``extra["waiting_s"]``).
+
+    The work between two events (starting a worker, a gate on the CPU interpreter) can take
+    minutes on a loaded machine; the heartbeat shows what is still running, and for how long.
+    """
+    lock = threading.Lock()
+    state: dict[str, Any] = {"last": None, "since": time.monotonic(), "said": time.monotonic()}
+    stop = threading.Event()
+
+    def forward(event: ProgressEvent) -> None:
+        now = time.monotonic()
+        with lock:
+            state.update(last=event, since=now, said=now)
+        sink.progress(event.message, **_fields(event))
+
+    def beat() -> None:
+        while not stop.wait(min(1.0, interval_s)):
+            now = time.monotonic()
+            with lock:
+                last: ProgressEvent | None = state["last"]
+                if last is None or now - state["said"] < interval_s:
+                    continue
+                state["said"] = now
+                waiting = now - state["since"]
+            event = replace(last, stage=HEARTBEAT_STAGE,
+                            extra={**last.extra, "waiting_s": round(waiting, 1), "waiting_for": last.message,
+                                   "waiting_stage": last.stage})
+            try:
+                sink.progress(f"{last.message} (still running, {waiting:.0f} s)", **_fields(event))
+            except Exception:  # noqa: BLE001 - a closed stream must not take the job down
+                return
+
+    thread = threading.Thread(target=beat, name="kernelopt-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield EventSink(forward, sink.cancel_event)
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+
+
+def _fields(event: ProgressEvent) -> dict[str, Any]:
+    data = {k: getattr(event, k) for k in ProgressEvent.__dataclass_fields__ if k not in ("message", "extra")}
+    return {**event.extra, **data}
 
 
 def json_line_sink(stream: TextIO | None = None, cancel: threading.Event | None = None) -> EventSink:

@@ -9,6 +9,17 @@ from pathlib import Path
 
 import pytest
 
+# The measurement cache and the cross-run experience memory live in the user's cache folder; the tests
+# get their own (per process, so pytest-xdist workers never share a SQLite memory or an AVOID list).
+if "KERNELOPT_TEST_KEEP_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["KERNELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-test-cache-")
+
+# The rows of examples/gelu_mlp.py (KERNELOPT_PROBLEM_SCALE=tiny takes 16). The suite runs it at its full
+# 64 rows: tests fix XBLOCK=64 candidates, which on 16 rows run 3/4 masked and lose gate 4.
+EXAMPLE_ROWS = 16 if os.environ.get("KERNELOPT_PROBLEM_SCALE") == "tiny" else 64
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200_DUMPS = FIXTURES / "inductor-h200-torch2.11"
@@ -38,3 +49,37 @@ def cpu_example_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """output_code.py of examples/gelu_mlp.py compiled for the CPU Triton backend (once per session)."""
     out = tmp_path_factory.mktemp("cpu_example")
     return compile_example(ROOT / "examples" / "gelu_mlp.py", out)
+
+
+def run_watched(command: list[str], *, stall_s: float = 240.0, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run a CLI command to its end, however long the work takes, failing only when it stops
+    reporting: no line on stdout or stderr for ``stall_s`` seconds. Long commands print a
+    progress or heartbeat line at least every 10 s (``kernelopt_core.events.heartbeat``), so the
+    budget comes from the work, not from a wall clock that a loaded machine overruns."""
+    import threading
+    import time
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **kwargs)  # type: ignore[call-overload]
+    lines: dict[str, list[str]] = {"out": [], "err": []}
+    last = [time.monotonic()]
+
+    def drain(stream: object, key: str) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            lines[key].append(line)
+            last[0] = time.monotonic()
+
+    readers = [threading.Thread(target=drain, args=(process.stdout, "out"), daemon=True),
+               threading.Thread(target=drain, args=(process.stderr, "err"), daemon=True)]
+    for reader in readers:
+        reader.start()
+    while process.poll() is None:
+        if time.monotonic() - last[0] > stall_s:
+            os.killpg(process.pid, 9)
+            process.wait()
+            raise AssertionError(f"{' '.join(command[:6])} ... printed nothing for {stall_s:g} s; stderr tail:\n"
+                                 + "".join(lines["err"][-20:]))
+        time.sleep(0.2)
+    for reader in readers:
+        reader.join(timeout=10)
+    return subprocess.CompletedProcess(command, process.returncode, "".join(lines["out"]), "".join(lines["err"]))

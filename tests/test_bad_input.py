@@ -122,14 +122,15 @@ def test_cli_json_lists_problems(bad_folder: tuple[Path, dict[str, tuple[Path, s
 
 def test_cli_exit_code_nonzero_only_when_nothing_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = _write_bad_files(tmp_path)
-    assert main(["inspect", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert len([line for line in err.splitlines() if line.strip()]) == len(cases)
-    assert main(["inspect", str(cases["binary"][0])]) == 1  # one bad file named explicitly
+    assert main(["inspect", str(tmp_path)]) == 2  # nothing could be read: could not run, as in every command
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == len(cases) + 1  # each skipped file, then the error
+    assert err[-1].startswith(f"error: no Inductor dumps found under {tmp_path} ({len(cases)} file(s) skipped")
+    assert main(["inspect", str(cases["binary"][0])]) == 2  # one bad file named explicitly
     assert "binary" in capsys.readouterr().err
     empty = tmp_path / "nothing-here"
     empty.mkdir()
-    assert main(["inspect", str(empty)]) == 1
+    assert main(["inspect", str(empty)]) == 2
     assert "no Inductor dumps found" in capsys.readouterr().err
 
 
@@ -137,7 +138,7 @@ def test_markup_like_text_in_paths_is_printed_verbatim(tmp_path: Path, capsys: p
     odd = tmp_path / "[bold]run[red]" / "output_code.py"
     odd.parent.mkdir()
     odd.write_text("")
-    assert main(["inspect", str(tmp_path)]) == 1
+    assert main(["inspect", str(tmp_path)]) == 2
     assert f"{odd}: file is empty" in capsys.readouterr().err
 
 

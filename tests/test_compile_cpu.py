@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import EXAMPLE_ROWS, ROOT
 
 from kernelopt_core.artifacts import discover, parse_output_code
 from kernelopt_core.dispatch import analyze
@@ -47,10 +47,10 @@ def test_cpu_dump_parses(cpu_example_dump: Path) -> None:
     assert kernel.kind == "per" and kernel.heuristic == "persistent_reduction"
     assert kernel.device_str == "cpu"
     assert {"aten.native_layer_norm", "aten.gelu", "aten._softmax", "aten.tanh"} <= set(kernel.aten_ops)
-    assert kernel.size_hints == {"x": 64, "r0_": 256}
+    assert kernel.size_hints == {"x": EXAMPLE_ROWS, "r0_": 256}
     assert [type(item).__name__ for item in graph.timeline()] == ["ExternCall", "Launch"]
-    assert graph.launches[0].int_args == [64, 256]
-    assert [spec.shape for spec in graph.inputs] == [[256, 256], [256], [64, 256], [256], [256]]
+    assert graph.launches[0].int_args == [EXAMPLE_ROWS, 256]
+    assert [spec.shape for spec in graph.inputs] == [[256, 256], [256], [EXAMPLE_ROWS, 256], [256], [256]]
     assert analyze(graph).classification == "optimizable"
     # The dump folder and its cache twin are one graph.
     root = cpu_example_dump.parents[4]
@@ -71,6 +71,6 @@ def test_cpu_dump_runs_and_matches_eager(cpu_example_dump: Path) -> None:
     results = json.loads(line.removeprefix("RESULT "))
     assert len(results) == 2
     for result in results:
-        assert result["shape"] == [64, 256]
+        assert result["shape"] == [EXAMPLE_ROWS, 256]
         assert result["max_abs"] <= 1e-5, result
         assert result["inputs_left"] == 5  # call_graph passes a copy: the caller's list is intact

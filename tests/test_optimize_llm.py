@@ -78,6 +78,8 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # in-process and against a local fake API: only the gates' own work takes time
 def test_llm_loop_with_rejection_feedback_and_acceptance(cpu_example_dump: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = parse_output_code(str(cpu_example_dump)).kernels[0]

@@ -28,6 +28,9 @@ def activate() -> None:
     if _ACTIVE:
         return
     os.environ["TRITON_INTERPRET"] = "1"
+    from ..quiet import silence_known_torch_noise
+
+    silence_known_torch_noise()  # Triton's "no active CPU backend" warning is wrong under the interpreter
     import torch._inductor.config as inductor_config
     import torch.utils._triton as torch_triton
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import console, err_console, fail, output_result
+from .common import DEVICE_HELP, console, err_console, fail, machine_load_note, output_result, timing_noise
 
 MODES = ["max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead", "default"]
 
@@ -22,11 +22,11 @@ def register(sub: Any) -> None:
     parser = sub.add_parser("account", help="split a compiled callable's time into kernels and named overheads")
     parser.add_argument("problem", help="a .py file with Model, get_inputs() and get_init_inputs()")
     parser.add_argument("--mode", default="max-autotune", choices=MODES, help="the mode you compile with")
-    parser.add_argument("--device", default="auto", help="auto, cuda:N or cpu (the CPU Triton backend)")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--no-alternatives", action="store_true", help="skip timing eager and the other mode")
     parser.add_argument("--verify", action="store_true",
                         help="verify the recommended configuration's options through gates 3 and 4")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines")
     parser.set_defaults(handler=run)
 
@@ -60,22 +60,31 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"[yellow]verifying {failed.option.name} failed:[/yellow] {failed.error}")
     chosen = findings.chosen
     verdict = chosen.verdict if chosen is not None else next((r.verdict for r in findings.results if r.verdict), None)
+    noise = [note for note in (timing_noise(t.label, t.stats) for t in acct.timings()) if note]
+    load = machine_load_note()
     result = {**acct.to_json(), "recommendation": rec.to_json() if rec else None,
-              "verification": verdict.to_json() if verdict else None, "config_change": findings.config_change()}
-    output_result(args, result, lambda: _print(acct, rec, findings, describe_overhead))
+              "verification": verdict.to_json() if verdict else None, "config_change": findings.config_change(),
+              "noise": noise + ([load] if load else [])}
+    output_result(args, result, lambda: _print(acct, rec, findings, describe_overhead, result["noise"]))
     return 0
 
 
-def _print(acct: Any, rec: Any, findings: Any, describe: Any) -> None:
+def _print(acct: Any, rec: Any, findings: Any, describe: Any, noise: list[str]) -> None:
     from rich.table import Table
 
     console.print(f"\n[bold]{acct.name}[/bold]: {acct.mode} on {acct.device}")
     table = Table(box=None, header_style="bold")
-    for column, justify in (("timed", "left"), ("path", "left"), ("median", "right"), ("IQR", "right")):
+    for column, justify in (("timed", "left"), ("path", "left"), ("median", "right"), ("IQR", "right"),
+                            ("spread", "right"), ("n", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for timing in acct.timings():
-        table.add_row(timing.label, timing.path, f"{timing.stats.median_ms:.4f} ms", f"{timing.stats.iqr_ms:.4f} ms")
+        stats = timing.stats
+        spread = f"{stats.iqr_ms / stats.median_ms:.0%}" if stats.median_ms > 0 else "-"
+        table.add_row(timing.label, timing.path, f"{stats.median_ms:.4f} ms", f"{stats.iqr_ms:.4f} ms", spread,
+                      str(stats.n))
     console.print(table)
+    for note in noise:
+        console.print(f"[yellow]noisy[/yellow] {note}", soft_wrap=True, highlight=False)
     console.print(f"callable {acct.callable_ms:.4f} ms = kernels {acct.kernel_ms:.4f} ms + overheads "
                   f"{acct.overhead_ms:.4f} ms ({acct.overhead_share:.0%})")
     for item in acct.overheads:

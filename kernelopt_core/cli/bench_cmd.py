@@ -19,7 +19,7 @@ from typing import Any
 from rich.markup import escape
 
 from ..events import EventSink, ProgressEvent, json_line_sink
-from .common import console, err_console, output_result
+from .common import DEVICE_HELP, console, err_console, output_result
 from .common import fail as _fail
 
 
@@ -33,8 +33,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--levels", help="comma-separated levels to run, e.g. 1,2 (default: all)")
     parser.add_argument("--out", help="output folder (default: .kernelopt/bench/<suite name>)")
     parser.add_argument("--resume", action="store_true", help="skip problems that already have a result file")
-    parser.add_argument("--device", default="auto", help="auto, cpu (the CPU Triton backend), cuda or cuda:N")
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
+    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="the problems' float type")
     parser.add_argument("--scale", help="set KERNELOPT_PROBLEM_SCALE for the problems (e.g. tiny: CPU-sized inputs)")
     parser.add_argument("--gpus", type=int, default=0, help="spread problems over N local GPUs (one worker each)")
     parser.add_argument("--workers", type=int, default=1, help="parallel problems on the CPU (or local Ray CPUs)")
@@ -42,10 +42,10 @@ def register(sub: Any) -> None:
                         help="run one Ray task per problem: 'local' or a cluster address")
     parser.add_argument("--provider", default="offline", help="offline, anthropic or vertex")
     parser.add_argument("--model", help="LLM model for LLM providers")
-    parser.add_argument("--beam-width", type=int)
-    parser.add_argument("--iterations", type=int)
-    parser.add_argument("--plans", type=int)
-    parser.add_argument("--retries", type=int)
+    parser.add_argument("--beam-width", type=int, help="beam width B (default: the optimizer's, 4)")
+    parser.add_argument("--iterations", type=int, help="search iterations T (default: the optimizer's, 5)")
+    parser.add_argument("--plans", type=int, help="plans per beam node N (default: the optimizer's, 4)")
+    parser.add_argument("--retries", type=int, help="executor attempts per plan K (default: the optimizer's, 4)")
     parser.add_argument("--force", action="store_true", help="optimize vendor-dominated graphs too")
     parser.add_argument("--optimizer-option", action="append", default=[], metavar="KEY=VALUE",
                         help="any other optimizer setting, e.g. ab_rounds=5 or use_ncu=false (repeatable)")
@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--budget", type=float, help="campaign seconds: no problem starts after this")
     parser.add_argument("--reps", type=int, help="timing repetitions (default: adapt to each callable)")
     parser.add_argument("--confirm-rounds", type=int, help="rounds of the confirmation A/B")
-    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw speedups.png")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
     parser.add_argument("--json", action="store_true", help="print the campaign summary as JSON")
     parser.set_defaults(handler=run)
@@ -162,6 +162,22 @@ class _RichProgress:
                 self._progress.update(self._task, description=event.message[:80])
 
 
+def ratio_text(value: float | None) -> str:
+    """A speedup ratio that never prints as 0.000x: three decimals, or two significant digits when smaller."""
+    if value is None or value <= 0:
+        return "-"
+    return f"{value:.3f}x" if value >= 0.01 else f"{value:.2g}x"
+
+
+def level_rows(levels: dict[int, Any]) -> list[tuple[str, Any]]:
+    """The per-level rows: ``L1``, ``L2``, ...; problems outside level folders are "other", and a suite
+    with no levels at all has only its "all" row."""
+    rows = [(f"L{level}", group) for level, group in levels.items() if level > 0]
+    if 0 in levels and rows:
+        rows.append(("other", levels[0]))
+    return rows
+
+
 def _print_summary(result: Any) -> None:
     from rich.table import Table
 
@@ -172,20 +188,22 @@ def _print_summary(result: Any) -> None:
         table.add_column(column, justify="right")
 
     def row(label: str, group: Any) -> None:
-        gm = group.geomean_vs_max_autotune
-        gc = group.geomean_with_config_changes
-        ge = group.geomean_vs_eager
         table.add_row(label, str(group.problems), *(str(group.counts[o]) for o in ("optimized", "matched", "fallback", "error")),
-                      f"{gm:.3f}x" if gm else "-", f"{gc:.3f}x" if gc else "-", f"{ge:.3f}x" if ge else "-",
+                      ratio_text(group.geomean_vs_max_autotune), ratio_text(group.geomean_with_config_changes),
+                      ratio_text(group.geomean_vs_eager),
                       *(f"{100 * v:.0f}%" for v in group.fast_p.values()))
 
-    for level, group in summary.levels.items():
-        row(f"L{level}", group)
+    for label, group in level_rows(summary.levels):
+        row(label, group)
     row("all", summary.overall)
     console.print(table)
     console.print("gm/MA, gm/eager: geomean speedup over max-autotune / eager (kernel rewrites); gm/cfg: over "
                   "max-autotune counting verified configuration changes (the better figure per problem, never a "
                   "product); f<p>: fast_p over max-autotune")
+    if str(result.info.device).startswith("cpu"):
+        console.print("[yellow]note[/yellow] on the CPU backend Triton's interpreter runs the compiled kernels: "
+                      "gm/eager compares it with PyTorch's native CPU kernels and says nothing about a GPU",
+                      soft_wrap=True)
     check = summary.regression
     verdict = "[green]0 regressions[/green]" if check.passed else f"[bold red]{len(check.regressions)} REGRESSIONS[/bold red]"
     console.print(f"{verdict} among {check.checked} accepted result(s)")

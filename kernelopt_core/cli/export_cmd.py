@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--graph", help="the dump to stitch into (default: the one the run or entry recorded)")
     parser.add_argument("--store", help="the accepted-kernel store (default: .kernelopt/accepted of the project)")
     parser.add_argument("--runs", default=".kernelopt/runs", help="where run ids are looked up")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(handler=run)
 
 

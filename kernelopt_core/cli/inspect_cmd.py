@@ -1,9 +1,13 @@
 """``kernelopt inspect PATH [--json] [--time]``: what Inductor wrote, per graph.
 
-With ``--time`` each graph runs in a worker: per-launch time shares, and per Triton launch its
-ideal bytes (from the launch's recorded arguments) and speed of light against the launch's timed
+Reads the dumps without running anything: each graph's Triton kernels (kind, fused ATen ops),
+vendor calls and launch order, and whether the graph is worth optimizing. Without --time the
+shares are launch counts; --time runs each graph in a worker and reports shares of graph time
+(the vendor share of every command is a share of graph time), and per Triton launch its ideal
+bytes (from the launch's recorded arguments) and speed of light against the launch's timed
 duration (CUDA events, no ncu) at the device's measured copy bandwidth; the graph's speed of light
-is its inputs and outputs once against the timed graph. Each figure says its time source.
+is its inputs and outputs once against the timed graph. Each figure says its time source. Files
+that cannot be read are listed as skipped; when none can, the command fails.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from rich.table import Table
 
 from ..artifacts import CompiledGraph, discover
 from ..dispatch import DispatchReport, analyze
-from .common import console, err_console, print_json
+from .common import DEVICE_HELP, console, err_console, fail, print_json
 
 
 def register(sub: Any) -> None:
@@ -25,11 +29,15 @@ def register(sub: Any) -> None:
     parser.add_argument("path", help="a dump folder, a TORCHINDUCTOR_CACHE_DIR, or one output_code.py")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--time", action="store_true", help="run each graph and add per-launch time shares")
-    parser.add_argument("--device", default="auto", help="where to time: auto, cpu, cuda:N")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    if not os.path.exists(args.path):
+        return fail(escape(f"{args.path}: no such file or folder"))
     graphs, problems = discover(args.path)
     reports: dict[str, DispatchReport] = {}
     sol: dict[str, dict[str, Any]] = {}
@@ -49,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
         # escape(): paths and messages may hold [brackets]; soft_wrap keeps one message per line
         for problem in problems:
             err_console.print(f"[yellow]skipped[/yellow] {escape(str(problem))}", soft_wrap=True)
-        if not graphs and not problems:
-            err_console.print(f"no Inductor dumps found under {escape(args.path)}", soft_wrap=True)
-    return 0 if graphs else 1
+    if graphs:
+        return 0
+    skipped = f" ({len(problems)} file(s) skipped, each named above)" if problems and not args.json else ""
+    return fail(escape(f"no Inductor dumps found under {args.path}{skipped}"))
 
 
 def _report(graph: CompiledGraph, args: argparse.Namespace) -> tuple[DispatchReport, Any]:
@@ -110,7 +119,13 @@ def _dispatch_json(report: DispatchReport) -> dict[str, Any]:
 def _print_graph(graph: CompiledGraph, report: DispatchReport, sol: dict[str, Any] | None = None) -> None:
     style = {"optimizable": "green", "vendor-dominated": "yellow", "no-triton": "red"}[report.classification]
     console.print(f"\n[bold]{escape(graph.name)}[/bold]  {escape(graph.path)}")
-    console.print(f"  [{style}]{report.classification}[/{style}]: {escape(report.evidence)}")
+    console.print(f"  [{style}]{report.classification}[/{style}]: {escape(report.evidence)}", soft_wrap=True)
+    counts = f"{sum(1 for s in report.launches if s.type == 'extern')} of {len(report.launches)} launches"
+    if report.timed:
+        console.print(f"  vendor share: {report.vendor_share:.1%} of graph time ({counts} are vendor calls)")
+    else:
+        console.print(f"  vendor share: not measured ({counts} are vendor calls; --time measures the share of "
+                      "graph time)", soft_wrap=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("#", justify="right")
     # Kernel names are identities users grep and copy: never cut them (the table grows instead).
@@ -119,7 +134,7 @@ def _print_graph(graph: CompiledGraph, report: DispatchReport, sol: dict[str, An
     table.add_column("kind")
     table.add_column("fused ATen ops")
     table.add_column("time", justify="right")
-    table.add_column("share", justify="right")
+    table.add_column("share of time" if report.timed else "share of launches", justify="right")
     if sol is not None:
         table.add_column("SOL", justify="right")
     per_launch = {item["order"]: item for item in (sol or {}).get("launches", [])}

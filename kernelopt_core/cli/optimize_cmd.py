@@ -1,39 +1,47 @@
 """``kernelopt optimize PATH``: search faster versions of a graph's Triton kernels, verified by four gates.
 
-Live progress (rich) on a terminal; ``--json`` prints the result as JSON on stdout; ``--events``
-streams ``@kernelopt-event`` lines for the language server. ``--resume RUN`` continues a run that
-was interrupted. Exit code 0 when the run completed (whatever its decision), 2 when it could not
-run, 130 when cancelled.
+Live progress (rich) on a terminal, one line per step otherwise; ``--json`` prints the result as
+JSON on stdout; ``--events`` streams ``@kernelopt-event`` lines for the language server. Every run
+lives in its own folder (``--run-root``) and an interrupted one continues with ``--resume RUN``:
+Ctrl-C prints the exact command. An optimized result ends with the command that deploys it;
+``--deploy`` adds it to the accepted-kernel store at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..events import EventSink, ProgressEvent
-from .common import console, err_console, fail, output_result
+from ..events import HEARTBEAT_STAGE, EventSink, ProgressEvent
+from .common import DEVICE_HELP, EXIT_INTERRUPTED, console, err_console, fail, output_result
+
+DEFAULT_RUN_ROOT = ".kernelopt/runs"
+HEARTBEAT_S = 10.0  # with nothing new for this long, the last step is repeated with its elapsed time
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("optimize", help="rewrite a compiled graph's Triton kernels and verify them (4 gates)")
     parser.add_argument("path", nargs="?", help="an output_code.py or a dump folder (not needed with --resume)")
-    parser.add_argument("--kernel", help="optimize only this Triton kernel")
+    parser.add_argument("--kernel", help="optimize only this Triton kernel (default: the largest by time share)")
     parser.add_argument("--provider", default="offline", choices=["offline", "anthropic", "vertex"],
                         help="who writes candidates: offline rewrite families (no API key) or an LLM")
     parser.add_argument("--model", default="claude-sonnet-4-6", help="the LLM model id (anthropic/vertex)")
-    parser.add_argument("--beam-width", type=int, default=4, metavar="B")
-    parser.add_argument("--iterations", type=int, default=5, metavar="T")
+    parser.add_argument("--beam-width", type=int, default=4, metavar="B", help="beam nodes kept per iteration")
+    parser.add_argument("--iterations", type=int, default=5, metavar="T", help="search iterations")
     parser.add_argument("--plans", type=int, default=4, metavar="N", help="plans per beam node and iteration")
     parser.add_argument("--retries", type=int, default=4, metavar="K", help="executor attempts per plan")
     parser.add_argument("--resume", metavar="RUN", help="continue an interrupted run (its id or folder)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (must match the dump)")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--force", action="store_true", help="search vendor-dominated graphs too")
     parser.add_argument("--allow-config-changes", action="store_true",
                         help="also verify the recommended torch.compile configuration change (gates 3-4 on the "
@@ -41,9 +49,13 @@ def register(sub: Any) -> None:
     parser.add_argument("--accounting", default="auto", choices=["auto", "on", "off"],
                         help="account for the whole torch.compile callable when the problem file is known "
                              "(auto: on a GPU; on the CPU backend it runs the interpreted graph some 15 times)")
-    parser.add_argument("--run-root", default=".kernelopt/runs", help="where run folders go")
+    parser.add_argument("--run-root", default=DEFAULT_RUN_ROOT, help="where run folders go")
     parser.add_argument("--max-kernels", type=int, default=3, help="kernels searched, largest share first")
-    parser.add_argument("--ab-rounds", type=int, default=None, help="gate 4 A/B rounds (default: device budget)")
+    parser.add_argument("--ab-rounds", type=int, default=None,
+                        help="gate 4 A/B rounds (default: the device's timing budget)")
+    parser.add_argument("--deploy", action="store_true",
+                        help="add an optimized result to the accepted-kernel store (see `kernelopt accepted`)")
+    parser.add_argument("--store", help="with --deploy: the store folder (default: .kernelopt/accepted of the project)")
     ablation = parser.add_argument_group("ablation (switch components off)")
     ablation.add_argument("--no-beam", action="store_true", help="greedy search, width 1")
     ablation.add_argument("--no-ncu", action="store_true", help="no Nsight Compute profiling")
@@ -73,32 +85,131 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import CancelledError, json_line_sink
+    from ..events import CancelledError, heartbeat, json_line_sink
     from ..search.pipeline import OptimizeError, optimize
 
     if not args.path and not args.resume:
         return fail("give a dump PATH to optimize, or --resume RUN")
+    if args.store and not args.deploy:
+        return fail("--store goes with --deploy")
     try:
         config = build_config(args)
     except ValueError as exc:
         return fail(str(exc))
+    tracker = RunTracker(args.run_root, resumed=args.resume)
     try:
         if args.events:
-            result = optimize(args.path or "", kernel=args.kernel, config=config, sink=json_line_sink(),
-                              resume=args.resume)
+            with heartbeat(tracker.wrap(json_line_sink()), HEARTBEAT_S) as sink:
+                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume)
         else:
             view_console = err_console if args.json else console
-            with LiveProgress(view_console) as view:
-                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=view.sink(),
-                                  resume=args.resume)
+            with LiveProgress(view_console) as view, heartbeat(tracker.wrap(view.sink()), HEARTBEAT_S) as sink:
+                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume)
     except OptimizeError as exc:
         return fail(str(exc))  # on stderr: a job runner reports it as the job's failure
-    except CancelledError:
-        err_console.print("[yellow]cancelled[/yellow]; resume with --resume")
-        return 130
+    except (CancelledError, KeyboardInterrupt):
+        return tracker.interrupted()
     data = result.to_json()
-    output_result(args, data, lambda: print_result(console, data))
+    data["deploy_command"] = deploy_command(data)
+    if args.deploy and data["decision"] == "optimized":
+        code = deploy(data, args.store, args.json or args.events)
+        if code:
+            return code
+
+    def report() -> None:
+        print_result(console, data)
+        print_deploy_hint(console, data, args.deploy)
+
+    output_result(args, data, report)
     return 0
+
+
+class RunTracker:
+    """Remembers which run a command is in, so an interrupt can say how to continue it."""
+
+    def __init__(self, run_root: str, resumed: str | None = None):
+        self.run_root = run_root
+        self.run_id: str | None = None
+        self.run_dir: str | None = None
+        self.resumed = resumed
+
+    def wrap(self, sink: EventSink) -> EventSink:
+        def forward(event: ProgressEvent) -> None:
+            if event.stage == "start" and event.extra.get("run_id"):
+                self.run_id = str(event.extra["run_id"])
+                self.run_dir = str(event.extra.get("run_dir") or "") or None
+            sink.progress(event.message, **{k: getattr(event, k) for k in ProgressEvent.__dataclass_fields__
+                                            if k not in ("message", "extra")}, **event.extra)
+
+        return EventSink(forward, sink.cancel_event)
+
+    def resume_command(self) -> str | None:
+        if self.run_id is None:
+            return None
+        return resume_command(self.run_id, self.run_dir, self.run_root)
+
+    def interrupted(self) -> int:
+        command = self.resume_command()
+        if command is None:
+            err_console.print("[yellow]interrupted[/yellow] before the run started: nothing was recorded, "
+                              "nothing to resume", soft_wrap=True)
+        else:
+            err_console.print(f"[yellow]interrupted[/yellow]: run {escape(self.run_id or '')} keeps everything it "
+                              f"measured in {escape(self.run_dir or self.run_root)}", soft_wrap=True)
+            err_console.print(f"resume with: {escape(command)}", soft_wrap=True, highlight=False)
+        return EXIT_INTERRUPTED
+
+
+def resume_command(run_id: str, run_dir: str | None, run_root: str = DEFAULT_RUN_ROOT) -> str:
+    """The shortest exact command that continues the run from this folder: the id when the
+    run root finds it from here, else the run folder's path."""
+    by_id = Path(run_root) / run_id
+    if run_dir is None or (by_id.is_dir() and os.path.samefile(by_id, run_dir)):
+        root = "" if os.path.normpath(run_root) == os.path.normpath(DEFAULT_RUN_ROOT) else \
+            f" --run-root {_quote(run_root)}"
+        return f"kernelopt optimize --resume {run_id}{root}"
+    return f"kernelopt optimize --resume {_quote(run_dir)}"
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def deploy_command(result: dict[str, Any]) -> str | None:
+    """The command that puts an optimized run's kernels into the accepted store (None: nothing to deploy)."""
+    if result.get("decision") != "optimized" or not result.get("run_dir"):
+        return None
+    return f"kernelopt accepted add {_quote(str(result['run_dir']))}"
+
+
+def deploy(result: dict[str, Any], store_root: str | None, quiet: bool) -> int:
+    """``--deploy``: add the run's accepted kernels to the store (what ``accepted add RUN`` does)."""
+    from ..accepted import AcceptedStore, AcceptedStoreError, entries_from_run
+
+    store = AcceptedStore(store_root)
+    try:
+        ids = [store.add(entry) for entry in entries_from_run(str(result["run_dir"]))]
+    except AcceptedStoreError as exc:
+        return fail(f"--deploy: {escape(str(exc))}")
+    result["deployed"] = {"store": store.root, "entries": ids}
+    return 0
+
+
+def print_deploy_hint(out: Console, result: dict[str, Any], deploy_asked: bool = False) -> None:
+    deployed = result.get("deployed")
+    if deployed:
+        out.print(f"[green]deployed[/green]: entry {', '.join(deployed['entries'])} added to "
+                  f"{escape(deployed['store'])}", soft_wrap=True)
+        out.print("use it: `import kernelopt; kernelopt.enable()` before torch.compile in your program "
+                  "(or torch.compile(model, backend=\"kernelopt\"))", soft_wrap=True, highlight=False)
+    elif result.get("deploy_command"):
+        out.print(f"deploy it: {escape(str(result['deploy_command']))}", soft_wrap=True, highlight=False)
+        out.print("  then `import kernelopt; kernelopt.enable()` before torch.compile in your program "
+                  "(or run optimize with --deploy)", soft_wrap=True, highlight=False)
+    elif deploy_asked:
+        out.print("nothing deployed: the run kept the compiler's code", soft_wrap=True)
 
 
 # --- rendering (shared with `kernelopt demo`) ----------------------------------------------------
@@ -115,22 +226,33 @@ class _State:
     gate: str = ""
     best: float | None = None
     last: str = "starting"
+    last_at: float = 0.0  # monotonic time of the last real event: the step's clock starts there
+
+
+# Stages whose message stays on screen (the live panel shows the rest while they last).
+_KEPT_STAGES = ("dispatch", "done")
 
 
 class LiveProgress:
-    """A small live panel: run, kernel, iteration, candidate, gate and best speedup so far."""
+    """Progress of a run: on a terminal a live panel (run, kernel, iteration, candidate, gate, best
+    speedup, the current step with its clock); elsewhere one timestamped line per step, and a
+    heartbeat line while a step lasts (``heartbeat()`` in kernelopt_core.events sends them)."""
 
     def __init__(self, console: Console):
         self.console = console
-        self.state = _State()
-        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=True)
+        self.state = _State(last_at=time.monotonic())
+        self.started = time.monotonic()
+        self.live = Live(console=console, refresh_per_second=4, transient=True, get_renderable=self._render) \
+            if console.is_terminal else None
 
     def __enter__(self) -> LiveProgress:
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.live.__exit__(*exc)
+        if self.live is not None:
+            self.live.__exit__(*exc)
 
     def sink(self, cancel: Any = None) -> EventSink:
         return EventSink(self.update, cancel)
@@ -138,6 +260,10 @@ class LiveProgress:
     def update(self, event: ProgressEvent) -> None:
         s = self.state
         extra = event.extra or {}
+        if event.stage == HEARTBEAT_STAGE:
+            if self.live is None:  # on a terminal the panel's clock already shows it
+                self._line(event.message)
+            return
         if event.stage == "start":
             s.run = str(extra.get("run_id", ""))
         if extra.get("kernel"):
@@ -152,9 +278,16 @@ class LiveProgress:
         if event.best_speedup is not None:
             s.best = event.best_speedup
         s.last = event.message
-        if event.stage in ("dispatch", "done") or (event.stage == "iteration" and "done" in event.message):
-            self.console.print(f"[dim]{event.message}[/dim]")
-        self.live.update(self._render())
+        s.last_at = time.monotonic()
+        kept = event.stage in _KEPT_STAGES or (event.stage == "iteration" and "done" in event.message)
+        if self.live is None:
+            self._line(event.message)
+        elif kept:
+            self.console.print(f"[dim]{escape(event.message)}[/dim]", soft_wrap=True)
+
+    def _line(self, message: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.started:6.0f} s[/dim]  {escape(message)}",
+                           soft_wrap=True, highlight=False)
 
     def _render(self) -> Table:
         s = self.state
@@ -167,7 +300,8 @@ class LiveProgress:
         table.add_row("candidate", s.candidate or "-")
         table.add_row("gate", s.gate or "-")
         table.add_row("best kernel speedup", f"{s.best:.3f}x" if s.best else "-")
-        table.add_row("", Text(s.last[:120], style="dim"))
+        elapsed = time.monotonic() - self.started
+        table.add_row(f"{elapsed:.0f} s", Text(f"{s.last[:110]} · {time.monotonic() - s.last_at:.0f} s", style="dim"))
         return table
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import console, err_console, fail, output_result
+from .common import DEVICE_HELP, console, err_console, fail, output_result
 
 if TYPE_CHECKING:
     from ..artifacts.model import CompiledGraph
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--ncu-csv", metavar="FILE", help="analyse this ncu --csv output; run nothing")
     parser.add_argument("--peaks", metavar="FILE", help="with --ncu-csv: the device peaks JSON (as cached by "
                                                         "kernelopt; gives the speed of light)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--iters", type=int, default=1, help="profiled calls per graph under ncu")
     parser.add_argument("--no-cache", action="store_true", help="re-run ncu even when results are cached")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -64,11 +64,12 @@ class ProfileFailed(Exception):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import EventSink, emit_result, json_line_sink
+    from ..events import EventSink, emit_result, heartbeat, json_line_sink
 
     sink = json_line_sink() if args.events else EventSink()
     try:
-        result = profile(args, sink)
+        with heartbeat(sink, 10.0) as beating:  # a job runner hears from a long ncu or timing job
+            result = profile(args, beating)
     except ProfileFailed as exc:
         if args.events:
             emit_result({"error": str(exc)})

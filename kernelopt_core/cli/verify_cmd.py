@@ -13,7 +13,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from .common import console, err_console, fail, output_result
+from .common import DEVICE_HELP, console, err_console, fail, output_result
 
 if TYPE_CHECKING:
     from ..artifacts.model import CompiledGraph
@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
     parser.add_argument("dump", help="a dump folder or one output_code.py")
     parser.add_argument("--kernel", required=True, help="the Triton kernel the candidate replaces")
     parser.add_argument("--candidate", required=True, help="a file with the full candidate kernel module source")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda:N (must match the dump's device)")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--gates", default="1,2,3,4", help="which gates to run, e.g. 1,2,3 (default: all four)")
     parser.add_argument("--workdir", help="where the re-stitched output_code.py goes (default: a temp folder)")
     parser.add_argument("--min-speedup", type=float, default=1.03, help="gate 4 threshold (default 1.03)")
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..events import CancelledError, EventSink, json_line_sink
+    from ..events import CancelledError, EventSink, heartbeat, json_line_sink
     from ..gates.cascade import CascadeSetupError, run_cascade
     from ..gates.verdict import CascadeConfig
 
@@ -57,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
         return _could_not_run(args, str(exc), None)
     config = CascadeConfig(device=args.device, run_gates=gates, workdir=args.workdir, min_speedup=args.min_speedup)
     try:
-        if args.events or args.json:
+        if args.events:
+            with heartbeat(sink, 10.0) as beating:
+                result = run_cascade(graph, {args.kernel: candidate}, config, sink=beating)
+        elif args.json:
             result = run_cascade(graph, {args.kernel: candidate}, config, sink=sink)
         else:
             with console.status(f"verifying {args.kernel} ..."):

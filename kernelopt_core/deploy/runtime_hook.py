@@ -12,6 +12,7 @@ turning KernelOPT off (``KERNELOPT_DISABLE=1``) takes effect on the next load, w
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -40,11 +41,25 @@ class Substitution:
 
 @dataclass
 class EnableReport:
+    """What ``enable()`` did: whether it hooked Inductor, which kernels it can replace, and why it
+    may replace nothing (``warnings``). ``str(report)`` says it in one line."""
+
     enabled: bool
     reason: str
     store_root: str | None = None
     entries: int = 0  # usable entries
     skipped: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)  # the Triton kernels the usable entries replace
+    warnings: list[str] = field(default_factory=list)  # why no kernel may be replaced in this process
+
+    def __str__(self) -> str:
+        if not self.enabled:
+            return f"kernelopt: not enabled ({self.reason})"
+        if not self.entries:
+            return f"kernelopt: enabled, but nothing can be replaced: {self.reason}"
+        text = (f"kernelopt: {self.entries} accepted kernel(s) from {self.store_root} will replace "
+                f"{', '.join(self.kernels)} when torch.compile loads them")
+        return text + (f" ({self.warnings[0]})" if self.warnings else "")
 
 
 @dataclass
@@ -54,6 +69,10 @@ class _State:
     substitutions: list[Substitution] = field(default_factory=list)
     said: set[str] = field(default_factory=set)  # messages already logged (each is logged once)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    loaded: dict[str, int] = field(default_factory=dict)  # Triton kernels Inductor loaded while hooked, by name
+    refused: int = 0  # loads that matched an entry the rules refused (each reason is logged)
+    backend_note: str | None = None  # why Inductor may load no Triton kernel at all here
+    exit_summary: bool = False  # the at-exit "why nothing" line is registered
 
 
 _STATE = _State()
@@ -79,14 +98,82 @@ def install(store_root: str | None = None, announce: bool = True) -> EnableRepor
                                          triton_version=_triton_version())
     for message in table.skipped:
         _say_once(logging.WARNING, f"kernelopt: {message}")
+    backend_note = _no_triton_backend(torch)
     with _STATE.lock:
         _STATE.table = table
+        _STATE.backend_note = backend_note
         if _STATE.original is None:
             _STATE.original = AsyncCompile.triton
             AsyncCompile.triton = _hooked_triton  # type: ignore[method-assign]
-    logger.info("kernelopt: %d accepted kernel(s) from %s", len(table.by_hash), store.root)
+        register_exit = not _STATE.exit_summary
+        _STATE.exit_summary = True
+    if register_exit:
+        atexit.register(_summary_at_exit)
+    kernels = sorted({entry.kernel_name for entry in table.by_hash.values()})
+    if not table.by_hash:
+        detail = (f"{len(table.skipped)} entr{'y' if len(table.skipped) == 1 else 'ies'} skipped (see above)"
+                  if table.skipped else "the store is empty: `kernelopt optimize ... --deploy` or "
+                                        "`kernelopt accepted add RUN` adds kernels")
+        reason = f"no usable accepted kernel in {store.root}: {detail}"
+        logger.warning("kernelopt: %s; no kernel will be replaced", reason)
+        return EnableReport(True, reason, store.root, 0, list(table.skipped))
+    logger.info("kernelopt: %d accepted kernel(s) from %s: %s", len(table.by_hash), store.root, ", ".join(kernels))
+    if backend_note:
+        logger.warning("kernelopt: %s", backend_note)
     _clear_loaded_wrappers()
-    return EnableReport(True, "enabled", store.root, len(table.by_hash), list(table.skipped))
+    return EnableReport(True, "enabled", store.root, len(table.by_hash), list(table.skipped), kernels,
+                        [backend_note] if backend_note else [])
+
+
+def _no_triton_backend(torch: Any) -> str | None:
+    """Why Inductor will write no Triton kernel in this process (so nothing can be replaced), or None."""
+    try:
+        if torch.cuda.is_available():
+            return None
+    except Exception:  # noqa: BLE001 - a broken CUDA setup is a reason in itself
+        pass
+    from ..backends import cpu_triton
+
+    if cpu_triton.is_active():
+        return None
+    return ("no CUDA GPU, and KernelOPT's CPU Triton backend is off: torch.compile writes C++ kernels for the "
+            "CPU, so accepted Triton kernels cannot be used (call kernelopt_core.backends.cpu_triton.activate() "
+            "before importing torch to run Triton kernels on the CPU)")
+
+
+def usage_summary() -> str:
+    """One line: the kernels replaced in this process so far, or why none was."""
+    with _STATE.lock:
+        table, subs, loaded = _STATE.table, list(_STATE.substitutions), dict(_STATE.loaded)
+        refused, backend_note = _STATE.refused, _STATE.backend_note
+    if subs:
+        names = sorted({s.kernel for s in subs})
+        return f"kernelopt: {len(names)} accepted kernel(s) in use: {', '.join(names)}"
+    if table is None:
+        return "kernelopt: not enabled, no kernel replaced"
+    if not table.by_hash:
+        return "kernelopt: no kernel replaced: no usable accepted kernel in the store"
+    wanted = sorted({entry.kernel_name for entry in table.by_hash.values()})
+    if refused:
+        return f"kernelopt: no kernel replaced: {refused} matching load(s) refused by the deploy rules (see above)"
+    if not loaded:
+        why = backend_note or ("no torch.compile ran after enable(); graphs compiled before it keep their kernels")
+        return f"kernelopt: no kernel replaced: Inductor loaded no Triton kernel in this process ({why})"
+    same_name = [name for name in wanted if name in loaded]
+    if same_name:
+        return (f"kernelopt: no kernel replaced: {same_name[0]} was loaded, but its source differs from the one "
+                "the accepted entry was verified on (another model, input shape, dtype or torch.compile mode)")
+    return (f"kernelopt: no kernel replaced: none of the {len(loaded)} Triton kernel(s) loaded has an accepted "
+            f"entry (the store's entries are for {', '.join(wanted)})")
+
+
+def _summary_at_exit() -> None:
+    if _STATE.table is None or not _STATE.table.by_hash or disabled_by_env():
+        return  # not enabled, or enable() already said the store had nothing usable
+    with _STATE.lock:
+        replaced = bool(_STATE.substitutions)
+    if not replaced:  # each replacement was logged when it happened; silence needs a reason
+        logger.warning(usage_summary())
 
 
 def uninstall() -> None:
@@ -114,6 +201,8 @@ def _hooked_triton(self: Any, kernel_name: str, source_code: str, *args: Any, **
     table = _STATE.table
     if table is None or disabled_by_env() or not isinstance(source_code, str):
         return original(self, kernel_name, source_code, *args, **kwargs)
+    with _STATE.lock:
+        _STATE.loaded[kernel_name] = _STATE.loaded.get(kernel_name, 0) + 1
     try:
         decision = table.decide(kernel_name, source_code)
     except Exception as exc:  # noqa: BLE001 - a rule that fails must never break the user's compile
@@ -122,6 +211,8 @@ def _hooked_triton(self: Any, kernel_name: str, source_code: str, *args: Any, **
         return original(self, kernel_name, source_code, *args, **kwargs)
     if not decision.replace:
         if decision.entry is not None:  # a matching entry that the rules refused: say why, once
+            with _STATE.lock:
+                _STATE.refused += 1
             _say_once(logging.WARNING, f"kernelopt: not replacing {kernel_name}: {decision.reason}")
         return original(self, kernel_name, source_code, *args, **kwargs)
     assert decision.source is not None

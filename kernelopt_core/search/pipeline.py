@@ -37,6 +37,7 @@ from .llm.recording import RecordingProvider
 from .memory import ExperienceStore, RunMemory, search_memory
 from .prompts import PromptError, load_prompt, load_text
 from .rewrites import RewriteContext
+from .rewrites.describe import describe_change
 from .rewrites.kernel_source import KernelSourceError, LaunchConfig, parse_kernel_module, source_digest
 
 Decision = Literal["optimized", "matched", "fallback"]
@@ -344,6 +345,8 @@ class _Search:
         if timing is not None and "error" not in timing:
             self.journal.record("note", message="dispatch uses the launch timing the caller measured")
         else:
+            self.progress("timing the graph's launches (the first measurement also starts the worker)",
+                          stage="timing", percentage=1)
             timing = self.evaluator.launch_timing()
         if timing and "error" not in timing:
             self._timing = timing
@@ -609,6 +612,8 @@ class _Search:
                 self._learn(brief, plan, proposal, None, f"gate {gate}: {screen.reason[:300]}", label)
                 continue
             search.screened_ok += 1
+            self.progress(f"{brief.name}: {label} passed gates 1-2; timing it against the original kernel",
+                          stage="timing", kernel=brief.name, candidate=label)
             timing = self.evaluator.time(brief.name, proposal.source, screen)
             child = self._node(search, brief, proposal, node, timing, digest, iteration, label, plan)
             self.history.append(f"{proposal.title}: passed gates 1-2, kernel speedup {child.speedup:.3f}x"
@@ -758,7 +763,8 @@ class _Search:
                 "rejections": {str(k): v for k, v in sorted(s.rejections.items())},
                 "kernel_speedup": best.speedup if best else None,
                 "best_family": best.family if best else None,
-                "best_title": s.titles.get(best.id) if best else None,
+                # what the best source changes against Inductor's, its ancestors' steps included
+                "best_title": describe_change(s.brief.original_source, best.source, s.brief.name) if best else None,
                 "baseline_kernel_ms": s.brief.baseline_ms,
                 "could_not_verify": s.unverified,
                 "quarantined": s.quarantined,

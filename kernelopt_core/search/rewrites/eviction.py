@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .describe import change_parts
 
 _ROW_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
 
@@ -77,7 +78,13 @@ class EvictionHintsFamily:
             if source in seen:
                 continue
             seen.add(source)
-            out.append(Rewrite(family=self.name, title=title, detail="load/store hints only; same math",
+            # The title says what changed in this source, not what the variant aimed at: a kernel
+            # whose loads Inductor already marked evict_first gains only the rest, or nothing.
+            changes = change_parts(ctx.module.text, source, ctx.module.name)
+            if not changes:
+                continue  # the hints were already there (only the argument order would differ)
+            out.append(Rewrite(family=self.name, title="; ".join(changes),
+                               detail=f"load/store hints only; same math ({title})",
                                source=source, params={"streaming": streaming, "reused": reused,
                                                       "cache_modifier": cache, "store_modifier": store}))
         return out
