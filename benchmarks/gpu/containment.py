@@ -182,7 +182,8 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
     if not spec:
         return {}
     exprs = {"relu": "torch.relu(x)", "softmax": "torch.softmax(x, dim=-1)", "rmsnorm":
-             "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)"}
+             "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)",
+             "maxpool": "torch.nn.functional.max_pool2d(x.unsqueeze(0), 3, 1, 1).squeeze(0)"}
     out: dict[str, Any] = {}
     for item in spec.split(","):
         if time.monotonic() > deadline:

@@ -412,11 +412,12 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         values = make_inputs(baseline, seed=seed)
         if family is not None:
             from .input_families import families_for, fill
+            from .kernel import device_chunk
 
             for value in values:
                 if hasattr(value, "is_floating_point") and value.is_floating_point() and \
                         family in {f.name for f in families_for(value.dtype, False)}:
-                    fill(value, family, seed=seed)
+                    fill(value, family, seed=seed, chunk=device_chunk(value))
         return values
 
     for seed, family in plan:

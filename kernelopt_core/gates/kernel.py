@@ -369,6 +369,14 @@ def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str
     return "?"
 
 
+def device_chunk(tensor: Any) -> int:
+    """Elements per chunk for the families and the error structure: larger on a GPU, where each chunk
+    is one kernel launch, than on the host."""
+    from .chunks import DEFAULT_CHUNK
+
+    return DEFAULT_CHUNK * 16 if getattr(tensor, "is_cuda", False) else DEFAULT_CHUNK
+
+
 @dataclass
 class StructureCheck:
     """How to judge the error's structure of one run's outputs (gate 2 has no float64 reference)."""
@@ -384,7 +392,8 @@ def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure
     if not cand.is_floating_point() or cand.numel() == 0:
         return
     rows = structure.row_length if structure.row_length and cand.numel() % structure.row_length == 0 else None
-    figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale)
+    figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale,
+                              chunk=device_chunk(cand))
     check.figures.setdefault("error_structure", {})[name] = figures.to_json()
     if not figures.passed:
         check.problems.append(f"{name}: {figures.reason}")
@@ -494,7 +503,7 @@ def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int =
         def apply(values: list[Any], roles: list[Role]) -> None:
             for value, role in zip(values, roles, strict=True):
                 if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point():
-                    fill(value, family, seed=seed, row_length=row_length)
+                    fill(value, family, seed=seed, row_length=row_length, chunk=device_chunk(value))
         return apply
 
     return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure)

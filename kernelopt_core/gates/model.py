@@ -137,7 +137,9 @@ def judge_structure(check: SeedCheck, baseline_out: Any, candidate_out: Any, ref
         if not r32.is_floating_point() or r32.numel() == 0 or tuple(r64.shape) != tuple(r32.shape):
             continue
         rows = int(r32.shape[-1]) if r32.dim() else None
-        figures = error_structure(o32, r32, r64, row_length=rows)
+        from .kernel import device_chunk
+
+        figures = error_structure(o32, r32, r64, row_length=rows, chunk=device_chunk(o32))
         check.error_structure.append({"output": index, **figures.to_json()})
         if not figures.passed and check.passed:
             check.passed = False
