@@ -124,3 +124,13 @@ def test_exchange_buffers_are_shared_without_copies(candidate: SandboxProcess, t
     finally:
         arena.close()
     assert not os.path.exists(ref.path or "")
+
+
+def test_an_uncontained_fallback_says_so() -> None:
+    """Where the contained process cannot start, the fallback is a fresh process whose report says it
+    is not contained and why; it still shares nothing with the checker."""
+    with SandboxProcess._start("cpu", "cpu", contain=False, uncontained_reason="the policy broke the driver") as p:
+        assert not p.containment.contained
+        assert p.containment.filesystem == "NOT restricted"
+        assert "the policy broke the driver" in p.containment.notes[0]
+        assert p.pid != os.getpid()

@@ -55,7 +55,7 @@ def run_one(name: str, budget_s: int, out_root: str) -> dict:
     code = (
         "import json, sys, importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('gpu_{name}', {os.path.join(HERE, name + '.py')!r})\n"
-        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)\n"
         f"res = mod.run({out_dir!r})\n"
         f"json.dump(res, open({os.path.join(out_dir, 'summary.json')!r}, 'w'), indent=1, default=str)\n"
     )

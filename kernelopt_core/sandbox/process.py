@@ -59,6 +59,24 @@ class SandboxProcess:
     def start(cls, flavor: str, device: str, scratch_root: str | None = None, *,
               zygote: Zygote | None = None, timeout_s: float = CONNECT_TIMEOUT_S,
               cancel: threading.Event | None = None) -> SandboxProcess:
+        """A fresh contained process; if the contained one dies before it can answer (a kernel or
+        driver that refuses to run under the policy), a fresh process without the policy, whose
+        report then says it is not contained and why (it still shares nothing with the checker or
+        with another candidate)."""
+        try:
+            return cls._start(flavor, device, scratch_root, zygote=zygote, timeout_s=timeout_s, cancel=cancel)
+        except SandboxError as exc:
+            if exc.kind != "crash" or os.environ.get("KERNELOPT_REQUIRE_CONTAINMENT") == "1":
+                raise
+            reason = f"the contained process could not start ({str(exc)[:300]}); running uncontained"
+            return cls._start(flavor, device, scratch_root, zygote=zygote, timeout_s=timeout_s, cancel=cancel,
+                              contain=False, uncontained_reason=reason)
+
+    @classmethod
+    def _start(cls, flavor: str, device: str, scratch_root: str | None = None, *,
+               zygote: Zygote | None = None, timeout_s: float = CONNECT_TIMEOUT_S,
+               cancel: threading.Event | None = None, contain: bool = True,
+               uncontained_reason: str | None = None) -> SandboxProcess:
         from multiprocessing.connection import Listener
 
         zygote = zygote or shared_zygote(flavor)
@@ -79,8 +97,10 @@ class SandboxProcess:
         }
         for folder in ("tmp", "inductor", "triton", "launchers"):
             os.makedirs(os.path.join(scratch, folder), exist_ok=True)
+        env["CUDA_CACHE_PATH"] = os.path.join(scratch, "cuda-cache")  # the driver's PTX cache, in scratch
         request = {"address": address, "authkey": authkey.hex(), "scratch": scratch, "device": device, "env": env,
-                   "policy": SandboxPolicy(scratch=scratch).to_json()}
+                   "policy": SandboxPolicy(scratch=scratch).to_json(), "contain": contain,
+                   "uncontained_reason": uncontained_reason}
         accepted: list[Any] = []
 
         def accept() -> None:

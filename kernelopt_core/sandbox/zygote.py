@@ -91,16 +91,26 @@ def _child_main(request: dict[str, Any], flavor: str) -> None:
         from multiprocessing.connection import Client
 
         connection = Client(str(request["address"]), family="AF_UNIX", authkey=bytes.fromhex(request["authkey"]))
-        from .policy import SandboxPolicy, apply_policy
-
-        report = apply_policy(SandboxPolicy.from_json(request["policy"]))
-        from .child import serve
+        from .policy import ContainmentReport, SandboxPolicy, apply_policy
 
         device = str(request.get("device") or ("cpu" if flavor != "cuda" else "cuda:0"))
         if device.startswith("cuda"):
+            # The driver opens and creates what it needs while it sets up the context (seen on the
+            # H200: initialised under the policy, it failed with "OS call failed"); that happens
+            # here, before the policy and long before any candidate code is imported.
             import torch
 
             torch.cuda.set_device(torch.device(device))
+            torch.empty(1, device=device)
+            torch.cuda.synchronize()
+        if request.get("contain", True):
+            report = apply_policy(SandboxPolicy.from_json(request["policy"]))
+        else:
+            report = ContainmentReport(pid=os.getpid(), filesystem="NOT restricted",
+                                       network="NOT restricted", limits="not applied",
+                                       notes=[str(request.get("uncontained_reason") or "containment off")])
+        from .child import serve
+
         serve(connection, device, str(request["scratch"]), report)
     except BaseException:  # noqa: BLE001 - report on stderr, then leave
         import traceback
