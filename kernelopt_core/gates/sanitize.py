@@ -69,8 +69,15 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
     if sanitizer is None:
         return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
     scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-")
+    from ..sandbox.process import _triton_cache_dir
+
+    # The target contains itself before loading the candidate: every cache it writes is in scratch
+    # (Triton's reads through to the user's cache), as in the candidate processes of gates 2-4.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
-           "TMPDIR": scratch}
+           "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+           "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
+           "TRITON_CACHE_MANAGER": "kernelopt_core.sandbox.triton_cache:ReadThroughCacheManager",
+           "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir()}
     command = [sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "kernelopt_core.gates.sanitize",
                "--graph", graph, "--restitched", restitched, "--kernel", kernel, "--device", device,
                "--scratch", scratch]
