@@ -5,8 +5,12 @@ The first question is how far a kernel is from the time its unavoidable traffic 
 ideal bytes being every distinct tensor the launch reads, once, plus every tensor it writes, once
 (:mod:`kernelopt_core.measure.traffic`). The tier rule, first match wins:
 
-1. ``near-optimal``   speed of light >= 85%, or compute-bound near the compute peak: SOL compute
-                      (SM) above 80% and leading memory, or >= 80% of the measured matmul peak;
+1. ``near-optimal``   speed of light >= 85%, or compute-bound near the compute peak: >= 80% of the
+                      measured matmul peak, or, where the speed of light is not known, SOL compute
+                      (SM) above 80% and leading memory. A kernel whose SM is busy while it is far
+                      from its speed of light spends instructions per byte (a pooling window read
+                      with many loads: on the H200, 62% of speed of light at SM 80%, and a 1.59x
+                      faster rewrite existed): that is a cause, not a ceiling;
 2. ``unknown``        no ncu SOL memory/compute figures (no ncu, e.g. on the CPU backend);
 3. ``underutilized``  both < 30 (nothing is busy: latency-bound), or the two are similar
                       (|memory - compute| <= 10) and both <= 60;
@@ -99,8 +103,11 @@ def compute_at_peak(memory_pct: float | None, compute_pct: float | None,
 def classify_sol(sol_pct: float | None, memory_pct: float | None, compute_pct: float | None,
                  matmul_fraction: float | None = None) -> Tier:
     """The tier by the rule in the module docstring (speed of light first)."""
-    if (sol_pct is not None and sol_pct >= NEAR_OPTIMAL_SOL_PCT) or compute_at_peak(memory_pct, compute_pct,
-                                                                                      matmul_fraction):
+    if sol_pct is not None and sol_pct >= NEAR_OPTIMAL_SOL_PCT:
+        return "near-optimal"
+    if matmul_fraction is not None and matmul_fraction >= NEAR_PEAK_MATMUL_FRACTION:
+        return "near-optimal"
+    if sol_pct is None and compute_at_peak(memory_pct, compute_pct, matmul_fraction):
         return "near-optimal"
     if memory_pct is None or compute_pct is None:
         return "unknown"

@@ -170,7 +170,9 @@ def test_access_facts_passes_windows_and_strides(h200_dumps: Path) -> None:
     (84.99, 85.8, 20.1, None, "memory-bound"),  # the paper's near-optimal, 15% below speed of light
     (None, 90.0, 10.0, None, "memory-bound"),  # unknown SOL: SOL memory alone is not enough
     (None, 10.0, 80.01, None, "near-optimal"),  # compute-bound at the compute peak
-    (40.0, 81.0, 85.0, None, "near-optimal"),  # compute leads above 80%
+    (None, 81.0, 85.0, None, "near-optimal"),  # compute leads above 80%, speed of light unknown
+    (40.0, 81.0, 85.0, None, "compute-bound"),  # SM busy far from speed of light: instructions per byte
+    (62.1, 77.43, 80.33, None, "compute-bound"),  # the H200's avg_pool1d: not near-optimal at 62%
     (40.0, 85.0, 81.0, None, "memory-bound"),  # memory leads: not compute-bound at peak
     (40.0, 10.0, 80.0, None, "compute-bound"),  # exactly 80 is not above 80
     (40.0, 20.0, 20.0, 0.80, "near-optimal"),  # 80% of the measured matmul rate
