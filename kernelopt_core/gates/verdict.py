@@ -64,6 +64,7 @@ class CascadeConfig:
     # Keep the candidate's process after the cascade, for a kernel timing of the same candidate that
     # follows at once (the search's screen); the next candidate's cascade closes it either way.
     keep_candidate: bool = False
+    sanitize: bool = True  # on a GPU, gate 3 runs compute-sanitizer on the candidate's captured launch
 
     def to_json(self) -> dict[str, Any]:
         return {
