@@ -1,5 +1,8 @@
 """``kernelopt optimize PATH``: search faster versions of a graph's Triton kernels, verified by four gates.
 
+``PATH`` may also be a project's own kernel file (``my_kernels.py --kernel K --harness H``): the
+result's diff then edits that file's kernel function (docs/user-kernels.md).
+
 Live progress (rich) on a terminal; ``--json`` prints the result as JSON on stdout; ``--events``
 streams ``@kernelopt-event`` lines for the language server. ``--resume RUN`` continues a run that
 was interrupted. Exit code 0 when the run completed (whatever its decision), 2 when it could not
@@ -52,6 +55,9 @@ def register(sub: Any) -> None:
     ablation.add_argument("--single-iteration", action="store_true", help="one iteration only")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    from ..userkernels.cli import add_harness_argument
+
+    add_harness_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -82,15 +88,25 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
     except ValueError as exc:
         return fail(str(exc))
+    from ..userkernels.cli import is_user_kernel_path, target_from_args
+    from ..userkernels.target import TargetError
+
+    target = None
+    if args.path and not args.resume and is_user_kernel_path(args.path):  # a project's own kernel
+        try:
+            target = target_from_args(args, args.path)
+        except TargetError as exc:
+            return fail(str(exc))
+        args.kernel = target.kernel
     try:
         if args.events:
             result = optimize(args.path or "", kernel=args.kernel, config=config, sink=json_line_sink(),
-                              resume=args.resume)
+                              resume=args.resume, target=target)
         else:
             view_console = err_console if args.json else console
             with LiveProgress(view_console) as view:
                 result = optimize(args.path or "", kernel=args.kernel, config=config, sink=view.sink(),
-                                  resume=args.resume)
+                                  resume=args.resume, target=target)
     except OptimizeError as exc:
         return fail(str(exc))  # on stderr: a job runner reports it as the job's failure
     except CancelledError:
