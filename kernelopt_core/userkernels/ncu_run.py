@@ -19,8 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..measure.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, KernelMetrics, build_ncu_command, find_ncu, run_ncu
-from ..measure.ncu import NcuError, summarize_launches
+from ..measure.ncu import (
+    DEFAULT_METRICS,
+    DEFAULT_SECTIONS,
+    KernelMetrics,
+    NcuError,
+    build_ncu_command,
+    find_ncu,
+    run_ncu,
+    summarize_launches,
+)
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -66,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..backends import cpu_triton
 
         cpu_triton.activate()
+    import torch
+
     from .harness import HarnessSpec, LoadedHarness
     from .runtime import prepare_kernel
-
-    import torch
 
     harness = LoadedHarness(HarnessSpec.from_json(json.loads(args.harness_json)), args.file, args.kernel, args.device)
     prepare_kernel(harness.kernel_object)

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts.model import CompiledGraph, Launch, TritonKernel, source_hash
-from .extract import ApplyError, ExtractError, KernelModule, apply_candidate, extract_kernel_module, unified_file_diff
+from .extract import (
+    ApplyError,
+    ExtractError,
+    KernelModule,
+    apply_candidate,
+    extract_kernel_module,
+    unified_file_diff,
+)
 from .harness import HarnessError, HarnessSpec, resolve_spec
 from .model import UserKernel
 from .parse import UserKernelError, looks_like_user_kernels, parse_user_kernels, read_user_file

@@ -182,7 +182,7 @@ class UserFastMathFamily:
             variants["one reciprocal per row statistic"] = reciprocal
             if "exp and log through exp2/log2" in variants:
                 both = variants["exp and log through exp2/log2"]
-                for i, line in enumerate(both.splitlines(keepends=True)):
+                for line in both.splitlines(keepends=True):
                     match = _DIVISION.match(line.rstrip("\n"))
                     if match and match.group("den") in statistics:
                         both = both.replace(line, f"{match.group('indent')}{match.group('target')} = "
