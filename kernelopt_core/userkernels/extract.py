@@ -96,14 +96,19 @@ def _is_constant_value(node: ast.expr, aliases: Aliases) -> bool:
 
 
 def _used_names(func: ast.FunctionDef) -> tuple[set[str], set[str]]:
-    """Names a function reads that it does not bind itself, and the names it binds."""
+    """Names a function's parameters and body read without binding them, and the names it binds
+    (decorators are read apart: their autotune configs are written out)."""
+    parts: list[ast.AST] = [func.args, *func.body]
     bound = {a.arg for a in func.args.args} | {a.arg for a in func.args.kwonlyargs}
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-    used = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    used: set[str] = set()
+    for part in parts:
+        for node in ast.walk(part):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, ast.Name):
+                used.add(node.id)
     return used - bound, bound
 
 
@@ -144,7 +149,10 @@ def extract_kernel_module(text: str, kernel: str, path: str = "<file>",
         func = functions[name]
         used, _ = _used_names(func)
         for deco in func.decorator_list:
-            used |= {n.id for n in ast.walk(deco) if isinstance(n, ast.Name)}
+            lambda_args = {a.arg for n in ast.walk(deco) if isinstance(n, ast.Lambda) for a in n.args.args}
+            inlined = _configs_name(deco, aliases)  # written into the decorator, not kept as a constant
+            used |= {n.id for n in ast.walk(deco) if isinstance(n, ast.Name) and n.id not in lambda_args
+                     and n is not inlined}
         for ident in sorted(used):
             if ident in imported or ident in _BUILTINS or ident in seen:
                 continue
@@ -192,6 +200,14 @@ def extract_kernel_module(text: str, kernel: str, path: str = "<file>",
     sections.append(body)
     module.source = "\n\n\n".join(s.rstrip("\n") for s in sections if s.strip()) + "\n"
     return module
+
+
+def _configs_name(deco: ast.expr, aliases: Aliases) -> ast.Name | None:
+    """The ``NAME`` of ``@triton.autotune(configs=NAME, ...)``, if that is how the configs are given."""
+    if not (isinstance(deco, ast.Call) and aliases.canonical(deco.func) == "triton.autotune"):
+        return None
+    node = next((kw.value for kw in deco.keywords if kw.arg == "configs"), deco.args[0] if deco.args else None)
+    return node if isinstance(node, ast.Name) else None
 
 
 def _inline_configs(func: ast.FunctionDef, body: str, first: int, values: dict[str, ast.Assign], aliases: Aliases,

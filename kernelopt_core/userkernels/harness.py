@@ -100,10 +100,16 @@ def natural_module(path: str) -> tuple[str, str]:
     return folder, ".".join(parts)
 
 
-def import_user_module(path: str) -> Any:
+def import_user_module(path: str, fresh: bool = True) -> Any:
+    """Import a user file under its natural name; ``fresh`` runs it again (the file may have changed,
+    or another file of the same name was imported before)."""
     folder, name = natural_module(path)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    if fresh:
+        sys.modules.pop(name, None)
+        importlib.invalidate_caches()
     module = importlib.import_module(name)
     found = os.path.abspath(getattr(module, "__file__", "") or "")
     if found != os.path.abspath(path):
