@@ -58,6 +58,13 @@ def test_profile_through_a_kernelbench_problem(here: Path, capsys: pytest.Captur
     assert roles == {**roles, "X": "input", "Y": "output", "W": "input", "Mean": "output", "Rstd": "output"}
 
 
+def test_profile_through_a_pytest_test(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "softmax.py", "--harness", "test_softmax.py::test_softmax_matches_torch", "--device", "cpu",
+                 "--json"]) == 0
+    [row] = _json(capsys)["kernels"]
+    assert row["harness"] == "test test_softmax.py::test_softmax_matches_torch" and row["grid"] == [5]
+
+
 def _candidate(here: Path, name: str, text: str) -> str:
     path = here / name
     path.write_text(text, encoding="utf-8")
