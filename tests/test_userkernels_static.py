@@ -11,7 +11,12 @@ import pytest
 
 from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, applicable_families, parse_kernel_module
 from kernelopt_core.userkernels import UserKernelError, looks_like_user_kernels, parse_user_kernels
-from kernelopt_core.userkernels.dialect import caller_passes, candidate_configs, check_user_source, compile_configs
+from kernelopt_core.userkernels.dialect import (
+    caller_passes,
+    candidate_configs,
+    check_user_source,
+    compile_configs,
+)
 from kernelopt_core.userkernels.extract import (
     ApplyError,
     ExtractError,
@@ -241,6 +246,22 @@ def test_targets_say_what_is_missing(tmp_path: Path) -> None:
         user_target(str(copy), harness="nope", device="cpu")
     with pytest.raises(TargetError, match="no @triton.jit kernel named other"):
         user_target(str(copy), "other", harness="bench_softmax", device="cpu")
+
+
+def test_harnesses_setting(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "server"))
+    from kernelopt_lsp.settings import parse_settings
+
+    settings, problems = parse_settings({"harnesses": {"k.py": "bench", "sub/k.py::kern": "problem.py"}},
+                                        root=str(tmp_path))
+    assert not problems
+    assert settings.harness_for(str(tmp_path / "k.py"), "any") == "bench"
+    assert settings.harness_for(str(tmp_path / "sub" / "k.py"), "kern") == "problem.py"
+    assert settings.harness_for(str(tmp_path / "sub" / "k.py"), "other") is None
+    _, problems = parse_settings({"harnesses": {"k.py": ""}}, root=str(tmp_path))
+    assert problems and "kernelopt.harnesses" in problems[0]
 
 
 def test_index_follows_files(tmp_path: Path) -> None:

@@ -347,6 +347,9 @@ class _Search:
                                 candidates=search.candidates, screened_ok=search.screened_ok)
         final = self._combine(searches)
         decision, reason = self._decide(searches, final)
+        if self.target is not None:  # a project's own kernel: what is kept is the user's, not the compiler's
+            reason = reason.replace("the compiler's code", "the original kernel").replace(
+                "Inductor's kernel", "the original kernel")
         return self._finish(searches, final, decision, reason, report)
 
     def _dispatch(self) -> DispatchReport:

@@ -24,6 +24,7 @@ from .conftest import (
     undo_edits,
     wait_for,
 )
+from .conftest import uri as uri_of
 
 FIXTURE = ROOT / "tests" / "fixtures" / "user_kernels" / "scale_kernels.py"
 KERNEL = "scale_kernel"
@@ -115,3 +116,16 @@ async def test_user_kernel_hints_lens_hover_profile_optimize_apply_undo(client: 
     assert applied.replace(" ", "").count("defscale_kernel(") == 1
     assert applied.split("def scale(x, alpha):")[1] == original.split("def scale(x, alpha):")[1]
     assert apply_text_edits(applied, undo_edits(original, edits)) == original
+
+
+async def test_a_new_kernel_file_is_watched_like_a_dump(client: LanguageClient, workspace: Path):
+    """Written after start-up and never opened: indexed by the watcher, its hints published; deleted: cleared."""
+    path = workspace / "lib" / "copy.py"
+    path.parent.mkdir()
+    path.write_text(FIXTURE.read_text().split("# kernelopt: harness=")[0])
+    doc = uri_of(path)
+    hints = await wait_for(lambda: client.diagnostics.get(doc), what="hints of the new file")
+    assert [d.code for d in hints] == ["unmasked-access"]
+    path.unlink()
+    await wait_for(lambda: client.diagnostics.get(doc) is not None and not client.diagnostics[doc],
+                   what="the hints to clear")
