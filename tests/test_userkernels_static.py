@@ -343,7 +343,7 @@ def test_user_families_apply_to_user_kernels_only() -> None:
     status = applicable_families(_context(scale, "scale_kernel", "cpu"))
     assert status["user_autotune"] is None and status["launch_config"] is not None
     [first, *_] = FAMILIES["user_autotune"].variants(_context(scale, "scale_kernel", "cpu"))
-    assert "triton.Config({'BLOCK': 32}, num_warps=1)" in first.source and first.title == "autotune blocks x2"
+    assert "triton.Config({'BLOCK': 64}, num_warps=1)" in first.source and first.title == "autotune blocks x4"
     assert check_user_source(scale, "scale_kernel", first.source).ok
     gpu = FAMILIES["user_autotune"].variants(_context(scale, "scale_kernel", "cuda"))
     assert "triton.Config({'BLOCK': 8}, num_warps=1)" in gpu[0].source  # /2, x1, x2 first on a GPU

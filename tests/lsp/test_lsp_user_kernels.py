@@ -13,6 +13,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from .conftest import (
+    FAKE_SERVER,
     REAL_SERVER,
     ROOT,
     apply_text_edits,
@@ -21,6 +22,7 @@ from .conftest import (
     initialize,
     make_client,
     open_document,
+    replace_document,
     undo_edits,
     wait_for,
 )
@@ -112,7 +114,7 @@ async def test_user_kernel_hints_lens_hover_profile_optimize_apply_undo(client: 
     assert answer["applied"] is True and answer["mode"] == "edit"
     edits = edits_for(client.applied_edits[-1].edit, doc)
     applied = apply_text_edits(original, edits)
-    assert "triton.Config({'BLOCK': 32}, num_warps=1)" in applied
+    assert "triton.Config({'BLOCK': 64}, num_warps=1)" in applied
     assert applied.replace(" ", "").count("defscale_kernel(") == 1
     assert applied.split("def scale(x, alpha):")[1] == original.split("def scale(x, alpha):")[1]
     assert apply_text_edits(applied, undo_edits(original, edits)) == original
@@ -129,3 +131,45 @@ async def test_a_new_kernel_file_is_watched_like_a_dump(client: LanguageClient, 
     path.unlink()
     await wait_for(lambda: client.diagnostics.get(doc) is not None and not client.diagnostics[doc],
                    what="the hints to clear")
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=FAKE_SERVER, client_factory=make_client))
+async def fake_client(lsp_client: LanguageClient, workspace: Path):
+    shutil.copy(FIXTURE, workspace / "scale_kernels.py")
+    await initialize(lsp_client, workspace, "neovim", options={"device": "cpu"})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_verify_my_edit_checks_the_edited_kernel_module(fake_client: LanguageClient, workspace: Path):
+    """The buffer's edited kernel is taken out as a kernel module and verified (the job command is
+    tests/lsp/fake_cli.py, which rejects a candidate containing BAD at gate 2)."""
+    path = workspace / "scale_kernels.py"
+    doc = open_document(fake_client, path)
+    original = path.read_text()
+
+    async def actions(text: str) -> list[str]:
+        line = next(i for i, row in enumerate(text.splitlines()) if "tl.store(out_ptr + offsets, x * alpha" in row)
+        found = await fake_client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=doc), range=types.Range(types.Position(line, 4),
+                                                                                  types.Position(line, 4)),
+            context=types.CodeActionContext(diagnostics=[])))
+        return [a.title for a in found]
+
+    assert not any("Verify my edit" in t for t in await actions(original))  # the buffer is the file on disk
+    scaled = original.replace("x * alpha", "x * alpha * 1.0", 1)
+    flagged = scaled.replace("    tl.store(out_ptr + offsets, x * alpha", "    # BAD\n    tl.store(out_ptr + offsets, x * alpha")
+    for version, text, accepted in ((2, scaled, True), (3, flagged, False)):
+        replace_document(fake_client, doc, text, version)
+        titles = await actions(text)
+        assert "KernelOPT: Verify my edit of scale_kernel (run the gates)" in titles
+        status = await _run(fake_client, "kernelopt.server.verify", {"uri": doc, "kernel": KERNEL}, timeout=30)
+        assert status["state"] == "done" and status["kind"] == "verify"
+
+        def verdict(accepted: bool = accepted) -> list[types.Diagnostic]:
+            return [d for d in fake_client.diagnostics.get(doc, []) if d.source == "kernelopt.gates"
+                    and ("all gates passed" in d.message) == accepted]
+
+        [diagnostic] = await wait_for(verdict, what="the verify verdict")
+        assert diagnostic.severity == (types.DiagnosticSeverity.Information if accepted
+                                       else types.DiagnosticSeverity.Error)

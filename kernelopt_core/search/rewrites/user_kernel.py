@@ -104,7 +104,7 @@ class UserAutotuneFamily:
 
         larger, largest, smaller = scaled(2), scaled(4), scaled(0.5)
         if ctx.on_cpu:  # the interpreter pays per program: fewer, larger programs first
-            plans += [("blocks x2", larger), ("blocks x4", largest), ("blocks x2 and x4", larger + largest)]
+            plans += [("blocks x4", largest), ("blocks x2", larger), ("blocks x2 and x4", larger + largest)]
         else:
             plans += [("blocks /2, x1, x2", smaller + base + larger), ("blocks x2", larger),
                       ("blocks x1 and x2 with 8 warps", base + [(m, 8, s) for m, _, s in base + larger]),
