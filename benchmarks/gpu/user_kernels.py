@@ -38,6 +38,7 @@ KERNELS = (("softmax.py", "softmax_kernel", None),
            ("layer_norm.py", "_layer_norm_fwd_fused", "layer_norm_problem.py"))
 SEARCH = ["--beam-width", "2", "--iterations", "2", "--plans", "2", "--retries", "2"]
 MARGIN_S = 20.0
+PROFILE_S = 90.0
 
 
 def _environment(device: str) -> dict[str, Any]:
@@ -118,11 +119,14 @@ def run(out_dir: str, device: str = "auto") -> dict[str, Any]:
         target = [file, "--kernel", kernel, "--device", device, *(["--harness", harness] if harness else [])]
         for step in ("profile", "optimize"):
             left = budget - (time.monotonic() - begin)
-            share = left / max(1, 2 * (len(KERNELS) - index) - (1 if step == "optimize" else 0))
             if left < MARGIN_S + 30:
                 row[step] = {"status": "skipped", "reason": f"budget: {left:.0f} s left"}
                 continue
-            cap = min(left - MARGIN_S, max(share, 120.0) if step == "profile" else left - MARGIN_S)
+            # what is left, shared out: a profile takes up to PROFILE_S, the optimize runs split the rest
+            profiles_after = len(KERNELS) - index - 1
+            optimizes = len(KERNELS) - index
+            cap = PROFILE_S if step == "profile" else (left - MARGIN_S - PROFILE_S * profiles_after) / optimizes
+            cap = max(30.0, min(cap, left - MARGIN_S))
             extra = ["--provider", "offline", *SEARCH, "--run-root", os.path.join(out_dir, "runs")] \
                 if step == "optimize" else []
             data, stderr, wall, code = _cli([step, *target, *extra], workspace, cap)
