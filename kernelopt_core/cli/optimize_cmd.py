@@ -1,5 +1,8 @@
 """``kernelopt optimize PATH``: search faster versions of a graph's Triton kernels, verified by four gates.
 
+``PATH`` may also be a project's own kernel file (``my_kernels.py --kernel K --harness H``): the
+result's diff then edits that file's kernel function (docs/user-kernels.md).
+
 Live progress (rich) on a terminal, one line per step otherwise; ``--json`` prints the result as
 JSON on stdout; ``--events`` streams ``@kernelopt-event`` lines for the language server. Every run
 lives in its own folder (``--run-root``) and an interrupted one continues with ``--resume RUN``:
@@ -64,6 +67,9 @@ def register(sub: Any) -> None:
     ablation.add_argument("--single-iteration", action="store_true", help="one iteration only")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    from ..userkernels.cli import add_harness_argument
+
+    add_harness_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -96,15 +102,27 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
     except ValueError as exc:
         return fail(str(exc))
+    from ..userkernels.cli import is_user_kernel_path, target_from_args
+    from ..userkernels.target import TargetError
+
+    target = None
+    if args.path and not args.resume and is_user_kernel_path(args.path):  # a project's own kernel
+        try:
+            target = target_from_args(args, args.path)
+        except TargetError as exc:
+            return fail(str(exc))
+        args.kernel = target.kernel
     tracker = RunTracker(args.run_root, resumed=args.resume)
     try:
         if args.events:
             with heartbeat(tracker.wrap(json_line_sink()), HEARTBEAT_S) as sink:
-                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume)
+                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume,
+                                  target=target)
         else:
             view_console = err_console if args.json else console
             with LiveProgress(view_console) as view, heartbeat(tracker.wrap(view.sink()), HEARTBEAT_S) as sink:
-                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume)
+                result = optimize(args.path or "", kernel=args.kernel, config=config, sink=sink, resume=args.resume,
+                                  target=target)
     except OptimizeError as exc:
         return fail(str(exc))  # on stderr: a job runner reports it as the job's failure
     except (CancelledError, KeyboardInterrupt):

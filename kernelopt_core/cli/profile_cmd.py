@@ -1,5 +1,8 @@
 """``kernelopt profile PATH [--kernel NAME] [--json] [--ncu-csv FILE [--peaks FILE]] [--events] [--device D]``.
 
+``PATH`` may also be a project's own kernel file: ``kernelopt profile my_kernels.py --kernel K
+--harness H`` (docs/user-kernels.md).
+
 Per Triton kernel: time, time share, speed of light (ideal bytes against the kernel time at the
 measured copy bandwidth), traffic ratio (DRAM bytes / ideal bytes), tier and causes, the paper's
 SOL-memory tier, DRAM/SM throughput, occupancy, registers, top ncu rule; per graph: its speed of
@@ -39,6 +42,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--no-cache", action="store_true", help="re-run ncu even when results are cached")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    from ..userkernels.cli import add_harness_argument
+
+    add_harness_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -79,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace, sink: EventSink) -> ProfileResult:
+    from ..userkernels.cli import is_user_kernel_path, profile_user_kernel
+
+    if not args.ncu_csv and is_user_kernel_path(args.path):  # a project's own @triton.jit kernel
+        return profile_user_kernel(args, sink, ProfileResult, ProfileFailed)  # type: ignore[no-any-return]
     graphs = _graphs(args.path) if args.path else []
     if args.kernel and graphs:
         graphs = [g for g in graphs if g.kernel(args.kernel) is not None]

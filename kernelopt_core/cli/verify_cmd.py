@@ -1,5 +1,8 @@
 """``kernelopt verify DUMP --kernel NAME --candidate FILE [--json] [--events] [--device D]``.
 
+``DUMP`` may also be a project's own kernel file (``my_kernels.py --kernel K --harness H``); the
+candidate is then a kernel module or an edited copy of that file (docs/user-kernels.md).
+
 Runs the four-gate cascade on a hand-edited (or generated) kernel and says whether it would be
 accepted. Exit status: 0 accepted, 1 rejected (the graph falls back to the compiler's code),
 2 the check could not run or could not verify (bad arguments, unreadable dump or candidate,
@@ -38,6 +41,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--diff", action="store_true", help="also print the unified diff of the re-stitched graph")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
+    from ..userkernels.cli import add_harness_argument
+
+    add_harness_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -47,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from ..gates.verdict import CascadeConfig
 
     sink = json_line_sink() if args.events else EventSink()
+    from ..userkernels.cli import is_user_kernel_path
+
+    if is_user_kernel_path(args.dump):  # a project's own @triton.jit kernel (docs/user-kernels.md)
+        return _run_user_kernel(args, sink)
     try:
         graph = find_graph(args.dump, args.kernel)
         candidate = read_candidate(args.candidate)
@@ -73,6 +83,33 @@ def run(args: argparse.Namespace) -> int:
     if result.could_not_verify:
         # Not a rejection: the check itself failed (e.g. it ran out of memory). Exit 2, like any
         # check that could not run.
+        return fail(f"could not verify: {result.reason}")
+    return 0 if result.accepted else 1
+
+
+def _run_user_kernel(args: argparse.Namespace, sink: Any) -> int:
+    from ..events import CancelledError
+    from ..gates.cascade import CascadeSetupError
+    from ..userkernels.cli import verify_user_kernel
+
+    try:
+        candidate = read_candidate(args.candidate)
+        gates = parse_gates(args.gates)
+        if args.min_speedup <= 0:
+            raise VerifySetupError(f"--min-speedup must be positive, got {args.min_speedup}")
+        if args.events or args.json:
+            result = verify_user_kernel(args, candidate, gates, sink, VerifySetupError)
+        else:
+            with console.status(f"verifying {args.kernel} ..."):
+                result = verify_user_kernel(args, candidate, gates, sink, VerifySetupError)
+    except VerifySetupError as exc:
+        return _could_not_run(args, str(exc), None)
+    except CascadeSetupError as exc:
+        return _could_not_run(args, str(exc), exc.partial)
+    except CancelledError as exc:
+        return _could_not_run(args, str(exc), None)
+    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
+    if result.could_not_verify:
         return fail(f"could not verify: {result.reason}")
     return 0 if result.accepted else 1
 

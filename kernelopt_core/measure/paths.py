@@ -16,6 +16,7 @@ class TimingPath(str, Enum):
     COMPILED_CALLABLE = "compiled-callable"  # torch.compile without CUDA graphs
     EAGER = "eager"
     KERNEL = "kernel"  # one Triton kernel on its captured arguments
+    HARNESS = "harness"  # a user kernel's harness: its callable on its inputs (docs/user-kernels.md)
     # The callable captured once in a torch.cuda.CUDAGraph and replayed (launch-bound graphs):
     # no Python wrapper or launch cost, so never comparable with module-call.
     GRAPH_REPLAY = "graph-replay"

@@ -161,16 +161,18 @@ class KernelSearch:
 def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, sink: EventSink | None = None,
              resume: str | None = None, evaluator: Evaluator | None = None,
              launch_timing: dict[str, Any] | None = None, problem: str | None = None,
-             accounting: dict[str, Any] | None = None) -> OptimizeResult:
+             accounting: dict[str, Any] | None = None, target: Any = None) -> OptimizeResult:
     """Optimize the graph at ``path`` (an output_code.py or a dump folder). ``evaluator`` replaces
     the gates and measurements (tests use a stand-in); by default they run on the graph's device.
     ``launch_timing`` is a per-launch timing of this graph the caller already measured
     (``LaunchTiming.to_json()``): dispatch uses it instead of timing the launches again.
     ``problem`` is the problem file the dump was compiled from (default: the one
     ``compile_report.json`` above the dump names); ``accounting`` is its whole-callable accounting
-    the caller already measured (``CallableAccounting.to_json()``), used instead of measuring it."""
+    the caller already measured (``CallableAccounting.to_json()``), used instead of measuring it.
+    ``target`` is a project's own kernel (:class:`kernelopt_core.userkernels.target.UserKernelTarget`)
+    in place of a dump: its graph view, evaluator, contract and file edit stand in for the dump's."""
     search = _Search(path, kernel, config, sink or EventSink(), resume, evaluator, launch_timing,
-                     _CallableSource(problem, accounting))
+                     _CallableSource(problem, accounting), target)
     try:
         return search.run()
     except EvaluationError as exc:  # the device or the graph, not a candidate: stop with the reason
@@ -206,8 +208,9 @@ class _CallableSource:
 class _Search:
     def __init__(self, path: str, kernel: str | None, config: OptimizeConfig, sink: EventSink, resume: str | None,
                  evaluator: Evaluator | None, launch_timing: dict[str, Any] | None = None,
-                 callable_source: _CallableSource | None = None):
+                 callable_source: _CallableSource | None = None, target: Any = None):
         self.config = config
+        self.target = target
         self.given_launch_timing = launch_timing
         self.callable_source = callable_source or _CallableSource()
         self.sink = sink
@@ -222,17 +225,19 @@ class _Search:
                 raise OptimizeError(f"{self.run_folder.path}: the journal has no run_started entry; cannot resume")
             path = started["graph_path"]
             self.kernel_name = started.get("kernel")
+            if started.get("user_kernel") and self.target is None:
+                self.target = _user_target(started["user_kernel"])
             if started.get("problem") and not self.callable_source.problem:
                 self.callable_source.problem = started["problem"]
             # The search parameters are the run's own; how to reach the provider is this invocation's.
             transport = {k: getattr(config, k) for k in _TRANSPORT_FIELDS}
             self.config = config = OptimizeConfig.from_json({**started["config"], **transport})
-            self.graph = _pick_graph(path, self.kernel_name)
+            self.graph = self.target.graph() if self.target is not None else _pick_graph(path, self.kernel_name)
             if source_hash(Path(self.graph.path).read_text(encoding="utf-8")) != started.get("text_hash"):
                 raise OptimizeError(f"{self.graph.path} changed since run {self.run_folder.id} started; "
                                     "start a new run instead of resuming")
         else:
-            self.graph = _pick_graph(path, kernel)
+            self.graph = self.target.graph() if self.target is not None else _pick_graph(path, kernel)
         self.device_kind = "cpu" if self.graph.device == "cpu" else "cuda"
         # Before a new run folder exists: a missing key or a broken prompt file leaves nothing behind.
         provider = self._provider()
@@ -240,6 +245,9 @@ class _Search:
         if not resume:
             self.run_folder = RunFolder.create(config.run_root, self.graph.name)
         workdir = str(self.run_folder.path / "work")
+        if evaluator is None and self.target is not None:
+            evaluator = self.target.evaluator(workdir, ab_rounds=self._ab_rounds(), kernel_rounds=self._kernel_rounds(),
+                                              sink=sink)
         if evaluator is None:
             try:
                 evaluator = GateEvaluator(self.graph, config.device, workdir, ab_rounds=self._ab_rounds(),
@@ -252,7 +260,8 @@ class _Search:
                 "run_started", "run", graph_path=os.path.abspath(self.graph.path), graph=self.graph.name,
                 text_hash=source_hash(Path(self.graph.path).read_text(encoding="utf-8")), kernel=kernel,
                 config=config.to_json(), provider=config.provider, model=config.model, device=evaluator.device,
-                problem=self.callable_source.problem)
+                problem=self.callable_source.problem,
+                user_kernel=self.target.to_json() if self.target is not None else None)
         else:
             self.run_folder.journal.append("resumed", dropped_torn_line=self.run_folder.journal.dropped_tail)
         self.journal = self.run_folder.journal
@@ -302,7 +311,8 @@ class _Search:
         try:
             prompts: dict[str, Any] = {agent: load_prompt(agent)
                                        for agent in ("planner", "executor", "summarizer", "profiler")}
-            prompts["launcher_contract"] = load_text("launcher_contract.md")
+            contract = self.target.contract_prompt if self.target is not None else "launcher_contract.md"
+            prompts["launcher_contract"] = load_text(contract)
             return prompts
         except PromptError as exc:
             raise OptimizeError(str(exc)) from None
@@ -338,6 +348,9 @@ class _Search:
                                 candidates=search.candidates, screened_ok=search.screened_ok)
         final = self._combine(searches)
         decision, reason = self._decide(searches, final)
+        if self.target is not None:  # a project's own kernel: what is kept is the user's, not the compiler's
+            reason = reason.replace("the compiler's code", "the original kernel").replace(
+                "Inductor's kernel", "the original kernel")
         return self._finish(searches, final, decision, reason, report)
 
     def _dispatch(self) -> DispatchReport:
@@ -883,7 +896,11 @@ class _Search:
         folder = self.run_folder
         original_text = Path(self.graph.path).read_text(encoding="utf-8")
         diff = ""
-        if result.accepted_sources:
+        if result.accepted_sources and self.target is not None:  # the user's own file, the kernel function edited
+            new_text = self.target.rewrite(original_text, result.accepted_sources)
+            diff = unified_diff(original_text, new_text, self.graph.path)
+            folder.write_text(os.path.basename(self.graph.path), new_text)
+        elif result.accepted_sources:
             new_text = restitch(self.graph, result.accepted_sources, original_text)
             diff = unified_diff(original_text, new_text, self.graph.path)
             folder.write_text("optimized_output_code.py", new_text)
@@ -899,6 +916,16 @@ class _Search:
         if findings is not None and (findings.overheads or findings.recommendation is not None):
             report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
         folder.write_text("report.md", report)
+
+
+def _user_target(data: dict[str, Any]) -> Any:
+    """The user kernel a resumed run was started on."""
+    from ..userkernels.target import TargetError, UserKernelTarget
+
+    try:
+        return UserKernelTarget.from_json(data)
+    except (TargetError, KeyError) as exc:
+        raise OptimizeError(f"the run's kernel cannot be found again: {exc}") from None
 
 
 def _sol_entry(brief: KernelBrief, accepted_speedup: float | None) -> dict[str, Any]:

@@ -30,7 +30,8 @@ from .kernel_facts import STALE_SUFFIX, KernelView, gate_line, is_applied, profi
 SOURCE_DUMP = "kernelopt.dump"
 SOURCE_PROFILE = "kernelopt.profile"
 SOURCE_GATES = "kernelopt.gates"
-SOURCES = (SOURCE_DUMP, SOURCE_PROFILE, SOURCE_GATES)
+SOURCE_KERNEL = "kernelopt.kernel"  # static hints on a project's own kernels (user_kernels.py)
+SOURCES = (SOURCE_DUMP, SOURCE_KERNEL, SOURCE_PROFILE, SOURCE_GATES)
 
 
 def first_line_range(first_line_length: int) -> types.Range:

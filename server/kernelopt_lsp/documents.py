@@ -17,6 +17,7 @@ from kernelopt_core.artifacts.discover import SKIP_DIRS
 from kernelopt_core.artifacts.model import CompiledGraph, DumpError, source_hash
 from kernelopt_core.artifacts.parse import looks_like_wrapper
 from kernelopt_core.dispatch import DispatchReport, analyze
+from kernelopt_core.userkernels.index import UserKernelIndex, is_candidate_user_file
 
 
 def is_skipped(path: str) -> bool:
@@ -25,10 +26,12 @@ def is_skipped(path: str) -> bool:
 
 
 class SharedIndex:
-    """A :class:`DumpIndex` fed by one thread at a time; reads need no lock."""
+    """A :class:`DumpIndex` (and the index of the project's own kernel files) fed by one thread at a
+    time; reads need no lock."""
 
     def __init__(self) -> None:
         self.index = DumpIndex()
+        self.user = UserKernelIndex()
         self._lock = threading.Lock()
 
     def _snapshot(self, prefix: str | None = None) -> dict[str, int]:
@@ -44,7 +47,11 @@ class SharedIndex:
             except OSError:
                 pass
             after = self._snapshot(root)
-        return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+            try:
+                user = self.user.scan(root)
+            except OSError:
+                user = set()
+        return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)} | user
 
     def update(self, path: str) -> set[str]:
         """A watched path changed: a file (re-read or dropped) or a folder (scanned or dropped)."""
@@ -53,12 +60,15 @@ class SharedIndex:
             return self.scan(path)
         with self._lock:
             if os.path.exists(path):
+                if is_candidate_user_file(path):  # a project's own .py (never read as a dump)
+                    return {path} if self.user.update(path) else set()
                 return {path} if self.index.update(path) else set()
             # Gone: the file itself, or a deleted folder and everything indexed under it.
             gone = [p for p in list(self.index.entries) if p == path or p.startswith(path + os.sep)]
             for p in gone:
                 self.index.remove(p)
-            return set(gone)
+            user = [p for p in list(self.user.entries) if p == path or p.startswith(path + os.sep)]
+            return set(gone) | {p for p in user if self.user.remove(p)}
 
     def drop_outside(self, roots: list[str]) -> set[str]:
         """Forget every entry under none of ``roots`` (a folder is no longer watched)."""
@@ -67,6 +77,8 @@ class SharedIndex:
             gone = [p for p in list(self.index.entries) if not any(p.startswith(x) for x in prefixes)]
             for p in gone:
                 self.index.remove(p)
+            user = [p for p in list(self.user.entries) if not any(p.startswith(x) for x in prefixes)]
+            gone += [p for p in user if self.user.remove(p)]
         return set(gone)
 
     def graph_at(self, path: str) -> CompiledGraph | None:

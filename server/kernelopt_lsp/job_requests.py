@@ -17,20 +17,27 @@ from .settings import Settings
 DEFAULT_API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 
-def optimize_args(dump: str, kernel: str, settings: Settings) -> list[str]:
+def _harness(harness: str | None) -> list[str]:
+    """A project's own kernel: the harness the ``harnesses`` setting names (else the file's comment)."""
+    return ["--harness", harness] if harness else []
+
+
+def optimize_args(dump: str, kernel: str, settings: Settings, harness: str | None = None) -> list[str]:
     beam = settings.beam
     return ["optimize", dump, "--kernel", kernel, "--provider", settings.provider, "--model", settings.model,
             "--beam-width", str(beam.width), "--iterations", str(beam.iterations), "--plans", str(beam.plans),
             "--retries", str(beam.retries), "--device", settings.device,
-            *(["--allow-config-changes"] if settings.allow_config_changes else [])]
+            *(["--allow-config-changes"] if settings.allow_config_changes else []), *_harness(harness)]
 
 
-def profile_args(dump: str, kernel: str, settings: Settings) -> list[str]:
-    return ["profile", dump, "--kernel", kernel, "--device", settings.device]
+def profile_args(dump: str, kernel: str, settings: Settings, harness: str | None = None) -> list[str]:
+    return ["profile", dump, "--kernel", kernel, "--device", settings.device, *_harness(harness)]
 
 
-def verify_args(dump: str, kernel: str, candidate_file: str, settings: Settings) -> list[str]:
-    return ["verify", dump, "--kernel", kernel, "--candidate", candidate_file, "--device", settings.device]
+def verify_args(dump: str, kernel: str, candidate_file: str, settings: Settings, harness: str | None = None) -> \
+        list[str]:
+    return ["verify", dump, "--kernel", kernel, "--candidate", candidate_file, "--device", settings.device,
+            *_harness(harness)]
 
 
 def job_env(settings: Settings) -> dict[str, str]:
@@ -62,6 +69,7 @@ class JobLink:
     token: str | None = None  # the $/progress token, once the client accepted it
     temp_dir: str | None = None  # verify: where the candidate file was written
     run_id: str | None = None
+    user_kernel: bool = False  # a project's own kernel (user_kernels.py), not a kernel of a dump
 
 
 def progress_text(event: dict[str, Any], kernel: str = "") -> tuple[str, int | None]:

@@ -52,7 +52,7 @@ class ProfileRecord:
         share = self.number("time_share")
         if share is None:
             return None
-        if self.share_basis != "graph" and self.profiled_kernels <= 1:
+        if self.share_basis == "profiled kernels" and self.profiled_kernels <= 1:
             return None
         return share / 100.0 if share > 1.0 else share
 

@@ -75,6 +75,7 @@ from .results import (
     run_record_from_result,
 )
 from .settings import Settings, parse_settings
+from .user_kernels import UserKernelFeatures, function_hash
 
 log = logging.getLogger("kernelopt_lsp")
 JOB_STATUS = "kernelopt/jobStatus"
@@ -107,6 +108,7 @@ class KernelOptServer(LanguageServer):
         self._change_timers: dict[str, asyncio.TimerHandle] = {}
         self._progress_tasks: dict[str, asyncio.Task[None]] = {}
         self._indexed_roots: set[str] = set()
+        self.user_kernels = UserKernelFeatures(self)  # a project's own @triton.jit files
 
     # --- client capabilities -------------------------------------------------------------------
 
@@ -289,6 +291,12 @@ class KernelOptServer(LanguageServer):
 
     async def refresh(self, uri: str) -> None:
         try:
+            user = await self.user_kernels.state(uri)
+            if user is not None:
+                for source, items in self.user_kernels.diagnostics(user).items():
+                    self.board.set(uri, source, items)
+                self.publish(uri, self.board.combined(uri), user.version)
+                return
             state = await self.dump_state(uri)
         except Exception as exc:  # noqa: BLE001 - one bad file never stops the others
             log.exception("reading %s failed", uri)
@@ -342,6 +350,12 @@ class KernelOptServer(LanguageServer):
     # --- features ------------------------------------------------------------------------------------
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
+        user = await self.user_kernels.state(params.text_document.uri)
+        if user is not None:
+            lines = self.workspace.get_text_document(params.text_document.uri).lines
+            line = params.position.line
+            return self.user_kernels.hover(user, line, params.position.character,
+                                           lines[line].rstrip("\r\n")) if line < len(lines) else None
         state = await self.dump_state(params.text_document.uri)
         if state is None or state.graph is None or state.dispatch is None:
             return None
@@ -360,6 +374,9 @@ class KernelOptServer(LanguageServer):
         )
 
     async def code_lenses(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+        user = await self.user_kernels.state(params.text_document.uri)
+        if user is not None:
+            return self.user_kernels.lenses(params.text_document.uri, user, self.runner.active())
         state = await self.dump_state(params.text_document.uri)
         if state is None or state.graph is None:
             return []
@@ -388,12 +405,20 @@ class KernelOptServer(LanguageServer):
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
         uri = params.text_document.uri
-        state = await self.dump_state(uri)
-        if state is None or state.graph is None or state.dispatch is None:
-            return []
         start = params.range.start
         only = list(params.context.only) if params.context.only else None
         actions: list[types.CodeAction] = []
+        user = await self.user_kernels.state(uri)
+        if user is not None:
+            kernel = user.file.kernel_at(start.line)
+            disk = self.user_kernels.disk_file(user.path)
+            disk_kernel = disk.kernel(kernel.name) if disk is not None and kernel is not None else None
+            edited = kernel is not None and disk_kernel is not None and disk_kernel.source != kernel.source
+            actions = self.user_kernels.actions(uri, user, start.line, only, self.runner.active(), edited)
+            return actions if self.supports_action_literals() else [a.command for a in actions if a.command]
+        state = await self.dump_state(uri)
+        if state is None or state.graph is None or state.dispatch is None:
+            return []
         if start.line == 0:  # the graph's first line carries the configuration change
             shown = [d for d in params.context.diagnostics if d.code == "config-change"]
             actions += config_change_actions(uri, self.results.config_change(state.graph.path), diagnostics=shown,
@@ -439,7 +464,7 @@ class KernelOptServer(LanguageServer):
         return uri, path, graph, kernel
 
     def start_job(self, kind: str, args: list[str], *, uri: str, kernel: str, graph: CompiledGraph,
-                  kernel_hash: str, temp_dir: str | None = None) -> Job:
+                  kernel_hash: str, temp_dir: str | None = None, user_kernel: bool = False) -> Job:
         self.runner.python = self.settings.interpreter or sys.executable
         cwd = self.job_cwd(graph.path)
         request = JobRequest(kind=kind, args=args, device=self.settings.device, cwd=cwd,
@@ -447,7 +472,7 @@ class KernelOptServer(LanguageServer):
         job = self.runner.submit(request, self._on_job_update)
         link = JobLink(job_id=job.id, kind=kind, uri=uri, kernel=kernel, graph_path=graph.path,
                        kernel_hash=kernel_hash, cwd=cwd, temp_dir=temp_dir,
-                       kernel_hashes={k.name: k.source_hash for k in graph.kernels})
+                       kernel_hashes={k.name: k.source_hash for k in graph.kernels}, user_kernel=user_kernel)
         self.links[job.id] = link
         self.notify_status(job, link)
         self._progress_tasks[job.id] = asyncio.get_running_loop().create_task(self._begin_progress(job, link))
@@ -547,7 +572,10 @@ class KernelOptServer(LanguageServer):
             run = run_record_from_result(result, graph_path=link.graph_path, kernel=link.kernel,
                                          original_hash=link.kernel_hash, cwd=link.cwd)
             self.results.add_run(run)
-            self.results.set_gates(gate_record_from_run(run))
+            record = gate_record_from_run(run)
+            if link.user_kernel and run.optimized_source:  # "applied" compares the kernel function's text
+                record.optimized_hash = function_hash(run.optimized_source, link.kernel)
+            self.results.set_gates(record)
             overheads = callable_overhead_items(result)
             if overheads is not None:  # the whole callable's, when the run knew the problem
                 self.results.set_overheads(link.graph_path, overheads)
@@ -571,18 +599,24 @@ class KernelOptServer(LanguageServer):
     # --- server commands ----------------------------------------------------------------------------------
 
     async def cmd_optimize(self, argument: Any) -> dict[str, Any]:
+        if self.user_kernels.handles(argument):
+            return self.user_kernels.start("optimize", argument)
         uri, path, graph, kernel = await self.resolve_target(argument)
         job = self.start_job("optimize", optimize_args(path, kernel.name, self.settings), uri=uri,
                              kernel=kernel.name, graph=graph, kernel_hash=kernel.source_hash)
         return {"jobId": job.id}
 
     async def cmd_profile(self, argument: Any) -> dict[str, Any]:
+        if self.user_kernels.handles(argument):
+            return self.user_kernels.start("profile", argument)
         uri, path, graph, kernel = await self.resolve_target(argument)
         job = self.start_job("profile", profile_args(path, kernel.name, self.settings), uri=uri,
                              kernel=kernel.name, graph=graph, kernel_hash=kernel.source_hash)
         return {"jobId": job.id}
 
     async def cmd_verify(self, argument: Any) -> dict[str, Any]:
+        if self.user_kernels.handles(argument):
+            return await self.user_kernels.verify(argument)
         uri, path, graph, disk_kernel = await self.resolve_target(argument)
         state = await self.dump_state(uri)
         if state is None or state.graph is None:
@@ -630,9 +664,12 @@ class KernelOptServer(LanguageServer):
         if not isinstance(argument, dict):
             raise CommandError("expected one argument {runId, mode?}")
         run = self.find_run(argument.get("runId"))
-        mode = argument.get("mode") or "store"
+        user = self.user_kernels.is_user_run(run)  # a project's own kernel: applied to its file
+        mode = argument.get("mode") or ("edit" if user else "store")
         if mode not in ("store", "edit"):
             raise CommandError(f"mode must be 'store' or 'edit', got {mode!r}")
+        if user and mode == "store":
+            raise CommandError(f"{run.kernel} is the project's own kernel: apply it to its file (mode 'edit')")
         if run.optimized_source is None:
             raise CommandError(f"run {run.run_id} has no optimized kernel to apply ({run.decision})")
         if mode == "store":
@@ -670,6 +707,8 @@ class KernelOptServer(LanguageServer):
         return {"entryId": entry_id, "mode": "store"}
 
     async def apply_edit(self, run: RunRecord) -> dict[str, Any]:
+        if self.user_kernels.is_user_run(run):
+            return await self.user_kernels.apply_edit(run)
         uri = path_uri(run.graph_path)
         doc = self.workspace.text_documents.get(uri)
         if doc is not None:
@@ -869,6 +908,7 @@ def create_server(*, argv_builder: ArgvBuilder = cli_argv, debounce_s: float = 0
         path = uri_path(params.text_document.uri)
         if path is not None:
             ls.documents.forget_buffer(path)
+            ls.user_kernels.forget(path)
         await ls.refresh(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)

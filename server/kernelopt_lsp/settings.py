@@ -36,6 +36,13 @@ class Settings:
     ncu_path: str = "ncu"
     interpreter: str = ""  # empty: jobs use the server's own Python
     allow_config_changes: bool = False  # optimize verifies a recommended torch.compile configuration change
+    # A project's own kernels: (file or file::kernel, absolute) -> harness (docs/user-kernels.md)
+    harnesses: tuple[tuple[str, str], ...] = ()
+
+    def harness_for(self, path: str, kernel: str) -> str | None:
+        """The harness the ``harnesses`` setting names for a kernel (file::kernel first, then the file)."""
+        found = dict(self.harnesses)
+        return found.get(f"{os.path.abspath(path)}::{kernel}") or found.get(os.path.abspath(path))
 
 
 def unwrap_section(raw: Any) -> Any:
@@ -132,6 +139,18 @@ def parse_settings(raw: Any, base: Settings | None = None,
             problems.append(f"kernelopt.allowConfigChanges must be true or false; got {value!r}")
         else:
             changes["allow_config_changes"] = value
+    if "harnesses" in values:
+        value = values["harnesses"]
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                                  for k, v in value.items()):
+            problems.append("kernelopt.harnesses must map a file (or file::kernel) to a harness name; "
+                            f"got {value!r}")
+        else:
+            entries = []
+            for key, harness in value.items():
+                file, sep, kernel = key.partition("::")
+                entries.append((_resolve(file, root) + (f"::{kernel}" if sep else ""), harness.strip()))
+            changes["harnesses"] = tuple(entries)
     if beam_changes:
         changes["beam"] = replace(settings.beam, **beam_changes)
     unknown = sorted(k for k in values if k not in _KNOWN_KEYS and not k.startswith("trace"))
@@ -142,7 +161,7 @@ def parse_settings(raw: Any, base: Settings | None = None,
 
 _KNOWN_KEYS = {
     "dumpFolders", "provider", "model", "apiKeyEnv", "beam.width", "beam.iterations", "beam.plans",
-    "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges",
+    "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges", "harnesses",
 }
 
 

@@ -25,6 +25,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from kernelopt_core.artifacts import is_candidate_dump
+from kernelopt_core.userkernels.index import is_candidate_user_file
 
 from .documents import is_skipped
 
@@ -49,7 +50,7 @@ class _Collector(FileSystemEventHandler):
             if event.is_directory:
                 if event.event_type != EVENT_TYPE_MODIFIED and event.event_type != EVENT_TYPE_CLOSED:
                     self.watcher.add(path)
-            elif is_candidate_dump(path):
+            elif is_candidate_dump(path) or is_candidate_user_file(path):
                 self.watcher.add(path)
 
 

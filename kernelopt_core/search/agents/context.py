@@ -23,10 +23,11 @@ DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
 # Without metrics, the order families are tried in. On the CPU interpreter per-program and
 # per-loop-trip overhead dominates, so launch shape comes first; on a GPU, memory traffic.
 DEFAULT_ORDER = {
-    "cpu": ("launch_config", "persistent", "mask_removal", "fast_math", "split_reduction", "eviction_hints",
-            "vector_hints", "int32_index"),
-    "cuda": ("launch_config", "persistent", "eviction_hints", "vector_hints", "mask_removal", "fast_math",
-             "split_reduction", "int32_index"),
+    # user_* families apply to a project's own kernels only (docs/user-kernels.md)
+    "cpu": ("user_autotune", "launch_config", "persistent", "mask_removal", "fast_math", "user_fast_math",
+            "split_reduction", "eviction_hints", "vector_hints", "int32_index"),
+    "cuda": ("user_autotune", "launch_config", "persistent", "eviction_hints", "vector_hints", "mask_removal",
+             "fast_math", "user_fast_math", "split_reduction", "int32_index"),
 }
 
 

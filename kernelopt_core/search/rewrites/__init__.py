@@ -15,6 +15,7 @@ from .launch_config import LaunchConfigFamily
 from .masks import MaskRemovalFamily
 from .persistent import PersistentFamily
 from .split_reduction import SplitReductionFamily
+from .user_kernel import UserAutotuneFamily, UserFastMathFamily
 from .vector_hints import VectorHintsFamily
 
 FAMILIES: dict[str, RewriteFamily] = {
@@ -22,6 +23,8 @@ FAMILIES: dict[str, RewriteFamily] = {
     for family in (
         LaunchConfigFamily(), PersistentFamily(), SplitReductionFamily(), MaskRemovalFamily(),
         EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(), Int32IndexFamily(),
+        # a project's own kernels (docs/user-kernels.md); not applicable to Inductor's
+        UserAutotuneFamily(), UserFastMathFamily(),
     )
 }
 

@@ -1,0 +1,244 @@
+"""Gate 1 for user kernels: the *user kernel* dialect of a candidate module, then the compile.
+
+A candidate for a user kernel is a kernel module in the user's own style (docs/user-kernels.md):
+imports of Triton (and ``math``, libdevice), constants, ``@triton.jit`` helpers and the kernel
+itself, decorated ``@triton.jit`` directly above its ``def`` and optionally
+``@triton.autotune(configs=[triton.Config(...), ...], key=[...])`` and
+``@triton.heuristics({...})`` above that. The wrapper that launches it stays the user's, so:
+
+* same name, same parameters in the same order, the same ones ``tl.constexpr``;
+* autotune configs are a literal list; their keys are ``tl.constexpr`` parameters the caller
+  does not pass itself (Triton refuses a meta-parameter set twice), ``key=`` names parameters;
+* no ``@triton_heuristics`` (Inductor's launcher), no plain Python functions.
+
+Everything else (no torch, no I/O, no forbidden imports, no try/except, no global state, no
+streams) is the same rule set as Inductor's dialect: this module reuses gate 1's checker
+(:mod:`kernelopt_core.gates.static`). Then each launch config is compiled for sm_90 in a
+contained process (:mod:`kernelopt_core.gates.ptx_compile`) with the signature of the captured
+launch. Pure Python here; the compile runs in its own process.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from typing import Any
+
+from ..gates.static import MAX_SOURCE_BYTES, SourceReport, StaticFinding, _Checker, _short
+from ..gates.verdict import GateVerdict
+from .parse import Aliases, parse_user_kernels
+
+_CALLER_MARKER = re.compile(r"^# kernelopt: the caller passes (.+)$", re.MULTILINE)
+_RULE_ORDER = ["syntax", "torch", "forbidden-import", "forbidden-call", "try-except", "global-state", "stream",
+               "top-level", "contract"]
+USER_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+
+
+def caller_passes(module_source: str) -> list[str]:
+    """The meta-parameters and options the caller passes (the extracted module's marker line)."""
+    match = _CALLER_MARKER.search(module_source)
+    return [n.strip() for n in match.group(1).split(",") if n.strip()] if match else []
+
+
+class _UserChecker(_Checker):
+    """Inductor's gate-1 rules, with the user dialect's decorators (lambdas allowed inside them)."""
+
+    def __init__(self, report: SourceReport, aliases: Aliases):
+        super().__init__(report)
+        self.aliases = aliases
+        self.in_decorator = 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for deco in node.decorator_list:
+            name = self.aliases.canonical(deco.func if isinstance(deco, ast.Call) else deco) or ""
+            if name not in USER_DECORATORS:
+                self.add("contract", f"function {node.name} has decorator `{_short(deco)}`; a user kernel module takes "
+                                     "@triton.jit, @triton.autotune and @triton.heuristics only", deco)
+        if not node.decorator_list:
+            self.add("contract", f"function {node.name} is plain Python; a kernel module defines @triton.jit "
+                                 "functions only", node)
+        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs:
+            self.add("contract", f"function {node.name} takes *args/**kwargs/keyword-only parameters", node)
+        from ..gates.static import _is_constant_expression
+
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if default is not None and not _is_constant_expression(default):
+                self.add("global-state", f"function {node.name} has a mutable default argument", default)
+        self.in_decorator += 1
+        for deco in node.decorator_list:
+            self.visit(deco)
+        self.in_decorator -= 1
+        for arg in node.args.args:
+            self.visit(arg)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        if self.in_decorator:  # @triton.heuristics({'BLOCK': lambda args: ...})
+            self.generic_visit(node)
+            return
+        super().visit_Lambda(node)
+
+
+def check_user_source(original_source: str, kernel: str, candidate_source: str) -> SourceReport:
+    """The source half of gate 1 for a user kernel candidate."""
+    report = SourceReport()
+    if len(candidate_source.encode("utf-8", errors="replace")) > MAX_SOURCE_BYTES:
+        report.findings.append(StaticFinding("size", f"the candidate is over {MAX_SOURCE_BYTES} bytes"))
+        return report
+    try:
+        tree = ast.parse(candidate_source)
+    except SyntaxError as exc:
+        report.findings.append(StaticFinding("syntax", f"Python syntax error: {exc.msg}", exc.lineno))
+        return report
+    except (ValueError, RecursionError, MemoryError) as exc:
+        report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
+        return report
+    try:
+        _UserChecker(report, Aliases.of(tree)).check_module(tree)
+        _check_contract(original_source, kernel, candidate_source, report)
+    except RecursionError:
+        report.findings.append(StaticFinding("syntax", "the source nests too deeply to check"))
+    report.findings.sort(key=lambda f: (f.line or 0, _RULE_ORDER.index(f.rule) if f.rule in _RULE_ORDER else 99))
+    return report
+
+
+def _check_contract(original_source: str, kernel: str, candidate_source: str, report: SourceReport) -> None:
+    def add(message: str, line: int | None = None) -> None:
+        report.findings.append(StaticFinding("contract", message, line))
+
+    try:
+        candidate_file = parse_user_kernels("<candidate>", candidate_source)
+        original_file = parse_user_kernels("<original>", original_source)
+    except Exception as exc:  # noqa: BLE001 - syntax problems are reported above
+        add(f"the module cannot be read: {exc}")
+        return
+    found = candidate_file.function(kernel)
+    original = original_file.function(kernel)
+    if found is None:
+        names = ", ".join(k.name for k in [*candidate_file.kernels, *candidate_file.helpers]) or "none"
+        add(f"defines no @triton.jit function named {kernel} (found: {names}); a candidate keeps the kernel's name")
+        return
+    line = found.def_line + 1
+    report.heuristic = "user"
+    report.runtime_params = found.runtime_params
+    report.constexpr_params = list(found.constexprs)
+    report.uses_atomics = any(a.kind == "atomic" for a in found.accesses)
+    tree = ast.parse(candidate_source)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel)
+    aliases = Aliases.of(tree)
+    names = [aliases.canonical(d.func if isinstance(d, ast.Call) else d) for d in func.decorator_list]
+    if not names or names[-1] != "triton.jit":
+        add(f"{kernel} must be decorated with @triton.jit directly above its def", line)
+    if original is None:
+        return
+    if found.params != original.params:
+        add(f"signature changed: the wrapper passes ({', '.join(original.params)}) but the candidate takes "
+            f"({', '.join(found.params)})", line)
+    elif found.constexprs != original.constexprs:
+        add(f"tl.constexpr parameters changed from ({', '.join(original.constexprs)}) to "
+            f"({', '.join(found.constexprs)}); the wrapper's launch depends on which are meta-parameters", line)
+    passed = set(caller_passes(original_source))
+    spec = found.autotune
+    if spec is not None:
+        if not spec.configs_literal:
+            add(f"@triton.autotune configs must be a literal list of triton.Config(...) (got `{spec.configs_source}`)",
+                spec.line + 1)
+        if not spec.configs:
+            add("@triton.autotune declares no config", spec.line + 1)
+        for config in spec.configs:
+            stray = [k for k in config.kwargs if k not in found.constexprs]
+            if stray:
+                add(f"triton.Config({config.label()}) sets {', '.join(stray)}, not a tl.constexpr parameter of "
+                    f"{kernel}", config.line + 1)
+            twice = sorted(set(config.all_kwargs()) & passed)
+            if twice:
+                add(f"triton.Config({config.label()}) sets {', '.join(twice)}, which the wrapper passes itself "
+                    "(Triton refuses a meta-parameter given twice)", config.line + 1)
+        unknown = [k for k in spec.key or [] if k not in found.params]
+        if unknown:
+            add(f"autotune key {', '.join(unknown)} is not a parameter of {kernel}", spec.line + 1)
+    twice = sorted(set(found.heuristics) & passed)
+    if twice:
+        add(f"@triton.heuristics computes {', '.join(twice)}, which the wrapper passes itself", line)
+    stray = [k for k in found.heuristics if k not in found.constexprs]
+    if stray:
+        add(f"@triton.heuristics computes {', '.join(stray)}, not a tl.constexpr parameter of {kernel}", line)
+
+
+def candidate_configs(candidate_source: str, kernel: str) -> list[dict[str, Any]]:
+    """The candidate's literal autotune configs, each ``{**meta, num_warps, num_stages}``."""
+    try:
+        found = parse_user_kernels("<candidate>", candidate_source).function(kernel)
+    except Exception:  # noqa: BLE001 - gate 1 reports what is wrong with it
+        return []
+    if found is None or found.autotune is None or not found.autotune.configs_literal:
+        return []
+    return [c.all_kwargs() for c in found.autotune.configs]
+
+
+def compile_configs(candidate_source: str, kernel: str, plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The launch configs to compile: the candidate's autotune configs, else the captured launch's options."""
+    from ast import literal_eval
+
+    options: dict[str, Any] = {}
+    for name, item in plan["pinned"]["keywords"].items():
+        if name in ("num_warps", "num_stages") and "literal" in item:
+            try:
+                options[name] = literal_eval(item["literal"])
+            except (ValueError, SyntaxError):
+                pass
+    tuned = candidate_configs(candidate_source, kernel)
+    if not tuned:
+        return [{"kwargs": {}, **options}]
+    out = []
+    for config in tuned:
+        meta = {k: v for k, v in config.items() if k not in ("num_warps", "num_stages", "num_ctas")}
+        out.append({"kwargs": meta, "num_warps": config.get("num_warps", options.get("num_warps")),
+                    "num_stages": config.get("num_stages", options.get("num_stages"))})
+    return out
+
+
+def run_user_static_gate(original_source: str, kernel: str, candidate_source: str, plan: dict[str, Any] | None,
+                         compile_timeout_s: float = 300.0, compiler: Any = None) -> GateVerdict:
+    """Gate 1: the dialect checks, then every launch config compiled for sm_90 (needs the launch plan)."""
+    from .launcher import COMPILE_TARGET, compile_source, signature_types
+
+    begin = time.monotonic()
+    report = check_user_source(original_source, kernel, candidate_source)
+    numbers: dict[str, Any] = {"findings": [f.to_json() for f in report.findings], "heuristic": "user",
+                               "uses_atomics": report.uses_atomics, "dialect": "user kernel"}
+    if not report.ok:
+        first = report.findings[0]
+        more = f" (and {len(report.findings) - 1} more)" if len(report.findings) > 1 else ""
+        return GateVerdict(1, "static", False, f"{kernel}: {first.describe()}{more}", numbers, time.monotonic() - begin)
+    if plan is None:
+        numbers["compile"] = {"ok": None, "stage": "skipped", "reason": "no captured launch to take types from"}
+        return GateVerdict(1, "static", True, f"{kernel}: source checks passed (not compiled: no captured launch)",
+                           numbers, time.monotonic() - begin)
+    found = parse_user_kernels("<candidate>", candidate_source).function(kernel)
+    assert found is not None
+    signature, constants = signature_types(plan, found.params, found.constexprs)
+    source = compile_source(candidate_source, kernel, signature, constants,
+                            compile_configs(candidate_source, kernel, plan))
+    if compiler is None:
+        from ..gates.ptx_compile import shared_compiler
+
+        compiler = shared_compiler()
+    compiled = compiler.compile(COMPILE_TARGET, source, timeout_s=compile_timeout_s)
+    numbers["compile"] = compiled
+    numbers["stage"] = compiled.get("stage")
+    if not compiled.get("ok"):
+        error = str(compiled.get("error") or "unknown error").strip()
+        short = error.splitlines()[-1] if error else "unknown error"
+        return GateVerdict(1, "static", False, f"{kernel} does not compile for sm_90 (stopped at "
+                                               f"{compiled.get('stage')}): {short}", numbers, time.monotonic() - begin)
+    count = len(compiled.get("configs", []))
+    return GateVerdict(1, "static", True, f"{kernel}: source checks passed; {count} launch config(s) compiled to "
+                                          f"{compiled.get('stage')} for sm_90", numbers, time.monotonic() - begin)
+
+
+__all__ = ["caller_passes", "candidate_configs", "check_user_source", "compile_configs", "run_user_static_gate"]

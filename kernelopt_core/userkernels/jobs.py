@@ -1,0 +1,732 @@
+"""Worker jobs for a user kernel: facts and profile, gates 2-4, the search's kernel timing.
+
+They run inside a worker (``Worker.call("kernelopt_core.userkernels.jobs:<job>", payload)``) or
+in-process (tests); torch is imported inside the functions. The worker is the *checker*: it
+imports the user's kernel file and harness (the user's own code, as for an Inductor baseline
+graph), runs the harness once and captures the kernel's launches. A candidate is never imported
+here: it runs in a fresh contained process (:mod:`kernelopt_core.sandbox`), one per candidate,
+closed before the next candidate starts, as for Inductor kernels:
+
+* gate 2: a generated launcher module (:mod:`.launcher`) repeats the captured launch with the
+  candidate, on guarded, poisoned exchange buffers the checker lays out
+  (:func:`kernelopt_core.gates.kernel_gate.check_kernel`); the original runs here, pinned to
+  the launch it made (its autotuner's choice included);
+* gate 3: the harness with the candidate in place of the kernel (:mod:`.harness_module`)
+  against the original's output here, with the float64 rule of gate 3 where the harness runs in
+  float64, else at the kernel tolerance;
+* gate 4: the harness timed on each side in its own process, through the ``harness`` path.
+
+Payload keys: ``file``, ``kernel``, ``harness`` (a HarnessSpec's JSON), ``device``, ``module``
+(the original kernel module), ``loaded`` (parameters the kernel loads from, from the source),
+``workdir``; with a candidate: ``candidate`` (its module), ``candidate_configs`` (its literal
+autotune configs); per gate ``seeds``, ``reruns``, ``tolerance``, ``rounds``, ``min_speedup``,
+``run_timeout_s``. Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
+when the check itself failed, or ``{"setup_error": str}`` when the original cannot run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .launcher import LAUNCHER_NAME, launcher_source
+
+_LOCK = threading.Lock()
+_SESSIONS: dict[str, Any] = {}
+_CANDIDATE: dict[str, Any] = {}  # key, process, launcher, harness
+_BASELINE: dict[str, Any] = {}  # key, process, launcher, harness
+INPUT_SEEDS = (1000, 1001)
+KERNEL_TOLERANCE = {"torch.float32": 1e-3, "torch.float64": 1e-3, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
+
+
+class _SetupError(Exception):
+    pass
+
+
+class _CouldNotVerify(Exception):
+    pass
+
+
+def _device(payload: dict[str, Any]) -> str:
+    from ..measure.job_context import worker_device
+
+    return str(payload.get("device") or worker_device())
+
+
+def _flavor(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def _device_str(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def _verdict(passed: bool, reason: str, **numbers: Any) -> dict[str, Any]:
+    return {"passed": passed, "reason": reason, "numbers": numbers}
+
+
+def _could_not_verify(reason: str, **numbers: Any) -> dict[str, Any]:
+    return {"passed": False, "could_not_verify": True, "reason": reason, "numbers": numbers}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError) or \
+        "out of memory" in str(exc).lower()
+
+
+def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return job(payload)
+    except _SetupError as exc:
+        return {"setup_error": str(exc)}
+    except _CouldNotVerify as exc:
+        return _could_not_verify(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the checker's own failure is never the candidate's
+        if _is_oom(exc):
+            return _could_not_verify(f"the check ran out of memory: {type(exc).__name__}: {str(exc)[:600]}", oom=True)
+        raise
+
+
+def _workdir(payload: dict[str, Any]) -> str:
+    folder = payload.get("workdir") or os.path.join(tempfile.gettempdir(), f"kernelopt-user-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    return str(folder)
+
+
+# --- the session: the user's harness, run once and captured ------------------------------------------
+
+
+@dataclass
+class Session:
+    key: str
+    device: str
+    harness: Any
+    params: list[str]
+    constexprs: list[str]
+    capture: Any
+    output: Any
+    plan: dict[str, Any]
+    values: list[Any]
+    roles: list[str]
+    names: list[str]
+    original: Any  # the pinned launcher of the original kernel (runs here, in the checker)
+    module: str
+    notes: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _file_digest(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def _session_key(payload: dict[str, Any]) -> str:
+    spec = payload["harness"]
+    parts = [os.path.abspath(payload["file"]), _file_digest(payload["file"]), payload["kernel"], json.dumps(spec),
+             _file_digest(spec["file"]), _device(payload), hashlib.sha256(payload["module"].encode()).hexdigest()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _signature(source: str, kernel: str) -> tuple[list[str], list[str]]:
+    from .parse import parse_user_kernels
+
+    parsed = parse_user_kernels("<module>", source).function(kernel)
+    if parsed is None:
+        raise _SetupError(f"the kernel module defines no {kernel}")
+    return parsed.params, parsed.constexprs
+
+
+def session(payload: dict[str, Any]) -> Session:
+    key = _session_key(payload)
+    with _LOCK:
+        found = _SESSIONS.get(key)
+        if found is not None:
+            return found
+        _SESSIONS.clear()  # one harness at a time: the previous one's tensors are released
+    built = _build_session(payload, key)
+    with _LOCK:
+        _SESSIONS[key] = built
+    return built
+
+
+def _build_session(payload: dict[str, Any], key: str) -> Session:
+    import torch
+
+    from ..launchers import load_launcher
+    from .capture import LaunchPlanError, capture_launches, launch_plan, plan_values
+    from .harness import HarnessError, HarnessSpec, LoadedHarness
+    from .runtime import prepare_kernel
+
+    device = _device(payload)
+    kernel = str(payload["kernel"])
+    params, constexprs = _signature(payload["module"], kernel)
+    spec = HarnessSpec.from_json(payload["harness"])
+    try:
+        harness = LoadedHarness(spec, payload["file"], kernel, device)
+        prepare_kernel(harness.kernel_object)
+        inputs = harness.make_inputs(0)
+    except HarnessError as exc:
+        raise _SetupError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the user's code failed: said as such
+        raise _SetupError(f"the harness ({spec.describe()}) failed to load: {type(exc).__name__}: {exc}") from exc
+    try:
+        capture, output = capture_launches(harness, inputs)
+    except Exception as exc:  # noqa: BLE001
+        if _is_oom(exc):
+            raise
+        raise _SetupError(f"the harness ({spec.describe()}) failed with the original kernel: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not capture.launches:
+        raise _SetupError(f"the harness ({spec.describe()}) ran but never launched {kernel}")
+    first = capture.launches[0]
+    try:
+        plan = launch_plan(first, params, constexprs)
+    except LaunchPlanError as exc:
+        raise _SetupError(f"the launch of {kernel} cannot be repeated: {exc}") from None
+    values = plan_values(first, plan)
+    names = [a["param"] for a in plan["arguments"]]
+    folder = os.path.join(_workdir(payload), "launchers")
+    try:
+        original = load_launcher(LAUNCHER_NAME, launcher_source(payload["module"], kernel, plan, pinned=True),
+                                 _device_str(device), directory=folder)
+    except Exception as exc:  # noqa: BLE001
+        raise _SetupError(f"the original {kernel} cannot be launched on its own: {type(exc).__name__}: {exc}") from exc
+    written = _written(original, values, device)
+    loaded = set(payload.get("loaded") or [])
+    roles = []
+    for index, (name, value) in enumerate(zip(names, values, strict=True)):
+        if not isinstance(value, torch.Tensor):
+            roles.append("scalar")
+        elif index in written:
+            roles.append("inout" if name in loaded else "output")
+        else:
+            roles.append("input")
+    built = Session(key=key, device=device, harness=harness, params=params, constexprs=constexprs, capture=capture,
+                    output=output, plan=plan, values=values, roles=roles, names=names, original=original,
+                    module=payload["module"])
+    built.facts = _facts(built)
+    return built
+
+
+def _written(launcher: Any, values: list[Any], device: str) -> set[int]:
+    """Which arguments the original writes (their indexes): run it once on copies and compare."""
+    import torch
+
+    from .capture import clone
+
+    copies = [clone(v) for v in values]
+    before = [clone(v) for v in values]
+    launcher.run(*copies)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    changed: set[int] = set()
+    for index, (a, b) in enumerate(zip(before, copies, strict=True)):
+        if not isinstance(a, torch.Tensor) or not a.numel():
+            continue
+        if a.is_floating_point():
+            same = bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+        else:
+            same = torch.equal(a, b)
+        if not same:
+            changed.add(index)
+    return changed
+
+
+def _facts(built: Session) -> dict[str, Any]:
+    import torch
+
+    from .capture import launch_summary
+
+    role_by_param = {name: role for name, role in zip(built.names, built.roles, strict=True)}
+    outputs = built.output if isinstance(built.output, (tuple, list)) else [built.output]
+    return {
+        "harness": built.harness.spec.describe(), "harness_kind": built.harness.spec.kind,
+        "launches": [launch_summary(launch, built.params, role_by_param) for launch in built.capture.launches],
+        "launches_per_call": built.capture.count,
+        "arguments": [{**arg, "role": role} for arg, role in zip(built.plan["arguments"], built.roles, strict=True)],
+        "plan": built.plan,
+        "outputs": [{"dtype": str(o.dtype), "shape": list(o.shape)} for o in outputs if isinstance(o, torch.Tensor)],
+        "device": built.device,
+    }
+
+
+# --- facts and profile --------------------------------------------------------------------------------
+
+
+def user_kernel_facts(payload: dict[str, Any]) -> dict[str, Any]:
+    """The captured launches, the launch plan and the argument roles (JSON)."""
+    return _guarded(lambda p: session(p).facts, payload)
+
+
+def profile_user_kernel(payload: dict[str, Any]) -> dict[str, Any]:
+    """Facts, the kernel alone on its captured launch, and the harness, each timed here."""
+    return _guarded(_profile, payload)
+
+
+def _profile(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..measure.launch_args import describe
+    from ..measure.paths import TimingPath
+    from ..measure.timing import time_callable
+    from .capture import clone
+
+    built = session(payload)
+    device = built.device
+    copies = [clone(v) for v in built.values]
+    kernel = time_callable(lambda: built.original.run(*copies), device=device, path=TimingPath.KERNEL.value,
+                           flush_l2=True)
+    harness = built.harness
+    sets = [harness.make_inputs(seed) for seed in INPUT_SEEDS]
+    whole = time_callable(lambda inputs: harness.run(list(inputs)), device=device, path=TimingPath.HARNESS.value,
+                          make_inputs=lambda i: sets[i % len(sets)], input_sets=len(sets), flush_l2=True)
+    args = []
+    for position, (name, value, role) in enumerate(zip(built.names, built.values, built.roles, strict=True)):
+        arg = describe(value, position)
+        arg.name = name
+        if arg.is_tensor:
+            arg.role = role if role in ("input", "output", "inout") else "input"
+        args.append(arg.to_json())
+    per_call = built.capture.count
+    share = min(1.0, kernel.median_ms * per_call / whole.median_ms) if whole.median_ms > 0 else None
+    return {**built.facts, "kernel_timing": kernel.to_json(), "harness_timing": whole.to_json(),
+            "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share,
+            "launch_args": args}
+
+
+# --- the candidate's process ---------------------------------------------------------------------------
+
+
+def _candidate_key(payload: dict[str, Any]) -> str:
+    return hashlib.sha256((_session_key(payload) + "\0" + str(payload.get("candidate", ""))).encode()).hexdigest()[:24]
+
+
+def _candidate(payload: dict[str, Any], device: str) -> dict[str, Any]:
+    """This candidate's contained process (a fresh one; the previous candidate's is closed)."""
+    from ..sandbox.process import SandboxError, SandboxProcess
+
+    key = _candidate_key(payload)
+    with _LOCK:
+        if _CANDIDATE.get("key") == key and not _CANDIDATE["process"].closed:
+            return _CANDIDATE
+        _close_candidate_locked()
+        try:
+            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+        except SandboxError as exc:
+            raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
+        _CANDIDATE.update(key=key, process=process, launcher=False, harness=False)
+        return _CANDIDATE
+
+
+def _close_candidate_locked() -> None:
+    process = _CANDIDATE.get("process")
+    _CANDIDATE.clear()
+    if process is not None:
+        process.close()
+
+
+def close_user_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    with _LOCK:
+        _close_candidate_locked()
+    return {"closed": True}
+
+
+def close_user_processes(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """End the candidate's and the baseline's processes and forget the harness."""
+    close_user_candidate()
+    with _LOCK:
+        process = _BASELINE.get("process")
+        _BASELINE.clear()
+        _SESSIONS.clear()
+    if process is not None:
+        process.close()
+    return {"closed": True}
+
+
+def _containment(process: Any) -> dict[str, Any]:
+    report = process.containment
+    return {"pid": process.pid, "contained": report.contained, "filesystem": report.filesystem,
+            "network": report.network}
+
+
+def _failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
+    if reply.get("checker_error") or reply.get("oom"):
+        return _could_not_verify(f"{what}: the check failed ({reply.get('error')})", oom=bool(reply.get("oom")))
+    return _verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
+
+
+def _sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
+    if getattr(exc, "kind", "error") in ("timeout", "crash"):
+        return _verdict(False, f"{what}: {exc}")
+    return _could_not_verify(f"{what}: {exc}")
+
+
+def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
+    from .capture import grid_table
+
+    plan = dict(built.plan)
+    plan["grid"] = grid_table(built.capture.launches[0], built.constexprs, list(payload.get("candidate_configs") or []))
+    return plan
+
+
+def _load_launcher(entry: dict[str, Any], source: str, device: str) -> dict[str, Any] | None:
+    if entry.get("launcher"):
+        return None
+    reply = entry["process"].call("load_kernel", name=LAUNCHER_NAME, source=source, device_str=_device_str(device))
+    if not reply.get("ok"):
+        return reply
+    entry["launcher"] = True
+    return None
+
+
+def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, candidate: str | None) -> \
+        dict[str, Any] | None:
+    from .harness_module import write_candidate_module, write_harness_module
+
+    if entry.get("harness"):
+        return None
+    folder = _workdir(payload)
+    candidate_file = write_candidate_module(os.path.join(folder, "candidates"), payload["kernel"], candidate) \
+        if candidate is not None else None
+    path = write_harness_module(os.path.join(folder, "harnesses"), {
+        "kernel_file": os.path.abspath(payload["file"]), "kernel": payload["kernel"], "harness": payload["harness"],
+        "device": device, "candidate_file": candidate_file})
+    reply = entry["process"].call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
+    if not reply.get("ok"):
+        return reply
+    entry["harness"] = True
+    return None
+
+
+# --- gate 2 -------------------------------------------------------------------------------------------
+
+
+def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    return _guarded(_kernel_gate, payload)
+
+
+def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.kernel_gate import check_kernel
+    from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import SandboxError
+    from .capture import clone
+
+    built = session(payload)
+    device = built.device
+    kernel = str(payload["kernel"])
+    seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    try:
+        entry = _candidate(payload, device)
+        failed = _load_launcher(entry, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
+                                device)
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "the candidate's process")
+    containment = _containment(entry["process"])
+    if failed is not None:
+        verdict = _failure(failed, f"{kernel} fails to load")
+        verdict["numbers"].update(containment=containment)
+        return verdict
+    arena = ExchangeArena(device)
+    try:
+        outcome = check_kernel(built.original, entry["process"], arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
+                               [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
+                               original_uses_atomics=bool(payload.get("atomics")),
+                               timeout_s=float(payload.get("run_timeout_s", 300.0)))
+    finally:
+        arena.close()
+    failed_check = outcome.failed
+    numbers: dict[str, Any] = {
+        "kernels": {kernel: {"passed": failed_check is None, "checks": [c.to_json() for c in outcome.checks],
+                             "roles": dict(zip(built.names, built.roles, strict=True)),
+                             "launches": len(built.capture.launches)}},
+        "containment": containment, "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),
+        "memory": {"working_set_bytes": outcome.working_set_bytes, "tracked_peak_bytes": outcome.peak_bytes},
+    }
+    if failed_check is not None:
+        reason = f"{kernel}, {failed_check.label}: {failed_check.problems[0]}"
+        if failed_check.could_not_run:
+            return _could_not_verify(reason, **numbers)
+        numbers["violation"] = failed_check.violation
+        return _verdict(False, reason, **numbers)
+    return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
+                          f"outputs, re-runs) match the original (max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+
+
+# --- gate 3 -------------------------------------------------------------------------------------------
+
+
+def run_user_harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    return _guarded(_harness_gate, payload)
+
+
+def _share_inputs(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Copy the harness's inputs into exchange buffers: (refs, message arguments)."""
+    import torch
+
+    from ..sandbox.exchange import TensorView
+
+    refs: list[dict[str, Any]] = []
+    args: list[Any] = []
+    for value in inputs:
+        if not isinstance(value, torch.Tensor):
+            if not (isinstance(value, (bool, int, float, str)) or value is None):
+                raise _CouldNotVerify(f"a harness input of type {type(value).__name__} cannot cross to the candidate's "
+                                      "process (inputs are tensors, numbers, strings or None)")
+            args.append(value)
+            continue
+        span = 1 + sum((s - 1) * st for s, st in zip(value.size(), value.stride(), strict=True)) if value.numel() else 1
+        buffer, ref = arena.allocate(span * value.element_size())
+        view = buffer[: span * value.element_size()].view(value.dtype).as_strided(value.size(), value.stride(), 0)
+        view.copy_(value)
+        refs.append(ref.to_json())
+        args.append({"view": TensorView(len(refs) - 1, str(value.dtype), tuple(value.size()), tuple(value.stride()),
+                                        0).to_json()})
+    return refs, args
+
+
+def _candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
+    from ..sandbox.exchange import SharedRef, TensorView, open_shared, view_of
+
+    refs = [SharedRef.from_json(r) for r in reply.get("refs", [])]
+    for ref in refs:
+        if ref.kind == "file" and not process.owns_path(ref.path):
+            raise _CouldNotVerify(f"the candidate process named an output file outside its scratch folder: {ref.path}")
+    buffers = [open_shared(ref) for ref in refs]
+    outputs: list[Any] = []
+    for item in reply.get("outputs", []):
+        if "view" in item:
+            view = TensorView.from_json(item["view"])
+            outputs.append(view_of(buffers[view.buffer], view))
+        else:
+            outputs.append(item.get("value"))
+    return outputs
+
+
+def _kernel_tolerance(outputs: Any) -> float:
+    from ..gates.model import tensor_outputs
+
+    return max((KERNEL_TOLERANCE.get(str(t.dtype), 0.0) for t in tensor_outputs(outputs)), default=1e-3) or 1e-3
+
+
+def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.model import check_seed
+    from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import SandboxError
+    from .capture import clone
+    from .harness import HarnessError
+
+    built = session(payload)
+    device = built.device
+    harness = built.harness
+    pytest_kind = harness.spec.kind == "pytest"
+    seeds = [0] if pytest_kind else [int(s) for s in payload.get("seeds", (0, 42, 123))]
+    try:
+        entry = _candidate(payload, device)
+        failed = _load_harness(entry, payload, device, payload["candidate"])
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "the candidate's process")
+    containment = _containment(entry["process"])
+    if failed is not None:
+        verdict = _failure(failed, "the harness with the candidate fails to load")
+        verdict["numbers"].update(containment=containment)
+        return verdict
+    reference: Any = None
+    reference_error: str | None = None
+    if pytest_kind:
+        reference_error = "a test returns no outputs; passing it is the check"
+    else:
+        try:
+            reference = harness.float64_reference()
+            reference([clone(x) for x in harness.make_inputs(seeds[0])])
+        except HarnessError as exc:
+            reference, reference_error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
+            if _is_oom(exc):
+                raise
+            reference, reference_error = None, f"the original does not run in float64 ({type(exc).__name__}: {exc})"
+    tolerance = float(payload.get("tolerance", 1e-4)) if reference is not None else _kernel_tolerance(built.output)
+    checks = []
+    for seed in seeds:
+        inputs = harness.make_inputs(seed)
+        arena = ExchangeArena(device)
+        try:
+            refs, args = _share_inputs(arena, inputs)
+            try:
+                reply = entry["process"].call("run_graph", refs=refs, args=args,
+                                              timeout_s=float(payload.get("run_timeout_s", 600.0)))
+            except SandboxError as exc:
+                return _sandbox_failure(exc, f"the harness with the candidate, seed {seed}")
+            if not reply.get("ok"):
+                verdict = _failure(reply, f"the harness with the candidate fails on seed {seed}")
+                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
+                return verdict
+            candidate_out = _candidate_outputs(entry["process"], reply)
+            try:
+                original_out = harness.run([clone(x) for x in inputs])
+            except Exception as exc:  # noqa: BLE001
+                if _is_oom(exc):
+                    raise
+                raise _SetupError(f"the harness fails with the original kernel on seed {seed}: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            checks.append(check_seed(seed, original_out, candidate_out, tolerance, reference,
+                                     lambda seed=seed: [clone(x) for x in harness.make_inputs(seed)], reference_error))
+            del original_out, candidate_out
+            entry["process"].call("release")
+        finally:
+            arena.close()
+    numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
+                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
+                               "float64_reference": reference is not None, "reference_error": reference_error,
+                               "containment": containment, "compared_with": "the original kernel in the same harness"}
+    fallbacks = [c.fallback for c in checks if c.fallback is not None]
+    if fallbacks:
+        worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
+        numbers.update(d_ref=worst.d_ref, d_opt=worst.d_opt, rho=worst.rho)
+    failed_seed = next((c for c in checks if not c.passed), None)
+    if failed_seed is not None:
+        return _verdict(False, f"seed {failed_seed.seed}: {failed_seed.problem}", **numbers)
+    if pytest_kind:
+        return _verdict(True, f"the test {harness.spec.name} passes with the candidate", **numbers)
+    basis = "float64 rule where outside atol=rtol=1e-4" if reference is not None else \
+        f"kernel tolerance atol=rtol={tolerance:g} (no float64 run: {reference_error})"
+    return _verdict(True, f"seeds {', '.join(map(str, seeds))}: the harness output matches the original's "
+                          f"({basis}; max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+
+
+# --- gate 4 -------------------------------------------------------------------------------------------
+
+
+def run_user_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    return _guarded(_perf_gate, payload)
+
+
+def _baseline(payload: dict[str, Any], device: str) -> dict[str, Any]:
+    """A process holding the original kernel and harness, timed like the candidate's (kept per harness)."""
+    from ..sandbox.process import SandboxError, SandboxProcess
+
+    key = _session_key(payload)
+    if _BASELINE.get("key") == key and not _BASELINE["process"].closed:
+        return _BASELINE
+    if _BASELINE.get("process") is not None:
+        _BASELINE["process"].close()
+    _BASELINE.clear()
+    try:
+        process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+    except SandboxError as exc:
+        raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
+    _BASELINE.update(key=key, process=process, launcher=False, harness=False)
+    return _BASELINE
+
+
+def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[dict[str, Any], dict[str, Any]] | \
+        dict[str, Any]:
+    baseline = _baseline(payload, device)
+    failed = _load_harness(baseline, payload, device, None)
+    if failed is not None:
+        raise _SetupError(f"the original harness fails to load in its timing process: {failed.get('error')}")
+    if not baseline.get("inputs"):
+        reply = baseline["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
+        if not reply.get("ok"):
+            raise _SetupError(f"the harness cannot make its inputs: {reply.get('error')}")
+        baseline["inputs"] = True
+    candidate = _candidate(payload, device)
+    failed = _load_harness(candidate, payload, device, payload["candidate"])
+    if failed is not None:
+        return _failure(failed, "the harness with the candidate fails to load")
+    if not candidate.get("inputs"):
+        reply = candidate["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
+        if not reply.get("ok"):
+            return _failure(reply, "the harness with the candidate cannot make its inputs")
+        candidate["inputs"] = True
+    return baseline, candidate
+
+
+def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.perf import perf_decision, time_processes
+    from ..measure.paths import TimingPath
+    from ..sandbox.process import SandboxError
+
+    built = session(payload)
+    device = built.device
+    min_speedup = float(payload.get("min_speedup", 1.03))
+    try:
+        sides = _prepare_harness_sides(payload, device)
+        if isinstance(sides, dict):
+            return sides
+        baseline, candidate = sides
+        result = time_processes(baseline["process"], candidate["process"], device, payload.get("rounds"),
+                                {"what": "graph", "input_sets": list(INPUT_SEEDS)}, path=TimingPath.HARNESS.value)
+    except SandboxError as exc:
+        return _sandbox_failure(exc, "timing")
+    except RuntimeError as exc:
+        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
+    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
+    kernel_speedups: dict[str, float] = {}
+    notes: list[str] = []
+    if payload.get("kernel_timing", True):
+        try:
+            timing = _kernel_ab(payload, built, device, payload.get("rounds"))
+            kernel_speedups[str(payload["kernel"])] = timing.speedup
+        except Exception as exc:  # noqa: BLE001 - reported, never decides
+            notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
+    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
+    return _verdict(decision.passed, decision.reason + note, speedup=result.speedup, ci_low=result.ci_low,
+                    ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
+                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
+                    min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=notes, device=device,
+                    timed_by="the checker's clock around requests to each side's own process",
+                    containment=_containment(candidate["process"]))
+
+
+# --- kernel alone, for the search ---------------------------------------------------------------------
+
+
+def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int | None) -> Any:
+    """The candidate's kernel against the original's on the captured launch, each in its own process."""
+    from ..gates.perf import time_processes
+    from ..measure.paths import TimingPath
+    from ..sandbox.exchange import ExchangeArena
+
+    kernel = str(payload["kernel"])
+    baseline = _baseline(payload, device)
+    failed = _load_launcher(baseline, launcher_source(built.module, kernel, built.plan), device)
+    if failed is not None:
+        raise RuntimeError(f"the original {kernel} fails to load in its timing process: {failed.get('error')}")
+    candidate = _candidate(payload, device)
+    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
+                            device)
+    if failed is not None:
+        raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
+    arena = ExchangeArena(device)
+    try:
+        refs, args = _share_inputs(arena, built.values)
+        request = {"what": "kernel", "name": LAUNCHER_NAME, "refs": refs, "args": args, "kwargs": {}}
+        return time_processes(baseline["process"], candidate["process"], device, rounds, request,
+                              path=TimingPath.KERNEL.value)
+    finally:
+        arena.close()
+
+
+def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
+    """Kernel-alone A/B of a candidate that passed gates 1-2: speedup, CI and both medians."""
+    from ..sandbox.process import SandboxError
+
+    try:
+        built = session(payload)
+        timing = _kernel_ab(payload, built, built.device, payload.get("rounds"))
+    except (_SetupError, _CouldNotVerify, SandboxError, RuntimeError) as exc:
+        return {"error": str(exc)}
+    finally:
+        close_user_candidate()
+    return {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high], "baseline_ms": timing.a.median_ms,
+            "ms": timing.b.median_ms, "timed_by": "the checker's clock, each side in its own process"}
+
+
+__all__ = ["close_user_candidate", "close_user_processes", "profile_user_kernel", "run_user_harness_gate",
+           "run_user_kernel_gate", "run_user_perf_gate", "session", "time_user_candidate", "user_kernel_facts"]
