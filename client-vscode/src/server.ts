@@ -38,7 +38,7 @@ export async function executeCommandMiddleware(command: string, args: any[], nex
 
 export function clientOptions(settings: KernelOptSettings, output: vscode.LogOutputChannel): LanguageClientOptions {
   return {
-    documentSelector: documentSelector(settings.dumpFolders),
+    documentSelector: documentSelector(settings.dumpFolders, settings.userKernels),
     outputChannel: output,
     traceOutputChannel: output,
     initializationOptions: initializationOptions(settings),

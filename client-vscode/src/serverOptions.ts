@@ -73,9 +73,12 @@ export function describeLaunch(exe: ServerExecutable, source: InterpreterSource,
   return `Starting ${[exe.command, ...exe.args].join(' ')} (interpreter from ${source}; ${key})`;
 }
 
-/** Documents the server gets: Inductor dumps, debug trees, the kernel cache and any extra dump folders. */
-export function documentSelector(dumpFolders: readonly string[]): Array<{ scheme: string; language: string; pattern: string }> {
-  const patterns = ['**/output_code.py', '**/torch_compile_debug/**/*.py', '**/torchinductor_*/**/*.py'];
+/**
+ * Documents the server gets: Inductor dumps, debug trees, the kernel cache and any extra dump folders;
+ * with `userKernels`, every Python file too (the server serves those that hold `@triton.jit` kernels).
+ */
+export function documentSelector(dumpFolders: readonly string[], userKernels = false): Array<{ scheme: string; language: string; pattern: string }> {
+  const patterns = userKernels ? ['**/*.py'] : ['**/output_code.py', '**/torch_compile_debug/**/*.py', '**/torchinductor_*/**/*.py'];
   for (const folder of dumpFolders) {
     // Glob patterns use forward slashes on every platform.
     patterns.push(`${folder.replace(/\\/g, '/').replace(/\/+$/, '')}/**/*.py`);

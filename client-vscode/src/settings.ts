@@ -20,6 +20,8 @@ export interface KernelOptSettings {
   device: string;
   ncuPath: string;
   allowConfigChanges: boolean;
+  userKernels: boolean;
+  harnesses: Record<string, string>;
 }
 
 /** The part of vscode.WorkspaceConfiguration that reading settings needs. */
@@ -37,6 +39,8 @@ export const DEFAULTS: KernelOptSettings = {
   device: 'auto',
   ncuPath: 'ncu',
   allowConfigChanges: false,
+  userKernels: true,
+  harnesses: {},
 };
 
 const PROVIDERS: readonly Provider[] = ['anthropic', 'vertex', 'offline'];
@@ -72,7 +76,22 @@ export function readSettings(cfg: ConfigGetter): KernelOptSettings {
     device: str(cfg, 'device', DEFAULTS.device) || DEFAULTS.device,
     ncuPath: str(cfg, 'ncuPath', DEFAULTS.ncuPath) || DEFAULTS.ncuPath,
     allowConfigChanges: cfg.get<unknown>('allowConfigChanges') === true,
+    userKernels: cfg.get<unknown>('userKernels') !== false,
+    harnesses: harnessMap(cfg.get<unknown>('harnesses')),
   };
+}
+
+/** `kernelopt.harnesses`: file (or file::kernel) -> harness name; anything else is dropped. */
+function harnessMap(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [key, harness] of Object.entries(value as Record<string, unknown>)) {
+      if (typeof harness === 'string' && harness.trim() !== '' && key.trim() !== '') {
+        out[key.trim()] = harness.trim();
+      }
+    }
+  }
+  return out;
 }
 
 /**
@@ -91,8 +110,9 @@ export function initializationOptions(s: KernelOptSettings): Record<string, unkn
     ncuPath: s.ncuPath,
     interpreter: s.interpreter,
     allowConfigChanges: s.allowConfigChanges,
+    harnesses: { ...s.harnesses },
   };
 }
 
 /** Settings whose change needs a new server process (launch command, environment, document selector). */
-export const RESTART_KEYS = ['interpreter', 'apiKeyEnv', 'dumpFolders'] as const;
+export const RESTART_KEYS = ['interpreter', 'apiKeyEnv', 'dumpFolders', 'userKernels'] as const;

@@ -67,6 +67,8 @@ describe('package.json', () => {
       'kernelopt.device': DEFAULTS.device,
       'kernelopt.ncuPath': DEFAULTS.ncuPath,
       'kernelopt.allowConfigChanges': DEFAULTS.allowConfigChanges,
+      'kernelopt.userKernels': DEFAULTS.userKernels,
+      'kernelopt.harnesses': DEFAULTS.harnesses,
       'kernelopt.trace.server': 'off',
     };
     assert.deepStrictEqual(Object.keys(props).sort(), Object.keys(expected).sort());

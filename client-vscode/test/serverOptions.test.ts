@@ -104,6 +104,11 @@ describe('settings → server options', () => {
       assert.ok(patterns.includes('C:/dumps/**/*.py'));
       assert.ok(documentSelector([]).every((f) => f.scheme === 'file' && f.language === 'python'));
     });
+
+    it('takes every Python file when the project\'s own kernels are served', () => {
+      assert.deepStrictEqual(documentSelector([], true).map((f) => f.pattern), ['**/*.py']);
+      assert.ok(!documentSelector([], false).map((f) => f.pattern).includes('**/*.py'));
+    });
   });
 
   describe('readSettings', () => {
@@ -145,6 +150,7 @@ describe('settings → server options', () => {
         'beam',
         'device',
         'dumpFolders',
+        'harnesses',
         'interpreter',
         'model',
         'ncuPath',
