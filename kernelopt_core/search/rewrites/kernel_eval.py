@@ -84,8 +84,8 @@ def evaluate_kernel(func: ast.FunctionDef, samples: dict[str, Any]) -> KernelEva
     """Run the body of ``func`` with ``tl.arange(0, XBLOCK)`` (YBLOCK, R0_BLOCK) replaced by
     ``samples["x"]`` (``"y"``, ``"r0_"``): integer arrays of the same rank Inductor uses before
     its ``[:, None]``/``[None, :]`` subscripts (1-D). Program ids are 0, so ``xindex`` is the
-    samples themselves. Raises :class:`KernelEvalError` on anything it cannot run (loops included:
-    looped reductions are not evaluated)."""
+    samples themselves. A reduction loop runs once (see :meth:`_Runner.loop`). Raises
+    :class:`KernelEvalError` on anything it cannot run."""
     runner = _Runner(samples)
     for param in func.args.args:
         if "ptr" in param.arg:
@@ -121,6 +121,9 @@ class _Runner:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             self.env[stmt.target.id] = self.expr(stmt.value)
             return
+        if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and stmt.target.id in _LOOP_TARGETS:
+            self.loop(stmt)
+            return
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             if _dotted(stmt.value.func) == "tl.store":
                 self.store(stmt.value)
@@ -128,6 +131,28 @@ class _Runner:
             if _dotted(stmt.value.func) in ("tl.debug_barrier", "tl.static_print"):
                 return
         raise KernelEvalError(f"line {stmt.lineno}: cannot evaluate `{_short(stmt)}`")
+
+    def loop(self, stmt: ast.For) -> None:
+        """A reduction loop, run once at ``r0_offset = 0`` (``r0_index`` = the r samples).
+
+        A name assigned before the loop and again inside it is an accumulator: inside the body it
+        reads ``Sym("acc", (name,))``; after the loop it is ``Sym("loop", (name, initial, updated))``,
+        which says how each trip combines into it.
+        """
+        if stmt.orelse:
+            raise KernelEvalError(f"line {stmt.lineno}: a for/else loop")
+        assigned = {t.id for node in stmt.body for n in ast.walk(node) if isinstance(n, ast.Assign)
+                    for t in n.targets if isinstance(t, ast.Name)}
+        accumulators = sorted(name for name in assigned if name in self.env)
+        initial = {name: self.env[name] for name in accumulators}
+        for name in accumulators:
+            self.env[name] = Sym("acc", (name,))
+        assert isinstance(stmt.target, ast.Name)
+        self.env[stmt.target.id] = 0
+        for inner in stmt.body:
+            self.statement(inner)
+        for name in accumulators:
+            self.env[name] = Sym("loop", (name, initial[name], self.env[name]))
 
     def store(self, call: ast.Call) -> None:
         args = list(call.args)
@@ -297,6 +322,7 @@ class _Runner:
         return Sym("load", (len(self.result.loads) - 1,))
 
 
+_LOOP_TARGETS = ("r0_offset", "roffset")
 _KNOWN_CALLS = {"tl.arange", "tl.program_id", "tl.num_programs", "tl.full", "tl.broadcast_to", "tl.load",
                 "tl.where"}
 
