@@ -97,7 +97,8 @@ def test_the_evidence_chooses_the_windowed_family() -> None:
     below = _context("max_pool2d_k4s1p1", sol_pct=24.0, causes=["strided-access"], ideal_bytes=4287000000)
     assert family.not_applicable(below) is None
     variants = family.variants(below)
-    assert variants and variants[0].params["method"] == "blockscan"
+    # 2D windows: shifted rows first (faster than row block scans on the H200), a block-scan variant last
+    assert variants and variants[0].params["method"] == "shifted" and variants[-1].params["method"] == "blockscan"
     assert all(v.params["ideal_bytes"] == 4287000000 and v.params["launcher"] for v in variants)
     assert "4.29 GB" in variants[0].detail and "24% of the speed of light" in variants[0].detail
     near = _context("max_pool2d_k2s2p1d3", sol_pct=103.0, causes=[])
@@ -106,6 +107,8 @@ def test_the_evidence_chooses_the_windowed_family() -> None:
     assert "do not include strided-access" in family.not_applicable(other_cause)
     # Without measurements (the CPU backend) the family applies to what it recognises.
     assert family.not_applicable(_context("avg_pool1d_k8s1p4")) is None
+    one_d = family.variants(_context("avg_pool1d_k8s1p4"))
+    assert one_d[0].params["method"] == "blockscan" and one_d[0].params["block"] * 8 == 1024
     assert "no pooling window" in family.not_applicable(_context("nchw_to_nhwc"))
 
 
