@@ -175,3 +175,14 @@ def test_the_ring_of_row_results_survives_tritons_front_end(tmp_path: Path) -> N
     # Rows t, t-1, t-2 go into the next trip (slot 3 is written before it is read).
     assert found["@ours"] == ring_size(window) - 1 == 3
     assert found["@explore"] < 2  # a 3-row window needs 2 earlier rows; the shared start lost one
+
+
+def test_the_evidence_chooses_the_strided_access_family() -> None:
+    family = FAMILIES["strided_access"]
+    assert "already at 100%" in family.not_applicable(_context("nchw_to_nhwc", sol_pct=99.8, causes=[]))
+    assert "do not include strided-access or low-parallelism" in family.not_applicable(
+        _context("nchw_to_nhwc", sol_pct=60.0, causes=["re-reads"]))
+    slow = _context("nchw_to_nhwc", sol_pct=45.0, causes=["strided-access"])
+    variants = family.variants(slow)
+    assert variants and all(v.params["shape"] == "transpose" and v.params["ideal_bytes"] for v in variants)
+    assert "loaded along the input's contiguous dimension" in variants[0].detail

@@ -69,15 +69,15 @@ def ideal_bytes(ctx: RewriteContext, tensors: list[dict[str, Any]]) -> int | Non
     return sum(sizes) if sizes and all(isinstance(s, int) for s in sizes) else None
 
 
-def headroom_reason(ctx: RewriteContext, cause: str) -> str | None:
+def headroom_reason(ctx: RewriteContext, *wanted: str) -> str | None:
     """Why the evidence says a launcher cannot pay here, or None: near the speed of light, or
-    measured causes that do not include ``cause``. No evidence (the CPU backend) never declines."""
+    measured causes that include none of ``wanted``. No evidence (the CPU backend) never declines."""
     sol = ctx.evidence.get("sol_pct")
     if isinstance(sol, (int, float)) and sol >= NEAR_SPEED_OF_LIGHT_PCT:
         return f"already at {sol:.0f}% of the speed of light: no traffic left to remove"
     causes = ctx.evidence.get("causes")
-    if isinstance(sol, (int, float)) and isinstance(causes, list) and causes and cause not in causes:
-        return f"the analyst's causes ({', '.join(causes)}) do not include {cause}"
+    if isinstance(sol, (int, float)) and isinstance(causes, list) and causes and not set(causes) & set(wanted):
+        return f"the analyst's causes ({', '.join(causes)}) do not include {' or '.join(wanted)}"
     return None
 
 

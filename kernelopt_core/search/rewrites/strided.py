@@ -24,6 +24,7 @@ from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
     bytes_label,
+    headroom_reason,
     ideal_bytes,
     is_launcher,
     launch_tensor,
@@ -223,16 +224,6 @@ def column_plans(red: ColumnReduction, on_cpu: bool, multiprocessors: int) -> li
 # --- the family --------------------------------------------------------------------------------
 
 
-def _headroom(ctx: RewriteContext) -> str | None:
-    sol = ctx.evidence.get("sol_pct")
-    if isinstance(sol, (int, float)) and sol >= 90.0:
-        return f"already at {sol:.0f}% of the speed of light: no traffic left to remove"
-    causes = ctx.evidence.get("causes")
-    if isinstance(sol, (int, float)) and isinstance(causes, list) and causes and not set(causes) & set(CAUSES):
-        return f"the analyst's causes ({', '.join(causes)}) include neither strided access nor low parallelism"
-    return None
-
-
 class StridedAccessFamily:
     name = "strided_access"
     summary = ("strided loads made contiguous in a launcher: tiled transposes through a 2D block, column "
@@ -254,7 +245,7 @@ class StridedAccessFamily:
             self.recognise(ctx)
         except StridedMismatch as exc:
             return f"no strided access recognised: {exc}"
-        return _headroom(ctx)
+        return headroom_reason(ctx, *CAUSES)
 
     def variants(self, ctx: RewriteContext) -> list[Rewrite]:
         if self.not_applicable(ctx):

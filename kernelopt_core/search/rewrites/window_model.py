@@ -13,7 +13,6 @@ reason to decline, so the family never guesses.
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -339,12 +338,6 @@ def divisor_values(window: PoolWindow, rule: str, oh: Any, ow: Any) -> Any:
         return np.minimum(end, size) - np.maximum(start, 0)
 
     return (extent(oh * sh - ph, kh, window.in_h, ph) * extent(ow * sw - pw, kw, window.in_w, pw)).astype(np.float64)
-
-
-def loads_of(module: KernelModule) -> int:
-    """Loads written in the kernel body (for messages)."""
-    assert module.func is not None
-    return sum(1 for n in ast.walk(module.func) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load")
 
 
 __all__ = ["PoolWindow", "WindowMismatch", "divisor_values", "recognise_window", "sample_points"]
