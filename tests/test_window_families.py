@@ -76,3 +76,47 @@ def test_a_window_off_by_one_column_is_rejected_by_gate_2(graphs: dict[str, str]
                                runtime_params(ctx.module))
     result = run_cascade(graph, {kernel.name: source}, CascadeConfig(run_gates=(2,), workdir=str(tmp_path)))
     assert result.failed_gate == 2 and "differ" in result.reason, result.reason
+
+
+_NONFINITE_SCRIPT = """
+import torch, torch.nn.functional as F
+from kernelopt_core.launchers import load_launcher
+from kernelopt_core.search.rewrites.window_model import PoolWindow
+from kernelopt_core.search.rewrites.windowed import WindowPlan, generate_launcher
+torch.manual_seed(0)
+def check(op, x, k, s, p, plan, folder):
+    one_d = x.dim() == 3
+    ref = F.avg_pool1d(x, k, s, p) if op == "avg" else F.max_pool2d(x, k, s, p)
+    planes, h, w = x.shape[0] * x.shape[1], (1 if one_d else x.shape[2]), x.shape[-1]
+    oh, ow = (1, ref.shape[-1]) if one_d else tuple(ref.shape[-2:])
+    kernel, stride, pad = ((1, k), (1, s), (0, p)) if one_d else ((k, k), (s, s), (p, p))
+    window = PoolWindow(op, planes, h, w, oh, ow, kernel, stride, pad, (1, 1), "in_ptr0", "out_ptr0", "tl.float32",
+                        "tl.float32", "include_pad" if op == "avg" else None)
+    launcher = load_launcher("k", generate_launcher(window, plan, "k", ["in_ptr0", "out_ptr0", "xnumel"]), "cpu",
+                             directory=folder)
+    out = torch.full_like(ref, 7.0)
+    launcher.run(x, out, ref.numel())
+    same_nan = torch.equal(torch.isnan(out), torch.isnan(ref))
+    close = torch.allclose(out.nan_to_num(0.0), ref.nan_to_num(0.0), atol=1e-5, rtol=1e-5)
+    print("@", op, plan.method, same_nan and close and bool(torch.isnan(ref).any()) and bool(torch.isinf(ref).any()))
+import sys
+x = torch.randn(2, 3, 37); x[0, 0, 5] = float("nan"); x[1, 2, 20] = float("inf"); x[0, 1, 30] = float("-inf")
+check("avg", x, 8, 1, 4, WindowPlan("blockscan", 8, 1, 4), sys.argv[1])
+y = torch.randn(1, 2, 9, 11); y[0, 0, 4, 4] = float("nan"); y[0, 1, 0, 10] = float("inf")
+check("max", y, 3, 1, 1, WindowPlan("blockscan", 4, 9, 4), sys.argv[1])
+check("max", y, 3, 1, 1, WindowPlan("shifted", 16, 9, 4), sys.argv[1])
+"""
+
+
+def test_inf_and_nan_reach_exactly_the_windows_that_contain_them(tmp_path: Path) -> None:
+    """Window sums from block scans never subtract, so an inf or NaN stays in its own windows (a prefix-sum
+    difference would turn its neighbours into NaN); max propagates NaN like torch. Run in the interpreter."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", _NONFINITE_SCRIPT, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent)
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("@ ")]
+    assert len(lines) == 3, done.stderr[-3000:]
+    assert all(line[3] == "True" for line in lines), lines
