@@ -2,12 +2,19 @@
 
 Offline, an attempt is the family's next variant not tried yet (a rejected variant's gate
 message rules it out; the next differs in what the gate objected to: block size, warps, ...).
-With an LLM, the plan, the kernel and the launcher contract go in; each rejection's gate
+With an LLM, the plan, the kernel and the candidate contract go in; each rejection's gate
 message comes back as the ``submit_kernel`` tool result, so the model fixes what the gate said.
+
+A candidate is a plain kernel module or a launcher module (docs/launchers.md). Before any gate
+runs, :func:`candidate_kind` tells which one a submission is and catches the mistakes that
+would only confuse the gates' messages (no function with the kernel's name, a launcher whose
+parameters differ from the wrapper's arguments, a declared kind the source contradicts); the
+answer goes back to the model like a gate's.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,9 +22,46 @@ from ..llm.base import LLMProvider, LLMResponse
 from ..prompts import AgentPrompt
 from ..rewrites import FAMILIES, RewriteContext
 from ..rewrites.base import Rewrite
-from ..rewrites.kernel_source import source_digest
+from ..rewrites.kernel_source import KernelSourceError, parse_kernel_module, source_digest
+from ..rewrites.launcher_source import runtime_params
 from .context import KernelBrief, Plan, Proposal
 from .conversation import Conversation, tool_result
+
+
+def candidate_kind(source: str, kernel_name: str, runtime: list[str] | None,
+                   declared: str | None = None) -> tuple[str, str | None]:
+    """("kernel" | "launcher", None) for a well-formed submission, else (kind guessed, the problem)."""
+    from ...launchers import launcher_function
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        return declared or "kernel", f"the module does not parse: {exc}"
+    launcher = launcher_function(source, kernel_name)
+    jitted = any(isinstance(node, ast.FunctionDef) and node.name == kernel_name and node.decorator_list
+                 for node in tree.body)
+    kind = "launcher" if launcher is not None else "kernel"
+    if launcher is None and not jitted:
+        return declared or kind, (f"the module defines no function named {kernel_name}: a plain kernel module "
+                                  f"decorates `@triton.jit def {kernel_name}(...)`, a launcher module defines an "
+                                  f"undecorated `def {kernel_name}(...)` that launches its kernels")
+    if declared in ("kernel", "launcher") and declared != kind:
+        return kind, (f"kind is {declared!r} but the source is a {kind} module "
+                      f"({'an undecorated' if kind == 'launcher' else 'a decorated'} `def {kernel_name}`)")
+    if launcher is not None and runtime is not None:
+        params = [a.arg for a in launcher.args.args]
+        if params != runtime or launcher.args.vararg or launcher.args.kwarg or launcher.args.kwonlyargs:
+            return kind, (f"the launcher takes ({', '.join(params)}) but the wrapper passes "
+                          f"({', '.join(runtime)}): same names, same order, nothing else")
+    return kind, None
+
+
+def kernel_runtime_params(source: str, kernel_name: str) -> list[str] | None:
+    """The runtime parameters of Inductor's kernel (what the wrapper passes), or None when unreadable."""
+    try:
+        return runtime_params(parse_kernel_module(source, kernel_name))
+    except KernelSourceError:
+        return None
 
 
 @dataclass
@@ -48,6 +92,8 @@ class OfflineSession:
 class LLMSession:
     conversation: Conversation
     opening: str
+    kernel_name: str = ""
+    runtime: list[str] | None = None  # the wrapper's arguments: a launcher's signature
     attempts: int = 0
     error: str | None = None
     pending_calls: list[str] = field(default_factory=list)  # tool_use ids the next message must answer
@@ -79,8 +125,13 @@ class LLMSession:
         data = call.input
         assert isinstance(data, dict)
         source = str(data["kernel_source"])
-        return Proposal(source, str(data.get("change_summary", "")), "llm", str(data.get("change_summary", ""))[:80],
-                        {}, self.attempts)
+        declared = data.get("kind") if isinstance(data.get("kind"), str) else None
+        kind, problem = candidate_kind(source, self.kernel_name, self.runtime, declared)
+        if problem:
+            self.error = f"not submitted to the gates: {problem}"
+            return None
+        summary = str(data.get("change_summary", ""))
+        return Proposal(source, summary, "llm", summary[:80], {"kind": kind}, self.attempts)
 
 
 class Executor:
@@ -99,10 +150,13 @@ class Executor:
             variants = family.variants(context) if family is not None else []
             return OfflineSession(variants, tried)
         system = self.prompt.render(launcher_contract=self.launcher_contract, retries=self.retries)
+        runtime = kernel_runtime_params(brief.original_source, brief.name)
         conversation = Conversation(self.provider, "executor", system, self.prompt.tools, on_response=self.on_response)
         evidence = "\n".join(f"- {e}" for e in plan.evidence) or "- (none given)"
         opening = (f"Plan: {plan.direction}\nRationale: {plan.rationale}\nEvidence:\n{evidence}\n"
                    f"Speed of light: {brief.sol_summary()}\n\n"
                    f"Kernel {brief.name} ({brief.kind}, tier {brief.tier}) on {brief.device}. Current module source:\n"
-                   f"```python\n{node_source}\n```\nSubmit the rewritten module with submit_kernel.")
-        return LLMSession(conversation, opening)
+                   f"```python\n{node_source}\n```\nSubmit the rewritten module with submit_kernel: a plain kernel "
+                   f"module, or a launcher module whose `def {brief.name}(...)` takes "
+                   f"({', '.join(runtime or ['the kernel runtime parameters'])}).")
+        return LLMSession(conversation, opening, brief.name, runtime)

@@ -19,6 +19,12 @@ from .context import DEFAULT_ORDER, DIRECTION_FAMILIES, KernelBrief, Plan
 from .conversation import Conversation, compact_json, tool_result
 
 MAX_TOOL_ROUNDS = 8
+# Launcher families the analyst's evidence calls for: a measured (or source-read) cause puts them
+# before the direction-mapped families. They apply only to kernels they recognise exactly.
+EVIDENCE_FAMILIES: dict[str, tuple[str, ...]] = {
+    "strided-access": ("windowed", "strided_access"),
+    "low-parallelism": ("strided_access",),
+}
 
 
 @dataclass
@@ -39,6 +45,8 @@ def offline_plans(request: PlanRequest) -> list[Plan]:
     status = applicable_families(ctx)
     applicable = [name for name, why in status.items() if why is None]
     order: list[str] = []
+    for cause in ctx.evidence.get("causes") or []:
+        order += [family for family in EVIDENCE_FAMILIES.get(cause, ()) if family not in order]
     for direction in request.brief.directions:
         for family in DIRECTION_FAMILIES.get(direction.get("name", ""), ()):
             if family not in order:
@@ -88,6 +96,12 @@ def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
                          f"target: the ideal bytes")
     if family == "split_reduction":
         facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
+    if family in EVIDENCE_FAMILIES.get("strided-access", ()):
+        causes = ", ".join(ctx.evidence.get("causes") or []) or "none measured"
+        sol = ctx.evidence.get("sol_pct")
+        sol_text = f"SOL {sol:.0f}%" if isinstance(sol, (int, float)) else "SOL unknown"
+        facts.append(f"causes: {causes}; {sol_text}; target: the ideal {ctx.evidence.get('ideal_bytes') or 'unknown'} "
+                     "bytes (each input read once, each output written once)")
     return facts
 
 

@@ -15,14 +15,17 @@ from .launch_config import LaunchConfigFamily
 from .masks import MaskRemovalFamily
 from .persistent import PersistentFamily
 from .split_reduction import SplitReductionFamily
+from .strided import StridedAccessFamily
 from .user_kernel import UserAutotuneFamily, UserFastMathFamily
 from .vector_hints import VectorHintsFamily
+from .windowed import WindowedFamily
 
 FAMILIES: dict[str, RewriteFamily] = {
     family.name: family
     for family in (
         LaunchConfigFamily(), PersistentFamily(), SplitReductionFamily(), MaskRemovalFamily(),
         EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(), Int32IndexFamily(),
+        WindowedFamily(), StridedAccessFamily(),  # launchers (docs/launchers.md)
         # a project's own kernels (docs/user-kernels.md); not applicable to Inductor's
         UserAutotuneFamily(), UserFastMathFamily(),
     )
