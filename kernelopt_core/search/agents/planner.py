@@ -34,11 +34,35 @@ class PlanRequest:
     history: list[str] = field(default_factory=list)  # lines describing the search so far
 
 
+def evidence_families(ctx: RewriteContext) -> list[str]:
+    """The algorithmic families the analyst's evidence calls for, first the most specific.
+
+    Few rows (the low-parallelism cause, or fewer rows than SMs) call for spreading each row over
+    programs; re-reads (the cause, a traffic ratio of 1.3 or more, or passes that load the same
+    pointer) for reading the row once. Whether a family can rewrite the kernel is its own call.
+    """
+    evidence = ctx.evidence
+    causes = evidence.get("causes") or []
+    ratio = evidence.get("traffic_ratio")
+    rows = evidence.get("xnumel") if isinstance(evidence.get("xnumel"), int) else ctx.module.numels.get("xnumel")
+    sms = evidence.get("sm_count") if isinstance(evidence.get("sm_count"), int) else ctx.multiprocessors
+    passes = evidence.get("passes")
+    looped = ctx.module.is_looped_reduction
+    order: list[str] = []
+    if "low-parallelism" in causes or (looped and isinstance(rows, int) and rows < sms):
+        order += ["split_programs", "cooperative_rows"]
+    rereads = "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3) or (
+        ratio is None and isinstance(passes, int) and passes > 1)
+    if rereads or (looped and ratio is None and ctx.module.text.count("for r0_offset in") > 1):
+        order += ["single_read", "cooperative_rows"]
+    return list(dict.fromkeys(order))
+
+
 def offline_plans(request: PlanRequest) -> list[Plan]:
     ctx = request.context
     status = applicable_families(ctx)
     applicable = [name for name, why in status.items() if why is None]
-    order: list[str] = []
+    order: list[str] = evidence_families(ctx)
     for direction in request.brief.directions:
         for family in DIRECTION_FAMILIES.get(direction.get("name", ""), ()):
             if family not in order:
@@ -80,12 +104,17 @@ def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
         current = module.explicit_config.label() if module.explicit_config else (
             ctx.inductor_configs[0].label() if ctx.inductor_configs else "Inductor's heuristic")
         facts.append(f"{sizes}; current config {current}")
-    if family == "persistent":
-        facts.append(f"looped reduction over r0_numel={module.numels.get('r0_numel')} re-reads its row per pass")
+    if family in ("single_read", "cooperative_rows", "split_programs"):
+        facts.append(f"looped reduction over {module.numels.get('xnumel')} rows of r0_numel="
+                     f"{module.numels.get('r0_numel')}, {module.text.count('for r0_offset in')} pass(es) per row")
         ratio = ctx.evidence.get("traffic_ratio")
         if ratio is not None:
+            target = "the ideal bytes" if family != "split_programs" else "more programs at the same traffic"
             facts.append(f"DRAM traffic {ratio:.2f}x the ideal {ctx.evidence.get('ideal_bytes')} bytes; "
-                         f"target: the ideal bytes")
+                         f"target: {target}")
+        causes = ctx.evidence.get("causes") or []
+        if causes:
+            facts.append(f"analyst causes: {', '.join(causes)}")
     if family == "split_reduction":
         facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
     return facts
