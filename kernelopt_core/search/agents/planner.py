@@ -35,25 +35,18 @@ class PlanRequest:
 
 
 def evidence_families(ctx: RewriteContext) -> list[str]:
-    """The algorithmic families the analyst's evidence calls for, first the most specific.
+    """The algorithmic families the analyst's evidence calls for, the most specific first.
 
-    Few rows (the low-parallelism cause, or fewer rows than SMs) call for spreading each row over
-    programs; re-reads (the cause, a traffic ratio of 1.3 or more, or passes that load the same
-    pointer) for reading the row once. Whether a family can rewrite the kernel is its own call.
+    The low-parallelism cause (fewer programs or rows than SMs) calls for spreading each row over
+    programs; re-reads (the cause, or a measured traffic ratio of 1.3 or more) for reading each row
+    once. Whether a family can rewrite the kernel is its own call (``not_applicable``).
     """
-    evidence = ctx.evidence
-    causes = evidence.get("causes") or []
-    ratio = evidence.get("traffic_ratio")
-    rows = evidence.get("xnumel") if isinstance(evidence.get("xnumel"), int) else ctx.module.numels.get("xnumel")
-    sms = evidence.get("sm_count") if isinstance(evidence.get("sm_count"), int) else ctx.multiprocessors
-    passes = evidence.get("passes")
-    looped = ctx.module.is_looped_reduction
+    causes = ctx.evidence.get("causes") or []
+    ratio = ctx.evidence.get("traffic_ratio")
     order: list[str] = []
-    if "low-parallelism" in causes or (looped and isinstance(rows, int) and rows < sms):
+    if "low-parallelism" in causes:
         order += ["split_programs", "cooperative_rows"]
-    rereads = "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3) or (
-        ratio is None and isinstance(passes, int) and passes > 1)
-    if rereads or (looped and ratio is None and ctx.module.text.count("for r0_offset in") > 1):
+    if "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3):
         order += ["single_read", "cooperative_rows"]
     return list(dict.fromkeys(order))
 

@@ -705,7 +705,8 @@ def share_loads(stmts: list[ast.stmt]) -> int:
         targets = names_assigned(node)
         value = node.value
         dumped = ast.dump(value) if value is not None else ""
-        changed = {name for name in targets if values.get(name, dumped) != dumped or len(targets) > 1}
+        # A name redefined to the very expression it held (each pass recomputes r0_index, ...) is unchanged.
+        changed = {name for name in targets if values.get(name) != dumped or len(targets) > 1}
         forget(changed, set())
         for name in targets:
             values[name] = dumped if len(targets) == 1 else "<tuple>"
