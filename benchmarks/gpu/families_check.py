@@ -1,5 +1,6 @@
 """A quick GPU check of the reduction families' candidates, outside the gates (issue 16).
 
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT families_check:400
     PYTHONPATH=. python3 benchmarks/gpu/families_check.py OUT_DIR [problem ...]
 
 For each kbscale problem (max-autotune), every Triton reduction kernel's launch arguments are
@@ -177,24 +178,37 @@ def _check_kernel(kernel: Any, args: tuple[Any, ...], original: Any, peaks: Any,
     return row
 
 
-def main() -> int:
-    out_dir = sys.argv[1]
+def run(out_dir: str, problems: list[str] | None = None) -> dict[str, Any]:
+    """Check each problem in turn while ``KERNELOPT_GPU_BUDGET_S`` lasts (a problem takes 30-90 s)."""
+    import gc
+
+    import torch
+
     os.makedirs(out_dir, exist_ok=True)
-    names = sys.argv[2:] or list(DEFAULT)
+    budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "560"))
+    started = time.monotonic()
     results: dict[str, Any] = {}
-    for name in names:
+    for name in problems or list(DEFAULT):
+        if time.monotonic() - started > budget - 90:
+            results[name] = {"skipped": "out of time"}
+            continue
         try:
             results[name] = check_problem(name, out_dir)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - recorded per problem
             results[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
         with open(os.path.join(out_dir, "families_check.json"), "w") as handle:
             json.dump(results, handle, indent=1, default=str)
-        import gc
-
-        import torch
-
         gc.collect()
         torch.cuda.empty_cache()
+    rows = [c for entry in results.values() for k in entry.get("kernels", []) for c in k.get("candidates", [])]
+    return {"problems": len(results), "candidates": len(rows),
+            "correct": sum(1 for c in rows if c.get("rel_err") is not None and c["rel_err"] < 1e-4 and not c["nan"]),
+            "bitwise_reruns": sum(1 for c in rows if c.get("bitwise_rerun")),
+            "faster": sorted(f"{c['family']}: {c['title']} {c['speedup']}x" for c in rows if (c.get("speedup") or 0) > 1.0)}
+
+
+def main() -> int:
+    print(json.dumps(run(sys.argv[1], sys.argv[2:] or None), indent=1, default=str))
     return 0
 
 

@@ -205,6 +205,8 @@ class SplitProgramsFamily:
                "elementwise pass parallel over all chunks (a launcher)")
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
+        if ctx.on_cpu:
+            return "more programs only add work on the CPU interpreter, which runs them one at a time"
         try:
             kernel = decompose(ctx.module)
         except NotTransformable as exc:
