@@ -372,3 +372,28 @@ def test_every_family_passes_gates_2_and_3_on_the_cpu_backend(long_rows_graph, p
 def _gate1_has_the_launcher_dialect() -> bool:
     """Gate 1's launcher dialect is another engineer's work: once merged, launchers must pass it too."""
     return importlib.util.find_spec("kernelopt_core.gates.static_launcher") is not None
+
+
+def test_the_pipeline_probe_compiles_once_and_journals_the_answer(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from kernelopt_core.gates import ptx_compile
+    from kernelopt_core.runs import Journal
+    from kernelopt_core.search.pipeline import _Search
+
+    compiled: list[str] = []
+
+    class FakeCompiler:
+        def compile(self, name: str, source: str) -> dict:
+            compiled.append(name)
+            return {"ok": True, "configs": [{"n_regs": 72, "n_spills": 0, "shared_bytes": 1024}]}
+
+    monkeypatch.setattr(ptx_compile, "shared_compiler", lambda: FakeCompiler())
+    kernel = h200_kernel("rmsnorm")
+    source = FAMILIES["single_read"].variants(context(kernel.source, kernel.name))[0].source
+    search = SimpleNamespace(journal=Journal.open(tmp_path / "journal.jsonl"))
+    assert _Search._compile_probe(search, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
+    resumed = SimpleNamespace(journal=Journal.open(tmp_path / "journal.jsonl"))  # a resumed run: no compile
+    assert _Search._compile_probe(resumed, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
+    assert compiled == [kernel.name]
