@@ -128,11 +128,6 @@ class Stmt:
         return names_read(self.node)
 
     @property
-    def call(self) -> ast.Call | None:
-        value = self.node.value if isinstance(self.node, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
-        return value if isinstance(value, ast.Call) else None
-
-    @property
     def is_store(self) -> bool:
         return isinstance(self.node, ast.Expr) and is_call(self.node.value, "tl.store")
 
