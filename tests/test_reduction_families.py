@@ -31,7 +31,8 @@ from kernelopt_core.search.rewrites import (
     parse_kernel_module,
     split_programs,
 )
-from kernelopt_core.search.rewrites.reduction_passes import NotTransformable, decompose, share_loads
+from kernelopt_core.search.rewrites.reduction_passes import NotTransformable, decompose
+from kernelopt_core.search.rewrites.statement_edits import share_loads
 
 LONG_ROWS = Path(__file__).resolve().parent / "optimize_problems" / "long_row_reductions.py"
 ALGORITHMIC = ("single_read", "cooperative_rows", "split_programs")

@@ -42,17 +42,8 @@ from .budget import (
 )
 from .kernel_source import KernelSourceError, next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
-from .reduction_passes import (
-    NotTransformable,
-    Pass,
-    ReductionKernel,
-    decompose,
-    renamed,
-    share_loads,
-    with_chunk_start,
-    with_row,
-    with_store_mask,
-)
+from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
+from .statement_edits import renamed, share_loads, with_chunk_start, with_row, with_store_mask
 
 STALL_POLLS = 4  # polls in a row during which no new program started, before computing a missing partial
 MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)

@@ -30,7 +30,8 @@ from .budget import (
 )
 from .kernel_source import KernelSourceError, next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
-from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose, with_chunk_start
+from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
+from .statement_edits import with_chunk_start
 
 MIN_CHUNK = 256  # elements of a row per program, at least
 MAX_BLOCK = 2048  # R0_BLOCK of the pass kernels
