@@ -61,7 +61,7 @@ def test_at_least_six_families_apply_across_the_fixtures() -> None:
         kernel = kernel_of(graph, index)
         applied |= {n for n, why in applicable_families(context(kernel.source, kernel.name)).items() if why is None}
     assert len(FAMILIES) >= 6
-    assert {"launch_config", "persistent", "split_reduction", "mask_removal", "eviction_hints", "vector_hints",
+    assert {"launch_config", "single_read", "split_reduction", "mask_removal", "eviction_hints", "vector_hints",
             "fast_math"} <= applied
 
 
@@ -103,7 +103,7 @@ def test_looped_reduction_turned_persistent_reads_the_row_once() -> None:
     assert "R0_BLOCK: tl.constexpr = 4096" in text
     assert text.count("tl.load(in_ptr0") == 1  # the second pass reuses the loaded row
     assert "reuses the row already loaded" in text
-    variants = FAMILIES["persistent"].variants(context(kernel.source, kernel.name))
+    variants = FAMILIES["single_read"].variants(context(kernel.source, kernel.name))
     assert variants and all("R0_BLOCK" not in (v.params.get("blocks") or {}) for v in variants)
     assert all(parse_kernel_module(v.source, kernel.name).heuristic == "persistent_reduction" for v in variants)
 
@@ -201,7 +201,7 @@ def test_every_family_is_correct_on_the_cpu_backend(cpu_example_dump: Path, row_
                                                      tmp_path: Path) -> None:
     diffs = _check_on_cpu(cpu_example_dump, tmp_path / "gelu", {"launch_config", "mask_removal", "eviction_hints",
                                                                  "vector_hints", "fast_math"})
-    diffs.update(_check_on_cpu(row_norms_dump, tmp_path / "rows", {"persistent", "split_reduction"}))
+    diffs.update(_check_on_cpu(row_norms_dump, tmp_path / "rows", {"single_read", "split_reduction"}))
     bad = {key: diff for key, diff in diffs.items() if diff > 1e-4}
     assert not bad, bad
 

@@ -314,12 +314,12 @@ def test_resume_refuses_a_changed_dump(tmp_path: Path) -> None:
                  evaluator=StandInEvaluator())
 
 
-def test_looped_reduction_search_finds_the_persistent_rewrite(tmp_path: Path) -> None:
+def test_looped_reduction_search_finds_the_single_read_rewrite(tmp_path: Path) -> None:
     result, journal, _ = run(tmp_path, RMSNORM, iterations=2, plans=3, beam_width=2)
     families = {c["proposal"]["family"] for c in kinds(journal, "candidate")}
-    assert "persistent" in families
+    assert "single_read" in families
     assert result.decision == "optimized"
-    assert result.kernels[0]["best_family"] in ("persistent", "launch_config", "mask_removal")
+    assert result.kernels[0]["best_family"] in ("single_read", "launch_config", "mask_removal")
 
 
 class ProfiledEvaluator(StandInEvaluator):
@@ -340,7 +340,7 @@ class ProfiledEvaluator(StandInEvaluator):
 
 @pytest.mark.parametrize("memory,compute,tier,first", [
     # the two r0 passes over x in the source are a re-reads cause: its family goes first
-    (60.0, 20.0, "memory-bound", ["persistent", "launch_config", "vector_hints", "eviction_hints"]),
+    (60.0, 20.0, "memory-bound", ["single_read", "launch_config", "vector_hints", "eviction_hints"]),
     (20.0, 60.0, "compute-bound", ["fast_math", "launch_config"]),
 ])
 def test_the_analysts_tier_guides_the_offline_plans(tmp_path: Path, memory: float, compute: float, tier: str,
@@ -398,7 +398,7 @@ def test_the_speed_of_light_evidence_reaches_the_brief_and_the_rewrite_context(
     assert brief["value"]["evidence"][0].startswith("speed of light 52.7%")
     assert seen and all(list(e) == list(EVIDENCE_KEYS) for e in seen)
     assert seen[0]["sol_pct"] == sol["sol_pct"] and seen[0]["launch_args"][0]["name"] == "in_ptr0"
-    assert [p["plan"]["family"] for p in kinds(journal, "plan")][0] == "persistent"  # the re-reads cause first
+    assert [p["plan"]["family"] for p in kinds(journal, "plan")][0] == "single_read"  # the re-reads cause first
     kernel = result.kernels[0]
     assert kernel["sol_pct"] == sol["sol_pct"] and kernel["traffic_ratio"] == sol["traffic_ratio"]
     assert result.decision == "optimized" and kernel["decision"] == "optimized"

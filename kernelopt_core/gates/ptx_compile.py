@@ -177,7 +177,8 @@ def _compile_one(fn: Any, signature: dict[str, Any], constants: dict[str, Any], 
     asm = compiled.asm
     shared = int(getattr(compiled.metadata, "shared", 0) or 0)
     entry.update(ok=True, stage="cubin" if "cubin" in asm else "ptx", ptx_bytes=len(asm.get("ptx", "")),
-                 shared_bytes=shared, stages=[k for k in ("ttir", "ttgir", "llir", "ptx", "cubin") if k in asm])
+                 shared_bytes=shared, stages=[k for k in ("ttir", "ttgir", "llir", "ptx", "cubin") if k in asm],
+                 **register_usage(asm.get("ptx"), options.get("enable_fp_fusion", True)))
     if shared > SM90_MAX_SHARED_BYTES:
         entry.update(ok=False, error=f"needs {shared} bytes of shared memory; sm_90 allows "
                                      f"{SM90_MAX_SHARED_BYTES} per block")
@@ -216,3 +217,44 @@ def _summary(results: list[dict[str, Any]], total: int) -> dict[str, Any]:
     stage = min((r["stage"] for r in results), key=["import", "config", "frontend", "ptx", "cubin"].index)
     return {"ok": not failed, "stage": stage, "configs": results,
             "error": failed[0]["error"] if failed else None, "configs_total": total}
+
+
+def register_usage(ptx: str | None, fp_fusion: bool = True) -> dict[str, int | None]:
+    """``{"n_regs", "n_spills"}`` of a kernel's PTX assembled for sm_90a by Triton's ``ptxas -v``
+    (registers per thread; spill stores + loads in bytes); None each when ptxas is unavailable.
+
+    Triton reads these from the loaded binary, which needs a GPU; ``ptxas -v`` prints them without one.
+    """
+    import re
+    import subprocess
+    import tempfile
+
+    unknown: dict[str, int | None] = {"n_regs": None, "n_spills": None}
+    if not ptx:
+        return unknown
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        try:
+            ptxas = get_ptxas(90).path
+        except TypeError:  # older Triton: get_ptxas() takes no architecture
+            ptxas = get_ptxas().path
+    except Exception:  # noqa: BLE001 - no ptxas: the usage is unknown, the compile still stands
+        return unknown
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "kernel.ptx")
+        with open(source, "w", encoding="utf-8") as handle:
+            handle.write(ptx)
+        command = [ptxas, "-v", "--gpu-name=sm_90a", source, "-o", os.path.join(folder, "kernel.o")]
+        if not fp_fusion:
+            command.insert(1, "--fmad=false")
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return unknown
+    log = done.stdout + done.stderr
+    regs = re.search(r"Used (\d+) registers", log)
+    stores = re.search(r"(\d+) bytes spill stores", log)
+    loads = re.search(r"(\d+) bytes spill loads", log)
+    return {"n_regs": int(regs.group(1)) if regs else None,
+            "n_spills": int(stores.group(1)) + int(loads.group(1)) if stores and loads else None}

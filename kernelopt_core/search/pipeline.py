@@ -248,6 +248,9 @@ class _Search:
         if evaluator is None and self.target is not None:
             evaluator = self.target.evaluator(workdir, ab_rounds=self._ab_rounds(), kernel_rounds=self._kernel_rounds(),
                                               sink=sink)
+        # Register budgets come from the candidate compiled for sm_90 (rewrites.budget), on real GPU runs.
+        self._probe_enabled = (evaluator is None and self.device_kind == "cuda"
+                               and os.environ.get("KERNELOPT_COMPILE_PROBE", "1") != "0")
         if evaluator is None:
             try:
                 evaluator = GateEvaluator(self.graph, config.device, workdir, ab_rounds=self._ab_rounds(),
@@ -488,7 +491,31 @@ class _Search:
         sms = evidence.get("sm_count")
         return RewriteContext(module=module, original=original, device=self.device_kind, tier=brief.tier,
                               inductor_configs=configs, evidence=evidence,
+                              compile_probe=self._compile_probe if self._probe_enabled else None,
                               **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms > 0 else {}))
+
+    def _compile_probe(self, source: str) -> dict[str, Any] | None:
+        """Registers, spill bytes and shared memory of a plain kernel module compiled for sm_90 (its
+        first launch config), or None when it does not compile. Journaled, so a resumed run proposes
+        the same variants without compiling again."""
+        key = source_digest(source)
+        entry = self.journal.lookup("compile_probe", key)
+        if entry is not None:
+            return entry.get("value")
+        from ..gates.ptx_compile import shared_compiler
+
+        value: dict[str, Any] | None = None
+        try:
+            name = parse_kernel_module(source).name
+            result = shared_compiler().compile(name, source)
+            first = (result.get("configs") or [None])[0] if result.get("ok") else None
+            if isinstance(first, dict):
+                value = {"regs": first.get("n_regs"), "spills": first.get("n_spills"),
+                         "shared_bytes": first.get("shared_bytes")}
+        except (KernelSourceError, OSError, RuntimeError) as exc:
+            self.journal.record("note", message=f"compile probe unavailable: {exc}")
+        self.journal.append("compile_probe", key, value=value)
+        return value
 
     def _search_kernel(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
         config = self.config

@@ -8,11 +8,11 @@ from typing import Any
 # Analyst direction names -> the offline rewrite families that act on them.
 DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
     "vectorize-loads": ("launch_config", "vector_hints"),
-    "fuse-rereads": ("persistent",),
+    "fuse-rereads": ("single_read", "cooperative_rows"),
     "eviction-hints": ("eviction_hints",),
     "cheaper-math": ("fast_math",),
     "tile-tuning": ("launch_config",),
-    "more-programs": ("launch_config", "split_reduction"),
+    "more-programs": ("split_programs", "cooperative_rows", "launch_config"),
     "smaller-blocks-more-warps": ("launch_config",),
     "reduce-register-pressure": ("split_reduction", "int32_index", "launch_config"),
     "raise-occupancy": ("launch_config",),
@@ -24,10 +24,10 @@ DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
 # per-loop-trip overhead dominates, so launch shape comes first; on a GPU, memory traffic.
 DEFAULT_ORDER = {
     # user_* families apply to a project's own kernels only (docs/user-kernels.md)
-    "cpu": ("user_autotune", "launch_config", "persistent", "mask_removal", "fast_math", "user_fast_math",
-            "split_reduction", "eviction_hints", "vector_hints", "int32_index"),
-    "cuda": ("user_autotune", "launch_config", "persistent", "eviction_hints", "vector_hints", "mask_removal",
-             "fast_math", "user_fast_math", "split_reduction", "int32_index"),
+    "cpu": ("user_autotune", "launch_config", "single_read", "mask_removal", "fast_math", "user_fast_math",
+            "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows"),
+    "cuda": ("user_autotune", "launch_config", "single_read", "cooperative_rows", "split_programs", "eviction_hints",
+             "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction", "int32_index"),
 }
 
 

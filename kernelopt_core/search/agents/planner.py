@@ -40,6 +40,23 @@ class PlanRequest:
     history: list[str] = field(default_factory=list)  # lines describing the search so far
 
 
+def evidence_families(ctx: RewriteContext) -> list[str]:
+    """The algorithmic families the analyst's evidence calls for, the most specific first.
+
+    The low-parallelism cause (fewer programs or rows than SMs) calls for spreading each row over
+    programs; re-reads (the cause, or a measured traffic ratio of 1.3 or more) for reading each row
+    once. Whether a family can rewrite the kernel is its own call (``not_applicable``).
+    """
+    causes = ctx.evidence.get("causes") or []
+    ratio = ctx.evidence.get("traffic_ratio")
+    order: list[str] = []
+    if "low-parallelism" in causes:
+        order += ["split_programs", "cooperative_rows"]
+    if "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3):
+        order += ["single_read", "cooperative_rows"]
+    return list(dict.fromkeys(order))
+
+
 def offline_plans(request: PlanRequest) -> list[Plan]:
     ctx = request.context
     status = applicable_families(ctx)
@@ -47,6 +64,7 @@ def offline_plans(request: PlanRequest) -> list[Plan]:
     order: list[str] = []
     for cause in ctx.evidence.get("causes") or []:
         order += [family for family in EVIDENCE_FAMILIES.get(cause, ()) if family not in order]
+    order += [family for family in evidence_families(ctx) if family not in order]
     for direction in request.brief.directions:
         for family in DIRECTION_FAMILIES.get(direction.get("name", ""), ()):
             if family not in order:
@@ -88,12 +106,17 @@ def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
         current = module.explicit_config.label() if module.explicit_config else (
             ctx.inductor_configs[0].label() if ctx.inductor_configs else "Inductor's heuristic")
         facts.append(f"{sizes}; current config {current}")
-    if family == "persistent":
-        facts.append(f"looped reduction over r0_numel={module.numels.get('r0_numel')} re-reads its row per pass")
+    if family in ("single_read", "cooperative_rows", "split_programs"):
+        facts.append(f"looped reduction over {module.numels.get('xnumel')} rows of r0_numel="
+                     f"{module.numels.get('r0_numel')}, {module.text.count('for r0_offset in')} pass(es) per row")
         ratio = ctx.evidence.get("traffic_ratio")
         if ratio is not None:
+            target = "the ideal bytes" if family != "split_programs" else "more programs at the same traffic"
             facts.append(f"DRAM traffic {ratio:.2f}x the ideal {ctx.evidence.get('ideal_bytes')} bytes; "
-                         f"target: the ideal bytes")
+                         f"target: {target}")
+        causes = ctx.evidence.get("causes") or []
+        if causes:
+            facts.append(f"analyst causes: {', '.join(causes)}")
     if family == "split_reduction":
         facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
     if family in EVIDENCE_FAMILIES.get("strided-access", ()):

@@ -1,19 +1,23 @@
 """The offline rewrite families: genuine source rewrites of Inductor's Triton kernels.
 
 Each family reads a :class:`RewriteContext` and proposes deterministic, ordered variants; every
-variant goes through the same gates as an LLM-written kernel.
+variant goes through the same gates as an LLM-written kernel. ``single_read``, ``cooperative_rows``
+and ``split_programs`` change the algorithm of a looped reduction (reduction_passes.py reads its
+passes); the last two propose launcher candidates (docs/launchers.md).
 """
 
 from __future__ import annotations
 
 from .base import Rewrite, RewriteContext, RewriteFamily
+from .cooperative_rows import CooperativeRowsFamily
 from .eviction import EvictionHintsFamily
 from .fast_math import FastMathFamily
 from .int32_index import Int32IndexFamily
 from .kernel_source import KernelModule, KernelSourceError, LaunchConfig, parse_kernel_module
 from .launch_config import LaunchConfigFamily
 from .masks import MaskRemovalFamily
-from .persistent import PersistentFamily
+from .single_read import SingleReadFamily
+from .split_programs import SplitProgramsFamily
 from .split_reduction import SplitReductionFamily
 from .strided import StridedAccessFamily
 from .user_kernel import UserAutotuneFamily, UserFastMathFamily
@@ -23,8 +27,9 @@ from .windowed import WindowedFamily
 FAMILIES: dict[str, RewriteFamily] = {
     family.name: family
     for family in (
-        LaunchConfigFamily(), PersistentFamily(), SplitReductionFamily(), MaskRemovalFamily(),
-        EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(), Int32IndexFamily(),
+        LaunchConfigFamily(), SingleReadFamily(), CooperativeRowsFamily(), SplitProgramsFamily(),
+        SplitReductionFamily(), MaskRemovalFamily(), EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(),
+        Int32IndexFamily(),
         WindowedFamily(), StridedAccessFamily(),  # launchers (docs/launchers.md)
         # a project's own kernels (docs/user-kernels.md); not applicable to Inductor's
         UserAutotuneFamily(), UserFastMathFamily(),

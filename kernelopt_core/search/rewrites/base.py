@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,6 +43,10 @@ class RewriteContext:
     inductor_configs: list[LaunchConfig] = field(default_factory=list)  # what Inductor would try
     multiprocessors: int = 132
     evidence: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(EVIDENCE_KEYS))
+    # Compiles a plain kernel module for sm_90 and answers {"regs", "spills", "shared_bytes"} of its
+    # first launch config, or None when it cannot (the search pipeline provides it on GPU runs;
+    # kernelopt_core.gates.ptx_compile). Families read register budgets from it instead of guessing.
+    compile_probe: Callable[[str], dict[str, Any] | None] | None = None
 
     @property
     def on_cpu(self) -> bool:

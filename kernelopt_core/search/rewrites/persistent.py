@@ -1,5 +1,7 @@
 """A looped reduction turned persistent: one block covers the whole row, the loops disappear,
 and loads the loops repeated (Inductor re-reads the row in every pass) are read once.
+
+The transformation the ``single_read`` family (single_read.py) proposes, with its register budget.
 """
 
 from __future__ import annotations
@@ -8,18 +10,7 @@ import ast
 import re
 import textwrap
 
-from .base import Rewrite, RewriteContext
-from .kernel_source import (
-    KernelModule,
-    KernelSourceError,
-    LaunchConfig,
-    next_pow2,
-    parse_kernel_module,
-    with_launch_config,
-)
-
-GPU_MAX_ROW = 8192  # beyond this a whole row per program spills registers on a GPU
-CPU_MAX_ROW = 16384
+from .kernel_source import KernelModule, KernelSourceError
 
 
 def unroll_row_loops(module: KernelModule, row_block: int) -> str:
@@ -52,8 +43,8 @@ def unroll_row_loops(module: KernelModule, row_block: int) -> str:
 
 
 def share_repeated_loads(text: str) -> str:
-    """Replace a load identical to an earlier one (same pointer and mask, no store in between) by
-    the earlier value: what a persistent kernel gains over Inductor's multi-pass loop."""
+    """Replace a load identical to an earlier one (same pointer, mask and ``other``, no store in
+    between) by the earlier value: what a persistent kernel gains over Inductor's multi-pass loop."""
     tree = ast.parse(text)
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     seen: dict[str, tuple[str, str, set[str]]] = {}  # load key -> (value name, pointer base, names used)
@@ -81,7 +72,10 @@ def share_repeated_loads(text: str) -> str:
         call = stmt.value
         assert isinstance(call, ast.Call)
         mask = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mask"), None)
-        key = ast.dump(call.args[0]) + "|" + (ast.dump(mask) if mask is not None else "")
+        other = call.args[2] if len(call.args) > 2 else next((k.value for k in call.keywords if k.arg == "other"),
+                                                             None)
+        # Masked-off lanes hold `other`: loads that differ in it are different values.
+        key = "|".join(ast.dump(n) if n is not None else "" for n in (call.args[0], mask, other))
         base = next((n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name) and "ptr" in n.id), "")
         used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
         if key in seen:
@@ -99,54 +93,3 @@ def share_repeated_loads(text: str) -> str:
 def _is_call(node: ast.expr, attr: str) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl")
-
-
-class PersistentFamily:
-    name = "persistent"
-    summary = "turn a looped reduction persistent: one block per row, no loop, the row is loaded once"
-
-    def not_applicable(self, ctx: RewriteContext) -> str | None:
-        module = ctx.module
-        if not module.is_looped_reduction:
-            return "not a looped reduction"
-        rnumel = module.numels.get("r0_numel")
-        if rnumel is None:
-            return "the row length is not fixed in the kernel"
-        limit = CPU_MAX_ROW if ctx.on_cpu else GPU_MAX_ROW
-        if next_pow2(rnumel) > limit:
-            return f"rows of {rnumel} are too long to keep in registers (limit {limit})"
-        if ("R0_BLOCK", "r0_numel") in module.divides_markers() and next_pow2(rnumel) != rnumel:
-            return "a mask removal relies on R0_BLOCK dividing the row"
-        if "r1_numel" in module.numels:
-            return "two reduction dimensions"
-        return None
-
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
-        module = ctx.module
-        row = next_pow2(module.numels["r0_numel"])
-        try:
-            unrolled = parse_kernel_module(unroll_row_loops(module, row), module.name)
-        except (KernelSourceError, SyntaxError):
-            return []
-        xnumel = module.numels.get("xnumel", module.size_hints.get("x", 1))
-        cap = (65536 if ctx.on_cpu else 16384) // row
-        xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x <= max(1, cap) and x <= next_pow2(xnumel)]
-        if ctx.on_cpu:
-            xblocks = sorted(xblocks, reverse=True)  # fewer programs first in the interpreter
-        warps = [4] if ctx.on_cpu else ([8, 16, 4] if row >= 2048 else [4, 8, 2])
-        out = []
-        for xblock in xblocks:
-            for w in warps:
-                config = LaunchConfig.of({"XBLOCK": xblock}, w, 1)
-                try:
-                    source = with_launch_config(unrolled, config)
-                except KernelSourceError:
-                    continue
-                out.append(Rewrite(
-                    family=self.name, title=f"persistent reduction, R0_BLOCK={row}, {config.label()}",
-                    detail="row loops inlined; repeated loads of the row shared",
-                    source=source, params={"R0_BLOCK": row, **config.to_json()},
-                ))
-        return out[:12]

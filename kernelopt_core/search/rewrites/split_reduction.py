@@ -6,8 +6,8 @@ pass per reduction level (what Inductor's looped reductions do): each pass recom
 row values it needs, accumulates the reduction in a [XBLOCK, R0_BLOCK] accumulator, and
 the last pass writes the outputs.
 
-A split across programs (Inductor's two-kernel split reduction) needs a second kernel and a
-scratch buffer in the wrapper, which the kernel-only launcher contract does not allow.
+Splitting a row across programs (partials in scratch, a finalize) is the ``split_programs`` family,
+a launcher candidate; this one keeps one program per row and only relieves register pressure.
 """
 
 from __future__ import annotations

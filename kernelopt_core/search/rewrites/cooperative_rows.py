@@ -1,0 +1,286 @@
+"""Cooperative rows: G programs share a row, each holds its chunk in registers, and the row is read once.
+
+For a looped reduction whose rows are too long for one program (or too few to fill the GPU), the
+launcher runs one kernel in which each group of G adjacent programs owns a row at a time (a
+persistent loop over rows, the grid sized to stay resident). Each program:
+
+1. runs every pass of Inductor's kernel on its own chunk (``R0_BLOCK`` = the chunk, one iteration,
+   loads shared across passes, so the chunk is read from DRAM once);
+2. after a pass that ends in reductions, reduces its chunk with Inductor's own reduction call (the
+   chunk's *partial*), writes it to scratch and raises its ready flag (a release atomic);
+3. polls the row's flags (acquire atomics) and loads the partials that are ready. A partial still
+   missing after a bounded wait is **computed by the program itself** from the input, with the same
+   code in the same order, so the result is bit-identical whichever program computed it: the kernel
+   is correct under any schedule (the CPU interpreter runs programs one after another) and never
+   hangs; a schedule that is not co-resident costs extra reads, not correctness;
+4. combines the row's partials with Inductor's reduction call (sum: add; max2/min2; online softmax
+   (max, sum); Welford (mean, m2, weight)) and goes on with Inductor's post-loop code, from registers.
+
+The wait is bounded by progress: a program gives up after ``STALL_POLLS`` polls during which no new
+program of the launch started (on the interpreter nothing else runs while it waits), or after
+``MAX_POLLS`` in all. The flags and the start counter are ``torch.zeros`` scratch of each call.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .base import Rewrite, RewriteContext
+from .budget import (
+    FAMILY_EFFICIENCY,
+    SINGLE_READ_MAX_ROW,
+    blocks_per_sm,
+    elements_per_thread,
+    low_parallelism_signal,
+    near_speed_of_light,
+    plan_text,
+    probe,
+    reread_signal,
+    sm_count,
+    traffic_plan,
+)
+from .kernel_source import KernelSourceError, next_pow2
+from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
+from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
+from .statement_edits import renamed, share_loads, with_chunk_start, with_row, with_store_mask
+
+STALL_POLLS = 4  # polls in a row during which no new program started, before computing a missing partial
+MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)
+MAX_GROUP = 256  # programs per row (the partials of a row are one vector)
+CHUNKS = (8192, 4096, 16384, 2048, 1024, 512, 256)  # elements per program, in order of preference
+MAX_VARIANTS = 4
+
+
+@dataclass(frozen=True)
+class CoopShape:
+    chunk: int  # R0_BLOCK: the elements of a row one program holds
+    group: int  # G: programs per row
+    num_warps: int
+    programs: int  # the grid: G x the row groups resident at once
+
+    def label(self) -> str:
+        return f"G={self.group}, chunk={self.chunk}, num_warps={self.num_warps}, programs={self.programs}"
+
+
+def _partials(kernel: ReductionKernel) -> list[tuple[str, str, str]]:
+    """(scratch name, torch dtype, identity) of every partial: one per level, reduction and result."""
+    out = []
+    for level, p in enumerate(kernel.levels):
+        for i, r in enumerate(p.reductions):
+            for c, acc in enumerate(r.accumulators):
+                out.append((f"_ko_part{level}_{i}_{c}_ptr", acc.torch_dtype, acc.identity))
+    return out
+
+
+CONSTEXPRS = ("XBLOCK", "R0_BLOCK", "G", "G_BLOCK", "STALL_POLLS", "MAX_POLLS")
+
+
+def kernel_parameters(kernel: ReductionKernel) -> list[str]:
+    return [*kernel.runtime_params, *(name for name, _, _ in _partials(kernel)), "_ko_flags_ptr", "_ko_arrivals_ptr",
+            *(f"{name}: tl.constexpr" for name in CONSTEXPRS)]
+
+
+def cooperative_kernel(kernel: ReductionKernel, name: str) -> str:
+    """The ``@triton.jit`` kernel in which G programs cooperate on each row."""
+    lines = Lines()
+    lines.add("@triton.jit")
+    with lines.block(f"def {name}({', '.join(kernel_parameters(kernel))}):"):
+        for stmt in kernel.constants:
+            lines.add(stmt.text())
+        lines.add("_ko_pid = tl.program_id(0)\n_ko_member = _ko_pid % G\n_ko_programs = tl.num_programs(0)\n"
+                  "_ko_groups = _ko_programs // G\n"
+                  "tl.atomic_add(_ko_arrivals_ptr, 1, sem='relaxed')  # counts the programs that have started\n"
+                  "_ko_gi = tl.arange(0, G_BLOCK)[None, :]\n_ko_gmask = _ko_gi < G\n"
+                  "_ko_lead = (tl.zeros([XBLOCK, 1], tl.int32) + _ko_member) == 0  # writes the row's values")
+        with lines.block("for _ko_row in range(_ko_pid // G, xnumel, _ko_groups):"):
+            for stmt in kernel.header:
+                lines.add(ast.unparse(with_row(stmt.node, "_ko_row")) if stmt is kernel.xoffset else stmt.text())
+            lines.add("_ko_x = xoffset + tl.arange(0, XBLOCK)")
+            for p in kernel.passes:
+                lines.add("_ko_start = _ko_member * R0_BLOCK\nr0_offset = _ko_start")
+                for stmt in p.body:
+                    lines.add(ast.unparse(with_chunk_start(stmt.node, "_ko_start")))
+                if p.reductions:
+                    _exchange(lines, kernel, p)
+                for stmt in p.post:
+                    reduction = kernel.reduction_of(stmt)
+                    if reduction is not None:
+                        level, i = kernel.levels.index(p), p.reductions.index(reduction)
+                        lines.add(reduction.combining([f"_ko_v_{level}_{i}_{c}" for c in range(reduction.arity)]))
+                    elif stmt.is_store:
+                        lines.add(with_store_mask(stmt, "_ko_lead"))  # one writer per row value
+                    else:
+                        lines.add(stmt.text())
+    tree = ast.parse(lines.text())
+    func = tree.body[0]
+    assert isinstance(func, ast.FunctionDef)
+    row_loop = next(n for n in func.body if isinstance(n, ast.For))
+    share_loads(row_loop.body)  # the chunk is loaded once for all passes
+    return ast.unparse(tree)
+
+
+def _exchange(lines: Lines, kernel: ReductionKernel, p: Pass) -> None:
+    level = kernel.levels.index(p)
+    levels = len(kernel.levels)
+    values: list[tuple[int, int, str, str]] = []  # (reduction, component, partial scratch, identity)
+    for i, r in enumerate(p.reductions):
+        names = [f"_ko_p_{level}_{i}_{c}" for c in range(r.arity)]
+        lines.add(f"{', '.join(names)} = {r.call_with([a.name for a in r.accumulators])}")
+        for c, acc in enumerate(r.accumulators):
+            part = f"_ko_part{level}_{i}_{c}_ptr"
+            lines.add(f"tl.store({part} + (_ko_x * G + _ko_member), {names[c]})")
+            values.append((i, c, part, acc.identity))
+    lines.add(f"tl.debug_barrier()  # every thread's partial is written before the flag is raised\n"
+              f"_ko_flag = _ko_flags_ptr + (_ko_row * {levels} + {level}) * G\n"
+              "tl.atomic_xchg(_ko_flag + _ko_member, 1, sem='release')\n"
+              "_ko_ready = tl.where(_ko_gmask, tl.atomic_add(_ko_flag + _ko_gi, 0, mask=_ko_gmask, sem='acquire'), 1)\n"
+              "_ko_seen = tl.atomic_add(_ko_arrivals_ptr, 0, sem='acquire')\n"
+              "_ko_stall = _ko_pid * 0\n_ko_polls = _ko_pid * 0")
+    with lines.block("while (tl.sum((_ko_ready == 0).to(tl.int32)) > 0) & (_ko_stall < STALL_POLLS) "
+                     "& (_ko_polls < MAX_POLLS):"):
+        lines.add("_ko_ready = tl.where(_ko_gmask, tl.atomic_add(_ko_flag + _ko_gi, 0, mask=_ko_gmask, "
+                  "sem='acquire'), 1)\n"
+                  "_ko_now = tl.atomic_add(_ko_arrivals_ptr, 0, sem='acquire')\n"
+                  "_ko_stall = tl.where((_ko_now == _ko_programs) | (_ko_now != _ko_seen), 0, _ko_stall + 1)\n"
+                  "_ko_seen = _ko_now\n_ko_polls += 1")
+    lines.add("tl.debug_barrier()")
+    for i, c, part, identity in values:
+        lines.add(f"_ko_v_{level}_{i}_{c} = tl.load({part} + (_ko_x[:, None] * G + _ko_gi), "
+                  f"mask=_ko_gmask & (_ko_ready != 0), other={identity}, volatile=True)")
+    # A partial that did not arrive: compute it here, with the same code the owner runs.
+    local = {s for stmt in p.accumulator_slice() for s in stmt.targets}
+    local |= {a.name for a in p.accumulators} | {"r0_offset", "_ko_start"}
+    mapping = {name: f"{name}__f" for name in local}
+    with lines.block("if tl.sum((_ko_ready == 0).to(tl.int32)) > 0:"):
+        with lines.block("for _ko_j in range(0, G):"):
+            with lines.block("if tl.sum(((_ko_gi == _ko_j) & (_ko_ready == 0)).to(tl.int32)) > 0:"):
+                for acc in p.accumulators:
+                    lines.add(ast.unparse(renamed(acc.init.node, mapping)))
+                lines.add("_ko_start__f = _ko_j * R0_BLOCK\nr0_offset__f = _ko_start__f")
+                for stmt in p.accumulator_slice():
+                    lines.add(ast.unparse(renamed(with_chunk_start(stmt.node, "_ko_start"), mapping)))
+                for i, r in enumerate(p.reductions):
+                    names = [f"_ko_q_{i}_{c}" for c in range(r.arity)]
+                    lines.add(f"{', '.join(names)} = {r.call_with([mapping[a.name] for a in r.accumulators])}")
+                    for c in range(r.arity):
+                        v = f"_ko_v_{level}_{i}_{c}"
+                        lines.add(f"{v} = tl.where(_ko_gi == _ko_j, {names[c]}[:, None], {v})")
+
+
+def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
+    """The launcher module: the cooperative kernel and ``def <kernel name>(<same parameters>)``."""
+    name = kernel.name
+    jit_name = f"{name}_coop"
+    device = kernel.pointer_params[0]
+    partials = _partials(kernel)
+    body = Lines(1)
+    for part, dtype, _ in partials:
+        body.add(scratch(part, kernel.xnumel * shape.group, dtype, device))
+    body.add(scratch("_ko_flags_ptr", kernel.xnumel * len(kernel.levels) * shape.group, "int32", device, zeros=True))
+    body.add(scratch("_ko_arrivals_ptr", 1, "int32", device, zeros=True))
+    meta = _meta(shape)
+    body.add(launch(jit_name, (shape.programs,),
+                    [*kernel.runtime_params, *(p for p, _, _ in partials), "_ko_flags_ptr", "_ko_arrivals_ptr"],
+                    meta, shape.num_warps))
+    return (prologue(kernel.module) + "\n\n" + cooperative_kernel(kernel, jit_name) + "\n\n\n"
+            + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
+
+
+def _meta(shape: CoopShape) -> dict[str, int]:
+    return {"XBLOCK": 1, "R0_BLOCK": shape.chunk, "G": shape.group, "G_BLOCK": max(2, next_pow2(shape.group)),
+            "STALL_POLLS": STALL_POLLS, "MAX_POLLS": MAX_POLLS}
+
+
+def probe_source(kernel: ReductionKernel, shape: CoopShape) -> str:
+    """The cooperative kernel as a plain candidate of the original kernel, for ``compile_probe``."""
+    types = {p: SIGNATURE_TYPES[dtype] for p, dtype, _ in _partials(kernel)}
+    types.update({"_ko_flags_ptr": "*i32", "_ko_arrivals_ptr": "*i32"})
+    return probe_module(kernel, cooperative_kernel(kernel, "_ko_probe"), "_ko_probe", types, _meta(shape),
+                        shape.num_warps)
+
+
+class CooperativeRowsFamily:
+    name = "cooperative_rows"
+    summary = ("long rows read once: G programs per row each hold a chunk in registers and exchange partials "
+               "through scratch (a launcher)")
+
+    def not_applicable(self, ctx: RewriteContext) -> str | None:
+        if ctx.on_cpu:
+            return ("needs co-resident programs: the CPU interpreter runs them one at a time, so every wait "
+                    "would end in recomputing the partials")
+        try:
+            kernel = decompose(ctx.module)
+        except NotTransformable as exc:
+            return str(exc)
+        return self._why_not(ctx, kernel)
+
+    def _why_not(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
+        if not kernel.levels:
+            return "no reduction to combine"
+        hazard = kernel.cross_chunk_hazard()
+        if hazard:
+            return hazard
+        near = near_speed_of_light(ctx)
+        if near:
+            return near
+        if not self._shapes(ctx, kernel):
+            return f"rows of {kernel.r0_numel} are too short to split over programs"
+        reread = reread_signal(ctx, kernel)
+        few = low_parallelism_signal(ctx, kernel.xnumel)
+        if few:
+            return None
+        if reread and next_pow2(kernel.r0_numel) > SINGLE_READ_MAX_ROW:
+            return None
+        if reread:
+            return f"rows of {kernel.r0_numel} fit one program: a single read (single_read) needs no exchange"
+        return "no evidence of re-reads or low parallelism"
+
+    def _shapes(self, ctx: RewriteContext, kernel: ReductionKernel) -> list[CoopShape]:
+        shapes = []
+        for chunk in CHUNKS:
+            group = -(-kernel.r0_numel // chunk)
+            if group < 2 or group > MAX_GROUP:
+                continue
+            warps = max(4, min(16, chunk // (32 * 32)))
+            shapes.append(CoopShape(chunk, group, warps, 0))
+        shapes.sort(key=lambda s: (not 8 <= s.group <= 128, CHUNKS.index(s.chunk)))
+        return shapes
+
+    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
+        if self.not_applicable(ctx):
+            return []
+        kernel = decompose(ctx.module)
+        sms = sm_count(ctx)
+        plan = traffic_plan(ctx, self.name, [])
+        out: list[Rewrite] = []
+        for shape in self._shapes(ctx, kernel):
+            if len(out) >= MAX_VARIANTS:
+                break
+            try:
+                probed = probe(ctx, probe_source(kernel, shape))
+            except KernelSourceError:
+                probed = None
+            if probed is not None and probed.spills_registers:
+                continue  # the chunk does not fit in registers at this width
+            resident = blocks_per_sm(shape.num_warps, probed.regs if probed else None,
+                                     probed.shared_bytes if probed else None) * sms
+            groups = max(1, min(kernel.xnumel, resident // shape.group))
+            shape = CoopShape(shape.chunk, shape.group, shape.num_warps, groups * shape.group)
+            try:
+                source = launcher_source(kernel, shape)
+            except Exception:  # noqa: BLE001 - one variant's blind spot must not stop the search
+                continue
+            registers = (f"{probed.regs} registers, no spills" if probed and probed.regs is not None else
+                         f"{elements_per_thread(shape.chunk, shape.num_warps):.0f} elements per thread")
+            out.append(Rewrite(
+                family=self.name, title=f"cooperative rows, {shape.label()}",
+                detail=(f"{shape.group} programs per row hold {shape.chunk} elements each ({registers}); "
+                        f"partials of {len(kernel.levels)} reduction level(s) exchanged through scratch; "
+                        f"the row is read once; {plan_text(plan)}"),
+                source=source,
+                params={"launcher": True, "chunk": shape.chunk, "group": shape.group, "num_warps": shape.num_warps,
+                        "programs": shape.programs, "registers": probed.regs if probed else None,
+                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+            ))
+        return out
