@@ -25,7 +25,8 @@ import re
 import time
 from typing import Any
 
-from ..gates.static import MAX_SOURCE_BYTES, SourceReport, StaticFinding, _Checker, _short
+from ..gates.static import MAX_SOURCE_BYTES, SourceReport, StaticFinding, check_source
+from ..gates.static_rules import Dialect
 from ..gates.verdict import GateVerdict
 from .parse import Aliases, parse_user_kernels
 
@@ -39,48 +40,6 @@ def caller_passes(module_source: str) -> list[str]:
     """The meta-parameters and options the caller passes (the extracted module's marker line)."""
     match = _CALLER_MARKER.search(module_source)
     return [n.strip() for n in match.group(1).split(",") if n.strip()] if match else []
-
-
-class _UserChecker(_Checker):
-    """Inductor's gate-1 rules, with the user dialect's decorators (lambdas allowed inside them)."""
-
-    def __init__(self, report: SourceReport, aliases: Aliases):
-        super().__init__(report)
-        self.aliases = aliases
-        self.in_decorator = 0
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        for deco in node.decorator_list:
-            name = self.aliases.canonical(deco.func if isinstance(deco, ast.Call) else deco) or ""
-            if name not in USER_DECORATORS:
-                self.add("contract", f"function {node.name} has decorator `{_short(deco)}`; a user kernel module takes "
-                                     "@triton.jit, @triton.autotune and @triton.heuristics only", deco)
-        if not node.decorator_list:
-            self.add("contract", f"function {node.name} is plain Python; a kernel module defines @triton.jit "
-                                 "functions only", node)
-        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs:
-            self.add("contract", f"function {node.name} takes *args/**kwargs/keyword-only parameters", node)
-        from ..gates.static import _is_constant_expression
-
-        for default in [*node.args.defaults, *node.args.kw_defaults]:
-            if default is not None and not _is_constant_expression(default):
-                self.add("global-state", f"function {node.name} has a mutable default argument", default)
-        self.in_decorator += 1
-        for deco in node.decorator_list:
-            self.visit(deco)
-        self.in_decorator -= 1
-        for arg in node.args.args:
-            self.visit(arg)
-        for stmt in node.body:
-            self.visit(stmt)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        if self.in_decorator:  # @triton.heuristics({'BLOCK': lambda args: ...})
-            self.generic_visit(node)
-            return
-        super().visit_Lambda(node)
 
 
 def check_user_source(original_source: str, kernel: str, candidate_source: str) -> SourceReport:
@@ -97,8 +56,12 @@ def check_user_source(original_source: str, kernel: str, candidate_source: str) 
     except (ValueError, RecursionError, MemoryError) as exc:
         report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
         return report
+    del tree
+    # Gate 1's own rules, on what each name resolves to, in the user-kernel dialect; then the contract
+    # of a user kernel (its wrapper stays the user's).
+    report = check_source(original_source, kernel, candidate_source, dialect=Dialect.USER)
+    report.notes = [n for n in report.notes if "has no launch contract yet" not in n]
     try:
-        _UserChecker(report, Aliases.of(tree)).check_module(tree)
         _check_contract(original_source, kernel, candidate_source, report)
     except RecursionError:
         report.findings.append(StaticFinding("syntax", "the source nests too deeply to check"))
