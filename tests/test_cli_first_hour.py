@@ -204,7 +204,8 @@ class _FakeResult:
 
 
 def _fake_optimize(run_dir: Path, then: BaseException | None = None) -> Any:
-    def optimize(path: str, *, kernel: Any = None, config: Any = None, sink: EventSink, resume: Any = None) -> Any:
+    def optimize(path: str, *, kernel: Any = None, config: Any = None, sink: EventSink, resume: Any = None,
+                 target: Any = None) -> Any:
         sink.progress(f"run {run_dir.name}: g", stage="start", run_id=run_dir.name, run_dir=str(run_dir))
         if then is not None:
             raise then

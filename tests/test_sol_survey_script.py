@@ -16,6 +16,7 @@ for name in ("anthropic", "pygls", "watchdog", "lsprotocol"):
     sys.modules[name] = None  # any import of them fails
 spec = importlib.util.spec_from_file_location("sol_survey", sys.argv[1] + "/benchmarks/gpu/sol_survey.py")
 survey = importlib.util.module_from_spec(spec)
+sys.modules["sol_survey"] = survey  # dataclasses look their module up there
 spec.loader.exec_module(survey)
 
 from kernelopt_core.artifacts import parse_output_code

@@ -111,7 +111,8 @@ class _Moments:
 
 
 def error_structure(candidate: Any, original: Any, reference: Any | None = None, *, row_length: int | None = None,
-                    input_scale: float | None = None, chunk: int = DEFAULT_CHUNK) -> ErrorStructure:
+                    input_scale: float | None = None, chunk: int = DEFAULT_CHUNK,
+                    sensitivity: tuple[float, float] | None = None) -> ErrorStructure:
     """Bias and worst-element checks of ``candidate`` against ``original`` (and ``reference``, float64).
 
     All three have one shape; ``row_length``: outputs that share one reduction (the kernel's
@@ -119,6 +120,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     that is not known (gate 3, at the graph's outputs), pass the output's last dimension: grouping
     independent outputs only costs significance, not grouping correlated ones costs false rejections.
     Non-finite elements are skipped (their positions are :func:`input_families.compare_outputs`'s job).
+    ``sensitivity``: (max, mean) of |original(inputs moved by one ulp) - original(inputs)| (gate 2): how far
+    rounding alone moves the original's outputs, which floors the element and bias scales where the
+    outputs amplify rounding (a layer norm of rows at mean 1000 with weights of 1000).
     """
     import torch
 
@@ -191,15 +195,19 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
     # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
     # is random in sign, and the significance test across rows absorbs what it shares within a row.
-    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * growth, 1e-300)
+    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
+    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * growth, sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
-    element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, 1e-300)
+    element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, sensitive_max, 1e-300)
     worst_ratio = worst / max(worst_orig, element_floor)
     problems = []
     if worst_ratio > ELEMENT_FACTOR:
         problems.append(f"an element's error {worst:.3g} is {worst_ratio:.1f}x the "
                         + (f"original's worst error {worst_orig:.3g}" if worst_orig >= element_floor
-                           else f"rounding floor {element_floor:.3g}") + f" (limit {ELEMENT_FACTOR:g}x)")
+                           else f"rounding floor {element_floor:.3g}"
+                           + (" (the original's own change under one ulp of input rounding)"
+                              if element_floor == sensitive_max else ""))
+                        + f" (limit {ELEMENT_FACTOR:g}x)")
     if bias_ratio > BIAS_FACTOR and abs(bias_z) > BIAS_Z:
         problems.append(f"a systematic bias: mean(candidate - original) = {bias:.3g}, {bias_ratio:.1f}x the error "
                         f"scale {bias_scale:.3g} (limit {BIAS_FACTOR:g}x) and {abs(bias_z):.1f} standard errors "

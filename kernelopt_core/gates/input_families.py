@@ -23,7 +23,9 @@ rows are the tensor's last dimension. The families:
                           softmax whose max includes a padded lane's 0 divides 0 by 0; a spread of 20
                           puts many softmax probabilities between 1e-9 and 1e-5
 ``all-positive``          uniform in [0.5, 100]
-``near-max``              random signs, magnitudes in [0.5, 1] x the dtype's largest finite value
+``near-max``              random signs, magnitudes in [0.5, 1] x the dtype's largest finite value / H,
+                          H = 1024 (fp32, bf16) or 32 (fp16): sums of H values cannot overflow in any
+                          order, squares and exp still do
 ``denormals``             random signs, magnitudes below the dtype's smallest normal
 ``tail-extreme``          (reductions) random normal rows whose extreme (+-30) is the row's last
                           element, in the last, masked chunk of any block size
@@ -222,8 +224,16 @@ def _all_positive(ctx: FillContext, start: int, count: int) -> Any:
     return _uniform(ctx, start, count, 0.5, 100.0, 7)
 
 
+def near_max_headroom(dtype_max: float) -> float:
+    """How far below the dtype's maximum ``near-max`` stays: sums of that many of its values stay finite
+    in any order (a correct reordered sum must not overflow where the original's order did not), while
+    squares and exponentials still overflow (1024 for fp32/bf16, 32 for fp16)."""
+    return float(min(1024, 2 ** int(math.log2(math.sqrt(dtype_max))) // 4))
+
+
 def _near_max(ctx: FillContext, start: int, count: int) -> Any:
-    return _signs(ctx, start, count, 8) * _uniform(ctx, start, count, 0.5, 1.0, 8) * ctx.max
+    top = ctx.max / near_max_headroom(ctx.max)
+    return _signs(ctx, start, count, 8) * _uniform(ctx, start, count, 0.5, 1.0, 8) * top
 
 
 def _denormals(ctx: FillContext, start: int, count: int) -> Any:
@@ -252,7 +262,7 @@ FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
                 applies=lambda name, info: info.max >= 1e4),
     InputFamily("all-negative", "all negative (-130 to -110)", _all_negative),
     InputFamily("all-positive", "all positive (0.5 to 100)", _all_positive),
-    InputFamily("near-max", "magnitudes near the dtype's largest finite value", _near_max, error_structure=False),
+    InputFamily("near-max", "magnitudes near the dtype's largest finite value (/1024 for fp32)", _near_max, error_structure=False),
     InputFamily("denormals", "denormal magnitudes", _denormals, error_structure=False),
     InputFamily("tail-extreme", "the row extreme in the last (masked) chunk", _tail_extreme, reductions_only=True),
 )}

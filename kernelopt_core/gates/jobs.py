@@ -273,6 +273,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
             per_kernel[name] = {
                 "passed": failed_check is None, "checks": [c.to_json() for c in outcome.checks],
                 "roles": dict(zip(arg_names, roles, strict=True)), "launches": len(kernel_launches),
+                "launch_limits_s": list(outcome.launch_limits_s),
                 "reason": (f"{name}, {failed_check.label}: {failed_check.problems[0]}" if failed_check else
                            f"{name}: {len(outcome.checks)} runs match the original"),
                 "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),

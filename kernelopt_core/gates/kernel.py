@@ -217,6 +217,12 @@ class RunCheck:
     could_not_run: bool = False  # the check itself failed (the verdict is "could not verify")
     violation: bool = False
     figures: dict[str, Any] = field(default_factory=dict)  # error-structure numbers, when measured
+    structure_problems: int = 0  # how many of the problems are the error structure's
+
+    @property
+    def structure_only(self) -> bool:
+        """Failed on the error's structure alone (every element within the tolerance, NaN/Inf in place)."""
+        return bool(self.problems) and self.structure_problems == len(self.problems)
 
     @property
     def passed(self) -> bool:
@@ -384,6 +390,28 @@ class StructureCheck:
     row_length: int | None  # outputs that share one reduction (r0_numel), when the output keeps that dimension
     input_scale: float  # the largest finite magnitude among the kernel's floating inputs
     output_rows: dict[int, int | None] = field(default_factory=dict)  # per output index, when it differs
+    # per output name: (max, mean) change of the original's output under one ulp of input rounding
+    sensitivity: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+_INT_OF_WIDTH = {2: "int16", 4: "int32", 8: "int64"}
+
+
+def nudge_last_bit(tensor: Any) -> bool:
+    """Move every finite element of a floating ``tensor`` by one ulp, in place (its last mantissa bit
+    flipped, up or down as the bit falls); calling it again restores the tensor exactly. False for
+    a dtype it cannot nudge."""
+    import torch
+
+    width = _INT_OF_WIDTH.get(tensor.element_size())
+    if width is None or not tensor.is_floating_point() or tensor.numel() == 0:
+        return False
+    from .chunks import flat_pieces
+
+    integers = tensor.view(getattr(torch, width))
+    for _, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
+        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype))
+    return True
 
 
 def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure: StructureCheck) -> None:
@@ -393,10 +421,11 @@ def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure
         return
     rows = structure.row_length if structure.row_length and cand.numel() % structure.row_length == 0 else None
     figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale,
-                              chunk=device_chunk(cand))
+                              chunk=device_chunk(cand), sensitivity=structure.sensitivity.get(name))
     check.figures.setdefault("error_structure", {})[name] = figures.to_json()
     if not figures.passed:
         check.problems.append(f"{name}: {figures.reason}")
+        check.structure_problems += 1
 
 
 def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[Role], names: list[str],

@@ -8,6 +8,7 @@ inside a worker (imports torch inside functions).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,10 +28,27 @@ from .kernel import (
     distribution_label,
     draw_arguments,
     fingerprint,
+    nudge_last_bit,
     run_original,
 )
 
 CURRENT_STREAM = "__current_stream__"
+
+# A hung candidate must cost a bounded wait, not the job's whole time: each of its launches gets
+# LAUNCH_TIME_FACTOR times the original's time, at least a floor, at most the job's run limit. The
+# floors allow for compiling: a GPU candidate's first launch compiles its kernels (several, for a
+# launcher), a later one may compile another specialisation; the CPU interpreter compiles nothing.
+LAUNCH_TIME_FACTOR = 100.0
+FIRST_LAUNCH_FLOOR_S = {"cpu": 20.0, "cuda": 180.0}
+LATER_LAUNCH_FLOOR_S = {"cpu": 20.0, "cuda": 60.0}
+
+
+def launch_limits(original_s: float, device: str, job_limit_s: float) -> tuple[float, float]:
+    """(first launch, later launches) time limits for a candidate whose original took ``original_s``."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    scaled = LAUNCH_TIME_FACTOR * max(0.0, original_s)
+    return (min(job_limit_s, max(FIRST_LAUNCH_FLOOR_S[kind], scaled)),
+            min(job_limit_s, max(LATER_LAUNCH_FLOOR_S[kind], scaled)))
 
 
 class CandidateSide(Side):
@@ -41,6 +59,7 @@ class CandidateSide(Side):
         self.process = process
         self.name = name
         self.timeout_s = timeout_s
+        self.limit_note = ""  # why the launch limit is what it is, for the verdict of a hung candidate
         self._refs: list[dict[str, Any]] = []
         self._buffers: list[Any] = []
 
@@ -69,7 +88,8 @@ class CandidateSide(Side):
                                       shuffle_seed=shuffle_seed)
         except SandboxError as exc:
             if exc.kind in ("timeout", "crash"):
-                self.run.error = str(exc)  # the candidate hung or took its process down: its verdict
+                # the candidate hung or took its process down: its verdict
+                self.run.error = f"{exc} ({self.limit_note})" if exc.kind == "timeout" and self.limit_note else str(exc)
             else:
                 self.run.error, self.run.could_not_run = str(exc), True
             return
@@ -97,6 +117,7 @@ class KernelChecks:
     checks: list[RunCheck] = field(default_factory=list)
     peak_bytes: int = 0  # the largest number of bytes gate 2's own buffers held at once
     working_set_bytes: int = 0
+    launch_limits_s: tuple[float, float] = (0.0, 0.0)  # the candidate's first and later launch limits
 
     @property
     def failed(self) -> RunCheck | None:
@@ -108,6 +129,45 @@ def _scale(values: Sequence[Any], distribution: str) -> float:
         return 1.0
     return max((LARGE_MAGNITUDE.get(str(v.dtype), 1000.0) for v in values
                 if hasattr(v, "is_floating_point") and v.is_floating_point()), default=1.0)
+
+
+def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+                         names: list[str], device: str) -> dict[str, tuple[float, float]]:
+    """Per floating output: (max, mean) of |original(inputs nudged by one ulp) - original(inputs)|.
+
+    Runs the original once more with every finite input element moved by one ulp, then restores the
+    inputs and the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs only
+    when a candidate is about to be rejected on its error's structure alone). Empty when it cannot run.
+    """
+    import torch
+
+    outputs = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input" and g.view.is_floating_point()}
+    if not outputs:
+        return {}
+    try:
+        saved = {i: view.clone() for i, view in outputs.items()}
+    except torch.OutOfMemoryError:
+        return {}
+    nudged = [v for v, r in zip(values, roles, strict=True)
+              if r != "output" and isinstance(v, torch.Tensor) and nudge_last_bit(v)]
+    sensitivity: dict[str, tuple[float, float]] = {}
+    try:
+        orig.fill(values)
+        run_original(original, orig, values, kwargs, device)
+        if orig.run.error is None:
+            for i, view in outputs.items():
+                change = (view.double() - saved[i].double()).abs()
+                finite = torch.isfinite(change)
+                if finite.any():
+                    sensitivity[names[i]] = (float(change[finite].max()), float(change[finite].mean()))
+    finally:
+        for v in nudged:
+            nudge_last_bit(v)
+        orig.fill(values)
+        for i, view in outputs.items():
+            view.copy_(saved[i])
+        orig.run.error = None
+    return sensitivity
 
 
 def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, name: str,
@@ -141,7 +201,17 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     for index, role in enumerate(roles):
         if role == "input" and index in orig.run.guarded:
             base[index] = orig.run.guarded[index].view
-    cand = CandidateSide(base, roles, process, arena, name, timeout_s)
+    # One timed run of the original sets the candidate's launch limits (it also warms the original up).
+    orig.fill(base)
+    begin = time.monotonic()
+    run_original(original, orig, base, launch_kwargs[0] if launch_kwargs else {}, device)
+    original_s = time.monotonic() - begin
+    first_limit_s, later_limit_s = launch_limits(original_s, device, timeout_s)
+    result.launch_limits_s = (first_limit_s, later_limit_s)
+    cand = CandidateSide(base, roles, process, arena, name, first_limit_s)
+    cand.limit_note = (f"the original launch took {original_s:.3g} s; a candidate's launch may take "
+                       f"{LAUNCH_TIME_FACTOR:g}x that, at least {first_limit_s:g} s for its first launch "
+                       f"and {later_limit_s:g} s after")
     inouts = sum(v.numel() * v.element_size() for i, v in enumerate(base)
                  if isinstance(v, torch.Tensor) and roles[i] != "input")
     result.peak_bytes = max(kept + orig.nbytes, inouts + orig.nbytes + cand.nbytes)
@@ -162,15 +232,25 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             inputs = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
                       and v.is_floating_point()]
             spec = StructureCheck(row_length, max(1.0, max_finite_magnitude(inputs)) if inputs else 1.0)
-        checks.append(compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
-                                   stale=stale, input_scale=scale, structure=spec))
-        return checks[-1].passed
+        check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                             stale=stale, input_scale=scale, structure=spec)
+        if spec is not None and check.structure_only:
+            # Outputs can amplify rounding (a layer norm of rows at mean 1000 with weights of 1000): before
+            # rejecting on structure alone, measure how far one ulp of input rounding moves the original.
+            spec.sensitivity = original_sensitivity(original, orig, values, kwargs, roles, names, device)
+            if spec.sensitivity:
+                check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                                     stale=stale, input_scale=scale, structure=spec)
+                check.figures["sensitivity"] = {k: list(v) for k, v in spec.sensitivity.items()}
+        checks.append(check)
+        return check.passed
 
     # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
     for number, (values, kwargs) in enumerate(zip(launch_values, launch_kwargs, strict=True)):
         if number == 0:
             cand.fill(values)
             cand.launch(values, kwargs)
+            cand.timeout_s = later_limit_s
             if cand.run.error is not None:
                 checks.append(compare_runs("captured launch 0 (first launch)", orig.run, cand.run, values, roles,
                                            names, poisoned=True))
@@ -220,4 +300,4 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     return result
 
 
-__all__ = ["CandidateSide", "KernelChecks", "check_kernel"]
+__all__ = ["CandidateSide", "KernelChecks", "check_kernel", "launch_limits"]
