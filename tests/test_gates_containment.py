@@ -97,23 +97,41 @@ def test_out_of_memory_in_the_check_is_could_not_verify_and_retried_smaller(
     assert (outcome, category) == ("fallback", "could-not-verify")
 
 
-def test_a_gate_that_succeeds_on_the_smaller_check_decides(graphs: dict[str, str], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
+_SMALLER_CHECK_DECIDES = """
+import json, sys
+import torch
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.gates import CascadeConfig, jobs, run_cascade
 
-    from kernelopt_core.gates import jobs
+graph = parse_output_code(sys.argv[1])
+kernel = graph.kernels[0]
+real = jobs._kernel_gate
 
-    graph = parse_output_code(graphs["elementwise"])
-    kernel = graph.kernels[0]
-    real = jobs._kernel_gate
+def first_too_big(payload):
+    if not payload.get("low_memory"):
+        raise torch.OutOfMemoryError("out of memory (fake)")
+    return real(payload)
 
-    def first_too_big(payload: dict[str, Any]) -> dict[str, Any]:
-        if not payload.get("low_memory"):
-            raise torch.OutOfMemoryError("out of memory (fake)")
-        return real(payload)
+jobs._kernel_gate = first_too_big
+result = run_cascade(graph, {kernel.name: kernel.source}, CascadeConfig(run_gates=(2,), workdir=sys.argv[2]),
+                     worker="in-process")
+print(json.dumps({"accepted": result.accepted, "reason": result.reason,
+                  "retried": result.gates[-1].numbers.get("retried_low_memory_after", "")}))
+"""
 
-    monkeypatch.setattr(jobs, "_kernel_gate", first_too_big)
-    result = run_cascade(graph, {kernel.name: kernel.source},
-                         CascadeConfig(run_gates=(2,), workdir=str(tmp_path)), worker="in-process")
-    assert result.accepted, result.reason
-    assert "out of memory" in result.gates[-1].numbers["retried_low_memory_after"]
+
+def test_a_gate_that_succeeds_on_the_smaller_check_decides(graphs: dict[str, str], tmp_path: Path) -> None:
+    # In a fresh process: the in-process worker must not inherit another test's Triton state.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _SMALLER_CHECK_DECIDES, graphs["elementwise"], str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=root,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "server")])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["accepted"], result["reason"]
+    assert "out of memory" in result["retried"]

@@ -45,8 +45,9 @@ def test_corpus_size_and_classes() -> None:
     assert len(correct) >= 18
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.problem for c in CASES} == set(PROBLEMS)
-    # every gate that can reject something is exercised, and containment
-    assert {c.expected_gate for c in wrong} == {1, 2, 3, CONTAINMENT}
+    # every gate that can reject something is exercised, and containment (gate 3 on its own below: since
+    # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
+    assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT}
     known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
              "guard-range", "scratch-guards", "containment"}
     assert {need for c in CASES for need in c.needs} <= known
@@ -93,7 +94,7 @@ def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) ->
         "E-keep-previous": "stale result",
         "R-split2-atomic": "nondeterministic",
         "S-no-max": "NaN/Inf",
-        "R-fp16-load": "rho",
+        "R-fp16-load": "rounding floor",
         "E-ptr-dict": "global mutable state",
         "E-try-in-kernel": "try/except",
         "E-torch-tanh": "torch",
@@ -117,6 +118,21 @@ def test_every_class_is_fully_rejected(corpus_results: dict[str, CaseResult]) ->
     missed = Counter(r.klass for r in corpus_results.values()
                      if r.expected_gate and not r.skipped and r.failed_gate is None)
     assert not missed, f"accepted wrong candidates by class: {dict(missed)}"
+
+
+DOWNCASTS = ("R-fp16-load", "E-fp16-sigmoid")
+
+
+def test_gate_3_alone_rejects_the_downcasts(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Gate 3 is the backstop behind gate 2: with gate 2 skipped, the model-level check against the
+    float64 reference still rejects the silent fp16 downcasts (by the error ratio rho)."""
+    cases = [CASES_BY_ID[i] for i in DOWNCASTS]
+    graphs = compiled_corpus_graphs(tmp_path_factory, problems=tuple(sorted({c.problem for c in cases})))
+    results = evaluate(cases, graphs, gates=(1, 3), workdir=str(tmp_path_factory.mktemp("gate3-alone")))
+    for result in results:
+        assert result.error is None, result.error
+        assert result.failed_gate == 3, (result.id, result.reason)
+        assert "rho" in result.reason, (result.id, result.reason)
 
 
 CUDA_CODEGEN = Path(__file__).parent / "cuda_codegen"
