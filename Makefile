@@ -27,6 +27,14 @@ endif
 # `make test-slow` runs; CI runs both. PYTEST_ARGS adds options, e.g. PYTEST_ARGS='-x -k gates'.
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 PYTEST_ARGS ?=
+# Two pytest workers (pytest-xdist), a test file per worker at a time so that module fixtures (compiled
+# dumps, the gate corpus) are built once; TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+ifeq ($(TEST_WORKERS),0)
+PARALLEL :=
+else
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+endif
 
 .PHONY: all venv install demo test test-python test-slow test-vscode lint bench-parse clean torch-install-check
 
@@ -64,10 +72,10 @@ lint: venv
 	$(VENV)/bin/ruff check kernelopt_core kernelopt server tests benchmarks
 
 test-python: venv lint
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 test-slow: venv
-	$(PYTEST) -m slow $(PYTEST_ARGS)
+	$(PYTEST) -m slow $(PARALLEL) $(PYTEST_ARGS)
 
 NPM ?= npm
 test-vscode:

@@ -155,6 +155,7 @@ def test_resume_skips_finished_problems(campaign, suite):
     assert elapsed < 60
 
 
+@pytest.mark.slow  # a real local Ray cluster: ~50 s of start-up on two cores
 def test_ray_local_cluster_runs_missing_problems_and_gathers_one_report(campaign, suite, tmp_path):
     pytest.importorskip("ray")
     out, _ = campaign

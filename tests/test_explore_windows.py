@@ -26,6 +26,7 @@ CHILD = os.environ.get("KO_EXPLORE_WINDOWS_CHILD") == "1"
 child_only = pytest.mark.skipif(not CHILD, reason="runs in the interpreted child process")
 
 
+@pytest.mark.slow  # every exploration kernel in the interpreter: ~35 s
 def test_interpreted_checks_in_a_fresh_process() -> None:
     if CHILD:
         pytest.skip("this is the child")

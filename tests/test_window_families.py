@@ -37,11 +37,12 @@ def _gates(kernel: Any, candidate: str) -> tuple[int, ...]:
 
 
 # (problem, family, method or shape of the variant to run)
+# `make test` runs one case of each method; the other windows are slow (20-30 s each in the interpreter).
 CASES = [
     ("avg_pool1d", "windowed", "blockscan"),  # stride 1 along the row: block scans, padding 4 on both ends
-    ("max_pool2d_k4s1p1", "windowed", "shifted"),  # 4x4, padding 1, a ring of 3 earlier rows
+    pytest.param("max_pool2d_k4s1p1", "windowed", "shifted", marks=pytest.mark.slow),  # 4x4, padding 1, ring of 3
     ("avg_pool2d_k3s2p1_ceil", "windowed", "shifted"),  # per-window divisor, windows past the edge
-    ("max_pool2d_dilated", "windowed", "shifted"),  # dilation 3, stride 2
+    pytest.param("max_pool2d_dilated", "windowed", "shifted", marks=pytest.mark.slow),  # dilation 3, stride 2
     ("transpose_batched", "strided_access", "transpose"),
     ("mean_cols", "strided_access", "columns"),
 ]
