@@ -126,6 +126,7 @@ def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) ->
         "R-undecorated-code": "undecorated",
         "L-torch-op": ".copy_()",
         "L-write-outside": "wrote outside",
+        "L-endless": "the original launch took",
     }
     for case_id, words in expect.items():
         result = corpus_results[case_id]  # every one is a wrong candidate: all run in make test

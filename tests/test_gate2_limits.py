@@ -1,0 +1,60 @@
+"""Gate 2's bounded wait for a hung candidate, and its one-ulp sensitivity floor for outputs that
+amplify rounding (kernelopt_core.gates.kernel_gate / kernel / error_structure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelopt_core.gates.kernel_gate import FIRST_LAUNCH_FLOOR_S, LATER_LAUNCH_FLOOR_S, launch_limits
+
+torch = pytest.importorskip("torch")
+
+
+def test_launch_limits_follow_the_original_between_floor_and_job_limit() -> None:
+    assert launch_limits(0.001, "cpu", 480.0) == (FIRST_LAUNCH_FLOOR_S["cpu"], LATER_LAUNCH_FLOOR_S["cpu"])
+    assert launch_limits(0.001, "cuda:0", 480.0) == (180.0, 60.0)  # a GPU first launch compiles
+    assert launch_limits(1.0, "cpu", 480.0) == (100.0, 100.0)  # 100x the original
+    assert launch_limits(10.0, "cuda", 480.0) == (480.0, 480.0)  # never past the job's own limit
+    assert launch_limits(-1.0, "cpu", 5.0) == (5.0, 5.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_nudge_moves_finite_elements_one_ulp_and_restores_exactly(dtype: torch.dtype) -> None:
+    from kernelopt_core.gates.kernel import nudge_last_bit
+
+    base = torch.randn(64, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
+    base[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0]).to(dtype)
+    base[1, 0] = torch.finfo(dtype).max
+    view = base.t()[::2]  # strided: no contiguous flat view exists
+    before = base.clone()
+    assert nudge_last_bit(view)
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[base.element_size()]
+    changed = base.view(width) != before.view(width)  # bits: NaN != NaN would say it changed
+    touched = torch.zeros_like(changed)
+    touched.t()[::2] = True
+    finite = torch.isfinite(before)
+    assert bool((changed == (touched & finite)).all())  # every finite element of the view, nothing else
+    spacing = (before.double().abs() * torch.finfo(dtype).eps).clamp_min(torch.finfo(dtype).tiny)
+    moved = (base.double() - before.double()).abs()
+    assert bool((moved[finite] <= spacing[finite] * 1.01).all())
+    assert bool(torch.isfinite(base[finite]).all())  # the largest finite value stays finite
+    assert nudge_last_bit(view)
+    assert torch.equal(base.view(torch.int8), before.view(torch.int8))  # bit for bit, NaN included
+    assert not nudge_last_bit(torch.arange(4))
+
+
+def test_the_sensitivity_floor_accepts_amplified_rounding_and_still_sees_real_errors() -> None:
+    from kernelopt_core.gates.error_structure import error_structure
+
+    generator = torch.Generator().manual_seed(1)
+    original = 1000.0 * torch.randn(2, 1200, generator=generator)
+    # another correct order of the row's mean: the whole row moves by ~0.3 (1000x amplified rounding)
+    shifted = original + torch.tensor([[0.3], [-0.2]]) + 0.01 * torch.randn(2, 1200, generator=generator)
+    plain = error_structure(shifted, original, row_length=1200, input_scale=1000.0)
+    assert not plain.passed
+    sensitivity = (0.06, 0.03)  # what one ulp of input rounding moved the original's outputs
+    judged = error_structure(shifted, original, row_length=1200, input_scale=1000.0, sensitivity=sensitivity)
+    assert judged.passed, judged.reason
+    wrong = original + 30.0 * torch.randn(2, 1200, generator=generator)  # a one-pass variance's size of error
+    rejected = error_structure(wrong, original, row_length=1200, input_scale=1000.0, sensitivity=sensitivity)
+    assert not rejected.passed and "one ulp of input rounding" in rejected.reason
