@@ -58,3 +58,21 @@ def test_the_sensitivity_floor_accepts_amplified_rounding_and_still_sees_real_er
     wrong = original + 30.0 * torch.randn(2, 1200, generator=generator)  # a one-pass variance's size of error
     rejected = error_structure(wrong, original, row_length=1200, input_scale=1000.0, sensitivity=sensitivity)
     assert not rejected.passed and "one ulp of input rounding" in rejected.reason
+
+
+def test_a_sensitivity_run_that_does_not_fit_is_not_a_verdict() -> None:
+    from types import SimpleNamespace
+
+    from kernelopt_core.gates.kernel_gate import original_sensitivity
+
+    class TooBig:
+        def is_floating_point(self) -> bool:
+            return True
+
+        def clone(self) -> None:
+            raise torch.OutOfMemoryError("out of memory (fake)")
+
+    orig = SimpleNamespace(run=SimpleNamespace(guarded={0: SimpleNamespace(view=TooBig())}))
+    assert original_sensitivity(None, orig, [None], {}, ["output"], ["out_ptr0"], "cpu") is None
+    nothing = SimpleNamespace(run=SimpleNamespace(guarded={}))
+    assert original_sensitivity(None, nothing, [None], {}, ["output"], ["out_ptr0"], "cpu") == {}

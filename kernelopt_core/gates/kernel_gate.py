@@ -132,12 +132,13 @@ def _scale(values: Sequence[Any], distribution: str) -> float:
 
 
 def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
-                         names: list[str], device: str) -> dict[str, tuple[float, float]]:
+                         names: list[str], device: str) -> dict[str, tuple[float, float]] | None:
     """Per floating output: (max, mean) of |original(inputs nudged by one ulp) - original(inputs)|.
 
     Runs the original once more with every finite input element moved by one ulp, then restores the
     inputs and the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs only
-    when a candidate is about to be rejected on its error's structure alone). Empty when it cannot run.
+    when a candidate is about to be rejected on its error's structure alone). Empty when it measures
+    nothing (no floating output, the original failed); None when that copy does not fit in memory.
     """
     import torch
 
@@ -147,7 +148,7 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
     try:
         saved = {i: view.clone() for i, view in outputs.items()}
     except torch.OutOfMemoryError:
-        return {}
+        return None
     nudged = [v for v, r in zip(values, roles, strict=True)
               if r != "output" and isinstance(v, torch.Tensor) and nudge_last_bit(v)]
     sensitivity: dict[str, tuple[float, float]] = {}
@@ -237,7 +238,12 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if spec is not None and check.structure_only:
             # Outputs can amplify rounding (a layer norm of rows at mean 1000 with weights of 1000): before
             # rejecting on structure alone, measure how far one ulp of input rounding moves the original.
-            spec.sensitivity = original_sensitivity(original, orig, values, kwargs, roles, names, device)
+            sensitivity = original_sensitivity(original, orig, values, kwargs, roles, names, device)
+            if sensitivity is None:  # the check's own memory ran out: not a verdict on the candidate
+                check.problems.append("the error structure is outside the rounding floor, and the check ran out of "
+                                      "memory measuring the original's own sensitivity to rounding")
+                check.could_not_run = True
+            spec.sensitivity = sensitivity or {}
             if spec.sensitivity:
                 check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
                                      stale=stale, input_scale=scale, structure=spec)
