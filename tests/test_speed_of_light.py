@@ -324,3 +324,17 @@ def test_a_real_h200_csv_parses_to_the_traffic_it_measured() -> None:
     assert 0.97 < relu.dram_bytes / ideal < 1.03
     sol = 100 * ideal / (softmax.duration_ns * 1e-9 * 4.272e12)
     assert 60 < sol < 70  # the ~65% the issue reports for such a kernel
+
+
+def test_static_traffic_follows_a_reused_buffer() -> None:
+    """`buf4 = buf3; del buf3  # reuse`: the launch that writes buf4 resolves from buf3's allocation."""
+    graph = parse_output_code(str(Path(__file__).parent / "fixtures" / "inductor-h200-torch2.11" / "layernorm_gelu"
+                                  / "output_code.py"))
+    reused = next(b for b in graph.buffers if b.name == "buf4")
+    assert reused.reuses == "buf3" and reused.shape == [8192, 4096]
+    launches = {item.kernel: item for item in static_graph_traffic(graph)}
+    launch = launches["triton_red_fused_gelu_native_layer_norm_0"]
+    out = next(a for a in launch.args if a.is_tensor and a.position == 0)
+    assert out.storage == "buf3" and out.storage_bytes == 8192 * 4096 * 4
+    # the input (8192 x 4096 fp32) and the reused output, each once, plus the two 4096-wide parameters
+    assert launch.ideal.total == 2 * 8192 * 4096 * 4 + 2 * 4096 * 4

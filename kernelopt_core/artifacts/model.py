@@ -148,6 +148,7 @@ class BufferAlloc:
     device: str
     line: int
     function: str
+    reuses: str | None = None  # the allocation this name reuses (`buf4 = buf3; del buf3  # reuse`)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import ast
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .model import (
@@ -206,6 +206,10 @@ class _Parser:
             alloc = _buffer_alloc(stmt, ctx.function)
             if alloc is not None:
                 graph.buffers.append(alloc)
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name):
+            reused = _buffer_reuse(stmt, graph.buffers)  # `buf4 = buf3; del buf3  # reuse`
+            if reused is not None:
+                graph.buffers.append(reused)
         for node in _calls_in_order(stmt):
             self._visit_call(node, ctx, graph, kernel_names, functions, depth)
         for child in _child_blocks(stmt):
@@ -466,6 +470,17 @@ def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
     for handler in getattr(stmt, "handlers", []) or []:
         blocks.append(handler.body)
     return blocks
+
+
+def _buffer_reuse(stmt: ast.Assign, known: list[BufferAlloc]) -> BufferAlloc | None:
+    """A new name for an allocation the wrapper reuses: the same memory, so the same metadata."""
+    if not (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Name)):
+        return None
+    source = next((b for b in reversed(known) if b.name == stmt.value.id), None)
+    if source is None:
+        return None
+    return replace(source, name=stmt.targets[0].id, line=stmt.lineno - 1,
+                               reuses=source.reuses or source.name)
 
 
 def _buffer_alloc(stmt: ast.Assign, function: str) -> BufferAlloc | None:

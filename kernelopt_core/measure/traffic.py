@@ -294,11 +294,13 @@ def static_launch_args(graph: Any, launch: Any) -> list[LaunchArg] | None:
     if kernel is None:
         return None
     known: dict[str, tuple[list[Any], list[Any], str | None]] = {}
+    storage_of: dict[str, str] = {}  # a reused buffer is its first name's allocation
     for item in graph.inputs:
         if item.kind == "tensor":
             known[item.name] = (list(item.shape), list(item.stride), item.dtype)
     for buffer in graph.buffers:
         known[buffer.name] = (list(buffer.shape), list(buffer.stride), buffer.dtype)
+        storage_of[buffer.name] = getattr(buffer, "reuses", None) or buffer.name
     args: list[LaunchArg] = []
     for position, text in enumerate(launch.args):
         text = text.strip()
@@ -308,7 +310,8 @@ def static_launch_args(graph: Any, launch: Any) -> list[LaunchArg] | None:
             if size is None or not all(isinstance(v, int) for v in [*shape, *stride]):
                 return None
             args.append(LaunchArg(name=f"arg{position}", position=position, shape=shape, stride=stride, dtype=dtype,
-                                  storage_bytes=storage_extent_bytes(shape, stride, size), storage=text))
+                                  storage_bytes=storage_extent_bytes(shape, stride, size),
+                                  storage=storage_of.get(text, text)))
             continue
         try:
             value: Any = int(text)
