@@ -100,7 +100,9 @@ def run_problem(name: str, out_dir: str, device: str, scale: str, cap_s: float) 
     entry["dump"] = os.path.relpath(graph.path, out_dir)
     timing = launch_timing_from_json(time_launches_job({"dump": graph.path, "device": device, "overheads": False}))
     entry["graph_ms"] = timing.total_ms
-    peaks = _peaks(device)
+    from kernelopt_core.measure.peaks import peaks_in_process
+
+    peaks = peaks_in_process(device)
     entry["kernels"] = []
     for kernel in graph.kernels:
         if kernel.kind != "red":
@@ -113,22 +115,6 @@ def run_problem(name: str, out_dir: str, device: str, scale: str, cap_s: float) 
         _write(out_dir, name, entry)
     entry["wall_s"] = round(time.monotonic() - begin, 1)
     return entry
-
-
-def _peaks(device: str) -> Any:
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    from kernelopt_core.measure.cache_dir import write_json
-    from kernelopt_core.measure.peaks import cached_peaks, measure_peaks, peaks_cache_path
-
-    hit = cached_peaks(torch.cuda.get_device_name(torch.device(device).index or 0))
-    if hit is not None:
-        return hit
-    peaks = measure_peaks(device)
-    write_json(peaks_cache_path(peaks.gpu), peaks.to_json())
-    return peaks
 
 
 def _context(graph: Any, kernel: Any, timing: Any, peaks: Any, device: str) -> tuple[Any, dict[str, Any]]:

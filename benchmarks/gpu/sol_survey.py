@@ -114,7 +114,9 @@ def survey_problem(name: str, out_dir: str, device: str, scale: str, cap_s: floa
     if cuda:
         torch.cuda.empty_cache()
     entry["timing"] = {"total_ms": timing.total_ms, "path": timing.path, "notes": timing.notes}
-    peaks = _peaks(device)
+    from kernelopt_core.measure.peaks import peaks_in_process
+
+    peaks = peaks_in_process(device)
     entry["peaks_gpu"] = peaks.gpu if peaks is not None else None
     metrics, entry["ncu"] = _ncu(graph, device, cap_s - (time.monotonic() - begin) - 10.0)
     csv_text = entry["ncu"].pop("csv", None)
@@ -126,22 +128,6 @@ def survey_problem(name: str, out_dir: str, device: str, scale: str, cap_s: floa
     entry.update(_analyse(graph, timing, metrics, peaks, cpu=not cuda))
     entry["wall_s"] = round(time.monotonic() - begin, 1)
     return entry
-
-
-def _peaks(device: str) -> Any:
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    from kernelopt_core.measure.cache_dir import write_json
-    from kernelopt_core.measure.peaks import cached_peaks, measure_peaks, peaks_cache_path
-
-    hit = cached_peaks(torch.cuda.get_device_name(torch.device(device).index or 0))
-    if hit is not None:
-        return hit
-    peaks = measure_peaks(device)
-    write_json(peaks_cache_path(peaks.gpu), peaks.to_json())
-    return peaks
 
 
 def _ncu(graph: Any, device: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -464,7 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     if not out_dir:
         parser.error("give an output folder")
     if args.peaks:
-        peaks = _peaks(args.device)
+        from kernelopt_core.measure.peaks import peaks_in_process
+
+        peaks = peaks_in_process(args.device)
         with open(os.path.join(out_dir, "peaks.json"), "w") as handle:
             json.dump(peaks.to_json() if peaks is not None else {"error": "no peaks on this device"}, handle)
         return 0

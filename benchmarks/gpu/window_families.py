@@ -175,7 +175,9 @@ def _context(graph: Any, timing: Any, device: str) -> tuple[Any, Any, Any]:
     from kernelopt_core.search.rewrites import RewriteContext, parse_kernel_module
 
     cuda = device.startswith("cuda")
-    peaks = _peaks(device) if cuda else None
+    from kernelopt_core.measure.peaks import peaks_in_process
+
+    peaks = peaks_in_process(device) if cuda else None
 
     def kernel_ms(kernel: Any) -> float:
         return sum(timing.launch_times_ms.get(item.order, 0.0) for item in graph.launches_of(kernel.name))
@@ -192,20 +194,6 @@ def _context(graph: Any, timing: Any, device: str) -> tuple[Any, Any, Any]:
     ctx = RewriteContext(module=module, original=module, device="cuda" if cuda else "cpu", tier=analysis.tier,
                          evidence=evidence, **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms else {}))
     return kernel, ctx, analysis
-
-
-def _peaks(device: str) -> Any:
-    import torch
-
-    from kernelopt_core.measure.cache_dir import write_json
-    from kernelopt_core.measure.peaks import cached_peaks, measure_peaks, peaks_cache_path
-
-    hit = cached_peaks(torch.cuda.get_device_name(torch.device(device).index or 0))
-    if hit is not None:
-        return hit
-    peaks = measure_peaks(device)
-    write_json(peaks_cache_path(peaks.gpu), peaks.to_json())
-    return peaks
 
 
 def _ncu(graph: Any, kernel: Any, device: str) -> Any:

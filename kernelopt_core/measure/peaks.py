@@ -128,6 +128,13 @@ def peaks_job(payload: dict[str, Any]) -> dict[str, Any] | None:
     return {**peaks.to_json(), "cached": False}
 
 
+def peaks_in_process(device: str) -> DevicePeaks | None:
+    """:func:`peaks_job` in the calling process (one that already holds the GPU, such as a benchmark
+    script): the cached peaks, measured and cached on a miss; None on the CPU."""
+    data = peaks_job({"device": device})
+    return DevicePeaks.from_json(data) if data else None
+
+
 def device_peaks(device: str, *, worker: Any = None, refresh: bool = False, timeout_s: float = 300.0,
                  cancel: threading.Event | None = None) -> DevicePeaks | None:
     """The peaks of ``device`` ("cuda:N"), from the cache or measured in its worker; None on "cpu"."""
