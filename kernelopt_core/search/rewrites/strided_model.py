@@ -115,16 +115,23 @@ def _tensor(args: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def recognise_permute(module: KernelModule, launch_args: list[dict[str, Any]] | None) -> PermuteCopy:
-    found = _permute_cached(module.text, module.name, _args(launch_args))
+    return _recognise("permute", module, launch_args)
+
+
+def _recognise(kind: str, module: KernelModule, launch_args: list[dict[str, Any]] | None) -> Any:
+    found = _recognised(kind, module.text, module.name, _args(launch_args))
     if isinstance(found, str):
         raise StridedMismatch(found)
     return found
 
 
-@lru_cache(maxsize=64)
-def _permute_cached(text: str, name: str, args: tuple) -> PermuteCopy | str:
+@lru_cache(maxsize=128)
+def _recognised(kind: str, text: str, name: str, args: tuple) -> Any:
+    """One recogniser's answer for a kernel text and launch, remembered: the model or the reason it
+    does not match (a string, so that a mismatch is cached as well)."""
+    recognisers = {"permute": _permute, "columns": _columns}
     try:
-        return _permute(parse_kernel_module(text, name), _unfreeze(args))
+        return recognisers[kind](parse_kernel_module(text, name), _unfreeze(args))
     except (StridedMismatch, KernelEvalError, KernelSourceError) as exc:
         return str(exc)
 
@@ -229,18 +236,7 @@ _IDENTITY = {"sum": 0.0, "max": -math.inf, "min": math.inf}
 
 
 def recognise_columns(module: KernelModule, launch_args: list[dict[str, Any]] | None) -> ColumnReduction:
-    found = _columns_cached(module.text, module.name, _args(launch_args))
-    if isinstance(found, str):
-        raise StridedMismatch(found)
-    return found
-
-
-@lru_cache(maxsize=64)
-def _columns_cached(text: str, name: str, args: tuple) -> ColumnReduction | str:
-    try:
-        return _columns(parse_kernel_module(text, name), _unfreeze(args))
-    except (StridedMismatch, KernelEvalError, KernelSourceError) as exc:
-        return str(exc)
+    return _recognise("columns", module, launch_args)
 
 
 def _columns(module: KernelModule, args: dict[str, dict[str, Any]]) -> ColumnReduction:
