@@ -15,6 +15,7 @@ from typing import Any
 
 from ..sandbox.exchange import ExchangeArena, TensorView
 from ..sandbox.process import SandboxError, SandboxProcess
+from .chunks import aligned_flat
 from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
@@ -25,6 +26,7 @@ from .kernel import (
     StructureCheck,
     compare_reruns,
     compare_runs,
+    device_chunk,
     distribution_label,
     draw_arguments,
     fingerprint,
@@ -157,10 +159,15 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
         run_original(original, orig, values, kwargs, device)
         if orig.run.error is None:
             for i, view in outputs.items():
-                change = (view.double() - saved[i].double()).abs()
-                finite = torch.isfinite(change)
-                if finite.any():
-                    sensitivity[names[i]] = (float(change[finite].max()), float(change[finite].mean()))
+                largest, total, count = 0.0, 0.0, 0
+                for _, (now, before) in aligned_flat([view, saved[i]], device_chunk(view)):  # bounded temporaries
+                    change = (now.double() - before.double()).abs()
+                    change = change[torch.isfinite(change)]
+                    if change.numel():
+                        largest = max(largest, float(change.max()))
+                        total, count = total + float(change.sum()), count + change.numel()
+                if count:
+                    sensitivity[names[i]] = (largest, total / count)
     finally:
         for v in nudged:
             nudge_last_bit(v)
