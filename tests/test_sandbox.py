@@ -126,6 +126,29 @@ def test_exchange_buffers_are_shared_without_copies(candidate: SandboxProcess, t
     assert not os.path.exists(ref.path or "")
 
 
+def test_queued_gpu_work_is_finished_before_the_candidate_is_asked(candidate: SandboxProcess,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker's fills and copies of exchange buffers run asynchronously on its own CUDA stream and
+    the candidate process launches on another context: each request first waits for them (on the H200,
+    correct kernels on 4 GB inputs were seen "leaving outputs unwritten" when the poison fill landed
+    after the candidate's stores)."""
+    import torch
+
+    from kernelopt_core.sandbox import process as process_module
+
+    events: list[str] = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: events.append("synchronize"))
+    real_send = candidate.connection.send_bytes
+    monkeypatch.setattr(candidate.connection, "send_bytes", lambda data: (events.append("send"), real_send(data)))
+    candidate.call("no-such-command")
+    assert events[:2] == ["synchronize", "send"]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA never started here: nothing to wait for
+    events.clear()
+    process_module.settle_device_work()
+    assert events == []
+
+
 def test_an_uncontained_fallback_says_so() -> None:
     """Where the contained process cannot start, the fallback is a fresh process whose report says it
     is not contained and why; it still shares nothing with the checker."""

@@ -129,13 +129,19 @@ def _check_kernel(kernel: Any, args: tuple[Any, ...], original: Any, peaks: Any,
     row: dict[str, Any] = {"name": kernel.name, "numels": parsed.numels, "causes": evidence.get("causes"),
                            "families": {}, "candidates": []}
     row["inductor_ms"] = statistics.median(_time(lambda: original.run(*work, stream=stream), REPS))
+    sources = os.path.join(out_dir, "sources")  # .txt: run_all packs text files only
+    os.makedirs(sources, exist_ok=True)
+    with open(os.path.join(sources, f"{kernel.name}.original.py.txt"), "w") as handle:
+        handle.write(kernel.source)
     for family in ("single_read", "cooperative_rows", "split_programs"):
         why = FAMILIES[family].not_applicable(ctx)
         row["families"][family] = why or "applies"
         if why:
             continue
-        for rewrite in FAMILIES[family].variants(ctx)[:PER_FAMILY]:
+        for number, rewrite in enumerate(FAMILIES[family].variants(ctx)[:PER_FAMILY]):
             item: dict[str, Any] = {"family": family, "title": rewrite.title, "params": rewrite.params}
+            with open(os.path.join(sources, f"{kernel.name}.{family}{number}.py.txt"), "w") as handle:
+                handle.write(rewrite.source)
             try:
                 if is_launcher_source(rewrite.source, kernel.name):
                     cand = load_launcher(kernel.name, rewrite.source, "cuda", directory=os.path.join(out_dir, "launchers"))

@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +34,21 @@ class SandboxError(RuntimeError):
     def __init__(self, message: str, kind: str = "error"):
         super().__init__(message)
         self.kind = kind  # "start", "timeout", "crash", "cancelled"
+
+
+def settle_device_work() -> None:
+    """Wait for this process's queued GPU work (fills and copies of exchange buffers) to finish.
+
+    CUDA copies and fills run asynchronously on this process's stream, while the candidate process
+    works on its own context and stream: nothing orders the two. Without this wait, a candidate
+    launched right after the checker poisons its outputs and copies in a 4 GB input can write its
+    results first and have them overwritten by the fill still queued (seen on the H200: correct
+    kernels "left unwritten"). A no-op unless this process has already initialised CUDA.
+    """
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        cuda.synchronize()
 
 
 def _triton_cache_dir() -> str:
@@ -149,6 +165,7 @@ class SandboxProcess:
         if self.closed:
             raise SandboxError("the candidate process is closed", "crash")
         data = json.dumps({"command": command, **payload}).encode("utf-8")
+        settle_device_work()  # the buffers this request names are complete before the other side reads them
         begin = time.perf_counter()
         try:
             self.connection.send_bytes(data)
