@@ -218,6 +218,24 @@ def test_the_register_budget_comes_from_the_compile_probe() -> None:
     assert len(asked) == before
 
 
+def test_a_variant_that_needs_more_shared_memory_than_a_program_may_have_is_dropped() -> None:
+    """On the H200 a single read of 4 rows of 8192 at 32 warps compiled without spills but needed
+    262,144 bytes of shared memory (the limit is 232,448): its launch failed "out of resource"."""
+    kernel = h200_kernel("softmax")
+
+    def probe(source: str) -> dict[str, int]:
+        module = parse_kernel_module(source)
+        rows = module.explicit_config.block("XBLOCK") or 1
+        return {"regs": 64, "spills": 0, "shared_bytes": 262144 if rows >= 4 else 4096}
+
+    ctx = context(kernel.source, kernel.name, probe=probe, causes=["re-reads"])
+    single = FAMILIES["single_read"].variants(ctx)
+    assert single and all(v.params["blocks"]["XBLOCK"] < 4 for v in single)
+    unlimited = FAMILIES["single_read"].variants(context(kernel.source, kernel.name, causes=["re-reads"],
+                                                         probe=lambda s: {"regs": 64, "spills": 0, "shared_bytes": 0}))
+    assert any(v.params["blocks"]["XBLOCK"] >= 4 for v in unlimited)  # the probe's answer made the difference
+
+
 def test_the_planner_proposes_the_families_the_evidence_calls_for() -> None:
     kernel = h200_kernel("rmsnorm")
     brief = KernelBrief(name=kernel.name, kind="red", device="cuda", original_source=kernel.source)

@@ -157,8 +157,8 @@ def _check_kernel(kernel: Any, args: tuple[Any, ...], original: Any, peaks: Any,
                 outs = []
                 for _ in range(2):
                     mine = copy()
-                    for i in written:
-                        mine[i].fill_(float("nan"))
+                    for i in written:  # NaN marks what is left unwritten (integers: their smallest value)
+                        mine[i].fill_(float("nan") if mine[i].is_floating_point() else torch.iinfo(mine[i].dtype).min)
                     launch(*mine)
                     torch.cuda.synchronize()
                     outs.append(mine)

@@ -24,6 +24,7 @@ REGS_PER_SM = 65536
 THREADS_PER_SM = 2048
 BLOCKS_PER_SM = 32
 SHARED_PER_SM = 233472
+SHARED_PER_PROGRAM = 232448  # sm_90's opt-in limit for one block: more and the launch fails "out of resource"
 REG_ALLOCATION_UNIT = 256  # registers are allocated per warp in units of 256
 
 # Without a compile probe: at most this many row elements per thread held in registers. The H200
@@ -61,6 +62,12 @@ class Probe:
     @property
     def spills_registers(self) -> bool:
         return bool(self.spills)
+
+    @property
+    def does_not_fit(self) -> bool:
+        """Spills registers, or needs more shared memory than one program may have (the launch would fail:
+        seen on the H200 for a single read of 4 rows of 8192 at 32 warps, 262,144 bytes)."""
+        return self.spills_registers or (self.shared_bytes or 0) > SHARED_PER_PROGRAM
 
 
 def probe(ctx: RewriteContext, source: str) -> Probe | None:

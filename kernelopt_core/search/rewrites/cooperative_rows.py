@@ -261,7 +261,7 @@ class CooperativeRowsFamily:
                 probed = probe(ctx, probe_source(kernel, shape))
             except KernelSourceError:
                 probed = None
-            if probed is not None and probed.spills_registers:
+            if probed is not None and probed.does_not_fit:
                 continue  # the chunk does not fit in registers at this width
             resident = blocks_per_sm(shape.num_warps, probed.regs if probed else None,
                                      probed.shared_bytes if probed else None) * sms

@@ -109,7 +109,7 @@ class SingleReadFamily:
                 continue
             probed = probe(ctx, source)
             probes += probed is not None
-            if probed is not None and probed.spills_registers:
+            if probed is not None and probed.does_not_fit:
                 continue  # does not fit on chip at this width: the whole point is lost
             xblock = config.block("XBLOCK") or 1
             fit = (f"{probed.regs} registers, no spills" if probed and probed.regs is not None else

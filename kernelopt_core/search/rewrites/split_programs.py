@@ -241,7 +241,7 @@ class SplitProgramsFamily:
                 probed = probe(ctx, probe_source(kernel, shape))
             except KernelSourceError:
                 probed = None
-            if probed is not None and probed.spills_registers:
+            if probed is not None and probed.does_not_fit:
                 continue
             try:
                 source = launcher_source(kernel, shape)
