@@ -24,7 +24,7 @@ TORCH_INSTALL ?= --extra-index-url $(TORCH_CPU_INDEX) torch==$(TORCH_VERSION)+cp
 endif
 
 # Tests: `make test` runs everything but the long end-to-end tests (marker `slow`), which
-# `make test-slow` runs; CI runs both. PYTEST_ARGS adds options, e.g. PYTEST_ARGS='-x -k gates'.
+# `make test-slow` runs (CI runs `make test`). PYTEST_ARGS adds options, e.g. PYTEST_ARGS='-x -k gates'.
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 PYTEST_ARGS ?=
 # Two pytest workers (pytest-xdist), a test file per worker at a time so that module fixtures (compiled
