@@ -26,6 +26,32 @@ H200_DUMPS = FIXTURES / "inductor-h200-torch2.11"
 H200_GRAPHS = sorted(p.name for p in H200_DUMPS.iterdir() if (p / "output_code.py").is_file())
 
 
+# The longest test files of `make test` (seconds on 2 cores, 2026-12-01), run first: pytest-xdist hands
+# files to the two workers in collection order, so a long file collected last would leave one worker
+# idle while the other finishes it.
+LONGEST_FIRST = (
+    "tests/adversarial/test_adversarial_corpus.py",  # ~200
+    "tests/test_deploy_runtime.py",  # ~170
+    "tests/test_bench_campaign.py",  # ~110
+    "tests/test_window_families.py",  # ~100
+    "tests/test_rewrites.py",  # ~90
+    "tests/test_gates_cascade.py",  # ~90
+    "tests/test_reduction_families.py",  # ~80
+    "tests/adversarial/test_family_probe.py",  # ~55
+    "tests/test_profile_cli.py",  # ~55
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        return rank.get(path, len(rank))
+
+    items.sort(key=key)  # stable: the order within a file, and among the others, is kept
+
+
 @pytest.fixture(scope="session")
 def h200_dumps() -> Path:
     return H200_DUMPS
