@@ -76,7 +76,8 @@ def test_unchanged_kernel_is_rejected_by_the_perf_gate(graphs: dict[str, str], t
 def test_slower_candidate_is_rejected_by_the_perf_gate(graphs: dict[str, str], tmp_path: Path) -> None:
     graph, _, candidates = _candidate(graphs, "R-rblock256-x4")
     result = run_cascade(graph, candidates, CascadeConfig(run_gates=(4,), workdir=str(tmp_path)))
-    assert result.failed_gate == 4 and result.speedup < 1.0 and "below" in result.reason
+    assert result.failed_gate == 4 and result.speedup is not None, result.reason
+    assert result.speedup < 1.0 and "below" in result.reason, result.reason
 
 
 def test_cascade_stops_at_the_first_failing_gate(graphs: dict[str, str], tmp_path: Path) -> None:
