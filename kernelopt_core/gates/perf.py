@@ -49,26 +49,13 @@ GPU_REQUEST_S = 0.025  # each timed request on a GPU lasts about this long
 MAX_REPS = 500
 
 
-MAX_EXTENSIONS = 2  # an undecided A/B runs its rounds at most this many times more
-
-
-def undecided(result: Any, bar: float) -> bool:
-    """The median clears ``bar`` but the interval's lower bound does not: more rounds could decide."""
-    return result.speedup >= bar > result.ci_low
-
-
 def time_processes(baseline: Any, candidate: Any, device: str, rounds: int | None, request: dict[str, Any],
-                   path: str = TimingPath.MODULE_CALL.value, timeout_s: float = 600.0,
-                   decide_at: float | None = None) -> Any:
+                   path: str = TimingPath.MODULE_CALL.value, timeout_s: float = 600.0) -> Any:
     """Interleaved A/B of the same request to two processes, timed on this process's clock.
 
     ``request`` is a ``repeat`` request of :mod:`kernelopt_core.sandbox.child` (``what`` is
     "graph" or "kernel"); each side answers after running it ``reps`` times and synchronizing.
-    With ``decide_at`` (gate 4's bar), an A/B whose median clears the bar while its interval does not
-    runs its rounds again, at most ``MAX_EXTENSIONS`` times, and is judged on all of them: on a
-    loaded machine a few slow rounds widen the interval of a real gain (seen on 2 busy cores: 2.5x
-    with a 95% interval of 0.81-3.38 from 15 rounds). An A/A stays rejected: more rounds narrow its
-    interval around 1. Raises RuntimeError when a side fails (the caller turns it into a verdict).
+    Raises RuntimeError when a side fails (the caller turns it into a verdict).
     """
     from ..measure.statistics import ab_speedup
 
@@ -90,16 +77,12 @@ def time_processes(baseline: Any, candidate: Any, device: str, rounds: int | Non
     count = rounds or (GPU_ROUNDS if cuda else CPU_ROUNDS)
     a_samples: list[float] = []
     b_samples: list[float] = []
-    for _batch in range(MAX_EXTENSIONS + 1):
-        for index in range(max(1, count)):
-            order = ("a", "b") if index % 2 == 0 else ("b", "a")
-            for side in order:
-                per_call_ms = timed(side, reps) * 1000.0 / reps
-                (a_samples if side == "a" else b_samples).append(per_call_ms)
-        result = ab_speedup(a_samples, b_samples, require_same_path(path, path).value)
-        if decide_at is None or not undecided(result, decide_at):
-            break
-    return result
+    for index in range(max(1, count)):
+        order = ("a", "b") if index % 2 == 0 else ("b", "a")
+        for side in order:
+            per_call_ms = timed(side, reps) * 1000.0 / reps
+            (a_samples if side == "a" else b_samples).append(per_call_ms)
+    return ab_speedup(a_samples, b_samples, require_same_path(path, path).value)
 
 
 

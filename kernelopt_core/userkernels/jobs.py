@@ -661,8 +661,7 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
             return sides
         baseline, candidate = sides
         result = time_processes(baseline["process"], candidate["process"], device, payload.get("rounds"),
-                                {"what": "graph", "input_sets": list(INPUT_SEEDS)}, path=TimingPath.HARNESS.value,
-                                decide_at=min_speedup)
+                                {"what": "graph", "input_sets": list(INPUT_SEEDS)}, path=TimingPath.HARNESS.value)
     except SandboxError as exc:
         return _sandbox_failure(exc, "timing")
     except RuntimeError as exc:
