@@ -52,6 +52,12 @@ async def _run(client: LanguageClient, command: str, argument: dict, timeout: fl
     return await wait_for(lambda: final_status(client, job_id), timeout=timeout, what=f"{command} to finish")
 
 
+def _rejected_as_noise(client: LanguageClient) -> bool:
+    """The last optimize ended with gate 4's "not distinguishable from noise" (its window/logMessage)."""
+    messages = [m.message for m in client.log_messages if "optimize" in m.message and " done: " in m.message]
+    return bool(messages) and "not distinguishable from noise" in messages[-1]
+
+
 async def _hover(client: LanguageClient, doc: str, path: Path) -> str:
     line = _line_of(path, f"def {KERNEL}(")
     hover = await client.text_document_hover_async(types.HoverParams(
@@ -60,7 +66,7 @@ async def _hover(client: LanguageClient, doc: str, path: Path) -> str:
     return hover.contents.value
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(840)  # a backstop: two optimize runs at most
 async def test_user_kernel_hints_lens_hover_profile_optimize_apply_undo(client: LanguageClient, workspace: Path):
     path = workspace / "scale_kernels.py"
     original = path.read_text()
@@ -101,6 +107,12 @@ async def test_user_kernel_hints_lens_hover_profile_optimize_apply_undo(client: 
     # Optimize offline: a larger block is faster on the interpreter; all four gates pass.
     status = await _run(client, "kernelopt.server.optimize", {"uri": doc, "kernel": KERNEL}, timeout=400)
     assert status["state"] == "done", status
+    if not status.get("diffPath") and _rejected_as_noise(client):
+        # Gate 4 times the interpreter's wall clock: on a machine busy with other tests, a real gain
+        # (2.5x here) can come out with an interval too wide to accept. That is the gate being careful,
+        # not what this test is about; one more run decides.
+        status = await _run(client, "kernelopt.server.optimize", {"uri": doc, "kernel": KERNEL}, timeout=400)
+        assert status["state"] == "done", status
     assert status.get("runId") and status.get("diffPath"), status
     diff = Path(status["diffPath"]).read_text()
     assert "-@triton.autotune(configs=[triton.Config({'BLOCK': 16}, num_warps=1)], key=['n'])" in diff
