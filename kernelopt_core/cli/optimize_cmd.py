@@ -29,7 +29,8 @@ from ..events import HEARTBEAT_STAGE, EventSink, ProgressEvent
 from .common import DEVICE_HELP, EXIT_INTERRUPTED, console, err_console, fail, output_result
 
 DEFAULT_RUN_ROOT = ".kernelopt/runs"
-HEARTBEAT_S = 10.0  # with nothing new for this long, the last step is repeated with its elapsed time
+HEARTBEAT_S = 8.0  # with nothing new for this long, the last step is repeated with its elapsed time (so a line
+# comes at least every 10 s, with the time a busy machine takes to print it)
 
 
 def register(sub: Any) -> None:
