@@ -300,7 +300,7 @@ def static_launch_args(graph: Any, launch: Any) -> list[LaunchArg] | None:
             known[item.name] = (list(item.shape), list(item.stride), item.dtype)
     for buffer in graph.buffers:
         known[buffer.name] = (list(buffer.shape), list(buffer.stride), buffer.dtype)
-        storage_of[buffer.name] = getattr(buffer, "reuses", None) or buffer.name
+        storage_of[buffer.name] = buffer.reuses or buffer.name
     args: list[LaunchArg] = []
     for position, text in enumerate(launch.args):
         text = text.strip()

@@ -262,7 +262,7 @@ class CooperativeRowsFamily:
             except KernelSourceError:
                 probed = None
             if probed is not None and probed.does_not_fit:
-                continue  # the chunk does not fit in registers at this width
+                continue  # the chunk spills registers or needs more shared memory than a program may have
             resident = blocks_per_sm(shape.num_warps, probed.regs if probed else None,
                                      probed.shared_bytes if probed else None) * sms
             groups = max(1, min(kernel.xnumel, resident // shape.group))
