@@ -148,7 +148,7 @@ def _spawn_child(request: dict[str, Any], flavor: str) -> int:
     return popen.pid
 
 
-def _reap(out: Any) -> None:
+def _reap(out: int) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -163,8 +163,14 @@ def _reap(out: Any) -> None:
                 what = f"killed by signal {os.WTERMSIG(status)}"
         else:
             what = f"exited with status {os.WEXITSTATUS(status)}"
-        out.write(json.dumps({"exited": pid, "status": what}) + "\n")
-        out.flush()
+        _send(out, {"exited": pid, "status": what})
+
+
+def _send(fd: int, message: dict[str, Any]) -> None:
+    """One protocol line in one unbuffered write. SIGCHLD's handler writes too: a buffered stream
+    shared with it fails with "reentrant call" (seen under load, which took the zygote down), while a
+    single write of less than PIPE_BUF bytes to a pipe is atomic."""
+    os.write(fd, (json.dumps(message) + "\n").encode("utf-8"))
 
 
 def serve(flavor: str) -> int:
@@ -172,13 +178,13 @@ def serve(flavor: str) -> int:
     _die_with_parent()
     if os.getppid() != parent:
         return 1  # the parent is already gone
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    protocol = os.dup(1)
     os.dup2(2, 1)  # whatever torch prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     _preload(flavor)
     fork = _fork_is_safe() and os.environ.get("KERNELOPT_ZYGOTE_SPAWN") != "1"
     signal.signal(signal.SIGCHLD, lambda *_: _reap(protocol))
-    protocol.write(json.dumps({"ready": True, "pid": os.getpid(), "flavor": flavor, "fork": fork}) + "\n")
+    _send(protocol, {"ready": True, "pid": os.getpid(), "flavor": flavor, "fork": fork})
     for raw in sys.stdin:
         try:
             request = json.loads(raw)
@@ -191,9 +197,9 @@ def serve(flavor: str) -> int:
         else:
             pid = os.fork()
             if pid == 0:
-                protocol.close()
+                os.close(protocol)
                 _child_main(request, flavor)
-        protocol.write(json.dumps({"spawned": request["spawn"], "pid": pid}) + "\n")
+        _send(protocol, {"spawned": request["spawn"], "pid": pid})
     return 0
 
 
