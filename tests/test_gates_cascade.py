@@ -69,7 +69,11 @@ def test_unchanged_kernel_is_rejected_by_the_perf_gate(graphs: dict[str, str], t
     kernel = graph.kernels[0]
     result = run_cascade(graph, {kernel.name: kernel.source}, CascadeConfig(run_gates=(4,), workdir=str(tmp_path)))
     assert not result.accepted and result.failed_gate == 4
-    assert 0.8 < result.speedup < 1.25, result.reason  # A/A: no real difference to find
+    # A/A: there is no real difference to find. On a loaded 2-core machine (CI runs two pytest
+    # workers) the median can drift far from 1 (0.73x was seen), but its interval then covers 1;
+    # a harness biased towards either side would show a tight interval away from 1.
+    low, high = result.ci
+    assert low <= 1.0 <= high or 0.8 < result.speedup < 1.25, result.reason
     assert "not run" not in result.reason
 
 
