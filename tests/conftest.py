@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,11 +71,27 @@ def compile_example(problem: Path, out: Path) -> Path:
     return found[0]
 
 
+def shared_build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every pytest-xdist worker of this run shares (the run's base temp folder), for builds
+    that are the same for all of them: each is made once per run, under a lock, not once per worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def cpu_example_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """output_code.py of examples/gelu_mlp.py compiled for the CPU Triton backend (once per session)."""
-    out = tmp_path_factory.mktemp("cpu_example")
-    return compile_example(ROOT / "examples" / "gelu_mlp.py", out)
+    """output_code.py of examples/gelu_mlp.py compiled for the CPU Triton backend (once per run)."""
+    from filelock import FileLock
+
+    root = shared_build_dir(tmp_path_factory)
+    out, done = root / "cpu_example", root / "cpu_example.done"
+    with FileLock(str(root / "cpu_example.lock")):
+        if done.is_file():  # built by another worker; tests never modify it
+            return Path(done.read_text())
+        shutil.rmtree(out, ignore_errors=True)  # a build that failed half-way
+        dump = compile_example(ROOT / "examples" / "gelu_mlp.py", out)
+        done.write_text(str(dump))
+        return dump
 
 
 def run_watched(command: list[str], *, stall_s: float = 240.0, **kwargs: object) -> subprocess.CompletedProcess[str]:
