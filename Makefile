@@ -12,6 +12,8 @@ STAMP := $(VENV)/.kernelopt-installed
 # index, pinned by the +cpu local version. PyPI has no +cpu build, so pip can never fall back to
 # PyPI's multi-GB CUDA build (torch==X alone resolves to it, plus 15 nvidia-* packages). PyPI's
 # wheels for macOS are CPU builds already. Override with TORCH_INSTALL='...' (pip arguments).
+# torch is installed alone (--no-deps), then its dependencies from the default index: pip would
+# otherwise ask PyTorch's index for each of them too, and with retries when it is slow or unreachable.
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
@@ -45,14 +47,14 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	@echo "installing PyTorch: pip install $(TORCH_INSTALL)"
-	@$(PIP) install -q $(TORCH_INSTALL) || { \
+	@echo "installing PyTorch: pip install --no-deps $(TORCH_INSTALL), then its dependencies"
+	@$(PIP) install -q --no-deps $(TORCH_INSTALL) || { \
 	  echo "make: could not install PyTorch ($(TORCH_INSTALL))." >&2; \
 	  echo "  Without a GPU the CPU build comes from PyTorch's index $(TORCH_CPU_INDEX) (PyPI has only the" >&2; \
 	  echo "  multi-GB CUDA build, which is never taken). Check that the index is reachable, or give pip a CPU" >&2; \
 	  echo "  wheel you have: make TORCH_INSTALL='--find-links DIR torch==$(TORCH_VERSION)+cpu' (or the .whl path)." >&2; \
 	  exit 1; }
-	$(PIP) install -q "triton>=3.1"
+	$(PIP) install -q torch "triton>=3.1"
 	$(PIP) install -q -e ".[dev]"
 	touch $(STAMP)
 

@@ -33,6 +33,12 @@ def test_cpu_wheel_comes_from_the_cpu_index() -> None:
     assert dry.returncode == 0, dry.stderr
     assert "--extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0+cpu" in dry.stdout
     assert "--retries 2 --timeout 20" in dry.stdout  # an unreachable index fails in seconds
+    # The install asks PyTorch's index for torch alone; its dependencies come from the default index.
+    steps = _make("-n", "-B", "venv", "HAS_GPU=", "VENV=/nonexistent-venv").stdout.splitlines()
+    torch_step = next(line for line in steps if "torch==2.13.0+cpu" in line and "--no-deps" in line)
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in torch_step
+    deps_step = next(line for line in steps if 'install -q torch "triton' in line)
+    assert "index" not in deps_step and "--no-deps" not in deps_step
     gpu = _make("-n", "torch-install-check", "HAS_GPU=1")
     assert "install --dry-run --ignore-installed --no-deps --report" in gpu.stdout
     assert "torch==2.13.0+cpu" not in gpu.stdout and "whl/cpu" not in gpu.stdout

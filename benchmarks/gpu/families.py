@@ -196,8 +196,7 @@ def _kernel(graph: Any, kernel: Any, timing: Any, peaks: Any, device: str, begin
             speedup = result.kernel_speedups.get(kernel.name)
             before = facts.get("sol_pct")
             row.update(accepted=result.accepted, failed_gate=result.failed_gate, reason=result.reason,
-                       gates=[{"gate": g.gate, "passed": g.passed, "reason": g.reason[:600], "seconds": g.seconds}
-                              for g in result.gates],
+                       gates=[g.to_json() for g in result.gates],  # whole reasons and numbers: what gate 3 ran
                        kernel_speedup=speedup, speedup=result.speedup, ci=list(result.ci) if result.ci else None,
                        timing_path=result.timing_path,
                        sol_after_pct=round(before * speedup, 1) if before and speedup else None,

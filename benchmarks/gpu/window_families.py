@@ -209,11 +209,10 @@ def _ncu(graph: Any, kernel: Any, device: str) -> Any:
 
 
 def _verdicts(result: Any, kernel_name: str, sol_before: float | None) -> dict[str, Any]:
-    gates = [{"gate": g.gate, "passed": g.passed, "status": getattr(g, "status", None), "reason": g.reason[:400]}
-             for g in result.gates]
+    gates = [g.to_json() for g in result.gates]  # whole reasons and numbers
     row: dict[str, Any] = {"verdict": "accepted" if result.accepted else (
         "could not verify" if result.could_not_verify else f"rejected by gate {result.failed_gate}"),
-        "reason": result.reason[:600], "gates": gates}
+        "reason": result.reason, "gates": gates}
     perf = next((g for g in result.gates if g.gate == 4), None)
     if perf is not None:
         numbers = perf.numbers or {}
