@@ -241,6 +241,59 @@ def test_gate_compiles_for_sm90() -> None:
     assert len(compiled["configs"]) == compiled["configs_total"] >= 2
 
 
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'triton_per_fused_0' for 'sm_90a'
+ptxas info    : Function properties for triton_per_fused_0
+    4596 bytes stack frame, 2300 bytes spill stores, 2296 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 4596 bytes cumulative stack size
+"""
+
+
+def test_registers_and_spills_are_read_from_the_ptxas_log() -> None:
+    from kernelopt_core.gates.ptx_compile import usage_from_ptxas_log
+
+    assert usage_from_ptxas_log(PTXAS_LOG) == {"n_regs": 255, "n_spills": 4596}
+    assert usage_from_ptxas_log("") is None  # a cached compile runs no ptxas: the caller assembles once more
+    assert usage_from_ptxas_log(PTXAS_LOG.replace("Used 255 registers", "Used registers")) is None
+
+
+_COMPILE_ONCE = r"""
+import json, sys
+from torch._inductor.runtime import triton_helpers
+import kernelopt_core.gates.ptx_compile as ptx_compile
+from kernelopt_core.artifacts import parse_output_code
+
+triton_helpers.set_driver_to_gpu = lambda: None  # as in the compile zygote: no GPU is needed
+
+def second_ptxas_run(*args, **kwargs):
+    raise AssertionError("ptxas ran a second time for the register counts")
+
+ptx_compile.register_usage = second_ptxas_run
+graph = parse_output_code(sys.argv[1])
+kernel = graph.kernels[0]
+print("RESULT " + json.dumps(ptx_compile.compile_source(kernel.name, kernel.source, sys.argv[2])))
+"""
+
+
+def test_the_compile_reads_registers_from_tritons_own_ptxas_run(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # a cold cache: ptxas really runs
+    done = subprocess.run([sys.executable, "-c", _COMPILE_ONCE, str(H200 / "rmsnorm" / "output_code.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    result = json.loads(line.removeprefix("RESULT "))
+    assert result["ok"] and result["stage"] == "cubin", result
+    for config in result["configs"]:
+        assert isinstance(config["n_regs"], int) and 0 < config["n_regs"] <= 255, config
+        assert config["n_spills"] == 0, config
+
+
 def test_gate_reports_a_compile_error() -> None:
     graph, kernel = _kernel("elementwise")
     candidate = kernel.source.replace("tl.arange(0, XBLOCK)", "tl.arange(0, 3)", 1)

@@ -83,7 +83,7 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 def test_llm_loop_with_rejection_feedback_and_acceptance(cpu_example_dump: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = parse_output_code(str(cpu_example_dump)).kernels[0]
-    good = with_launch_config(parse_kernel_module(kernel.source, kernel.name), LaunchConfig.of({"XBLOCK": 64}, 4))
+    good = with_launch_config(parse_kernel_module(kernel.source, kernel.name), LaunchConfig.of({"XBLOCK": 64}, 32))  # 32 warps: no long spill compile
     wrong = good.replace("tmp63 = tmp60 + tmp62", "tmp63 = tmp60 - tmp62")
     assert wrong != good
     agents = ScriptedAgents(good, wrong)
