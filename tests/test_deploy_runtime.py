@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import EXAMPLE_ROWS, ROOT
 
 from kernelopt_core.accepted import AcceptedEntry, AcceptedStore
 from kernelopt_core.artifacts import parse_output_code
@@ -81,11 +81,12 @@ def accepted(cpu_example_dump: Path, tmp_path_factory: pytest.TempPathFactory) -
     accept it with ``kernelopt accepted add --from-verify``: the store every test below uses."""
     graph = parse_output_code(str(cpu_example_dump))
     (kernel,) = graph.kernels
-    # Inductor launches this persistent reduction with XBLOCK=1 (64 programs); one program of 64
-    # rows is the same arithmetic per row, and far fewer interpreter launches. 32 warps: at 4, the
-    # 64 x 256 tile spills 4.6 KB per thread on sm_90 and gate 1's compile takes 26 s instead of 2.
+    # Inductor launches this persistent reduction with XBLOCK=1 (a program per row); one program of
+    # all the rows is the same arithmetic per row, and far fewer interpreter launches. Enough warps
+    # that the tile does not spill on sm_90: 64 x 256 at 4 warps spills 4.6 KB per thread, and
+    # gate 1's compile then takes 26 s instead of 2.
     candidate = with_launch_config(parse_kernel_module(kernel.source, kernel.name),
-                                   LaunchConfig.of({"XBLOCK": 64}, num_warps=32))
+                                   LaunchConfig.of({"XBLOCK": EXAMPLE_ROWS}, num_warps=EXAMPLE_ROWS // 2))
     work = tmp_path_factory.mktemp("deploy")
     # The store needs a real verdict of all four gates; the full checks (input families, three seeds,
     # tested with the gates) would triple the interpreter's time here and add nothing to what

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import H200_DUMPS, H200_GRAPHS
+from conftest import EXAMPLE_ROWS, H200_DUMPS, H200_GRAPHS
 
 from kernelopt_core.cli.main import main
 
@@ -90,9 +90,9 @@ def test_time_adds_ideal_bytes_and_says_why_sol_is_unknown_on_the_cpu(capsys: py
     for item in sol["launches"]:
         assert item["ideal_bytes"] > 0 and item["time_ms"] > 0 and item["sol_pct"] is None
         assert "CPU backend" in item["unknown_reason"] and "no ncu" in item["time_source"]
-    # gelu_mlp: x (64 x 256 fp32) and the linear's weight and bias are read, one 64 x 256 output written
-    assert sol["graph"]["read_bytes"] == (64 * 256 + 256 * 256 + 256 + 2 * 256) * 4
-    assert sol["graph"]["write_bytes"] == 64 * 256 * 4
+    # gelu_mlp: x (EXAMPLE_ROWS x 256 fp32) and the linear's weight and bias are read, one EXAMPLE_ROWS x 256 output written
+    assert sol["graph"]["read_bytes"] == (EXAMPLE_ROWS * 256 + 256 * 256 + 256 + 2 * 256) * 4
+    assert sol["graph"]["write_bytes"] == EXAMPLE_ROWS * 256 * 4
 
 
 def test_table_shows_the_speed_of_light_column(capsys: pytest.CaptureFixture[str],
