@@ -35,7 +35,9 @@ TEST_WORKERS ?= 2
 ifeq ($(TEST_WORKERS),0)
 PARALLEL :=
 else
-PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+# --no-loadscope-reorder: keep tests/conftest.py's order (longest files first); xdist would put the
+# files with the most tests first, and the long few-test files then ran last on one worker.
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 endif
 
 .PHONY: all venv install demo test test-python test-slow test-vscode lint bench-parse clean torch-install-check

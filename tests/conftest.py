@@ -32,18 +32,23 @@ H200_GRAPHS = sorted(p.name for p in H200_DUMPS.iterdir() if (p / "output_code.p
 
 
 # The longest test files of `make test` (seconds on 2 cores, 2026-12-01), run first: pytest-xdist hands
-# files to the two workers in collection order, so a long file collected last would leave one worker
-# idle while the other finishes it.
+# files to the two workers in collection order (the Makefile turns off its own reordering, which puts
+# files with many tests first), so a long file collected last would leave one worker idle while the
+# other finishes it.
 LONGEST_FIRST = (
-    "tests/adversarial/test_adversarial_corpus.py",  # ~200
-    "tests/test_deploy_runtime.py",  # ~170
-    "tests/test_bench_campaign.py",  # ~110
-    "tests/test_window_families.py",  # ~100
-    "tests/test_rewrites.py",  # ~90
-    "tests/test_gates_cascade.py",  # ~90
+    "tests/adversarial/test_adversarial_corpus.py",  # ~150
+    "tests/test_bench_campaign.py",  # ~120
+    "tests/test_deploy_runtime.py",  # ~110
+    "tests/test_gates_cascade.py",  # ~100
+    "tests/test_window_families.py",  # ~90
     "tests/test_reduction_families.py",  # ~80
-    "tests/adversarial/test_family_probe.py",  # ~55
-    "tests/test_profile_cli.py",  # ~55
+    "tests/test_rewrites.py",  # ~55
+    "tests/lsp/test_lsp_user_kernels.py",  # ~40
+    "tests/adversarial/test_family_probe.py",  # ~35
+    "tests/test_profile_cli.py",  # ~35
+    "tests/test_config_changes_cpu.py",  # ~30
+    "tests/test_cli_first_hour.py",  # ~30
+    "tests/test_inspect_cli.py",  # ~30
 )
 
 
