@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 # The measurement cache and the cross-run experience memory live in the user's cache folder; the tests
 # get their own (per process, so pytest-xdist workers never share a SQLite memory or an AVOID list).
@@ -90,8 +91,6 @@ def shared_build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cpu_example_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """output_code.py of examples/gelu_mlp.py compiled for the CPU Triton backend (once per run)."""
-    from filelock import FileLock
-
     root = shared_build_dir(tmp_path_factory)
     out, done = root / "cpu_example", root / "cpu_example.done"
     with FileLock(str(root / "cpu_example.lock")):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import io
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -232,7 +232,9 @@ def _ptxas_log_to(stream: io.StringIO) -> Iterator[None]:
     which holds the registers and spills. Reading it there saves a second ``ptxas`` run, which for a
     kernel that spills takes as long as the compile (13 s of 45 s measured on this machine).
     A Triton without the knob, or a cached compile that runs no ptxas, leaves ``stream`` empty."""
-    nvidia = getattr(getattr(importlib.import_module("triton"), "knobs", None), "nvidia", None)
+    import triton
+
+    nvidia = getattr(getattr(triton, "knobs", None), "nvidia", None)
     if nvidia is None or not hasattr(nvidia, "dump_ptxas_log"):
         yield
         return
@@ -245,16 +247,19 @@ def _ptxas_log_to(stream: io.StringIO) -> Iterator[None]:
         nvidia.dump_ptxas_log = previous
 
 
-def usage_from_ptxas_log(log: str) -> dict[str, int | None] | None:
-    """``{"n_regs", "n_spills"}`` from a ``ptxas -v`` log, or None when the log does not have them."""
-    import re
-
+def parse_ptxas_usage(log: str) -> dict[str, int | None]:
+    """``{"n_regs", "n_spills"}`` read from a ``ptxas -v`` log; None each that the log does not state."""
     regs = re.search(r"Used (\d+) registers", log)
     stores = re.search(r"(\d+) bytes spill stores", log)
     loads = re.search(r"(\d+) bytes spill loads", log)
-    if not (regs and stores and loads):
-        return None
-    return {"n_regs": int(regs.group(1)), "n_spills": int(stores.group(1)) + int(loads.group(1))}
+    return {"n_regs": int(regs.group(1)) if regs else None,
+            "n_spills": int(stores.group(1)) + int(loads.group(1)) if stores and loads else None}
+
+
+def usage_from_ptxas_log(log: str) -> dict[str, int | None] | None:
+    """:func:`parse_ptxas_usage` when the log states both figures, else None (assemble once more)."""
+    usage = parse_ptxas_usage(log)
+    return usage if None not in usage.values() else None
 
 
 def register_usage(ptx: str | None, fp_fusion: bool = True) -> dict[str, int | None]:
@@ -263,7 +268,6 @@ def register_usage(ptx: str | None, fp_fusion: bool = True) -> dict[str, int | N
 
     Triton reads these from the loaded binary, which needs a GPU; ``ptxas -v`` prints them without one.
     """
-    import re
     import subprocess
     import tempfile
 
@@ -290,9 +294,4 @@ def register_usage(ptx: str | None, fp_fusion: bool = True) -> dict[str, int | N
             done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError):
             return unknown
-    log = done.stdout + done.stderr
-    regs = re.search(r"Used (\d+) registers", log)
-    stores = re.search(r"(\d+) bytes spill stores", log)
-    loads = re.search(r"(\d+) bytes spill loads", log)
-    return {"n_regs": int(regs.group(1)) if regs else None,
-            "n_spills": int(stores.group(1)) + int(loads.group(1)) if stores and loads else None}
+    return parse_ptxas_usage(done.stdout + done.stderr)
