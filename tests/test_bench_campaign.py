@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelopt_core.bench.config import CampaignConfig
+from kernelopt_core.bench.eager_survey import TARGET_MS
 from kernelopt_core.bench.problem_process import Slot, run_problem_process
 from kernelopt_core.bench.ray_runner import run_problem_task
 from kernelopt_core.bench.results import load_result
@@ -224,5 +225,20 @@ def test_eager_survey_goes_on_after_a_problem_kills_its_process(suite, tmp_path)
     assert rows["scale_shift_relu"]["median_ms"] > 0 and rows["linear_gelu"]["median_ms"] > 0
     assert "crashed or hung" in rows["dies_in_forward"]["error"]
     assert "deliberately broken forward" in rows["raises_in_forward"]["error"]
-    # the tiny problems state no H200 estimate, and microseconds are outside the 1-15 ms target
-    assert rows["linear_gelu"]["estimate_ms"] is None and rows["linear_gelu"]["within_target"] is False
+    # the tiny problems state no H200 estimate; the target verdict follows the measured median, which a
+    # loaded CI machine can push from microseconds into the 1-15 ms target
+    gelu = rows["linear_gelu"]
+    assert gelu["estimate_ms"] is None and gelu["measured_over_estimate"] is None
+    assert gelu["within_target"] is (TARGET_MS[0] <= gelu["median_ms"] <= TARGET_MS[1])
+    assert rows["dies_in_forward"]["within_target"] is False  # no measurement is never on target
+
+
+@pytest.mark.parametrize(("median_ms", "on_target"), [(0.05, False), (1.0, True), (7.5, True), (15.0, True),
+                                                     (15.01, False), (None, False)])
+def test_the_eager_target_verdict_is_the_1_to_15_ms_window(tmp_path, median_ms, on_target):
+    from kernelopt_core.bench.eager_survey import _judge
+
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\n")
+    row = {"name": "p", "level": 1} if median_ms is None else {"name": "p", "level": 1, "median_ms": median_ms}
+    assert _judge(row, ProblemSpec("p", str(problem), 1))["within_target"] is on_target
