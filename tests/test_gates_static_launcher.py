@@ -308,13 +308,16 @@ def test_the_source_rules_are_fast() -> None:
     for kernel in kernels:
         best = min(_timed(kernel) for _ in range(3))
         worst = max(worst, best)
-    assert worst < 0.05, f"slowest kernel took {worst * 1000:.1f} ms"
+    assert worst < 0.05, f"slowest kernel took {worst * 1000:.1f} ms of CPU time"
 
 
 def _timed(kernel) -> float:
-    begin = time.perf_counter()
+    # This thread's CPU time, not the wall clock: on a loaded machine (CI runs two pytest workers on two
+    # cores) the wall clock also counts the time other processes held the core, 26-38 ms of wall for
+    # 8-13 ms of work here; the bound is on the rules' own work.
+    begin = time.thread_time()
     check_source(kernel.source, kernel.name, kernel.source)
-    return time.perf_counter() - begin
+    return time.thread_time() - begin
 
 
 SNIPPETS = ["x", "tl", "triton", "torch", "(", ")", "[", "]", ":", ".", "lambda a: a", "*", "**", "=", "@",
