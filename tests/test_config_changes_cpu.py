@@ -34,7 +34,13 @@ from kernelopt_core.search.pipeline import OptimizeConfig, optimize
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = json.loads((ROOT / "benchmarks" / "results" / "h200" / "accounting.json").read_text())
 
-HOST_BOUND = textwrap.dedent('''
+# The forward's host work before its graph. It must stay most of the callable's time however slow the
+# interpreter's kernel gets: on a loaded 2-core machine the kernel took 90 ms of a 147 ms call, and 50 ms
+# of host work was then only 39% of it, near the 30% at which overhead dominates. A sleep does not slow
+# down with the load; at 150 ms the share stays above 30% until the kernel takes 350 ms.
+HOST_WORK_S = 0.15
+HOST_WORK_MS = HOST_WORK_S * 1000
+HOST_BOUND = textwrap.dedent(f'''
     import time
 
     import torch
@@ -44,7 +50,7 @@ HOST_BOUND = textwrap.dedent('''
     @torch._dynamo.disable
     def host_preprocess(x):
         # host work the caller's forward does before the graph (a tokenizer, a Python loop, ...)
-        time.sleep(0.05)
+        time.sleep({HOST_WORK_S})
         return x
 
 
@@ -117,8 +123,8 @@ def test_bench_carries_the_measured_overhead_into_the_result_and_the_report(camp
     assert accounting["path"] == "compiled-callable" and accounting["device"] == "cpu"
     items = {item["name"]: item for item in accounting["overheads"]}
     assert set(items) == {GAPS_ITEM, GUARD_ITEM}
-    # the 50 ms of host work before the graph is outside the kernels: most of the callable's time
-    assert items[GUARD_ITEM]["time_ms"] >= 40 and items[GUARD_ITEM]["share"] >= 0.3
+    # the host work before the graph is outside the kernels: most of the callable's time
+    assert items[GUARD_ITEM]["time_ms"] >= 0.8 * HOST_WORK_MS and items[GUARD_ITEM]["share"] >= 0.3
     assert accounting["overhead_dominates"] is True
     assert any(s.startswith(f"{GUARD_ITEM}: host time outside the kernels") for s in problem["suggestions"])
     # no CUDA graphs to toggle on the CPU backend: nothing to recommend, so nothing verified
@@ -147,7 +153,7 @@ def test_optimize_accounts_for_the_whole_callable_when_the_problem_is_known(camp
     assert data["accounting"]["path"] == "compiled-callable"
     assert data["accounting"]["name"] == "host_bound"  # compile_report.json named the problem
     guard = next(i for i in data["accounting"]["overheads"] if i["name"] == GUARD_ITEM)
-    assert guard["time_ms"] >= 40 and guard["suggestion"]
+    assert guard["time_ms"] >= 0.8 * HOST_WORK_MS and guard["suggestion"]
     assert any(s.startswith(f"{GUARD_ITEM}: host time") for s in data["suggestions"])
     assert data["config_change"] is None  # the CPU backend has no CUDA graphs to toggle
     report = Path(result.run_dir, "report.md").read_text()
