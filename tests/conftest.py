@@ -7,9 +7,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from filelock import FileLock
+
+if TYPE_CHECKING:
+    from kernelopt_core.artifacts.model import TritonKernel
 
 # The measurement cache and the cross-run experience memory live in the user's cache folder; the tests
 # get their own (per process, so pytest-xdist workers never share a SQLite memory or an AVOID list).
@@ -30,6 +34,21 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200_DUMPS = FIXTURES / "inductor-h200-torch2.11"
 H200_GRAPHS = sorted(p.name for p in H200_DUMPS.iterdir() if (p / "output_code.py").is_file())
+
+
+def one_program_example_candidate(kernel: TritonKernel) -> str:
+    """The example's kernel as one program over all its rows: the same arithmetic per row as Inductor's
+    program per row (XBLOCK=1), and far fewer interpreter launches. Enough warps that the tile does not
+    spill on sm_90: 64 x 256 at 4 warps spills 4.6 KB per thread, and gate 1's compile then takes 26 s
+    instead of 2."""
+    from kernelopt_core.search.rewrites.kernel_source import (
+        LaunchConfig,
+        parse_kernel_module,
+        with_launch_config,
+    )
+
+    return with_launch_config(parse_kernel_module(kernel.source, kernel.name),
+                              LaunchConfig.of({"XBLOCK": EXAMPLE_ROWS}, num_warps=EXAMPLE_ROWS // 2))
 
 
 # The longest test files of `make test` (seconds on 2 cores, 2026-12-01), run first: pytest-xdist hands

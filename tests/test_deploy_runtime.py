@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE_ROWS, ROOT
+from conftest import ROOT, one_program_example_candidate
 
 from kernelopt_core.accepted import AcceptedEntry, AcceptedStore
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.cli.main import main
 from kernelopt_core.gates.cascade import run_cascade
 from kernelopt_core.gates.verdict import CascadeConfig
-from kernelopt_core.search.rewrites.kernel_source import LaunchConfig, parse_kernel_module, with_launch_config
 
 PROBLEM = ROOT / "examples" / "gelu_mlp.py"
 
@@ -81,12 +80,7 @@ def accepted(cpu_example_dump: Path, tmp_path_factory: pytest.TempPathFactory) -
     accept it with ``kernelopt accepted add --from-verify``: the store every test below uses."""
     graph = parse_output_code(str(cpu_example_dump))
     (kernel,) = graph.kernels
-    # Inductor launches this persistent reduction with XBLOCK=1 (a program per row); one program of
-    # all the rows is the same arithmetic per row, and far fewer interpreter launches. Enough warps
-    # that the tile does not spill on sm_90: 64 x 256 at 4 warps spills 4.6 KB per thread, and
-    # gate 1's compile then takes 26 s instead of 2.
-    candidate = with_launch_config(parse_kernel_module(kernel.source, kernel.name),
-                                   LaunchConfig.of({"XBLOCK": EXAMPLE_ROWS}, num_warps=EXAMPLE_ROWS // 2))
+    candidate = one_program_example_candidate(kernel)
     work = tmp_path_factory.mktemp("deploy")
     # The store needs a real verdict of all four gates; the full checks (input families, three seeds,
     # tested with the gates) would triple the interpreter's time here and add nothing to what

@@ -90,7 +90,8 @@ def test_time_adds_ideal_bytes_and_says_why_sol_is_unknown_on_the_cpu(capsys: py
     for item in sol["launches"]:
         assert item["ideal_bytes"] > 0 and item["time_ms"] > 0 and item["sol_pct"] is None
         assert "CPU backend" in item["unknown_reason"] and "no ncu" in item["time_source"]
-    # gelu_mlp: x (EXAMPLE_ROWS x 256 fp32) and the linear's weight and bias are read, one EXAMPLE_ROWS x 256 output written
+    # gelu_mlp: x (EXAMPLE_ROWS x 256 fp32) and the linear's weight and bias are read, one EXAMPLE_ROWS x 256
+    # output written
     assert sol["graph"]["read_bytes"] == (EXAMPLE_ROWS * 256 + 256 * 256 + 256 + 2 * 256) * 4
     assert sol["graph"]["write_bytes"] == EXAMPLE_ROWS * 256 * 4
 

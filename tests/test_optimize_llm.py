@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import EXAMPLE_ROWS, H200_DUMPS  # noqa: E402
+from conftest import H200_DUMPS, one_program_example_candidate  # noqa: E402
 from fake_anthropic import FakeAnthropic, Reply, message, overloaded, text_block, tool_use  # noqa: E402
 from test_search_pipeline import StandInEvaluator  # noqa: E402
 
@@ -83,7 +83,7 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 def test_llm_loop_with_rejection_feedback_and_acceptance(cpu_example_dump: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = parse_output_code(str(cpu_example_dump)).kernels[0]
-    good = with_launch_config(parse_kernel_module(kernel.source, kernel.name), LaunchConfig.of({"XBLOCK": EXAMPLE_ROWS}, EXAMPLE_ROWS // 2))  # no spills: a short compile
+    good = one_program_example_candidate(kernel)
     wrong = good.replace("tmp63 = tmp60 + tmp62", "tmp63 = tmp60 - tmp62")
     assert wrong != good
     agents = ScriptedAgents(good, wrong)
