@@ -22,7 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "user_kernels"
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("user_kernels")
-    for path in [*EXAMPLES.glob("*.py"), FIXTURES / "tuned_kernels.py"]:
+    for path in [*EXAMPLES.glob("*.py"), FIXTURES / "tuned_kernels.py", FIXTURES / "scale_kernels.py"]:
         shutil.copy(path, out / path.name)
     return out
 
@@ -122,6 +122,10 @@ def test_an_autotuned_candidate_launches_with_its_own_configs(here: Path, capsys
     (["softmax.py", "--kernel", "nope"], "no @triton.jit kernel named nope"),
     (["tuned_kernels.py", "--harness", "broken_harness"], "the harness itself is broken"),
     (["tuned_kernels.py", "--harness", "missing.py"], "harness file missing.py not found"),
+    # the harness named runs another kernel of the file: the message names the one that launches this kernel
+    (["scale_kernels.py", "--kernel", "copy_kernel", "--harness", "bench_scale"],
+     "ran but never launched copy_kernel: bench_copy() in scale_kernels.py returns (callable, inputs) and launches "
+     "copy_kernel: pass --harness bench_copy"),
 ])
 def test_what_cannot_run_exits_2(here: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
     assert main(["profile", *args, "--device", "cpu"]) == 2

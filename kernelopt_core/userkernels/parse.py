@@ -200,6 +200,13 @@ class _FileReader:
             kernel.is_helper = kernel.name in called and not kernel.launches
             (out.helpers if kernel.is_helper else out.kernels).append(kernel)
         out.harness_functions = [f.name for f in functions if f.name not in names and _takes_no_arguments(f)]
+        kernel_names = {k.name for k in out.kernels}
+        definitions = _module_definitions(self.tree)
+        for function in functions:
+            if function.name in out.harness_functions:
+                out.harness_kernels[function.name] = sorted(_reached(function, definitions) & kernel_names)
+                if _returns_pair(function):
+                    out.pair_functions.append(function.name)
         self._harness_comments(out)
         return out
 
@@ -366,6 +373,41 @@ class _FileReader:
         while index < len(self.lines) and self.lines[index].lstrip().startswith("#"):
             index += 1
         return next((k for k in out.kernels if k.statement_range.start_line == index), None)
+
+
+def _module_definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    """Module-level names and what they stand for: functions, classes, assigned values."""
+    found: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node.value
+    return found
+
+
+def _reached(start: ast.AST, definitions: dict[str, ast.AST]) -> set[str]:
+    """Every module-level name the code of ``start`` uses, followed through the file's functions,
+    classes (all their methods) and assigned values: what calling it can reach in this file."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for node in ast.walk(todo.pop()):
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                if node.id in definitions:
+                    todo.append(definitions[node.id])
+    return seen
+
+
+def _returns_pair(func: ast.FunctionDef) -> bool:
+    """Does the function return a two-element tuple, as a harness's ``(callable, inputs)``?"""
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
+               for node in ast.walk(func))
 
 
 def _takes_no_arguments(func: ast.FunctionDef) -> bool:

@@ -26,7 +26,7 @@ from .extract import (
     extract_kernel_module,
     unified_file_diff,
 )
-from .harness import HarnessError, HarnessSpec, resolve_spec
+from .harness import HarnessError, HarnessSpec, harness_advice, resolve_spec
 from .model import UserKernel
 from .parse import UserKernelError, looks_like_user_kernels, parse_user_kernels, read_user_file
 
@@ -178,9 +178,7 @@ def user_target(path: str, kernel: str | None = None, harness: str | None = None
     if harness_spec is None:
         text_spec = harness or parsed.harness_for(kernel)
         if not text_spec:
-            raise TargetError(f"no harness for {kernel}: pass --harness NAME (a zero-argument function of "
-                              f"{os.path.basename(path)} returning (callable, inputs)), --harness problem.py (a "
-                              "KernelBench problem), or write `# kernelopt: harness=NAME` above the kernel")
+            raise TargetError(f"no harness for {kernel}: {harness_advice(parsed, kernel)}")
         try:
             harness_spec = resolve_spec(text_spec, path, cwd)
         except HarnessError as exc:

@@ -30,6 +30,7 @@ from kernelopt_core.userkernels.extract import (
     candidate_edits,
     extract_kernel_module,
 )
+from kernelopt_core.userkernels.harness import harness_advice
 from kernelopt_core.userkernels.hints import Hint, kernel_facts, kernel_hints, lens_summary
 from kernelopt_core.userkernels.index import is_candidate_user_file
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
@@ -403,7 +404,7 @@ def hover_markdown(view: UserView) -> str:
     harness = view.file.harness_for(kernel.name)
     lines = [f"### `{kernel.name}`", "",
              f"**Triton kernel** in `{os.path.basename(view.file.path)}` · "
-             + (f"harness `{harness}`" if harness else "no harness: write `# kernelopt: harness=NAME` above it"), ""]
+             + (f"harness `{harness}`" if harness else f"no harness: {harness_advice(view.file, kernel.name)}"), ""]
     lines += [f"- {fact}" for fact in kernel_facts(view.file, kernel)]
     if kernel.autotune is not None and kernel.autotune.configs:
         lines += ["", "**Autotune configs**", ""]
