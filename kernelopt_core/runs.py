@@ -241,13 +241,18 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kernel in result.get("kernels", []):
         share = kernel.get("share")
+        share_text = "~100%" if kernel.get("share_note") else f"{share:.0%}" if isinstance(share, (int, float)) \
+            else "-"
         lines.append(
-            f"| `{kernel.get('name')}` | {f'{share:.0%}' if isinstance(share, (int, float)) else '-'} "
+            f"| `{kernel.get('name')}` | {share_text} "
             f"| {_fmt_pct(kernel.get('sol_pct'))} | {_fmt_ratio(kernel.get('traffic_ratio'))} "
             f"| {', '.join(kernel.get('causes') or []) or '-'} "
             f"| {kernel.get('decision')} | {kernel.get('best_title') or '-'} "
             f"| {_fmt_speedup(kernel.get('kernel_speedup'))} | {_fmt_pct(kernel.get('sol_after_pct'))} "
             f"| {kernel.get('candidates', 0)} | {kernel.get('screened_ok', 0)} |")
+    for kernel in result.get("kernels", []):
+        if kernel.get("share_note"):  # no share figure for this kernel: why, with both spreads
+            lines += ["", f"~100%: {kernel['share_note']}"]
     if any(k.get("ideal_bytes") for k in result.get("kernels", [])):
         lines += ["", "SOL: speed of light, the kernel's ideal bytes (each tensor read or written once) over its "
                       "time at the device's measured copy bandwidth; traffic: DRAM bytes measured by ncu over the "

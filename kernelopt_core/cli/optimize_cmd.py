@@ -338,7 +338,8 @@ def print_result(console: Console, result: dict[str, Any]) -> None:
     for kernel in result.get("kernels", []):
         share = kernel.get("share")
         ks = kernel.get("kernel_speedup")
-        table.add_row(str(kernel.get("name")), f"{share:.0%}" if isinstance(share, (int, float)) else "-",
+        share_text = "~100%" if kernel.get("share_note") else f"{share:.0%}" if isinstance(share, (int, float)) else "-"
+        table.add_row(str(kernel.get("name")), share_text,
                       str(kernel.get("decision")), str(kernel.get("best_title") or "-"),
                       f"{ks:.3f}x" if isinstance(ks, (int, float)) else "-", str(kernel.get("candidates", 0)),
                       str(kernel.get("screened_ok", 0)))

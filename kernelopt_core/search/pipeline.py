@@ -810,6 +810,9 @@ class _Search:
                 "quarantined": s.quarantined,
                 **_sol_entry(s.brief, best.speedup if best and s.brief.name in accepted else None),
             })
+        share_note = (self._timing or {}).get("share_note") if self.target is not None else None
+        for entry in kernels if share_note else []:  # a project's kernel timed over its whole harness call
+            entry["share_note"] = share_note
         result = OptimizeResult(
             run_id=self.run_folder.id, run_dir=str(self.run_folder.path), decision=decision, reason=reason,
             speedup=final.speedup if final is not None and decision == "optimized" else None,

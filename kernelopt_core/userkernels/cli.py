@@ -100,7 +100,8 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
     duration_ns = metrics.duration_ns if metrics is not None and metrics.duration_ns else kernel_ms * 1e6
     row: dict[str, Any] = {
         "name": target.kernel, "graph": target.file, "kind": "user", "duration_ns": duration_ns,
-        "time_share": reply.get("share"), "time_share_of": "harness", "tier": analysis.tier,
+        "time_share": reply.get("share"), "time_share_of": "harness", "time_share_note": reply.get("share_note"),
+        "tier": analysis.tier,
         "dram_pct": metrics.dram_pct if metrics else None, "sm_pct": metrics.compute_pct if metrics else None,
         "memory_pct": metrics.memory_pct if metrics else None,
         "occupancy_pct": metrics.achieved_occupancy_pct if metrics else None,
@@ -117,6 +118,8 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
         **analysis.sol_fields(),
     }
     result.kernels.append(row)
+    if reply.get("share_note"):
+        result.notes.append(str(reply["share_note"]))
     try:
         from .parse import parse_user_kernels
 

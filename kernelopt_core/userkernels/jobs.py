@@ -290,6 +290,7 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
     from ..measure.paths import TimingPath
     from ..measure.timing import time_callable
     from .capture import clone
+    from .share import harness_share
 
     built = session(payload)
     device = built.device
@@ -307,11 +308,10 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
         if arg.is_tensor:
             arg.role = role if role in ("input", "output", "inout") else "input"
         args.append(arg.to_json())
-    per_call = built.capture.count
-    share = min(1.0, kernel.median_ms * per_call / whole.median_ms) if whole.median_ms > 0 else None
+    share = harness_share(str(payload["kernel"]), kernel.to_json(), whole.to_json(), built.capture.count)
     return {**built.facts, "kernel_timing": kernel.to_json(), "harness_timing": whole.to_json(),
-            "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share,
-            "launch_args": args}
+            "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share.share,
+            "share_note": share.note, "launch_args": args}
 
 
 # --- the candidate's process ---------------------------------------------------------------------------

@@ -434,6 +434,9 @@ def hover_markdown(view: UserView) -> str:
         harness_ms = profile.number("harness_ms")
         if harness_ms is not None:
             lines.append(f"| harness call | {harness_ms:.4f} ms |")
+        share_note = profile.metrics.get("time_share_note")
+        if share_note:  # no share figure: the kernel alone timed over the whole call, said with both spreads
+            lines.append(f"| share of harness | ~100%: {_one_line(str(share_note), 300)} |")
     if view.run is not None:
         run = view.run
         lines += ["", f"**Last optimization** (run `{run.run_id}`): {run.decision}, {speedup_text(run.speedup, run.ci)}"]
