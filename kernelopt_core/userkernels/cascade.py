@@ -87,8 +87,12 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
     workdir = _workdir(target, candidate, config)
     result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=target.file,
                            kernels=[target.kernel], device=target.device)
-    result.diff = target.diff(candidate) or None
-    if result.diff is None:
+    diff = target.diff(candidate)
+    result.diff = diff or None
+    if diff == "":
+        result.notes.append(f"the candidate's {target.kernel} is the one in {os.path.basename(target.file)}: "
+                            "no change, no diff")
+    elif diff is None:
         result.notes.append("the candidate cannot be put into the file as a diff (see gate 1)")
     candidate_file = os.path.join(workdir, f"{target.kernel}.py")
     try:

@@ -130,12 +130,14 @@ class UserKernelTarget:
             text = apply_candidate(text, name, source, self.file)
         return text
 
-    def diff(self, candidate: str, text: str | None = None) -> str:
+    def diff(self, candidate: str, text: str | None = None) -> str | None:
+        """The unified diff of the file with ``candidate`` in place: "" when that changes nothing, None
+        when the candidate cannot be put into the file."""
         current = self.text if text is None else text
         try:
             new = apply_candidate(current, self.kernel, candidate, self.file)
         except ApplyError:
-            return ""
+            return None
         return unified_file_diff(current, new, _label(self.file))
 
     @property
