@@ -352,5 +352,7 @@ def print_result(console: Console, result: dict[str, Any]) -> None:
         cost = usage.get("cost_usd")
         console.print(f"LLM: {usage['calls']} calls, {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} "
                       f"out tokens" + (f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""))
+    diff = result.get("diff")
+    changed = bool(diff) and os.path.isfile(str(diff)) and os.path.getsize(str(diff)) > 0
     console.print(Group(Text(f"run folder: {result.get('run_dir')}"), Text(f"report: {result.get('report')}"),
-                        Text(f"diff: {result.get('diff')}")))
+                        Text(f"diff: {diff}" if changed else "diff: none (no change: the original kernel is kept)")))
