@@ -50,7 +50,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, what shells report)
 
 # What exit status 1 means, per command; a command not listed never exits with 1.
 EXIT_1 = {
-    "verify": "the candidate was rejected (the graph keeps the compiler's kernel)",
+    "verify": "the candidate was rejected (the original kernel is kept: the compiler's, or your file's own)",
     "profile": "no kernel could be profiled or timed",
     "bench": "a regression: an accepted result ran slower than max-autotune",
 }

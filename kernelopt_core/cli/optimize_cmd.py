@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return tracker.interrupted()
     data = result.to_json()
     data["deploy_command"] = deploy_command(data)
-    if args.deploy and data["decision"] == "optimized":
+    if args.deploy and data["decision"] == "optimized" and not is_user_kernel_run(data):  # yours: a diff
         code = deploy(data, args.store, args.json or args.events)
         if code:
             return code
@@ -197,10 +197,17 @@ def _quote(text: str) -> str:
 
 
 def deploy_command(result: dict[str, Any]) -> str | None:
-    """The command that puts an optimized run's kernels into the accepted store (None: nothing to deploy)."""
-    if result.get("decision") != "optimized" or not result.get("run_dir"):
+    """The command that puts an optimized run's kernels into the accepted store (None: nothing to deploy,
+    or a project's own kernel, which comes back as a diff of its file instead)."""
+    if result.get("decision") != "optimized" or not result.get("run_dir") or is_user_kernel_run(result):
         return None
     return f"kernelopt accepted add {_quote(str(result['run_dir']))}"
+
+
+def is_user_kernel_run(result: dict[str, Any]) -> bool:
+    from ..userkernels.cli import is_user_kernel_path
+
+    return is_user_kernel_path(result.get("graph_path"))
 
 
 def deploy(result: dict[str, Any], store_root: str | None, quiet: bool) -> int:
@@ -227,8 +234,12 @@ def print_deploy_hint(out: Console, result: dict[str, Any], deploy_asked: bool =
         out.print(f"deploy it: {escape(str(result['deploy_command']))}", soft_wrap=True, highlight=False)
         out.print("  then `import kernelopt; kernelopt.enable()` before torch.compile in your program "
                   "(or run optimize with --deploy)", soft_wrap=True, highlight=False)
+    elif result.get("decision") == "optimized" and is_user_kernel_run(result):
+        out.print(f"apply it to your file: patch -p1 < {escape(str(result.get('diff')))} (or Apply to this file in "
+                  "the editor); nothing was written to your file", soft_wrap=True, highlight=False)
     elif deploy_asked:
-        out.print("nothing deployed: the run kept the compiler's code", soft_wrap=True)
+        kept = "the original kernel" if is_user_kernel_run(result) else "the compiler's code"
+        out.print(f"nothing deployed: the run kept {kept}", soft_wrap=True)
 
 
 # --- rendering (shared with `kernelopt demo`) ----------------------------------------------------

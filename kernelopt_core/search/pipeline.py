@@ -361,8 +361,9 @@ class _Search:
         if timing is not None and "error" not in timing:
             self.journal.record("note", message="dispatch uses the launch timing the caller measured")
         else:
-            self.progress("timing the graph's launches (the first measurement also starts the worker)",
-                          stage="timing", percentage=1)
+            step = self.target.timing_step() if self.target is not None else \
+                "timing the graph's launches (the first measurement also starts the worker)"
+            self.progress(step, stage="timing", percentage=1)
             timing = self.evaluator.launch_timing()
         if timing and "error" not in timing:
             self._timing = timing
@@ -374,6 +375,8 @@ class _Search:
             report = analyze(self.graph, times, overheads, timing.get("path"))
         else:
             report = analyze(self.graph)
+        if self.target is not None:  # a project's own kernel: its share of the harness, in those words
+            report.evidence = self.target.dispatch_evidence(report, timing)
         self.journal.record("dispatch", classification=report.classification, evidence=report.evidence,
                             timed=report.timed)
         self.progress(f"{report.classification}: {report.evidence}", stage="dispatch", percentage=2)
@@ -943,7 +946,9 @@ class _Search:
         data = result.to_json()
         folder.write_json("result.json", data)
         report = render_report(data, self.journal)
-        if findings is not None and (findings.overheads or findings.recommendation is not None):
+        # torch.compile's configuration and the dump's call() are not a project's own kernel's business
+        if findings is not None and self.target is None and (findings.overheads
+                                                             or findings.recommendation is not None):
             report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
         folder.write_text("report.md", report)
 

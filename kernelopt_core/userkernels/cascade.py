@@ -147,7 +147,7 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
                           percentage=int(100 * position / len(gates)))
         if gate == 1:
             verdict = run_user_static_gate(target.module.source, target.kernel, candidate, plan,
-                                           config.compile_timeout_s)
+                                           config.compile_timeout_s, device=target.device)
         else:
             job = {**payload, "seeds": list(config.seeds_kernel if gate == 2 else config.seeds_model),
                    "reruns": config.determinism_reruns, "tolerance": config.model_tolerance,

@@ -117,6 +117,23 @@ class UserKernelTarget:
         return CompiledGraph(path=self.file, name=self.name, text_hash=source_hash(self.text), wrapper_style="unknown",
                              device=self.device_kind, kernels=[kernel], launches=[launch])
 
+    # --- the user's words for the optimizer's steps (a harness and a kernel, not a graph) -----------
+
+    def timing_step(self) -> str:
+        return (f"timing {self.kernel} alone and the harness {self.harness.describe()} (the first measurement "
+                "also starts the worker)")
+
+    def dispatch_evidence(self, report: Any, timing: dict[str, Any] | None) -> str:
+        """What dispatch found, said of the kernel and its harness (``report``: a DispatchReport)."""
+        note = (timing or {}).get("share_note")
+        if note:
+            return str(note)
+        if not report.timed:
+            return f"{self.kernel} was not timed (no share of the harness call)"
+        share = report.share_of(self.kernel)
+        return (f"{self.kernel} is {share:.0%} of a harness call ({self.harness.describe()}); the harness's own "
+                f"work outside it is {1 - share:.0%}")
+
     def evaluator(self, workdir: str, *, ab_rounds: int | None = None, kernel_rounds: int | None = None,
                   sink: Any = None, worker: Any = None) -> Any:
         from .evaluator import UserKernelEvaluator
