@@ -8,6 +8,7 @@ the search with a stand-in evaluator); subprocesses only where the pipe or the p
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -274,3 +275,12 @@ def test_a_kernel_timed_over_its_harness_call_is_within_noise_not_100_percent(
     assert "~100%" in row and "100.0%" not in out
     assert ("scale_kernel alone took 34.71 ms per call (IQR 2.4 ms), the harness call 32.9 ms (IQR 1.6 ms): within "
             "noise of each other") in out
+
+    # the editor reads the same profile JSON: its diagnostic says ~100% of the harness, not a figure
+    from kernelopt_lsp.kernel_facts import profile_line
+    from kernelopt_lsp.results import ProfileRecord
+
+    assert main(["profile", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["kernels"]
+    assert entry["time_share"] is None and "within noise" in entry["time_share_note"]
+    assert profile_line(ProfileRecord("f", "scale_kernel", "h", entry)).endswith("· ~100% of harness time")

@@ -389,6 +389,8 @@ def lens_title(view: UserView) -> str:
     share = profile.time_share
     if share is not None:
         parts.append(f"{share * 100:.1f}% of {profile.share_basis}")
+    elif profile.share_over_whole:
+        parts.append(f"~100% of {profile.share_basis}")
     parts.append(profile.tier or "profiled")
     duration = profile.number("duration_ns")
     if duration is not None:
