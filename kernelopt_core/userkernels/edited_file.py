@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .extract import _ALLOWED_IMPORT_MODULES, ApplyError, ExtractError, apply_candidate, extract_kernel_module
 from .target import UserKernelTarget
 
-MAX_SHOWN = 3  # changed lines named in a message
+MAX_SHOWN = 3  # changes named in a message
 
 
 @dataclass
@@ -31,7 +31,7 @@ class CandidateFile:
     def outside_text(self) -> str:
         shown = "; ".join(self.outside[:MAX_SHOWN])
         more = len(self.outside) - MAX_SHOWN
-        return shown + (f"; and {more} more line(s)" if more > 0 else "")
+        return shown + (f"; and {more} more change(s)" if more > 0 else "")
 
 
 def _is_whole_file(tree: ast.Module) -> bool:
