@@ -201,10 +201,10 @@ class _FileReader:
             (out.helpers if kernel.is_helper else out.kernels).append(kernel)
         out.harness_functions = [f.name for f in functions if f.name not in names and _takes_no_arguments(f)]
         kernel_names = {k.name for k in out.kernels}
-        definitions = _module_definitions(self.tree)
+        uses = _NameUses(_module_definitions(self.tree))
         for function in functions:
             if function.name in out.harness_functions:
-                out.harness_kernels[function.name] = sorted(_reached(function, definitions) & kernel_names)
+                out.harness_kernels[function.name] = sorted(uses.reached(function.name) & kernel_names)
                 if _returns_pair(function):
                     out.pair_functions.append(function.name)
         self._harness_comments(out)
@@ -390,18 +390,30 @@ def _module_definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return found
 
 
-def _reached(start: ast.AST, definitions: dict[str, ast.AST]) -> set[str]:
-    """Every module-level name the code of ``start`` uses, followed through the file's functions,
-    classes (all their methods) and assigned values: what calling it can reach in this file."""
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for node in ast.walk(todo.pop()):
-            if isinstance(node, ast.Name) and node.id not in seen:
-                seen.add(node.id)
-                if node.id in definitions:
-                    todo.append(definitions[node.id])
-    return seen
+class _NameUses:
+    """Which names each module-level definition uses (each read once), and their closure."""
+
+    def __init__(self, definitions: dict[str, ast.AST]):
+        self.definitions = definitions
+        self._uses: dict[str, set[str]] = {}
+
+    def uses(self, name: str) -> set[str]:
+        if name not in self._uses:
+            node = self.definitions.get(name)
+            self._uses[name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+        return self._uses[name]
+
+    def reached(self, start: str) -> set[str]:
+        """Every name the code of ``start`` uses, followed through the file's functions, classes (all their
+        methods) and assigned values: what calling it can reach in this file."""
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for name in self.uses(todo.pop()) - seen:
+                seen.add(name)
+                if name in self.definitions:
+                    todo.append(name)
+        return seen
 
 
 def _returns_pair(func: ast.FunctionDef) -> bool:
