@@ -216,6 +216,46 @@ def test_an_unchanged_run_offers_no_empty_diff(own_kernel_run: tuple[str, Path])
     assert "nothing changed, so `final.diff` is empty" in (run_dir / "report.md").read_text()
 
 
+class AcceptingUserEvaluator(StandInUserEvaluator):
+    """Every candidate passes every gate, 1.5x faster: the run ends optimized."""
+
+    def screen(self, kernel: str, source: str) -> Any:
+        from kernelopt_core.search.evaluation import Screen
+
+        return Screen(True, None, "passed gates 1, 2", [], "/stand-in")
+
+    def time(self, kernel: str, source: str, screen: Any) -> Any:
+        from kernelopt_core.search.evaluation import KernelTime
+
+        return KernelTime(1.5, (1.4, 1.6), 1.0, 1.0 / 1.5)
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> Any:
+        from kernelopt_core.gates.verdict import CascadeResult, GateVerdict
+
+        return CascadeResult(True, None, "passed all four gates", [GateVerdict(3, "model", True, "stand-in"),
+                                                                   GateVerdict(4, "perf", True, "stand-in")],
+                             speedup=1.5, ci=(1.4, 1.6), timing_path="harness")
+
+
+def test_an_optimized_own_kernel_comes_back_as_a_diff_of_the_file(own_kernels: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelopt_core.userkernels.target import UserKernelTarget
+
+    monkeypatch.setattr(UserKernelTarget, "evaluator", lambda self, *a, **k: AcceptingUserEvaluator(self))
+    original = (own_kernels / "scale_kernels.py").read_text()
+    assert main(["optimize", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--iterations", "1",
+                 "--plans", "1", "--beam-width", "1", "--no-memory", "--run-root", str(own_kernels / "runs"),
+                 "--deploy"]) == 0
+    out = capsys.readouterr().out
+    (run_dir,) = (own_kernels / "runs").iterdir()
+    diff = (run_dir / "final.diff").read_text()
+    assert diff.startswith("--- a/scale_kernels.py") and f"diff: {run_dir / 'final.diff'}" in out
+    assert f"apply it to your file: patch -p1 < {run_dir / 'final.diff'}" in out
+    assert "kernelopt accepted add" not in out and "deployed" not in out  # the store is for Inductor's kernels
+    assert (own_kernels / "scale_kernels.py").read_text() == original  # nothing written without approval
+    assert "apply it with `patch -p1`" in (run_dir / "report.md").read_text()
+
+
 # --- 7. an edit of the launch site alone is not a candidate ------------------------------------------------
 
 
