@@ -118,6 +118,18 @@ def test_enable_on_a_cpu_says_why_nothing_can_be_replaced_and_how_to_change_it(t
     assert f"the store has 1 accepted kernel(s) from {tmp_path / 'store'} ({kernel.name})" in said
     assert "will replace" not in said and "cannot be used" not in said  # one statement, not two
 
+    # and optimize's deploy hint on the CPU says it before the user meets it
+    import io
+
+    from rich.console import Console
+
+    from kernelopt_core.cli.optimize_cmd import print_deploy_hint
+
+    buffer = io.StringIO()
+    print_deploy_hint(Console(file=buffer, width=300), {"decision": "optimized", "device": "cpu",
+                                                       "deploy_command": "kernelopt accepted add RUN"})
+    assert "call kernelopt_core.backends.cpu_triton.activate() before importing torch" in buffer.getvalue()
+
 
 # --- 4. a file's harness comment is not offered for a kernel it never launches ---------------------------
 

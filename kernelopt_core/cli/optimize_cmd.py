@@ -240,6 +240,11 @@ def print_deploy_hint(out: Console, result: dict[str, Any], deploy_asked: bool =
     elif deploy_asked:
         kept = "the original kernel" if is_user_kernel_run(result) else "the compiler's code"
         out.print(f"nothing deployed: the run kept {kept}", soft_wrap=True)
+    if (deployed or result.get("deploy_command")) and str(result.get("device", "")).startswith("cpu"):
+        # without it, enable() in the user's program finds only C++ kernels to replace (and says so)
+        out.print("  on the CPU, torch.compile writes Triton kernels only with KernelOPT's CPU Triton backend: call "
+                  "kernelopt_core.backends.cpu_triton.activate() before importing torch", soft_wrap=True,
+                  highlight=False)
 
 
 # --- rendering (shared with `kernelopt demo`) ----------------------------------------------------
