@@ -59,6 +59,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q torch "triton>=3.1"
 	$(PIP) install -q -e ".[dev]"
 	touch $(STAMP)
+	$(USAGE_HINT)
 
 install: venv
 
@@ -69,8 +70,13 @@ torch-install-check: venv
 	$(PY) -c "import json,sys; [print('would install', i['metadata']['name'], i['metadata']['version'], 'from', \
 	  i['download_info']['url']) for i in json.load(open(sys.argv[1]))['install']]" $$report
 
+# How to use the tool afterwards: `kernelopt` is in the venv, not on PATH.
+USAGE_HINT := @echo "kernelopt is installed in $(VENV)/bin: run 'source $(VENV)/bin/activate' once per shell, \
+then 'kernelopt -h' (or call $(VENV)/bin/kernelopt directly; README.md, 'Using it')"
+
 demo: venv
 	$(VENV)/bin/kernelopt demo --out demo-out
+	$(USAGE_HINT)
 
 lint: venv
 	$(VENV)/bin/ruff check kernelopt_core kernelopt server tests benchmarks

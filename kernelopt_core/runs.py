@@ -223,7 +223,13 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
     """report.md: the decision, the speedup table, the gate outcomes and the fallback reason."""
     started = next((e for e in journal.entries if e.get("kind") == "run_started"), {})
     lines = [f"# KernelOPT run {result.get('run_id')}", ""]
-    lines.append(f"- graph: `{started.get('graph_path', '?')}`")
+    user = started.get("user_kernel") or None  # a project's own kernel: its file and harness, not a graph
+    if user:
+        harness = user.get("harness") or {}
+        lines.append(f"- your file: `{user.get('file', '?')}`, kernel `{user.get('kernel', '?')}`, harness "
+                     f"`{harness.get('text') or harness.get('name') or '?'}`")
+    else:
+        lines.append(f"- graph: `{started.get('graph_path', '?')}`")
     lines.append(f"- device: {started.get('device', '?')}; provider: {started.get('provider', '?')}"
                  + (f" ({started.get('model')})" if started.get("provider") not in (None, "offline") else ""))
     config = started.get("config") or {}
@@ -241,13 +247,18 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kernel in result.get("kernels", []):
         share = kernel.get("share")
+        share_text = "~100%" if kernel.get("share_note") else f"{share:.0%}" if isinstance(share, (int, float)) \
+            else "-"
         lines.append(
-            f"| `{kernel.get('name')}` | {f'{share:.0%}' if isinstance(share, (int, float)) else '-'} "
+            f"| `{kernel.get('name')}` | {share_text} "
             f"| {_fmt_pct(kernel.get('sol_pct'))} | {_fmt_ratio(kernel.get('traffic_ratio'))} "
             f"| {', '.join(kernel.get('causes') or []) or '-'} "
             f"| {kernel.get('decision')} | {kernel.get('best_title') or '-'} "
             f"| {_fmt_speedup(kernel.get('kernel_speedup'))} | {_fmt_pct(kernel.get('sol_after_pct'))} "
             f"| {kernel.get('candidates', 0)} | {kernel.get('screened_ok', 0)} |")
+    for kernel in result.get("kernels", []):
+        if kernel.get("share_note"):  # no share figure for this kernel: why, with both spreads
+            lines += ["", f"~100%: {kernel['share_note']}"]
     if any(k.get("ideal_bytes") for k in result.get("kernels", [])):
         lines += ["", "SOL: speed of light, the kernel's ideal bytes (each tensor read or written once) over its "
                       "time at the device's measured copy bandwidth; traffic: DRAM bytes measured by ncu over the "
@@ -285,8 +296,10 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
             where = entry.get("containment") or {}
             lines.append(f"- `{entry.get('candidate')}` ({entry.get('title')}, source {str(entry.get('source_hash'))[:12]}, "
                          f"process {where.get('pid', '?')}): {str(entry.get('reason', ''))[:300]}")
-    if result.get("decision") != "optimized":
-        lines += ["", "## Fallback", "", f"The compiler's own code is kept: {result.get('reason')}"]
+    optimized = result.get("decision") == "optimized"
+    if not optimized:
+        kept = "Your file keeps its kernel" if user else "The compiler's own code is kept"
+        lines += ["", "## Fallback", "", f"{kept}: {result.get('reason')}"]
     usage = result.get("llm_usage") or {}
     if usage.get("calls"):
         cost = usage.get("cost_usd")
@@ -298,5 +311,8 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
     if result.get("suggestions"):
         lines += ["", "## Suggestions outside the kernels", ""]
         lines += [f"- {s}" for s in result["suggestions"]]
-    lines += ["", f"Journal: `{JOURNAL}` ({len(journal.entries)} entries); the accepted change is in `final.diff`.", ""]
+    change = ("the accepted change is in `final.diff`" + (" (apply it with `patch -p1`; nothing was written to "
+                                                            "your file)" if user else "")) if optimized else \
+        "nothing changed, so `final.diff` is empty"
+    lines += ["", f"Journal: `{JOURNAL}` ({len(journal.entries)} entries); {change}.", ""]
     return "\n".join(lines)

@@ -291,8 +291,11 @@ def test_enable_explains_why_nothing_was_replaced(monkeypatch: pytest.MonkeyPatc
     runtime_hook._hooked_triton(object(), kernel.name, kernel.source)
     assert runtime_hook.usage_summary() == f"kernelopt: 1 accepted kernel(s) in use: {kernel.name}"
     report = runtime_hook.EnableReport(True, "enabled", "/store", 1, [], [kernel.name], ["no CUDA GPU"])
+    assert str(report) == ("kernelopt: enabled, but no kernel can be replaced in this process: no CUDA GPU; the "
+                           f"store has 1 accepted kernel(s) from /store ({kernel.name})")
+    report = runtime_hook.EnableReport(True, "enabled", "/store", 1, [], [kernel.name])
     assert str(report) == (f"kernelopt: 1 accepted kernel(s) from /store will replace {kernel.name} when "
-                           "torch.compile loads them (no CUDA GPU)")
+                           "torch.compile loads them")
     assert "nothing can be replaced" in str(runtime_hook.EnableReport(True, "the store is empty", "/s"))
 
 

@@ -22,7 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "user_kernels"
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("user_kernels")
-    for path in [*EXAMPLES.glob("*.py"), FIXTURES / "tuned_kernels.py"]:
+    for path in [*EXAMPLES.glob("*.py"), FIXTURES / "tuned_kernels.py", FIXTURES / "scale_kernels.py"]:
         shutil.copy(path, out / path.name)
     return out
 
@@ -81,7 +81,10 @@ def test_verify_accepts_a_correct_rewrite_and_rejects_wrong_ones(here: Path,
     assert main([*base, "--candidate", good, "--gates", "1,2,3"]) == 0
     data = _json(capsys)
     assert data["accepted"] and [g["gate"] for g in data["gates"]] == [1, 2, 3]
-    assert data["gates"][0]["stage"] in ("cubin", "ptx") and "compiled" in data["gates"][0]["reason"]
+    assert data["gates"][0]["stage"] in ("cubin", "ptx")
+    # the backend that compiled, and where the kernel really runs here
+    assert "compiled by Triton's CUDA back end to" in data["gates"][0]["reason"]
+    assert "on this machine gates 2-4 run it on Triton's CPU interpreter" in data["gates"][0]["reason"]
     assert data["gates"][2]["float64_reference"] is True
     assert "+    numerator = tl.exp2(row_minus_max * 1.4426950408889634)" in data["diff"]
     assert (here / "softmax.py").read_text() == original  # verify never writes the user's file
@@ -94,6 +97,11 @@ def test_verify_accepts_a_correct_rewrite_and_rejects_wrong_ones(here: Path,
     torch_call = module.replace("tl.exp(row_minus_max)", "torch.exp(row_minus_max)")
     assert main([*base, "--candidate", _candidate(here, "torch.py", torch_call), "--gates", "1,2"]) == 1
     assert _json(capsys)["failed_gate"] == 1
+    # the report, as read on a terminal or in a log: the user's file and kernel, not a graph's
+    assert main([*base[:-1], "--candidate", str(here / "torch.py"), "--gates", "1,2"]) == 1
+    out = capsys.readouterr().out
+    assert "; your file keeps its kernel" in out and "candidate kernel module: " in out
+    assert "graph" not in out and "compiler" not in out
 
     # the candidate may also be an edited copy of the whole file: its kernel module is taken out of it
     edited = original.replace("numerator = tl.exp(row_minus_max)", "numerator = tl.exp(row_minus_max) * 1.0")
@@ -122,6 +130,10 @@ def test_an_autotuned_candidate_launches_with_its_own_configs(here: Path, capsys
     (["softmax.py", "--kernel", "nope"], "no @triton.jit kernel named nope"),
     (["tuned_kernels.py", "--harness", "broken_harness"], "the harness itself is broken"),
     (["tuned_kernels.py", "--harness", "missing.py"], "harness file missing.py not found"),
+    # the harness named runs another kernel of the file: the message names the one that launches this kernel
+    (["scale_kernels.py", "--kernel", "copy_kernel", "--harness", "bench_scale"],
+     "ran but never launched copy_kernel: bench_copy() in scale_kernels.py returns (callable, inputs) and launches "
+     "copy_kernel: pass --harness bench_copy"),
 ])
 def test_what_cannot_run_exits_2(here: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
     assert main(["profile", *args, "--device", "cpu"]) == 2

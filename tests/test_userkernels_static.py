@@ -132,6 +132,23 @@ def test_harness_comments_name_a_kernel_or_the_file() -> None:
     assert any("names kernel missing" in w for w in file.warnings)
 
 
+def test_which_kernels_a_harness_function_reaches_is_read_from_the_source() -> None:
+    text = ("import triton\n\n@triton.jit\ndef a(x):\n    pass\n\n@triton.jit\ndef b(x):\n    pass\n\n"
+            "@triton.jit\ndef c(x):\n    pass\n\n"
+            "LAUNCH_A = a\n\nclass Op:\n    def forward(self, x):\n        LAUNCH_A[(1,)](x)\n\n"
+            "def run_b(x):\n    b[(1,)](x)\n\n"
+            "# kernelopt: harness=bench_a\n"
+            "def bench_a():\n    return Op().forward, (1,)\n\n"  # through a class method and a module alias
+            "def bench_b():\n    return run_b, (1,)\n\n"
+            "def helper():\n    run_b(1)\n")
+    file = _file(text)
+    assert file.harness_kernels == {"bench_a": ["a"], "bench_b": ["b"], "helper": ["b"]}
+    assert file.pair_functions == ["bench_a", "bench_b"]  # helper returns nothing: not a harness
+    assert file.harness_for("a") == "bench_a" and file.harness_for("b") is None  # the default never launches b
+    assert file.harness_for("c") == "bench_a"  # c is launched nowhere in the file: the source cannot tell
+    assert file.harness_choices("b") == ["bench_b"]
+
+
 # --- hints ---------------------------------------------------------------------------------------------
 
 

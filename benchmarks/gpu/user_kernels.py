@@ -76,11 +76,18 @@ def _cli(args: list[str], cwd: str, timeout_s: float) -> tuple[dict[str, Any] | 
     return data, done.stderr[-3000:], wall, done.returncode
 
 
+def _share(profile: dict[str, Any]) -> str:
+    """The kernel's share of the harness call; "~100%" when it was timed over the whole call (no figure)."""
+    if profile.get("time_share") is None:
+        return "~100% (no figure: the kernel alone timed over the call)" if profile.get("time_share_note") else "-"
+    return _number(profile["time_share"] * 100, ".1f", "%")
+
+
 def _profile_row(data: dict[str, Any] | None) -> dict[str, Any]:
     if not data or not data.get("kernels"):
         return {}
     row = data["kernels"][0]
-    keep = ("duration_ns", "time_share", "harness_ms", "tier", "sol_pct", "traffic_ratio", "ideal_bytes", "dram_bytes",
+    keep = ("duration_ns", "time_share", "time_share_note", "harness_ms", "tier", "sol_pct", "traffic_ratio", "ideal_bytes", "dram_bytes",
             "dram_pct", "sm_pct", "occupancy_pct", "registers", "grid_size", "block_size", "grid", "meta",
             "autotune", "source", "top_rule", "causes", "harness")
     return {"source_of_metrics": data.get("source"), "notes": data.get("notes"), **{k: row.get(k) for k in keep}}
@@ -179,7 +186,7 @@ def markdown(results: dict[str, Any]) -> str:
             continue
         meta = ", ".join(f"{k}={v}" for k, v in (p.get("meta") or {}).items())
         lines.append(f"| `{name}` | {p.get('harness')} | {_number((p.get('duration_ns') or 0) / 1e3, '.1f', ' µs')} | "
-                     f"{_number((p.get('time_share') or 0) * 100, '.1f', '%')} | {_number(p.get('harness_ms'), '.4f', ' ms')} "
+                     f"{_share(p)} | {_number(p.get('harness_ms'), '.4f', ' ms')} "
                      f"| {p.get('tier')} | {_number(p.get('sol_pct'), '.0f', '%')} | "
                      f"{_number(p.get('traffic_ratio'), '.2f', 'x')} | {_number(p.get('dram_pct'), '.0f', '%')} | "
                      f"{tuple(p.get('grid') or [])} | {meta} | {p.get('source_of_metrics')} | {p.get('wall_s')} |")

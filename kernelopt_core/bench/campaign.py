@@ -109,7 +109,8 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
             write_reports(out_dir, info, list(finished.values()), plot=False)
         figure = result.vs_max_autotune
         sink.progress(f"{result.name}: {result.outcome}" + (f" ({result.category})" if result.category else "")
-                      + (f", {figure.value:.2f}x vs max-autotune" if figure else ""),
+                      + (f", {figure.value:.2f}x vs max-autotune" if figure else "")
+                      + (f", rewrote {', '.join(result.kernels_changed)}" if result.kernels_changed else ""),
                       stage="problem-done", problem=result.name, outcome=result.outcome, category=result.category,
                       percentage=int(100 * done / total), done=done, total=total)
 

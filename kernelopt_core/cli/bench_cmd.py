@@ -169,12 +169,13 @@ def ratio_text(value: float | None) -> str:
     return f"{value:.3f}x" if value >= 0.01 else f"{value:.2g}x"
 
 
-def level_rows(levels: dict[int, Any]) -> list[tuple[str, Any]]:
+def level_rows(levels: dict[int, Any] | dict[str, Any]) -> list[tuple[str, Any]]:
     """The per-level rows: ``L1``, ``L2``, ...; problems outside level folders are "other", and a suite
-    with no levels at all has only its "all" row."""
-    rows = [(f"L{level}", group) for level, group in levels.items() if level > 0]
-    if 0 in levels and rows:
-        rows.append(("other", levels[0]))
+    with no levels at all has only its "all" row. The summary's keys are the levels as text (JSON's)."""
+    by_level = {int(level): group for level, group in levels.items()}
+    rows = [(f"L{level}", group) for level, group in sorted(by_level.items()) if level > 0]
+    if 0 in by_level and rows:
+        rows.append(("other", by_level[0]))
     return rows
 
 

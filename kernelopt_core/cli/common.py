@@ -4,15 +4,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
-console = Console()
-err_console = Console(stderr=True)
+# Output that is not a terminal (a pipe, a log, a CI job) is as wide as this unless COLUMNS says
+# otherwise: rich's default of 80 columns cut kernel names in tables to `kern…`. Tables print at
+# their natural width (never wider), and a log viewer wraps long lines itself.
+PIPE_COLUMNS = 1000
+
+
+class CliConsole(Console):
+    """rich's Console for every command: on a terminal its width; elsewhere ``COLUMNS`` when set,
+    else :data:`PIPE_COLUMNS` (so no table cell is cut). Rules stay short off a terminal."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        measured = super().size
+        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPE_COLUMNS, measured.height)
+        return measured
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+    def rule(self, title: Any = "", **kwargs: Any) -> None:
+        from rich.rule import Rule
+
+        self.print(Rule(title, **kwargs), width=min(self.width, 100))
+
+
+console = CliConsole()
+err_console = CliConsole(stderr=True)
 
 # Exit statuses: the same meaning in every command (each command's help lists them).
 EXIT_OK = 0  # the command did what was asked
@@ -22,7 +50,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, what shells report)
 
 # What exit status 1 means, per command; a command not listed never exits with 1.
 EXIT_1 = {
-    "verify": "the candidate was rejected (the graph keeps the compiler's kernel)",
+    "verify": "the candidate was rejected (the original kernel is kept: the compiler's, or your file's own)",
     "profile": "no kernel could be profiled or timed",
     "bench": "a regression: an accepted result ran slower than max-autotune",
 }

@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         from rich.markdown import Markdown
 
         console.rule("[bold]report.md")
-        console.print(Markdown(report_path.read_text(encoding="utf-8")))
+        text = report_path.read_text(encoding="utf-8")
+        # rendered on a terminal; in a log the Markdown itself, which keeps every table cell whole
+        console.print(Markdown(text) if console.is_terminal else text, markup=False, highlight=False)
     print_deploy_hint(console, data)
     if args.json:
         print_json(data)

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return tracker.interrupted()
     data = result.to_json()
     data["deploy_command"] = deploy_command(data)
-    if args.deploy and data["decision"] == "optimized":
+    if args.deploy and data["decision"] == "optimized" and not is_user_kernel_run(data):  # yours: a diff
         code = deploy(data, args.store, args.json or args.events)
         if code:
             return code
@@ -197,10 +197,17 @@ def _quote(text: str) -> str:
 
 
 def deploy_command(result: dict[str, Any]) -> str | None:
-    """The command that puts an optimized run's kernels into the accepted store (None: nothing to deploy)."""
-    if result.get("decision") != "optimized" or not result.get("run_dir"):
+    """The command that puts an optimized run's kernels into the accepted store (None: nothing to deploy,
+    or a project's own kernel, which comes back as a diff of its file instead)."""
+    if result.get("decision") != "optimized" or not result.get("run_dir") or is_user_kernel_run(result):
         return None
     return f"kernelopt accepted add {_quote(str(result['run_dir']))}"
+
+
+def is_user_kernel_run(result: dict[str, Any]) -> bool:
+    from ..userkernels.cli import is_user_kernel_path
+
+    return is_user_kernel_path(result.get("graph_path"))
 
 
 def deploy(result: dict[str, Any], store_root: str | None, quiet: bool) -> int:
@@ -227,8 +234,17 @@ def print_deploy_hint(out: Console, result: dict[str, Any], deploy_asked: bool =
         out.print(f"deploy it: {escape(str(result['deploy_command']))}", soft_wrap=True, highlight=False)
         out.print("  then `import kernelopt; kernelopt.enable()` before torch.compile in your program "
                   "(or run optimize with --deploy)", soft_wrap=True, highlight=False)
+    elif result.get("decision") == "optimized" and is_user_kernel_run(result):
+        out.print(f"apply it to your file: patch -p1 < {escape(str(result.get('diff')))} (or Apply to this file in "
+                  "the editor); nothing was written to your file", soft_wrap=True, highlight=False)
     elif deploy_asked:
-        out.print("nothing deployed: the run kept the compiler's code", soft_wrap=True)
+        kept = "the original kernel" if is_user_kernel_run(result) else "the compiler's code"
+        out.print(f"nothing deployed: the run kept {kept}", soft_wrap=True)
+    if (deployed or result.get("deploy_command")) and str(result.get("device", "")).startswith("cpu"):
+        # without it, enable() in the user's program finds only C++ kernels to replace (and says so)
+        out.print("  on the CPU, torch.compile writes Triton kernels only with KernelOPT's CPU Triton backend: call "
+                  "kernelopt_core.backends.cpu_triton.activate() before importing torch", soft_wrap=True,
+                  highlight=False)
 
 
 # --- rendering (shared with `kernelopt demo`) ----------------------------------------------------
@@ -338,7 +354,8 @@ def print_result(console: Console, result: dict[str, Any]) -> None:
     for kernel in result.get("kernels", []):
         share = kernel.get("share")
         ks = kernel.get("kernel_speedup")
-        table.add_row(str(kernel.get("name")), f"{share:.0%}" if isinstance(share, (int, float)) else "-",
+        share_text = "~100%" if kernel.get("share_note") else f"{share:.0%}" if isinstance(share, (int, float)) else "-"
+        table.add_row(str(kernel.get("name")), share_text,
                       str(kernel.get("decision")), str(kernel.get("best_title") or "-"),
                       f"{ks:.3f}x" if isinstance(ks, (int, float)) else "-", str(kernel.get("candidates", 0)),
                       str(kernel.get("screened_ok", 0)))
@@ -351,5 +368,7 @@ def print_result(console: Console, result: dict[str, Any]) -> None:
         cost = usage.get("cost_usd")
         console.print(f"LLM: {usage['calls']} calls, {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} "
                       f"out tokens" + (f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""))
+    diff = result.get("diff")
+    changed = bool(diff) and os.path.isfile(str(diff)) and os.path.getsize(str(diff)) > 0
     console.print(Group(Text(f"run folder: {result.get('run_dir')}"), Text(f"report: {result.get('report')}"),
-                        Text(f"diff: {result.get('diff')}")))
+                        Text(f"diff: {diff}" if changed else "diff: none (no change: the original kernel is kept)")))

@@ -367,7 +367,10 @@ def _print(result: ProfileResult) -> None:
         time_text = "-" if duration is None else (f"{duration / 1e3:,.1f} us" if duration < 1e6
                                                   else f"{duration / 1e6:,.2f} ms")
         style = styles.get(row["tier"], "")
-        table.add_row(row["name"], time_text, _fmt(row["time_share"], ".1%"), _fmt(row.get("sol_pct"), ".0f", "%"),
+        # no share figure, said why in a note: "all of it, within noise" (a share over 100% means nothing)
+        share_text = "~100%" if row["time_share"] is None and row.get("time_share_note") else \
+            _fmt(row["time_share"], ".1%")
+        table.add_row(row["name"], time_text, share_text, _fmt(row.get("sol_pct"), ".0f", "%"),
                       _fmt(row.get("traffic_ratio"), ".2f", "x"), f"[{style}]{row['tier']}[/{style}]",
                       _fmt(row["dram_pct"], ".1f", "%"), _fmt(row["sm_pct"], ".1f", "%"),
                       _fmt(row["occupancy_pct"], ".1f", "%"), _fmt(row["registers"], "d"), row["top_rule"] or "-")

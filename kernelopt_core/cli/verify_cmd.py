@@ -36,9 +36,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--candidate", required=True, help="a file with the full candidate kernel module source")
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--gates", default="1,2,3,4", help="which gates to run, e.g. 1,2,3 (default: all four)")
-    parser.add_argument("--workdir", help="where the re-stitched output_code.py goes (default: a temp folder)")
+    parser.add_argument("--workdir", help="where the re-stitched output_code.py (or your kernel's candidate module) "
+                                          "goes (default: a temp folder)")
     parser.add_argument("--min-speedup", type=float, default=1.03, help="gate 4 threshold (default 1.03)")
-    parser.add_argument("--diff", action="store_true", help="also print the unified diff of the re-stitched graph")
+    parser.add_argument("--diff", action="store_true", help="also print the unified diff of the re-stitched graph "
+                                                            "(of your file, for a project's own kernel)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--events", action="store_true", help="stream @kernelopt-event JSON lines on stdout")
     from ..userkernels.cli import add_harness_argument
@@ -108,16 +110,20 @@ def _run_user_kernel(args: argparse.Namespace, sink: Any) -> int:
         return _could_not_run(args, str(exc), exc.partial)
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
-    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
+    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff, user=True))
     if result.could_not_verify:
         return fail(f"could not verify: {result.reason}")
     return 0 if result.accepted else 1
 
 
 def _could_not_run(args: argparse.Namespace, message: str, partial: CascadeResult | None) -> int:
+    from ..userkernels.cli import is_user_kernel_path
+
     data: dict[str, Any] = {"accepted": False, "failed_gate": None, "error": message, "could_not_run": True,
                             "gates": partial.to_json()["gates"] if partial is not None else []}
-    output_result(args, data, lambda: print_report(partial, show_diff=False) if partial is not None else None)
+    user = is_user_kernel_path(args.dump)
+    output_result(args, data, lambda: print_report(partial, show_diff=False, user=user) if partial is not None
+                  else None)
     return fail(f"the check could not run: {message}")
 
 
@@ -175,7 +181,8 @@ def parse_gates(text: str) -> tuple[int, ...]:
     return gates
 
 
-def print_report(result: CascadeResult, show_diff: bool) -> None:
+def print_report(result: CascadeResult, show_diff: bool, user: bool = False) -> None:
+    """``user``: a project's own kernel, said in its words (your file, the candidate kernel module)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -203,13 +210,15 @@ def print_report(result: CascadeResult, show_diff: bool) -> None:
     for name, speedup in result.kernel_speedups.items():
         console.print(f"  kernel alone {escape(name)}: {speedup:.3f}x (reported, never decides)")
     if not result.accepted:
-        console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; the graph keeps the compiler's kernel")
+        kept = "your file keeps its kernel" if user else "the graph keeps the compiler's kernel"
+        console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; {kept}")
     if result.quarantined:
         console.print("[bold red]quarantined:[/bold red] the candidate tried to write a file or open a socket "
                       "from its contained process")
     for note in result.notes:
         err_console.print(f"[yellow]note[/yellow] {escape(note)}")
     if result.restitched_path:
-        console.print(f"re-stitched graph: {escape(result.restitched_path)}")
+        what = "candidate kernel module" if user else "re-stitched graph"
+        console.print(f"{what}: {escape(result.restitched_path)}")
     if show_diff and result.diff:
         console.print(escape(result.diff), highlight=False, soft_wrap=True)

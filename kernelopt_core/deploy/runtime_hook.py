@@ -57,9 +57,11 @@ class EnableReport:
             return f"kernelopt: not enabled ({self.reason})"
         if not self.entries:
             return f"kernelopt: enabled, but nothing can be replaced: {self.reason}"
-        text = (f"kernelopt: {self.entries} accepted kernel(s) from {self.store_root} will replace "
+        if self.warnings:  # one statement: nothing is replaced here, why, and how to change it
+            return (f"kernelopt: enabled, but no kernel can be replaced in this process: {self.warnings[0]}; the "
+                    f"store has {self.entries} accepted kernel(s) from {self.store_root} ({', '.join(self.kernels)})")
+        return (f"kernelopt: {self.entries} accepted kernel(s) from {self.store_root} will replace "
                 f"{', '.join(self.kernels)} when torch.compile loads them")
-        return text + (f" ({self.warnings[0]})" if self.warnings else "")
 
 
 @dataclass
@@ -136,9 +138,10 @@ def _no_triton_backend(torch: Any) -> str | None:
 
     if cpu_triton.is_active():
         return None
-    return ("no CUDA GPU, and KernelOPT's CPU Triton backend is off: torch.compile writes C++ kernels for the "
-            "CPU, so accepted Triton kernels cannot be used (call kernelopt_core.backends.cpu_triton.activate() "
-            "before importing torch to run Triton kernels on the CPU)")
+    return ("no CUDA GPU, and KernelOPT's CPU Triton backend is off, so torch.compile writes C++ kernels for the "
+            "CPU, not Triton kernels; to use accepted kernels here, call "
+            "kernelopt_core.backends.cpu_triton.activate() before importing torch (Triton's interpreter then runs "
+            "them), or run on a GPU")
 
 
 def usage_summary() -> str:

@@ -361,8 +361,9 @@ class _Search:
         if timing is not None and "error" not in timing:
             self.journal.record("note", message="dispatch uses the launch timing the caller measured")
         else:
-            self.progress("timing the graph's launches (the first measurement also starts the worker)",
-                          stage="timing", percentage=1)
+            step = self.target.timing_step() if self.target is not None else \
+                "timing the graph's launches (the first measurement also starts the worker)"
+            self.progress(step, stage="timing", percentage=1)
             timing = self.evaluator.launch_timing()
         if timing and "error" not in timing:
             self._timing = timing
@@ -374,6 +375,8 @@ class _Search:
             report = analyze(self.graph, times, overheads, timing.get("path"))
         else:
             report = analyze(self.graph)
+        if self.target is not None:  # a project's own kernel: its share of the harness, in those words
+            report.evidence = self.target.dispatch_evidence(report, timing)
         self.journal.record("dispatch", classification=report.classification, evidence=report.evidence,
                             timed=report.timed)
         self.progress(f"{report.classification}: {report.evidence}", stage="dispatch", percentage=2)
@@ -810,6 +813,9 @@ class _Search:
                 "quarantined": s.quarantined,
                 **_sol_entry(s.brief, best.speedup if best and s.brief.name in accepted else None),
             })
+        share_note = (self._timing or {}).get("share_note") if self.target is not None else None
+        for entry in kernels if share_note else []:  # a project's kernel timed over its whole harness call
+            entry["share_note"] = share_note
         result = OptimizeResult(
             run_id=self.run_folder.id, run_dir=str(self.run_folder.path), decision=decision, reason=reason,
             speedup=final.speedup if final is not None and decision == "optimized" else None,
@@ -940,7 +946,9 @@ class _Search:
         data = result.to_json()
         folder.write_json("result.json", data)
         report = render_report(data, self.journal)
-        if findings is not None and (findings.overheads or findings.recommendation is not None):
+        # torch.compile's configuration and the dump's call() are not a project's own kernel's business
+        if findings is not None and self.target is None and (findings.overheads
+                                                             or findings.recommendation is not None):
             report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
         folder.write_text("report.md", report)
 

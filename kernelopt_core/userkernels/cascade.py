@@ -87,8 +87,12 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
     workdir = _workdir(target, candidate, config)
     result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=target.file,
                            kernels=[target.kernel], device=target.device)
-    result.diff = target.diff(candidate) or None
-    if result.diff is None:
+    diff = target.diff(candidate)
+    result.diff = diff or None
+    if diff == "":
+        result.notes.append(f"the candidate's {target.kernel} is the one in {os.path.basename(target.file)}: "
+                            "no change, no diff")
+    elif diff is None:
         result.notes.append("the candidate cannot be put into the file as a diff (see gate 1)")
     candidate_file = os.path.join(workdir, f"{target.kernel}.py")
     try:
@@ -143,7 +147,7 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
                           percentage=int(100 * position / len(gates)))
         if gate == 1:
             verdict = run_user_static_gate(target.module.source, target.kernel, candidate, plan,
-                                           config.compile_timeout_s)
+                                           config.compile_timeout_s, device=target.device)
         else:
             job = {**payload, "seeds": list(config.seeds_kernel if gate == 2 else config.seeds_model),
                    "reruns": config.determinism_reruns, "tolerance": config.model_tolerance,

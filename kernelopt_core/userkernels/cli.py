@@ -100,7 +100,8 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
     duration_ns = metrics.duration_ns if metrics is not None and metrics.duration_ns else kernel_ms * 1e6
     row: dict[str, Any] = {
         "name": target.kernel, "graph": target.file, "kind": "user", "duration_ns": duration_ns,
-        "time_share": reply.get("share"), "time_share_of": "harness", "tier": analysis.tier,
+        "time_share": reply.get("share"), "time_share_of": "harness", "time_share_note": reply.get("share_note"),
+        "tier": analysis.tier,
         "dram_pct": metrics.dram_pct if metrics else None, "sm_pct": metrics.compute_pct if metrics else None,
         "memory_pct": metrics.memory_pct if metrics else None,
         "occupancy_pct": metrics.achieved_occupancy_pct if metrics else None,
@@ -117,6 +118,8 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
         **analysis.sol_fields(),
     }
     result.kernels.append(row)
+    if reply.get("share_note"):
+        result.notes.append(str(reply["share_note"]))
     try:
         from .parse import parse_user_kernels
 
@@ -135,44 +138,25 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
 
 def verify_user_kernel(args: argparse.Namespace, candidate: str, gates: tuple[int, ...], sink: EventSink,
                        setup_error: Any) -> Any:
-    """``kernelopt verify FILE.py --kernel K --candidate M.py``: the four gates on a candidate kernel module."""
+    """``kernelopt verify FILE.py --kernel K --candidate M.py``: the four gates on a candidate kernel module
+    (or on the kernel of an edited copy of FILE; an edit of the launch site alone is not a candidate)."""
     from ..gates.verdict import CascadeConfig
     from .cascade import run_user_cascade
+    from .edited_file import launch_site_message, outside_note, read_candidate
 
     try:
         target = target_from_args(args, args.dump)
     except TargetError as exc:
         raise setup_error(str(exc)) from None
+    found = read_candidate(target, candidate)
+    if found.outside and not found.kernel_changed:
+        raise setup_error(launch_site_message(target, found, args.candidate))
     config = CascadeConfig(device=target.device, run_gates=gates, workdir=args.workdir, min_speedup=args.min_speedup)
-    return run_user_cascade(target, candidate_module(target, candidate), config, sink)
+    result = run_user_cascade(target, found.module, config, sink)
+    if found.outside:
+        result.notes.append(outside_note(target, found))
+    return result
 
 
-def candidate_module(target: UserKernelTarget, text: str) -> str:
-    """A candidate file is a kernel module, or a copy of the user's file with the kernel edited in it;
-    from such a copy the kernel module is taken the same way as the original's."""
-    import ast
-
-    from .extract import _ALLOWED_IMPORT_MODULES, ExtractError, extract_kernel_module
-
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text  # gate 1 says what is wrong
-    whole_file = False
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and not node.decorator_list:
-            whole_file = True
-        elif isinstance(node, ast.Import) and any(a.name not in _ALLOWED_IMPORT_MODULES for a in node.names):
-            whole_file = True
-        elif isinstance(node, ast.ImportFrom) and (node.module or "") not in _ALLOWED_IMPORT_MODULES:
-            whole_file = True
-    if not whole_file:
-        return text
-    try:
-        return extract_kernel_module(text, target.kernel, target.file, target.module.caller_passes).source
-    except ExtractError:
-        return text
-
-
-__all__ = ["add_harness_argument", "candidate_module", "is_user_kernel_path", "profile_user_kernel",
+__all__ = ["add_harness_argument", "is_user_kernel_path", "profile_user_kernel",
            "target_from_args", "verify_user_kernel"]

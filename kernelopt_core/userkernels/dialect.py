@@ -166,8 +166,11 @@ def compile_configs(candidate_source: str, kernel: str, plan: dict[str, Any]) ->
 
 
 def run_user_static_gate(original_source: str, kernel: str, candidate_source: str, plan: dict[str, Any] | None,
-                         compile_timeout_s: float = 300.0, compiler: Any = None) -> GateVerdict:
-    """Gate 1: the dialect checks, then every launch config compiled for sm_90 (needs the launch plan)."""
+                         compile_timeout_s: float = 300.0, compiler: Any = None,
+                         device: str | None = None) -> GateVerdict:
+    """Gate 1: the dialect checks, then every launch config compiled for sm_90 (needs the launch plan).
+    ``device``: where gates 2-4 run it, named in the verdict (the compile itself is always Triton's CUDA
+    back end, which needs no GPU)."""
     from .launcher import COMPILE_TARGET, compile_source, signature_types
 
     begin = time.monotonic()
@@ -197,11 +200,15 @@ def run_user_static_gate(original_source: str, kernel: str, candidate_source: st
     if not compiled.get("ok"):
         error = str(compiled.get("error") or "unknown error").strip()
         short = error.splitlines()[-1] if error else "unknown error"
-        return GateVerdict(1, "static", False, f"{kernel} does not compile for sm_90 (stopped at "
-                                               f"{compiled.get('stage')}): {short}", numbers, time.monotonic() - begin)
+        return GateVerdict(1, "static", False, f"{kernel} does not compile for sm_90 with Triton's CUDA back end "
+                                               f"(stopped at {compiled.get('stage')}): {short}", numbers,
+                           time.monotonic() - begin)
     count = len(compiled.get("configs", []))
-    return GateVerdict(1, "static", True, f"{kernel}: source checks passed; {count} launch config(s) compiled to "
-                                          f"{compiled.get('stage')} for sm_90", numbers, time.monotonic() - begin)
+    here = ("; a compile check only: on this machine gates 2-4 run it on Triton's CPU interpreter"
+            if device is not None and not device.startswith("cuda") else "")
+    return GateVerdict(1, "static", True, f"{kernel}: source checks passed; {count} launch config(s) compiled by "
+                                          f"Triton's CUDA back end to {compiled.get('stage')} for sm_90{here}",
+                       numbers, time.monotonic() - begin)
 
 
 __all__ = ["caller_passes", "candidate_configs", "check_user_source", "compile_configs", "run_user_static_gate"]

@@ -153,7 +153,8 @@ def timing_from_profile(target: UserKernelTarget, profile: dict[str, Any]) -> di
                           "detail": "the harness's time outside this kernel (the wrapper, allocations, other ops)",
                           "suggestion": ""})
     return {"launch_times_ms": {"0": kernel_ms}, "overheads": overheads, "path": "harness",
-            "launch_traffic": [traffic.to_json()], "total_ms": harness_ms, "share_basis_ms": harness_ms}
+            "launch_traffic": [traffic.to_json()], "total_ms": harness_ms, "share_basis_ms": harness_ms,
+            "share_note": profile.get("share_note")}
 
 
 __all__ = ["UserKernelEvaluator", "timing_from_profile"]

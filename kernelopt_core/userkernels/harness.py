@@ -23,7 +23,10 @@ import os
 import re
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .model import UserKernelFile
 
 HarnessKind = Literal["function", "problem", "pytest"]
 SPEC_SEED = 0  # the callable (a model's parameters) is built under this seed in every process
@@ -77,6 +80,25 @@ def resolve_spec(text: str, kernel_file: str, cwd: str | None = None) -> Harness
     base = os.path.basename(found)
     is_test = name.startswith("test") and (base.startswith("test_") or base.endswith("_test.py"))
     return HarnessSpec("pytest" if is_test else "function", found, name, text)
+
+
+def harness_advice(file: UserKernelFile, kernel: str, tried: str | None = None) -> str:
+    """What to do when ``kernel`` has no harness, or ``tried`` (a harness function of the file) never
+    launches it: the file's zero-argument functions that return (callable, inputs) and reach a launch of
+    the kernel (read from the source), else how to write one."""
+    base = os.path.basename(file.path)
+    default = file.default_harness
+    skipped = default if default and default != tried and file.launches(default, kernel) is False else None
+    note = f"the file's harness {skipped} never launches {kernel}; " if skipped else ""
+    choices = [name for name in file.harness_choices(kernel) if name != tried]
+    if choices:
+        which = " and ".join(f"{name}()" for name in choices)
+        return (f"{note}{which} in {base} return{'s' if len(choices) == 1 else ''} (callable, inputs) and "
+                f"launch{'es' if len(choices) == 1 else ''} {kernel}: pass --harness {choices[0]}, or write "
+                f"`# kernelopt: harness={choices[0]}` right above the kernel")
+    return (f"{note}pass --harness NAME (a zero-argument function of {base} that returns (callable, inputs) "
+            f"and launches {kernel}), --harness problem.py (a KernelBench problem), or write "
+            "`# kernelopt: harness=NAME` right above the kernel")
 
 
 def _find_file(path: str, kernel_file: str, cwd: str | None) -> str:
@@ -264,4 +286,5 @@ def _redraw(inputs: list[Any], seed: int) -> list[Any]:
     return out
 
 
-__all__ = ["HarnessError", "HarnessSpec", "LoadedHarness", "import_user_module", "natural_module", "resolve_spec"]
+__all__ = ["HarnessError", "HarnessSpec", "LoadedHarness", "harness_advice", "import_user_module", "natural_module",
+           "resolve_spec"]

@@ -214,7 +214,9 @@ def lens_summary(file: UserKernelFile, kernel: UserKernel) -> str:
                      else "autotuned")
     parts.append(f"{sum(a.kind == 'load' for a in accesses)} loads, {sum(a.kind != 'load' for a in accesses)} stores")
     harness = file.harness_for(kernel.name)
-    parts.append(f"harness {harness}" if harness else "no harness (add `# kernelopt: harness=NAME`)")
+    choices = file.harness_choices(kernel.name)
+    parts.append(f"harness {harness}" if harness else
+                 f"no harness (add `# kernelopt: harness={choices[0] if len(choices) == 1 else 'NAME'}` above it)")
     return " · ".join(parts)
 
 

@@ -185,7 +185,8 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
         raise _SetupError(f"the harness ({spec.describe()}) failed with the original kernel: "
                           f"{type(exc).__name__}: {exc}") from exc
     if not capture.launches:
-        raise _SetupError(f"the harness ({spec.describe()}) ran but never launched {kernel}")
+        raise _SetupError(f"the harness ({spec.describe()}) ran but never launched {kernel}: "
+                          f"{_other_harnesses(payload['file'], kernel, spec)}")
     first = capture.launches[0]
     try:
         plan = launch_plan(first, params, constexprs)
@@ -214,6 +215,19 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
                     module=payload["module"])
     built.facts = _facts(built)
     return built
+
+
+def _other_harnesses(path: str, kernel: str, tried: Any) -> str:
+    """The way out when a harness never launched the kernel (read from the kernel's file, not run)."""
+    from .harness import harness_advice
+    from .parse import UserKernelError, parse_user_kernels, read_user_file
+
+    try:
+        parsed = parse_user_kernels(path, read_user_file(path))
+    except UserKernelError:
+        return "pass --harness NAME with a harness that launches it"
+    same_file = tried.kind == "function" and os.path.abspath(tried.file) == os.path.abspath(path)
+    return harness_advice(parsed, kernel, tried.name if same_file else None)
 
 
 def _written(launcher: Any, values: list[Any], device: str) -> set[int]:
@@ -276,6 +290,7 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
     from ..measure.paths import TimingPath
     from ..measure.timing import time_callable
     from .capture import clone
+    from .share import harness_share
 
     built = session(payload)
     device = built.device
@@ -293,11 +308,10 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
         if arg.is_tensor:
             arg.role = role if role in ("input", "output", "inout") else "input"
         args.append(arg.to_json())
-    per_call = built.capture.count
-    share = min(1.0, kernel.median_ms * per_call / whole.median_ms) if whole.median_ms > 0 else None
+    share = harness_share(str(payload["kernel"]), kernel.to_json(), whole.to_json(), built.capture.count)
     return {**built.facts, "kernel_timing": kernel.to_json(), "harness_timing": whole.to_json(),
-            "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share,
-            "launch_args": args}
+            "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share.share,
+            "share_note": share.note, "launch_args": args}
 
 
 # --- the candidate's process ---------------------------------------------------------------------------

@@ -195,6 +195,9 @@ class UserKernelFile:
     helpers: list[UserKernel] = field(default_factory=list)  # jit functions only other kernels call
     default_harness: str | None = None  # a `# kernelopt: harness=NAME` that names no kernel
     harness_functions: list[str] = field(default_factory=list)  # module-level zero-argument functions
+    # per zero-argument function, the kernels of this file its code reaches (read, never run)
+    harness_kernels: dict[str, list[str]] = field(default_factory=dict)
+    pair_functions: list[str] = field(default_factory=list)  # zero-argument functions returning a 2-tuple
     warnings: list[str] = field(default_factory=list)
 
     def kernel(self, name: str) -> UserKernel | None:
@@ -214,10 +217,29 @@ class UserKernelFile:
         return None
 
     def harness_for(self, kernel: str) -> str | None:
+        """The harness a comment names for ``kernel``: the one above it, else the file's default
+        unless that one never launches the kernel (a harness for another kernel of the file)."""
         found = self.kernel(kernel)
-        return (found.harness if found is not None else None) or self.default_harness
+        if found is not None and found.harness:
+            return found.harness
+        if self.default_harness and self.launches(self.default_harness, kernel) is False:
+            return None
+        return self.default_harness
+
+    def launches(self, harness: str, kernel: str) -> bool | None:
+        """Does the harness function ``harness`` of this file reach a launch of ``kernel``? None when
+        the source cannot tell: not a zero-argument function here, or a kernel launched elsewhere."""
+        found = self.kernel(kernel)
+        if harness not in self.harness_kernels or found is None or not found.launches:
+            return None
+        return kernel in self.harness_kernels[harness]
+
+    def harness_choices(self, kernel: str) -> list[str]:
+        """Zero-argument functions of the file that return a pair and reach a launch of ``kernel``."""
+        return [name for name in self.pair_functions if kernel in self.harness_kernels.get(name, [])]
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "kernels": [k.to_json() for k in self.kernels],
                 "helpers": [k.to_json() for k in self.helpers], "default_harness": self.default_harness,
-                "harness_functions": self.harness_functions, "warnings": self.warnings}
+                "harness_functions": self.harness_functions, "harness_kernels": self.harness_kernels,
+                "pair_functions": self.pair_functions, "warnings": self.warnings}

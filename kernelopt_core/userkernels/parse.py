@@ -200,6 +200,13 @@ class _FileReader:
             kernel.is_helper = kernel.name in called and not kernel.launches
             (out.helpers if kernel.is_helper else out.kernels).append(kernel)
         out.harness_functions = [f.name for f in functions if f.name not in names and _takes_no_arguments(f)]
+        kernel_names = {k.name for k in out.kernels}
+        uses = _NameUses(_module_definitions(self.tree))
+        for function in functions:
+            if function.name in out.harness_functions:
+                out.harness_kernels[function.name] = sorted(uses.reached(function.name) & kernel_names)
+                if _returns_pair(function):
+                    out.pair_functions.append(function.name)
         self._harness_comments(out)
         return out
 
@@ -366,6 +373,53 @@ class _FileReader:
         while index < len(self.lines) and self.lines[index].lstrip().startswith("#"):
             index += 1
         return next((k for k in out.kernels if k.statement_range.start_line == index), None)
+
+
+def _module_definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    """Module-level names and what they stand for: functions, classes, assigned values."""
+    found: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node.value
+    return found
+
+
+class _NameUses:
+    """Which names each module-level definition uses (each read once), and their closure."""
+
+    def __init__(self, definitions: dict[str, ast.AST]):
+        self.definitions = definitions
+        self._uses: dict[str, set[str]] = {}
+
+    def uses(self, name: str) -> set[str]:
+        if name not in self._uses:
+            node = self.definitions.get(name)
+            self._uses[name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+        return self._uses[name]
+
+    def reached(self, start: str) -> set[str]:
+        """Every name the code of ``start`` uses, followed through the file's functions, classes (all their
+        methods) and assigned values: what calling it can reach in this file."""
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for name in self.uses(todo.pop()) - seen:
+                seen.add(name)
+                if name in self.definitions:
+                    todo.append(name)
+        return seen
+
+
+def _returns_pair(func: ast.FunctionDef) -> bool:
+    """Does the function return a two-element tuple, as a harness's ``(callable, inputs)``?"""
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
+               for node in ast.walk(func))
 
 
 def _takes_no_arguments(func: ast.FunctionDef) -> bool:

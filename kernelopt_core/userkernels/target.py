@@ -26,7 +26,7 @@ from .extract import (
     extract_kernel_module,
     unified_file_diff,
 )
-from .harness import HarnessError, HarnessSpec, resolve_spec
+from .harness import HarnessError, HarnessSpec, harness_advice, resolve_spec
 from .model import UserKernel
 from .parse import UserKernelError, looks_like_user_kernels, parse_user_kernels, read_user_file
 
@@ -117,6 +117,23 @@ class UserKernelTarget:
         return CompiledGraph(path=self.file, name=self.name, text_hash=source_hash(self.text), wrapper_style="unknown",
                              device=self.device_kind, kernels=[kernel], launches=[launch])
 
+    # --- the user's words for the optimizer's steps (a harness and a kernel, not a graph) -----------
+
+    def timing_step(self) -> str:
+        return (f"timing {self.kernel} alone and the harness {self.harness.describe()} (the first measurement "
+                "also starts the worker)")
+
+    def dispatch_evidence(self, report: Any, timing: dict[str, Any] | None) -> str:
+        """What dispatch found, said of the kernel and its harness (``report``: a DispatchReport)."""
+        note = (timing or {}).get("share_note")
+        if note:
+            return str(note)
+        if not report.timed:
+            return f"{self.kernel} was not timed (no share of the harness call)"
+        share = report.share_of(self.kernel)
+        return (f"{self.kernel} is {share:.0%} of a harness call ({self.harness.describe()}); the harness's own "
+                f"work outside it is {1 - share:.0%}")
+
     def evaluator(self, workdir: str, *, ab_rounds: int | None = None, kernel_rounds: int | None = None,
                   sink: Any = None, worker: Any = None) -> Any:
         from .evaluator import UserKernelEvaluator
@@ -130,12 +147,14 @@ class UserKernelTarget:
             text = apply_candidate(text, name, source, self.file)
         return text
 
-    def diff(self, candidate: str, text: str | None = None) -> str:
+    def diff(self, candidate: str, text: str | None = None) -> str | None:
+        """The unified diff of the file with ``candidate`` in place: "" when that changes nothing, None
+        when the candidate cannot be put into the file."""
         current = self.text if text is None else text
         try:
             new = apply_candidate(current, self.kernel, candidate, self.file)
         except ApplyError:
-            return ""
+            return None
         return unified_file_diff(current, new, _label(self.file))
 
     @property
@@ -178,9 +197,7 @@ def user_target(path: str, kernel: str | None = None, harness: str | None = None
     if harness_spec is None:
         text_spec = harness or parsed.harness_for(kernel)
         if not text_spec:
-            raise TargetError(f"no harness for {kernel}: pass --harness NAME (a zero-argument function of "
-                              f"{os.path.basename(path)} returning (callable, inputs)), --harness problem.py (a "
-                              "KernelBench problem), or write `# kernelopt: harness=NAME` above the kernel")
+            raise TargetError(f"no harness for {kernel}: {harness_advice(parsed, kernel)}")
         try:
             harness_spec = resolve_spec(text_spec, path, cwd)
         except HarnessError as exc:

@@ -140,6 +140,8 @@ def profile_line(profile: ProfileRecord) -> str:
     share = profile.time_share
     if share is not None:
         parts.append(f"{share_text(share)} {profile.share_words}")
+    elif profile.share_over_whole:
+        parts.append(f"~100% {profile.share_words}")
     return " · ".join(parts)
 
 

@@ -57,6 +57,11 @@ class ProfileRecord:
         return share / 100.0 if share > 1.0 else share
 
     @property
+    def share_over_whole(self) -> bool:
+        """A project's kernel timed alone over its whole harness call: no share figure, ~100% (a note says why)."""
+        return self.number("time_share") is None and bool(self.metrics.get("time_share_note"))
+
+    @property
     def profiled_kernels(self) -> int:
         count = self.metrics.get("profiled_kernels")
         return count if isinstance(count, int) else 1

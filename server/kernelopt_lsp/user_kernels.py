@@ -30,6 +30,7 @@ from kernelopt_core.userkernels.extract import (
     candidate_edits,
     extract_kernel_module,
 )
+from kernelopt_core.userkernels.harness import harness_advice
 from kernelopt_core.userkernels.hints import Hint, kernel_facts, kernel_hints, lens_summary
 from kernelopt_core.userkernels.index import is_candidate_user_file
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
@@ -388,6 +389,8 @@ def lens_title(view: UserView) -> str:
     share = profile.time_share
     if share is not None:
         parts.append(f"{share * 100:.1f}% of {profile.share_basis}")
+    elif profile.share_over_whole:
+        parts.append(f"~100% of {profile.share_basis}")
     parts.append(profile.tier or "profiled")
     duration = profile.number("duration_ns")
     if duration is not None:
@@ -403,7 +406,7 @@ def hover_markdown(view: UserView) -> str:
     harness = view.file.harness_for(kernel.name)
     lines = [f"### `{kernel.name}`", "",
              f"**Triton kernel** in `{os.path.basename(view.file.path)}` · "
-             + (f"harness `{harness}`" if harness else "no harness: write `# kernelopt: harness=NAME` above it"), ""]
+             + (f"harness `{harness}`" if harness else f"no harness: {harness_advice(view.file, kernel.name)}"), ""]
     lines += [f"- {fact}" for fact in kernel_facts(view.file, kernel)]
     if kernel.autotune is not None and kernel.autotune.configs:
         lines += ["", "**Autotune configs**", ""]
@@ -433,6 +436,9 @@ def hover_markdown(view: UserView) -> str:
         harness_ms = profile.number("harness_ms")
         if harness_ms is not None:
             lines.append(f"| harness call | {harness_ms:.4f} ms |")
+        share_note = profile.metrics.get("time_share_note")
+        if share_note:  # no share figure: the kernel alone timed over the whole call, said with both spreads
+            lines.append(f"| share of harness | ~100%: {_one_line(str(share_note), 300)} |")
     if view.run is not None:
         run = view.run
         lines += ["", f"**Last optimization** (run `{run.run_id}`): {run.decision}, {speedup_text(run.speedup, run.ci)}"]

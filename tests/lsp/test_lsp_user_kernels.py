@@ -185,3 +185,22 @@ async def test_verify_my_edit_checks_the_edited_kernel_module(fake_client: Langu
         [diagnostic] = await wait_for(verdict, what="the verify verdict")
         assert diagnostic.severity == (types.DiagnosticSeverity.Information if accepted
                                        else types.DiagnosticSeverity.Error)
+
+
+async def test_a_files_harness_that_never_launches_a_kernel_is_not_shown_for_it(fake_client: LanguageClient,
+                                                                                 workspace: Path):
+    """The file's `# kernelopt: harness=bench_scale` runs scale_kernel only: copy_kernel's lens and hover say
+    it has no harness, and which function of the file would be one (read from the source, not run)."""
+    path = workspace / "scale_kernels.py"
+    doc = open_document(fake_client, path)
+    lenses = await fake_client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=doc)))
+    titles = {lens.range.start.line: lens.command.title for lens in lenses if not lens.command.command}
+    assert titles[_line_of(path, "@triton.autotune")].endswith("· harness bench_scale")
+    copy_line = _line_of(path, "def copy_kernel(") - 1  # its decorator
+    assert titles[copy_line].endswith("· no harness (add `# kernelopt: harness=bench_copy` above it)")
+    hover = await fake_client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=doc), position=types.Position(copy_line + 1, 6)))
+    assert hover is not None
+    assert ("no harness: the file's harness bench_scale never launches copy_kernel; bench_copy() in "
+            "scale_kernels.py returns (callable, inputs) and launches copy_kernel") in hover.contents.value
