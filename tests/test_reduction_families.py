@@ -277,7 +277,7 @@ prepare_backend("cpu")
 import torch
 import torch.nn.functional as F
 from kernelopt_core.artifacts import parse_output_code
-from kernelopt_core.gates.kernel import shuffled_program_order
+from kernelopt_core.backends.cpu_triton import shuffled_program_order
 from kernelopt_core.launchers import load_launcher
 from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
 

@@ -181,7 +181,7 @@ class _ScratchGuard:
     def __enter__(self) -> _ScratchGuard:
         import torch
 
-        from ..gates.guarded_buffers import fill_poison, guarded_allocation
+        from .guarded_buffers import fill_poison, guarded_allocation
 
         def make(name: str, zero: bool) -> Any:
             original = getattr(torch, name)
@@ -235,7 +235,7 @@ def _run_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     def launch() -> None:
         from contextlib import nullcontext
 
-        from ..gates.kernel import shuffled_program_order
+        from ..backends.cpu_triton import shuffled_program_order
 
         order = shuffled_program_order(int(shuffle)) if shuffle is not None and not state.device.startswith(
             "cuda") else nullcontext()

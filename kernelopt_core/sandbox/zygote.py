@@ -51,7 +51,7 @@ def _preload(flavor: str) -> None:
         from torch._inductor.runtime import triton_heuristics  # noqa: F401
 
         from .. import graph_module, launchers  # noqa: F401
-        from ..gates import guarded_buffers, kernel  # noqa: F401
+        from . import guarded_buffers  # noqa: F401
 
     if flavor == "compile":
         from torch._inductor.runtime import triton_helpers
