@@ -26,7 +26,10 @@ from .compile_cache import CompileCache
 from .sm90_compile import MAX_CONFIGS, SM90_MAX_SHARED_BYTES, SM90_TARGET, summarize
 
 COMPILE_CALLABLE = "kernelopt_core.gates.sm90_compile:compile_unit"
-COMPILE_PRELOAD = ("kernelopt_core.gates.sm90_compile", "triton.compiler", "triton.backends.nvidia.compiler")
+# Imported by the compile zygote before it forks, so no compile process pays for them (the code
+# generator pulls in gluon: ~0.4 s each).
+COMPILE_PRELOAD = ("kernelopt_core.gates.sm90_compile", "triton.compiler", "triton.compiler.code_generator",
+                   "triton.backends.nvidia.compiler")
 MAX_REQUESTS_AT_ONCE = 64  # compiles waiting on their units (threads that only wait)
 
 

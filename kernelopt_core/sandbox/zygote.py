@@ -65,18 +65,28 @@ def _preload(flavor: str) -> None:
         # Kernel modules pick a driver when imported; compiling for a target needs none.
         triton_helpers.set_driver_to_gpu = lambda: None
         triton_helpers.set_driver_to_cpu = lambda: None
-        try:
-            from torch._inductor.codecache import torch_key
-
-            # Loading an Inductor kernel module keys its autotune cache by a hash of torch's own
-            # sources: about a second per process, unless the zygote computes it once for all.
-            torch_key()
-        except Exception:  # noqa: BLE001 - an older or newer torch: each child hashes for itself
-            pass
+        _hash_the_compilers_once()
     import importlib
 
     for module in filter(None, os.environ.get(PRELOAD_VARIABLE, "").split(",")):
         importlib.import_module(module.strip())
+
+
+def _hash_the_compilers_once() -> None:
+    """Loading an Inductor kernel module keys its autotune cache by a hash of torch's sources, and
+    Triton keys each compile by a hash of its own sources and library: about a second each, paid by
+    every compile process unless the zygote computes them once for all its children (both are
+    cached in the process; neither starts a thread)."""
+    import importlib
+
+    for module, function in (("torch._inductor.codecache", "torch_key"), ("triton.runtime.cache", "triton_key"),
+                             ("triton.compiler.compiler", "triton_key")):
+        try:
+            getattr(importlib.import_module(module), function)()
+            if function == "triton_key":
+                break  # Triton 3.9 has it in runtime.cache, older ones in compiler.compiler
+        except Exception:  # noqa: BLE001 - another torch or Triton: each child hashes for itself
+            continue
 
 
 def _die_with_parent() -> None:
