@@ -161,7 +161,7 @@ class PtxCompiler:
             return _Outcome({"failure": _failure("crash", "the Triton compile did not finish within the time limit")})
         try:
             process = SandboxProcess.start("compile", "cpu", zygote=self._zygote)
-        except SandboxError as exc:
+        except (SandboxError, OSError) as exc:  # OSError: no scratch folder or socket could be made
             return _Outcome({"failure": _failure("start", f"the compile process could not start: {exc}")})
         self.stats.count(compiled=1)
         try:

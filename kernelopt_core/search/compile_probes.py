@@ -8,6 +8,7 @@ the pool's disk cache answers a source any earlier run compiled).
 
 from __future__ import annotations
 
+from concurrent.futures import CancelledError
 from typing import Any, Protocol
 
 from .rewrites.kernel_source import KernelSourceError, parse_kernel_module, source_digest
@@ -49,7 +50,7 @@ def probe_sources(journal: ProbeJournal, sources: list[str]) -> list[dict[str, A
         value: dict[str, Any] | None = None
         try:
             value = _resources(future.result())
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, CancelledError) as exc:  # cancelled: the pool closed (at exit)
             journal.record("note", message=f"compile probe unavailable: {exc}")
         answers[key] = value
         journal.append("compile_probe", key, value=value)
