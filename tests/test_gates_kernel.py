@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from kernelopt_core.artifacts import parse_output_code
-from kernelopt_core.gates.guarded_buffers import bits, fill_poison, guarded_copy, poison_bits
 from kernelopt_core.gates.kernel import (
     KernelRun,
     argument_roles,
@@ -22,6 +21,7 @@ from kernelopt_core.gates.kernel import (
     random_arguments,
     runtime_parameters,
 )
+from kernelopt_core.sandbox.guarded_buffers import bits, fill_poison, guarded_copy, poison_bits
 
 H200 = Path(__file__).resolve().parent / "fixtures" / "inductor-h200-torch2.11"
 
@@ -92,7 +92,7 @@ def test_guards_reach_far_past_a_tensor() -> None:
 
 
 def test_guarded_allocation_in_a_given_buffer_and_chunked_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelopt_core.gates.guarded_buffers as gb
+    import kernelopt_core.sandbox.guarded_buffers as gb
 
     monkeypatch.setattr(gb, "CHUNK_ELEMENTS", 7)  # many chunks, even on a small tensor
     pool = torch.empty(1 << 20, dtype=torch.uint8)

@@ -250,7 +250,7 @@ ptxas info    : Used 255 registers, used 1 barriers, 4596 bytes cumulative stack
 
 
 def test_registers_and_spills_are_read_from_the_ptxas_log() -> None:
-    from kernelopt_core.gates.ptx_compile import usage_from_ptxas_log
+    from kernelopt_core.gates.sm90_compile import usage_from_ptxas_log
 
     assert usage_from_ptxas_log(PTXAS_LOG) == {"n_regs": 255, "n_spills": 4596}
     assert usage_from_ptxas_log("") is None  # a cached compile runs no ptxas: the caller assembles once more
@@ -259,7 +259,7 @@ def test_registers_and_spills_are_read_from_the_ptxas_log() -> None:
 
 _COMPILE_ONCE = r"""
 import json, sys
-import kernelopt_core.gates.ptx_compile as ptx_compile
+import kernelopt_core.gates.sm90_compile as sm90_compile
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.sandbox.zygote import _preload
 
@@ -268,10 +268,10 @@ _preload("compile")  # what the compile zygote does before it forks a compile: n
 def second_ptxas_run(*args, **kwargs):
     raise AssertionError("ptxas ran a second time for the register counts")
 
-ptx_compile.register_usage = second_ptxas_run
+sm90_compile.register_usage = second_ptxas_run
 graph = parse_output_code(sys.argv[1])
 kernel = graph.kernels[0]
-print("RESULT " + json.dumps(ptx_compile.compile_source(kernel.name, kernel.source, sys.argv[2])))
+print("RESULT " + json.dumps(sm90_compile.compile_source(kernel.name, kernel.source, sys.argv[2])))
 """
 
 

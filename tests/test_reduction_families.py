@@ -218,6 +218,43 @@ def test_the_register_budget_comes_from_the_compile_probe() -> None:
     assert len(asked) == before
 
 
+def test_a_familys_probes_are_asked_together_and_give_the_same_variants() -> None:
+    """Issue 25: the variants' compiles go out as one batch (the pool runs them at once), not one by one."""
+    kernel = h200_kernel("softmax")
+
+    def probe(source: str) -> dict[str, int]:
+        module = parse_kernel_module(source)
+        config = module.explicit_config
+        row = config.block("R0_BLOCK") or module.fixed_blocks["R0_BLOCK"]
+        fits = row * (config.block("XBLOCK") or 1) / (config.num_warps * 32) <= 16
+        return {"regs": 40 if fits else 255, "spills": 0 if fits else 96, "shared_bytes": 0}
+
+    calls: list[str] = []
+    batches: list[int] = []
+
+    def one(source: str) -> dict[str, int]:
+        calls.append(source)
+        return probe(source)
+
+    def probes(sources: list[str]) -> list[dict[str, int]]:
+        batches.append(len(sources))
+        return [probe(s) for s in sources]
+
+    evidence = {"causes": ["re-reads", "low-parallelism"]}
+    for family in ("single_read", "cooperative_rows", "split_programs"):
+        calls.clear()
+        batches.clear()
+        one_by_one = FAMILIES[family].variants(context(kernel.source, kernel.name, probe=one, **evidence))
+        ctx = context(kernel.source, kernel.name, **evidence)
+        ctx.compile_probes = probes
+        together = FAMILIES[family].variants(ctx)
+        assert together, family
+        assert [(v.title, v.params, v.source) for v in together] == [
+            (v.title, v.params, v.source) for v in one_by_one], family
+        assert len(batches) < len(calls) or len(calls) == 1, (family, batches, len(calls))  # fewer rounds
+        assert sum(batches) >= len(calls)  # every probe the family needed was asked
+
+
 def test_a_variant_that_needs_more_shared_memory_than_a_program_may_have_is_dropped() -> None:
     """On the H200 a single read of 4 rows of 8192 at 32 warps compiled without spills but needed
     262,144 bytes of shared memory (the limit is 232,448): its launch failed "out of resource"."""
@@ -277,7 +314,7 @@ prepare_backend("cpu")
 import torch
 import torch.nn.functional as F
 from kernelopt_core.artifacts import parse_output_code
-from kernelopt_core.gates.kernel import shuffled_program_order
+from kernelopt_core.backends.cpu_triton import shuffled_program_order
 from kernelopt_core.launchers import load_launcher
 from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
 
@@ -401,6 +438,7 @@ def _gate1_has_the_launcher_dialect() -> bool:
 
 def test_the_pipeline_probe_compiles_once_and_journals_the_answer(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
     from types import SimpleNamespace
 
     from kernelopt_core.gates import ptx_compile
@@ -410,9 +448,12 @@ def test_the_pipeline_probe_compiles_once_and_journals_the_answer(tmp_path: Path
     compiled: list[str] = []
 
     class FakeCompiler:
-        def compile(self, name: str, source: str) -> dict:
+        def submit(self, name: str, source: str, **options: object) -> Future:
+            assert options.get("max_configs") == 1  # a probe reads the first launch config only
             compiled.append(name)
-            return {"ok": True, "configs": [{"n_regs": 72, "n_spills": 0, "shared_bytes": 1024}]}
+            done: Future = Future()
+            done.set_result({"ok": True, "configs": [{"n_regs": 72, "n_spills": 0, "shared_bytes": 1024}]})
+            return done
 
     monkeypatch.setattr(ptx_compile, "shared_compiler", lambda: FakeCompiler())
     kernel = h200_kernel("rmsnorm")

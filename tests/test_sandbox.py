@@ -105,6 +105,34 @@ def test_replies_are_json_and_files_it_names_must_be_its_own(candidate: SandboxP
     assert reply == {"ok": False, "error": "unknown command 'no-such-command'", "checker_error": True}
 
 
+def test_a_candidate_process_runs_a_function_named_by_its_import_path(candidate: SandboxProcess) -> None:
+    """The sandbox runs what the checker names (gate 1's compile is one) and knows nothing of it."""
+    reply = candidate.call("call", callable="json:dumps", kwargs={"obj": {"a": [1, 2]}, "sort_keys": True})
+    assert reply == {"ok": True, "result": '{"a": [1, 2]}'}
+    assert candidate.call("call", callable="os.path:basename", kwargs={"p": "/x/y.py"})["result"] == "y.py"
+    raised = candidate.call("call", callable="json:loads", kwargs={"s": "{"})  # what it runs fails: its verdict
+    assert raised["ok"] is False and "JSONDecodeError" in raised["error"] and not raised.get("checker_error")
+    for wrong in ("json.dumps", "json:no_such_function", "no_such_module_kernelopt:f"):  # the checker's mistake
+        reply = candidate.call("call", callable=wrong, kwargs={})
+        assert reply["ok"] is False and reply["checker_error"] is True, (wrong, reply)
+    assert candidate.call("hello")["ok"]  # and it goes on serving
+
+
+def test_the_sandbox_imports_nothing_of_the_gates() -> None:
+    """Issue 27: the sandbox is a layer below the gates; a gate names what it wants run, by path."""
+    import ast
+
+    sandbox = Path(__file__).resolve().parents[1] / "kernelopt_core" / "sandbox"
+    found = []
+    for path in sorted(sandbox.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] + [a.name for a in node.names] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(name == "gates" or name.startswith("gates.") or ".gates" in name for name in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, f"the sandbox imports gate modules at {', '.join(found)}"
+
+
 def test_exchange_buffers_are_shared_without_copies(candidate: SandboxProcess, tmp_path: Path) -> None:
     import torch
 

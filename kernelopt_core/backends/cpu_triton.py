@@ -6,7 +6,9 @@ This is the one place for every shim this needs. It combines:
 * ``TRITON_INTERPRET=1`` so Triton runs those kernels in its numpy interpreter;
 * a numpy implementation of the ``libdevice`` functions Inductor calls, which the interpreter
   leaves as stubs that return ``None``;
-* a fixed "backend" for Inductor's cache hash, which otherwise asks the (absent) GPU driver.
+* a fixed "backend" for Inductor's cache hash, which otherwise asks the (absent) GPU driver;
+* a seeded shuffle of the interpreter's program order (:func:`shuffled_program_order`), which gate 2
+  uses to expose races that the interpreter's in-order walk hides.
 
 Call :func:`activate` *before* Triton is imported anywhere (it sets ``TRITON_INTERPRET``, which
 Triton reads at import). Nothing here is needed on a machine with a GPU.
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _ACTIVE = False
@@ -231,3 +235,39 @@ def _install_libdevice_shim() -> None:
         shim = _make_shim(fn, returns_bool)
         for module in modules:
             setattr(module, name, shim)
+
+
+@contextmanager
+def shuffled_program_order(seed: int) -> Iterator[None]:
+    """On the CPU interpreter, run a grid's program instances in a seeded random order.
+
+    The interpreter walks the grid in order, which hides races and order-dependent float
+    atomics; permuting the order (a bijection on program ids) exposes them. No-op on a GPU.
+    """
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        yield
+        return
+    builder = getattr(interpreter, "interpreter_builder", None)
+    if builder is None or not hasattr(builder, "set_grid_idx"):
+        yield
+        return
+    original = builder.set_grid_idx
+    permutations: dict[tuple[int, int, int], list[int]] = {}
+
+    def permuted(x: int, y: int, z: int) -> Any:
+        gx, gy, gz = builder.grid_dim
+        key = (gx, gy, gz)
+        if key not in permutations:
+            order = list(range(gx * gy * gz))
+            random.Random(seed).shuffle(order)
+            permutations[key] = order
+        linear = permutations[key][(x * gy + y) * gz + z]
+        return original(linear // (gy * gz), (linear // gz) % gy, linear % gz)
+
+    builder.set_grid_idx = permuted
+    try:
+        yield
+    finally:
+        builder.set_grid_idx = original

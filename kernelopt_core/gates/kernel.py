@@ -15,8 +15,8 @@ on the same arguments:
    and leaves the previous result in place fails.
 
 Every tensor argument sits in a guarded allocation and every output is poisoned with a NaN payload
-first (:mod:`.guarded_buffers`): unwritten elements, writes outside a tensor, reads from outside
-one and writes into inputs are all caught.
+first (:mod:`kernelopt_core.sandbox.guarded_buffers`): unwritten elements, writes outside a tensor,
+reads from outside one and writes into inputs are all caught.
 
 Memory: the argument values, the original's guarded copy and the candidate's guarded copy, each
 about the launch's working set W, are allocated once and reused by every run, and comparisons go
@@ -29,13 +29,11 @@ Tolerance: atol = rtol = 1e-3 for fp32 (and fp64), 1e-2 for fp16/bf16, exact for
 from __future__ import annotations
 
 import ast
-import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .guarded_buffers import (
+from ..sandbox.guarded_buffers import (
     GuardedTensor,
     bits,
     chunks,
@@ -103,45 +101,6 @@ def _loaded_pointers(func: ast.FunctionDef) -> set[str]:
             if node.args:
                 names.update(n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name))
     return names
-
-
-# --- the CPU interpreter's program order -------------------------------------------------------
-
-
-@contextmanager
-def shuffled_program_order(seed: int) -> Iterator[None]:
-    """On the CPU interpreter, run a grid's program instances in a seeded random order.
-
-    The interpreter walks the grid in order, which hides races and order-dependent float
-    atomics; permuting the order (a bijection on program ids) exposes them. No-op on a GPU.
-    """
-    try:
-        from triton.runtime import interpreter
-    except ImportError:
-        yield
-        return
-    builder = getattr(interpreter, "interpreter_builder", None)
-    if builder is None or not hasattr(builder, "set_grid_idx"):
-        yield
-        return
-    original = builder.set_grid_idx
-    permutations: dict[tuple[int, int, int], list[int]] = {}
-
-    def permuted(x: int, y: int, z: int) -> Any:
-        gx, gy, gz = builder.grid_dim
-        key = (gx, gy, gz)
-        if key not in permutations:
-            order = list(range(gx * gy * gz))
-            random.Random(seed).shuffle(order)
-            permutations[key] = order
-        linear = permutations[key][(x * gy + y) * gz + z]
-        return original(linear // (gy * gz), (linear // gz) % gy, linear % gz)
-
-    builder.set_grid_idx = permuted
-    try:
-        yield
-    finally:
-        builder.set_grid_idx = original
 
 
 # --- buffers and runs --------------------------------------------------------------------------

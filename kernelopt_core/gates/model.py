@@ -51,7 +51,7 @@ def float64_decision(d_ref: float, d_opt: float, r32_inf_norm: float) -> Float64
 def _chunk_pairs(a: Any, b: Any) -> Any:
     """Matching chunks of two same-shaped tensors, the second brought to the first's device a chunk
     at a time (a float64 reference built on the host never moves to the GPU whole)."""
-    from .guarded_buffers import chunks
+    from ..sandbox.guarded_buffers import chunks
 
     by_rows = a.stride() != b.stride() or a.is_contiguous() != b.is_contiguous()
     for x, y in zip(chunks(a.detach(), by_rows=by_rows), chunks(b.detach(), by_rows=by_rows), strict=True):
@@ -80,7 +80,7 @@ def inf_norm_diff(a: Any, b: Any) -> float:
 def inf_norm(a: Any) -> float:
     import torch
 
-    from .guarded_buffers import chunks
+    from ..sandbox.guarded_buffers import chunks
 
     worst = 0.0
     for piece in chunks(a.detach()):

@@ -1,86 +1,205 @@
-"""Compile a candidate kernel module to PTX for sm_90 without a GPU (gate 1's compile step).
+"""Gate 1's compile to sm_90, without a GPU: launch configs compiled in parallel, remembered on disk.
 
-Triton compiles for any target it knows without a device: ``triton.compile(ASTSource(...),
-target=GPUTarget("cuda", 90, 32))`` runs the front end (ttir, ttgir), LLVM (llir), the NVPTX
-back end (ptx) and Triton's bundled ``ptxas`` (cubin). Compiling imports the candidate's module,
-so each compile runs in a fresh contained process (:class:`PtxCompiler`), forked from a zygote
-without ``TRITON_INTERPRET`` (which would turn ``@triton.jit`` into the interpreter).
+A kernel module's compile splits into units, one launch config each (:mod:`.sm90_compile` does
+the compile). Each unit runs in a fresh contained process forked from the sandbox's "compile"
+zygote (the compile imports the candidate's module, so it gets the containment of gates 2-4: a
+process of its own, writing nowhere but its scratch folder), and :class:`PtxCompiler` keeps as many
+of them going as the machine has cores. Answers are kept by source hash, unit, target and toolchain
+(:mod:`.compile_cache`), so a source compiled once, by any candidate, kernel or run, is not compiled
+again.
 
-The client half of this module imports nothing heavy; :func:`compile_source` imports torch and
-triton and runs only in that process.
+This module runs in the checker and imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import io
 import os
-import re
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-SM90_TARGET = ("cuda", 90, 32)
-SM90_MAX_SHARED_BYTES = 232448  # 227 KiB of dynamic shared memory per block on H100/H200
-MAX_CONFIGS = 16
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+from .compile_cache import CompileCache
+from .sm90_compile import MAX_CONFIGS, SM90_MAX_SHARED_BYTES, SM90_TARGET, summarize
+
+COMPILE_CALLABLE = "kernelopt_core.gates.sm90_compile:compile_unit"
+# Imported by the compile zygote before it forks, so no compile process pays for them (the code
+# generator pulls in gluon: ~0.4 s each).
+COMPILE_PRELOAD = ("kernelopt_core.gates.sm90_compile", "triton.compiler", "triton.compiler.code_generator",
+                   "triton.backends.nvidia.compiler")
+MAX_REQUESTS_AT_ONCE = 64  # compiles waiting on their units (threads that only wait)
+
+
+def compile_workers() -> int:
+    """Compile processes at once: ``$KERNELOPT_COMPILE_WORKERS``, else the cores this process may use."""
+    explicit = os.environ.get("KERNELOPT_COMPILE_WORKERS", "").strip()
+    if explicit.isdigit() and int(explicit) > 0:
+        return int(explicit)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class CompileStats:
+    """What a compiler did: units answered from the cache, and units compiled in a process."""
+
+    cache_hits: int = 0
+    compiled: int = 0  # units sent to a compile process (each a fresh contained process)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, *, hits: int = 0, compiled: int = 0) -> None:
+        with self._lock:
+            self.cache_hits += hits
+            self.compiled += compiled
+
+
+@dataclass
+class _Outcome:
+    """One unit's answer (see :func:`.sm90_compile.compile_unit`), and the process that gave it."""
+
+    answer: dict[str, Any]
+    containment: dict[str, Any] | None = None
+    from_cache: bool = False
 
 
 class PtxCompiler:
-    """Compiles each candidate in a fresh contained process forked from a "compile" zygote.
+    """Compiles kernel modules for sm_90 on a pool of ``workers`` contained processes at once.
 
-    The candidate's module is imported to compile it, so it gets the same containment as in
-    gates 2-4 (:mod:`kernelopt_core.sandbox`): a process of its own, shared with no other
-    candidate, writing nowhere but its scratch folder.
+    ``compile`` blocks; ``submit`` returns a future, so several modules (a family's variants) compile
+    together. ``cache``: True for the user cache folder, False for none, or a :class:`CompileCache`.
     """
 
-    def __init__(self, python: str | None = None):
-        from ..sandbox.zygote import Zygote
+    def __init__(self, python: str | None = None, workers: int | None = None, cache: CompileCache | bool = True):
+        from ..sandbox.zygote import Zygote, shared_zygote
 
-        self._zygote = Zygote("compile", python=python)
-        self._lock = threading.Lock()
+        own_python = python is not None and python != sys.executable
+        self._zygote = (Zygote("compile", python=python, preload=COMPILE_PRELOAD) if own_python
+                        else shared_zygote("compile", preload=COMPILE_PRELOAD))
+        self._owns_zygote = own_python
+        self.workers = max(1, workers or compile_workers())
+        if cache is True:
+            # Another interpreter's toolchain is not this one's: its answers are not kept.
+            self.cache: CompileCache | None = None if own_python else CompileCache()
+        else:
+            self.cache = cache or None
+        self.stats = CompileStats()
+        self._units = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sm90-compile")
+        self._requests = ThreadPoolExecutor(max_workers=MAX_REQUESTS_AT_ONCE, thread_name_prefix="sm90-request")
+
+    # --- asking ----------------------------------------------------------------------------------
 
     def compile(self, kernel_name: str, source: str, timeout_s: float = 300.0,
-                launches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """{"ok", "stage", "configs": [...], "error"?, "seconds", "containment"} for one kernel module.
+                launches: list[dict[str, Any]] | None = None, max_configs: int | None = None) -> dict[str, Any]:
+        """{"ok", "stage", "configs": [...], "error"?, "configs_total", "seconds", "containment"?, "cache"}.
 
         ``launches``: a launcher module's compile plans (gate 1's ``SourceReport.launch_plans``:
         kernel, signature, constants, num_warps, num_stages); each is compiled instead of the
-        heuristics-decorated kernel's configs.
+        heuristics-decorated kernel's configs. ``max_configs``: compile only the first configs
+        (a compile probe needs one). ``timeout_s`` bounds the whole compile.
         """
+        begin = time.monotonic()
+        deadline = begin + timeout_s
+        limit = min(MAX_CONFIGS, max_configs or MAX_CONFIGS)
+        outcomes: list[_Outcome] = []
+        if launches is not None:
+            units = [{"plan": plan} for plan in launches[:limit]]
+            total: int | None = len(launches)
+        elif limit == 1:
+            units, total = [{"index": 0}], None
+        else:
+            outcomes = self._outcomes(kernel_name, source, [{"count": True}], deadline)
+            count = outcomes[0].answer
+            if "failure" in count:
+                return self._result(count["failure"], outcomes, begin)
+            total = int(count["total"])
+            units = [{"index": i} for i in range(min(total, limit))]
+        configs = self._outcomes(kernel_name, source, units, deadline)
+        outcomes += configs
+        failure = next((o.answer["failure"] for o in configs if "failure" in o.answer), None)
+        if failure is not None:
+            return self._result(failure, outcomes, begin)
+        if total is None:
+            total = next((o.answer.get("total") for o in configs if isinstance(o.answer.get("total"), int)), 0)
+        return self._result(summarize([o.answer["config"] for o in configs], int(total or 0)), outcomes, begin)
+
+    def submit(self, kernel_name: str, source: str, timeout_s: float = 300.0,
+               launches: list[dict[str, Any]] | None = None, max_configs: int | None = None) -> Future[dict[str, Any]]:
+        """:meth:`compile` without waiting: its units join the pool's queue now."""
+        return self._requests.submit(self.compile, kernel_name, source, timeout_s, launches, max_configs)
+
+    # --- units -----------------------------------------------------------------------------------
+
+    def _outcomes(self, kernel_name: str, source: str, units: list[dict[str, Any]],
+                  deadline: float) -> list[_Outcome]:
+        """Each unit's outcome, in order: from the cache, else compiled on the pool (all at once)."""
+        found: dict[int, _Outcome] = {}
+        running: dict[int, Future[_Outcome]] = {}
+        for index, unit in enumerate(units):
+            kept = self.cache.get(kernel_name, source, unit) if self.cache is not None else None
+            if kept is not None:
+                found[index] = _Outcome(kept, from_cache=True)
+            else:
+                running[index] = self._units.submit(self._compile_unit, kernel_name, source, unit, deadline)
+        self.stats.count(hits=len(found))
+        for index, future in running.items():
+            outcome = found[index] = future.result()
+            if self.cache is not None and outcome.containment is not None:  # the process answered
+                self.cache.put(kernel_name, source, units[index], outcome.answer)
+        return [found[i] for i in range(len(units))]
+
+    def _compile_unit(self, kernel_name: str, source: str, unit: dict[str, Any], deadline: float) -> _Outcome:
+        """One unit in a fresh contained compile process (never raises)."""
         from ..sandbox.process import SandboxError, SandboxProcess
 
-        begin = time.monotonic()
-        with self._lock:
-            try:
-                process = SandboxProcess.start("compile", "cpu", zygote=self._zygote)
-            except SandboxError as exc:
-                return _failure("start", f"the compile process could not start: {exc}", begin)
-            try:
-                reply = process.call("compile", timeout_s=timeout_s, name=kernel_name, source=source,
-                                     launches=launches)
-            except SandboxError as exc:
-                what = "did not finish within the time limit" if exc.kind == "timeout" else "crashed"
-                return _failure("crash", f"the Triton compile {what}: {exc}", begin)
-            finally:
-                process.close()
-        result = reply.get("result") if reply.get("ok") else None
-        if not isinstance(result, dict):
-            return _failure("crash", f"the compile process failed: {reply.get('error')}", begin)
-        result["seconds"] = round(time.monotonic() - begin, 3)
-        result["containment"] = {"pid": process.pid, **process.containment.to_json()}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return _Outcome({"failure": _failure("crash", "the Triton compile did not finish within the time limit")})
+        try:
+            process = SandboxProcess.start("compile", "cpu", zygote=self._zygote)
+        except (SandboxError, OSError) as exc:  # OSError: no scratch folder or socket could be made
+            return _Outcome({"failure": _failure("start", f"the compile process could not start: {exc}")})
+        self.stats.count(compiled=1)
+        try:
+            reply = process.call("call", timeout_s=max(0.1, deadline - time.monotonic()), callable=COMPILE_CALLABLE,
+                                 kwargs={"kernel_name": kernel_name, "source": source, "unit": unit})
+        except SandboxError as exc:
+            what = "did not finish within the time limit" if exc.kind == "timeout" else "crashed"
+            return _Outcome({"failure": _failure("crash", f"the Triton compile {what}: {exc}")})
+        finally:
+            process.close()
+        containment = {"pid": process.pid, **process.containment.to_json()}
+        result = reply.get("result")
+        if reply.get("ok") and isinstance(result, dict) and ("failure" in result or "total" in result):
+            return _Outcome(result, containment)
+        if reply.get("ok") or reply.get("checker_error"):
+            return _Outcome({"failure": _failure("crash", f"the compile process failed: {reply.get('error')}")})
+        # The candidate's module raised past the compile: it tried to leave the process, or was refused something.
+        return _Outcome({"failure": {"ok": False, "stage": "import", "configs": [], "error": reply.get("error"),
+                                     "violation": bool(reply.get("violation"))}}, containment)
+
+    def _result(self, result: dict[str, Any], outcomes: list[_Outcome], begin: float) -> dict[str, Any]:
+        result = {**result, "seconds": round(time.monotonic() - begin, 3),
+                  "cache": {"hits": sum(o.from_cache for o in outcomes),
+                            "compiled": sum(not o.from_cache for o in outcomes)}}
+        ran = [o.containment for o in outcomes if o.containment is not None]
+        if ran:  # the least contained of its processes speaks for the compile
+            result["containment"] = next((c for c in ran if not c.get("contained")), ran[0])
         return result
 
     def close(self) -> None:
-        self._zygote.close()
+        self._requests.shutdown(wait=False, cancel_futures=True)
+        self._units.shutdown(wait=False, cancel_futures=True)
+        if self._owns_zygote:
+            self._zygote.close()
 
 
-def _failure(stage: str, message: str, begin: float) -> dict[str, Any]:
-    return {"ok": False, "stage": stage, "configs": [], "error": message,
-            "seconds": round(time.monotonic() - begin, 3)}
+def _failure(stage: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "stage": stage, "configs": [], "error": message}
 
 
 _SHARED: PtxCompiler | None = None
@@ -88,7 +207,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def shared_compiler() -> PtxCompiler:
-    """The one compile subprocess of this process (started on first use)."""
+    """The compile pool of this process (started on first use)."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None:
@@ -102,196 +221,5 @@ def _close_shared() -> None:
         _SHARED.close()
 
 
-# --- the compile itself (runs only in the contained compile process) ----------------------------
-
-
-def compile_source(kernel_name: str, source: str, workdir: str,
-                   launches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Import the kernel module and compile each of its launch configs (or ``launches``) for sm_90."""
-    import hashlib
-    import importlib.util
-
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
-    path = os.path.join(workdir, f"{kernel_name}_{digest}.py")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(source)
-    module_name = f"kernelopt_candidate_{digest}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the candidate's own error, reported as such
-        return {"ok": False, "stage": "import", "configs": [],
-                "error": f"the kernel module fails to load: {type(exc).__name__}: {exc}"}
-    if launches is not None:
-        return _compile_launches(module, launches)
-    autotuner = getattr(module, kernel_name, None)
-    if autotuner is None or not hasattr(autotuner, "configs"):
-        return {"ok": False, "stage": "import", "configs": [],
-                "error": f"{kernel_name} is not a Triton kernel wrapped by a triton_heuristics decorator"}
-    configs = list(autotuner.configs)[:MAX_CONFIGS]
-    fn = autotuner.fn
-    constexprs = {p.name for p in getattr(fn, "params", []) if getattr(p, "is_constexpr", False)}
-    results: list[dict[str, Any]] = []
-    for cfg in configs:
-        entry: dict[str, Any] = {"kwargs": dict(cfg.kwargs), "num_warps": cfg.num_warps,
-                                 "num_stages": cfg.num_stages}
-        stray = sorted(set(cfg.kwargs) - constexprs) if constexprs else []
-        if stray:
-            # The CPU interpreter silently drops such keys; the GPU launcher would not.
-            entry.update(ok=False, stage="config", error=f"the launch config sets {', '.join(stray)}, which "
-                                                         f"{'is' if len(stray) == 1 else 'are'} not a constexpr "
-                                                         "parameter of the kernel")
-            results.append(entry)
-            continue
-        try:
-            meta = autotuner._create_compile_meta(cfg)
-            options = {"num_warps": meta["num_warps"], "num_stages": meta["num_stages"], "debug": False}
-            if "enable_fp_fusion" in meta:
-                options["enable_fp_fusion"] = meta["enable_fp_fusion"]
-            attrs = meta["configs"][0] if meta.get("configs") else {}
-            results.append(_compile_one(autotuner.fn, meta["signature"], meta["constants"], attrs, options, entry))
-        except Exception as exc:  # noqa: BLE001 - the compile meta itself failed
-            entry.update(ok=False, stage="frontend", error=f"{type(exc).__name__}: {exc}"[-4000:])
-            results.append(entry)
-    return _summary(results, total=len(autotuner.configs))
-
-
-def _compile_one(fn: Any, signature: dict[str, Any], constants: dict[str, Any], attrs: dict[Any, Any],
-                 options: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """Compile one (signature, constants, options) of ``fn`` for sm_90; the outcome goes into ``entry``."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    ptxas_log = io.StringIO()
-    try:
-        with _ptxas_log_to(ptxas_log):
-            compiled = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget(*SM90_TARGET),
-                                      options=options)
-    except Exception as exc:  # noqa: BLE001
-        text = f"{type(exc).__name__}: {exc}"
-        lowered = text.lower()
-        if "ptxas" in lowered and any(w in lowered for w in ("not found", "no such file", "filenotfound")):
-            # PTX is made before ptxas runs: without the assembler the kernel still reached PTX.
-            entry.update(ok=True, stage="ptx", ptx_bytes=None, shared_bytes=None, stages=["ptx"],
-                         note=f"ptxas is unavailable, so no cubin was assembled: {text[-300:]}")
-            return entry
-        entry.update(ok=False, stage="ptx" if "ptxas" in lowered else "frontend", error=text[-4000:])
-        return entry
-    asm = compiled.asm
-    shared = int(getattr(compiled.metadata, "shared", 0) or 0)
-    entry.update(ok=True, stage="cubin" if "cubin" in asm else "ptx", ptx_bytes=len(asm.get("ptx", "")),
-                 shared_bytes=shared, stages=[k for k in ("ttir", "ttgir", "llir", "ptx", "cubin") if k in asm],
-                 **(usage_from_ptxas_log(ptxas_log.getvalue())
-                    or register_usage(asm.get("ptx"), options.get("enable_fp_fusion", True))))
-    if shared > SM90_MAX_SHARED_BYTES:
-        entry.update(ok=False, error=f"needs {shared} bytes of shared memory; sm_90 allows "
-                                     f"{SM90_MAX_SHARED_BYTES} per block")
-    return entry
-
-
-def _compile_launches(module: Any, launches: list[dict[str, Any]]) -> dict[str, Any]:
-    """A launcher module: compile each launch plan's @triton.jit kernel with the types the launcher passes."""
-    from triton.runtime.jit import JITFunction
-
-    results: list[dict[str, Any]] = []
-    for plan in launches[:MAX_CONFIGS]:
-        name = str(plan.get("kernel"))
-        entry: dict[str, Any] = {"kernel": name, "line": plan.get("line"), "kwargs": dict(plan.get("constants") or {}),
-                                 "num_warps": plan.get("num_warps"), "num_stages": plan.get("num_stages")}
-        fn = getattr(module, name, None)
-        for _ in range(4):  # @triton.autotune / @triton.heuristics wrap the JITFunction in .fn
-            if fn is None or isinstance(fn, JITFunction):
-                break
-            fn = getattr(fn, "fn", None)
-        if not isinstance(fn, JITFunction):
-            entry.update(ok=False, stage="import", error=f"{name} is not a @triton.jit function of the module")
-            results.append(entry)
-            continue
-        options = {"num_warps": int(plan.get("num_warps") or 4), "num_stages": int(plan.get("num_stages") or 3),
-                   "debug": False}
-        signature = {str(k): str(v) for k, v in dict(plan.get("signature") or {}).items()}
-        results.append(_compile_one(fn, signature, dict(plan.get("constants") or {}), {}, options, entry))
-    return _summary(results, total=len(launches))
-
-
-def _summary(results: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    failed = [r for r in results if not r["ok"]]
-    if not results:
-        return {"ok": False, "stage": "import", "configs": [], "error": "the kernel declares no launch config"}
-    stage = min((r["stage"] for r in results), key=["import", "config", "frontend", "ptx", "cubin"].index)
-    return {"ok": not failed, "stage": stage, "configs": results,
-            "error": failed[0]["error"] if failed else None, "configs_total": total}
-
-
-@contextlib.contextmanager
-def _ptxas_log_to(stream: io.StringIO) -> Iterator[None]:
-    """Triton runs ``ptxas -v`` to make the cubin; with its ``dump_ptxas_log`` knob it prints the log,
-    which holds the registers and spills. Reading it there saves a second ``ptxas`` run, which for a
-    kernel that spills takes as long as the compile (13 s of 45 s measured on this machine).
-    A Triton without the knob, or a cached compile that runs no ptxas, leaves ``stream`` empty."""
-    import triton
-
-    nvidia = getattr(getattr(triton, "knobs", None), "nvidia", None)
-    if nvidia is None or not hasattr(nvidia, "dump_ptxas_log"):
-        yield
-        return
-    previous = nvidia.dump_ptxas_log
-    nvidia.dump_ptxas_log = True
-    try:
-        with contextlib.redirect_stdout(stream):
-            yield
-    finally:
-        nvidia.dump_ptxas_log = previous
-
-
-def parse_ptxas_usage(log: str) -> dict[str, int | None]:
-    """``{"n_regs", "n_spills"}`` read from a ``ptxas -v`` log; None each that the log does not state."""
-    regs = re.search(r"Used (\d+) registers", log)
-    stores = re.search(r"(\d+) bytes spill stores", log)
-    loads = re.search(r"(\d+) bytes spill loads", log)
-    return {"n_regs": int(regs.group(1)) if regs else None,
-            "n_spills": int(stores.group(1)) + int(loads.group(1)) if stores and loads else None}
-
-
-def usage_from_ptxas_log(log: str) -> dict[str, int | None] | None:
-    """:func:`parse_ptxas_usage` when the log states both figures, else None (assemble once more)."""
-    usage = parse_ptxas_usage(log)
-    return usage if None not in usage.values() else None
-
-
-def register_usage(ptx: str | None, fp_fusion: bool = True) -> dict[str, int | None]:
-    """``{"n_regs", "n_spills"}`` of a kernel's PTX assembled for sm_90a by Triton's ``ptxas -v``
-    (registers per thread; spill stores + loads in bytes); None each when ptxas is unavailable.
-
-    Triton reads these from the loaded binary, which needs a GPU; ``ptxas -v`` prints them without one.
-    """
-    import subprocess
-    import tempfile
-
-    unknown: dict[str, int | None] = {"n_regs": None, "n_spills": None}
-    if not ptx:
-        return unknown
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        try:
-            ptxas = get_ptxas(90).path
-        except TypeError:  # older Triton: get_ptxas() takes no architecture
-            ptxas = get_ptxas().path
-    except Exception:  # noqa: BLE001 - no ptxas: the usage is unknown, the compile still stands
-        return unknown
-    with tempfile.TemporaryDirectory() as folder:
-        source = os.path.join(folder, "kernel.ptx")
-        with open(source, "w", encoding="utf-8") as handle:
-            handle.write(ptx)
-        command = [ptxas, "-v", "--gpu-name=sm_90a", source, "-o", os.path.join(folder, "kernel.o")]
-        if not fp_fusion:
-            command.insert(1, "--fmad=false")
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError):
-            return unknown
-    return parse_ptxas_usage(done.stdout + done.stderr)
+__all__ = ["COMPILE_CALLABLE", "MAX_CONFIGS", "SM90_MAX_SHARED_BYTES", "SM90_TARGET", "CompileStats", "PtxCompiler",
+           "compile_workers", "shared_compiler"]

@@ -16,6 +16,10 @@ Commands (``{"command": ..., ...}`` -> ``{"ok": bool, ...}``):
 * ``repeat``        run a kernel or the graph ``reps`` times, then synchronize: the checker
                     times the whole request on its own clock
 * ``memory``        peak device memory of this process; ``release``; ``shutdown``
+* ``call``          run a function named by its import path (``"package.module:function"``) with
+                    the request's keyword arguments; its JSON-able return value is the reply's
+                    ``result`` (gate 1's compile for sm_90 runs this way, in a "compile" process).
+                    The checker names the function; the sandbox knows nothing of what it does.
 
 Runs only inside a candidate process (imports torch).
 """
@@ -181,7 +185,7 @@ class _ScratchGuard:
     def __enter__(self) -> _ScratchGuard:
         import torch
 
-        from ..gates.guarded_buffers import fill_poison, guarded_allocation
+        from .guarded_buffers import fill_poison, guarded_allocation
 
         def make(name: str, zero: bool) -> Any:
             original = getattr(torch, name)
@@ -235,7 +239,7 @@ def _run_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     def launch() -> None:
         from contextlib import nullcontext
 
-        from ..gates.kernel import shuffled_program_order
+        from ..backends.cpu_triton import shuffled_program_order
 
         order = shuffled_program_order(int(shuffle)) if shuffle is not None and not state.device.startswith(
             "cuda") else nullcontext()
@@ -375,7 +379,32 @@ def _release(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-_COMMANDS = {"load_kernel": _load_kernel, "run_kernel": _run_kernel, "load_graph": _load_graph,
+def _named_function(path: str) -> Any:
+    """The function at ``"package.module:function"`` (a dotted attribute path after the colon)."""
+    import importlib
+
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{path!r} does not name a function as package.module:function")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{path} is not callable")
+    return target
+
+
+def _call(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    path = str(message.get("callable"))
+    function = _named_function(path)  # a name the checker got wrong is the checker's failure
+    kwargs = message.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise TypeError("call: kwargs must be an object")
+    # What the function runs is candidate code (it may import the candidate's module).
+    return {"result": _candidate(lambda: function(**kwargs), path)}
+
+
+_COMMANDS = {"call": _call, "load_kernel": _load_kernel, "run_kernel": _run_kernel, "load_graph": _load_graph,
              "make_inputs": _make_inputs, "run_graph": _run_graph, "repeat": _repeat, "memory": _memory,
              "release": _release}
 
@@ -384,21 +413,6 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     command = str(message.get("command", ""))
     if command == "hello":
         return {"ok": True, "containment": state.report.to_json(), "pid": os.getpid(), "device": state.device}
-    if command == "compile":  # gate 1's compile for sm_90, in a process of the "compile" flavour
-        from ..gates.ptx_compile import compile_source
-
-        folder = os.path.join(state.scratch, "compile")
-        os.makedirs(folder, exist_ok=True)
-        try:
-            launches = message.get("launches")
-            result = compile_source(str(message["name"]), str(message["source"]), folder,
-                                    launches if isinstance(launches, list) else None)
-        except BaseException as exc:  # noqa: BLE001 - the candidate's module raised while being compiled
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            result = {"ok": False, "stage": "import", "configs": [], "error": _describe(exc),
-                      "violation": _is_violation(exc)}
-        return {"ok": True, "result": result}
     handler = _COMMANDS.get(command)
     if handler is None:
         return {"ok": False, "error": f"unknown command {command!r}", "checker_error": True}

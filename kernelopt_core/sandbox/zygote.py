@@ -6,7 +6,9 @@ kernelopt_core.sandbox.zygote --flavor F``) imports torch and Triton once, never
 and never starts a thread, then forks one child per request. The child closes what it inherited,
 connects to its checker's authenticated Unix socket, applies the sandbox policy and serves
 (:mod:`.child`). Flavours: ``cpu`` (Triton interpreter, the CPU backend), ``cuda`` and ``compile``
-(Triton compiling for sm_90 without a GPU, for gate 1).
+(Triton compiling for a GPU target without a GPU). A client may name modules for the zygote to
+import before it forks (``preload``: the module of a function its children will run, say); the
+sandbox itself imports nothing of its clients.
 
 Protocol on the zygote's stdin/stdout, one JSON line each: ``{"spawn": id, "address", "authkey",
 "scratch", "policy", "env", "device"}`` -> ``{"spawned": id, "pid"}``; the zygote reports each
@@ -24,12 +26,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 FLAVORS = ("cpu", "cuda", "compile")
+PRELOAD_VARIABLE = "KERNELOPT_ZYGOTE_PRELOAD"  # the client's modules, comma-separated
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 300.0
+T = TypeVar("T")
 
 
 # --- the server (runs in the zygote process) ---------------------------------------------------
@@ -51,7 +57,7 @@ def _preload(flavor: str) -> None:
         from torch._inductor.runtime import triton_heuristics  # noqa: F401
 
         from .. import graph_module, launchers  # noqa: F401
-        from ..gates import guarded_buffers, kernel  # noqa: F401
+        from . import guarded_buffers  # noqa: F401
 
     if flavor == "compile":
         from torch._inductor.runtime import triton_helpers
@@ -59,7 +65,28 @@ def _preload(flavor: str) -> None:
         # Kernel modules pick a driver when imported; compiling for a target needs none.
         triton_helpers.set_driver_to_gpu = lambda: None
         triton_helpers.set_driver_to_cpu = lambda: None
-        from ..gates import ptx_compile  # noqa: F401
+        _hash_the_compilers_once()
+    import importlib
+
+    for module in filter(None, os.environ.get(PRELOAD_VARIABLE, "").split(",")):
+        importlib.import_module(module.strip())
+
+
+def _hash_the_compilers_once() -> None:
+    """Loading an Inductor kernel module keys its autotune cache by a hash of torch's sources, and
+    Triton keys each compile by a hash of its own sources and library: about a second each, paid by
+    every compile process unless the zygote computes them once for all its children (both are
+    cached in the process; neither starts a thread)."""
+    import importlib
+
+    for module, function in (("torch._inductor.codecache", "torch_key"), ("triton.runtime.cache", "triton_key"),
+                             ("triton.compiler.compiler", "triton_key")):
+        try:
+            getattr(importlib.import_module(module), function)()
+            if function == "triton_key":
+                break  # Triton 3.9 has it in runtime.cache, older ones in compiler.compiler
+        except Exception:  # noqa: BLE001 - another torch or Triton: each child hashes for itself
+            continue
 
 
 def _die_with_parent() -> None:
@@ -222,15 +249,31 @@ class ZygoteError(RuntimeError):
     pass
 
 
-class Zygote:
-    """One fork server of a flavour; started on first use, restarted if it dies."""
+_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zygote-starter")
 
-    def __init__(self, flavor: str, python: str | None = None, env: dict[str, str] | None = None):
+
+def _on_a_lasting_thread(start: Callable[[], T]) -> T:
+    """The zygote's parent-death signal fires when the *thread* that started it ends: start it from
+    the main thread or from one thread that lasts as long as this process, never from a pool's
+    worker (a compile pool's threads end when it closes, and would take a shared zygote along)."""
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    return _STARTER.submit(start).result()
+
+
+class Zygote:
+    """One fork server of a flavour; started on first use, restarted if it dies. ``preload``: modules
+    it imports before it forks, named by the client."""
+
+    def __init__(self, flavor: str, python: str | None = None, env: dict[str, str] | None = None,
+                 preload: tuple[str, ...] = ()):
         if flavor not in FLAVORS:
             raise ValueError(f"unknown zygote flavour {flavor!r}")
         self.flavor = flavor
         self.python = python or sys.executable
         self.env = dict(env or {})
+        self.preload = tuple(preload)
+        self.env[PRELOAD_VARIABLE] = ",".join(self.preload)  # set even when empty: never the caller's own
         self._popen: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._spawned: dict[str, int] = {}
@@ -255,9 +298,10 @@ class Zygote:
             return self._popen
         # Its own stderr pipe (drained here): the zygote and its children must not hold the caller's
         # stderr open, or a reader of the caller's stderr would wait for them forever.
-        popen = subprocess.Popen([self.python, "-m", "kernelopt_core.sandbox.zygote", "--flavor", self.flavor],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env=self._environment(), start_new_session=True)
+        popen = _on_a_lasting_thread(lambda: subprocess.Popen(
+            [self.python, "-m", "kernelopt_core.sandbox.zygote", "--flavor", self.flavor],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(),
+            start_new_session=True))
         threading.Thread(target=self._drain, args=(popen,), daemon=True).start()
         assert popen.stdout is not None
         ready = popen.stdout.readline()
@@ -350,15 +394,17 @@ class Zygote:
             pass
 
 
-_ZYGOTES: dict[str, Zygote] = {}
+_ZYGOTES: dict[tuple[str, tuple[str, ...]], Zygote] = {}
 _ZYGOTES_LOCK = threading.Lock()
 
 
-def shared_zygote(flavor: str) -> Zygote:
+def shared_zygote(flavor: str, preload: tuple[str, ...] = ()) -> Zygote:
+    """This process's zygote of a flavour and preload (started on first use, closed at exit)."""
     with _ZYGOTES_LOCK:
-        zygote = _ZYGOTES.get(flavor)
+        key = (flavor, tuple(preload))
+        zygote = _ZYGOTES.get(key)
         if zygote is None:
-            zygote = _ZYGOTES[flavor] = Zygote(flavor)
+            zygote = _ZYGOTES[key] = Zygote(flavor, preload=key[1])
         return zygote
 
 

@@ -31,6 +31,7 @@ from ..gates.verdict import CascadeResult
 from ..runs import RunFolder, render_report
 from .agents import Executor, KernelBrief, Outcome, Plan, Planner, PlanRequest, Profiler, Proposal, Summarizer
 from .beam import BeamNode, EarlyStop, MeltdownDetector, record_visit, select_beam
+from .compile_probes import probe_sources
 from .evaluation import EvaluationError, Evaluator, GateEvaluator, KernelTime, RecordedEvaluator, Screen
 from .llm import ProviderConfigError, ProviderError, RetryPolicy, UsageLedger, make_provider
 from .llm.recording import RecordingProvider
@@ -495,30 +496,17 @@ class _Search:
         return RewriteContext(module=module, original=original, device=self.device_kind, tier=brief.tier,
                               inductor_configs=configs, evidence=evidence,
                               compile_probe=self._compile_probe if self._probe_enabled else None,
+                              compile_probes=self._compile_probes if self._probe_enabled else None,
                               **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms > 0 else {}))
 
     def _compile_probe(self, source: str) -> dict[str, Any] | None:
         """Registers, spill bytes and shared memory of a plain kernel module compiled for sm_90 (its
-        first launch config), or None when it does not compile. Journaled, so a resumed run proposes
-        the same variants without compiling again."""
-        key = source_digest(source)
-        entry = self.journal.lookup("compile_probe", key)
-        if entry is not None:
-            return entry.get("value")
-        from ..gates.ptx_compile import shared_compiler
+        first launch config), or None when it does not compile. Journaled (search/compile_probes.py)."""
+        return probe_sources(self.journal, [source])[0]
 
-        value: dict[str, Any] | None = None
-        try:
-            name = parse_kernel_module(source).name
-            result = shared_compiler().compile(name, source)
-            first = (result.get("configs") or [None])[0] if result.get("ok") else None
-            if isinstance(first, dict):
-                value = {"regs": first.get("n_regs"), "spills": first.get("n_spills"),
-                         "shared_bytes": first.get("shared_bytes")}
-        except (KernelSourceError, OSError, RuntimeError) as exc:
-            self.journal.record("note", message=f"compile probe unavailable: {exc}")
-        self.journal.append("compile_probe", key, value=value)
-        return value
+    def _compile_probes(self, sources: list[str]) -> list[dict[str, Any] | None]:
+        """:meth:`_compile_probe` of each source, compiled concurrently on gate 1's compile pool."""
+        return probe_sources(self.journal, sources)
 
     def _search_kernel(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
         config = self.config

@@ -113,7 +113,7 @@ def signature_types(plan: dict[str, Any], params: list[str], constexprs: list[st
 
 def compile_source(kernel_module: str, kernel: str, signature: dict[str, str], constants: dict[str, Any],
                    configs: list[dict[str, Any]]) -> str:
-    """The kernel module with a compile target :func:`kernelopt_core.gates.ptx_compile.compile_source` takes."""
+    """The kernel module with a compile target :func:`kernelopt_core.gates.sm90_compile.compile_source` takes."""
     lines = ["", "", "# --- KernelOPT: compile target, generated (not part of the kernel) ---",
              "from kernelopt_core.userkernels.runtime import CompileTarget as _KoCompileTarget", "",
              f"{COMPILE_TARGET} = _KoCompileTarget({kernel}, {json.dumps(signature)}, {constants!r}, "

@@ -107,7 +107,7 @@ class TableGrid:
 
 
 class CompileTarget:
-    """What gate 1's compile step (``ptx_compile.compile_source``) asks of a kernel object: the JIT
+    """What gate 1's compile step (``sm90_compile.compile_source``) asks of a kernel object: the JIT
     function, its launch configs and ``_create_compile_meta(config)``, with the signature and
     constexpr values of the captured launch (a user kernel has no Inductor ``triton_meta``)."""
 

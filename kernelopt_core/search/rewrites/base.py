@@ -47,10 +47,18 @@ class RewriteContext:
     # first launch config, or None when it cannot (the search pipeline provides it on GPU runs;
     # kernelopt_core.gates.ptx_compile). Families read register budgets from it instead of guessing.
     compile_probe: Callable[[str], dict[str, Any] | None] | None = None
+    # The same for several sources at once, compiled concurrently; answers in the sources' order.
+    # Families ask through rewrites.budget.probe_all, which falls back to compile_probe one by one.
+    compile_probes: Callable[[list[str]], list[dict[str, Any] | None]] | None = None
 
     @property
     def on_cpu(self) -> bool:
         return self.device.startswith("cpu")
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether variants can be compiled for their registers (``compile_probe(s)``)."""
+        return self.compile_probe is not None or self.compile_probes is not None
 
 
 @dataclass

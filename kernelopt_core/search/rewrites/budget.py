@@ -13,11 +13,16 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .base import RewriteContext
+from .kernel_source import KernelSourceError
 from .reduction_passes import ReductionKernel
+
+T = TypeVar("T")
 
 # sm_90 (H100/H200) per-multiprocessor limits.
 REGS_PER_SM = 65536
@@ -75,12 +80,62 @@ def probe(ctx: RewriteContext, source: str) -> Probe | None:
 
     A probe that fails or raises says nothing (None): the caller falls back to its bound.
     """
-    if ctx.compile_probe is None or ctx.on_cpu:
+    return probe_all(ctx, [source])[0]
+
+
+def probe_all(ctx: RewriteContext, sources: Sequence[str | None]) -> list[Probe | None]:
+    """:func:`probe` of each source, compiled together (concurrently where the context can); None for
+    a None source."""
+    if ctx.on_cpu or (ctx.compile_probe is None and ctx.compile_probes is None):
+        return [None] * len(sources)
+    wanted = [s for s in sources if s is not None]
+    answers: list[Any]
+    if ctx.compile_probes is not None and wanted:
+        try:
+            answers = list(ctx.compile_probes(wanted))
+        except Exception:  # noqa: BLE001 - a failed probe is no evidence either way
+            answers = [None] * len(wanted)
+    else:
+        answers = [_answer(ctx.compile_probe, s) for s in wanted]
+    found = iter(answers + [None] * (len(wanted) - len(answers)))
+    return [Probe.of(next(found)) if s is not None else None for s in sources]
+
+
+def _answer(compile_probe: Callable[[str], dict[str, Any] | None] | None, source: str) -> Any:
+    if compile_probe is None:
         return None
     try:
-        return Probe.of(ctx.compile_probe(source))
+        return compile_probe(source)
     except Exception:  # noqa: BLE001 - a failed probe is no evidence either way
         return None
+
+
+def to_probe(ctx: RewriteContext, make: Callable[[], str]) -> str | None:
+    """The source ``make`` builds for a probe, when the context will compile it (else None, as when
+    the source cannot be built: no probe, no evidence)."""
+    if ctx.on_cpu or not ctx.can_probe:
+        return None
+    try:
+        return make()
+    except KernelSourceError:
+        return None
+
+
+def probed_in_batches(ctx: RewriteContext, items: Iterable[tuple[T, str | None]],
+                      batch: int) -> Iterator[tuple[T, str | None, Probe | None]]:
+    """``(item, source, probe)`` in order, probing ``batch`` sources at a time, together.
+
+    A family walks its variants in order of preference and stops when it has enough: the sources
+    of the next ``batch`` compile at once, and the ones after them only if the family asks for more.
+    """
+    pending = iter(items)
+    while True:
+        chunk = list(itertools.islice(pending, max(1, batch)))
+        if not chunk:
+            return
+        probes = probe_all(ctx, [source for _, source in chunk])
+        for (item, source), probed in zip(chunk, probes, strict=True):
+            yield item, source, probed
 
 
 def blocks_per_sm(num_warps: int, regs: int | None = None, shared_bytes: int | None = None) -> int:

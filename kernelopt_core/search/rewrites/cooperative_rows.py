@@ -35,12 +35,13 @@ from .budget import (
     low_parallelism_signal,
     near_speed_of_light,
     plan_text,
-    probe,
+    probed_in_batches,
     reread_signal,
     sm_count,
+    to_probe,
     traffic_plan,
 )
-from .kernel_source import KernelSourceError, next_pow2
+from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
 from .statement_edits import renamed, share_loads, with_chunk_start, with_row, with_store_mask
@@ -254,13 +255,11 @@ class CooperativeRowsFamily:
         sms = sm_count(ctx)
         plan = traffic_plan(ctx, self.name, [])
         out: list[Rewrite] = []
-        for shape in self._shapes(ctx, kernel):
+        shapes = ((s, to_probe(ctx, lambda s=s: probe_source(kernel, s))) for s in self._shapes(ctx, kernel))
+        # The preferred shapes compile together, as many as could all become variants.
+        for shape, _, probed in probed_in_batches(ctx, shapes, MAX_VARIANTS):
             if len(out) >= MAX_VARIANTS:
                 break
-            try:
-                probed = probe(ctx, probe_source(kernel, shape))
-            except KernelSourceError:
-                probed = None
             if probed is not None and probed.does_not_fit:
                 continue  # the chunk spills registers or needs more shared memory than a program may have
             resident = blocks_per_sm(shape.num_warps, probed.regs if probed else None,

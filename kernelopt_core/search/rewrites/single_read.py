@@ -15,6 +15,7 @@ of 65536 spilled and lost.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from .base import Rewrite, RewriteContext
 from .budget import (
@@ -24,7 +25,7 @@ from .budget import (
     elements_per_thread,
     near_speed_of_light,
     plan_text,
-    probe,
+    probed_in_batches,
     reread_signal,
     traffic_plan,
 )
@@ -54,7 +55,7 @@ class SingleReadFamily:
         rnumel = module.numels.get("r0_numel")
         if rnumel is None:
             return "the row length is not fixed in the kernel"
-        limit = CPU_MAX_ROW if ctx.on_cpu else (PROBED_MAX_ROW if ctx.compile_probe else SINGLE_READ_MAX_ROW)
+        limit = CPU_MAX_ROW if ctx.on_cpu else (PROBED_MAX_ROW if ctx.can_probe else SINGLE_READ_MAX_ROW)
         if next_pow2(rnumel) > limit:
             return (f"rows of {rnumel} do not fit one program's registers (at most {limit} elements: "
                     f"{MAX_ELEMENTS_PER_THREAD} per thread at 32 warps)")
@@ -71,7 +72,7 @@ class SingleReadFamily:
             xblocks = sorted((x for x in (*ROWS_PER_PROGRAM, 16, 32, 64) if x <= cap and x <= next_pow2(rows)),
                              reverse=True)  # the interpreter pays per program: fewest programs first
             return [LaunchConfig.of({"XBLOCK": x}, 4, 1) for x in xblocks]
-        limit = 2 * MAX_ELEMENTS_PER_THREAD if ctx.compile_probe else MAX_ELEMENTS_PER_THREAD
+        limit = 2 * MAX_ELEMENTS_PER_THREAD if ctx.can_probe else MAX_ELEMENTS_PER_THREAD
         options = []
         for xblock in ROWS_PER_PROGRAM:
             if xblock > next_pow2(rows):
@@ -98,16 +99,20 @@ class SingleReadFamily:
             reread = reread_signal(ctx, decompose(module))
         except NotTransformable:
             reread = None
+        def sources() -> Iterator[tuple[LaunchConfig, str]]:
+            for config in self._configs(ctx, row, rows):
+                try:
+                    yield config, with_launch_config(unrolled, config)
+                except KernelSourceError:
+                    continue
+
         out: list[Rewrite] = []
         probes = 0
-        for config in self._configs(ctx, row, rows):
+        # The widest configs that may fit compile together, as many as could all become variants.
+        for config, source, probed in probed_in_batches(ctx, sources(), MAX_VARIANTS):
             if len(out) >= (12 if ctx.on_cpu else MAX_VARIANTS) or probes >= MAX_PROBES:
                 break
-            try:
-                source = with_launch_config(unrolled, config)
-            except KernelSourceError:
-                continue
-            probed = probe(ctx, source)
+            assert source is not None
             probes += probed is not None
             if probed is not None and probed.does_not_fit:
                 continue  # does not fit on chip at this width: the whole point is lost

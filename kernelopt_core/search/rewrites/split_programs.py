@@ -24,11 +24,12 @@ from .budget import (
     low_parallelism_signal,
     near_speed_of_light,
     plan_text,
-    probe,
+    probe_all,
     sm_count,
+    to_probe,
     traffic_plan,
 )
-from .kernel_source import KernelSourceError, next_pow2
+from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
 from .statement_edits import with_chunk_start
@@ -236,11 +237,8 @@ class SplitProgramsFamily:
         rereads = [p for p in kernel.reread_pointers()]
         plan = traffic_plan(ctx, self.name, rereads)
         out: list[Rewrite] = []
-        for shape in split_shapes(kernel, sm_count(ctx))[:MAX_VARIANTS]:
-            try:
-                probed = probe(ctx, probe_source(kernel, shape))
-            except KernelSourceError:
-                probed = None
+        shapes = split_shapes(kernel, sm_count(ctx))[:MAX_VARIANTS]
+        for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, lambda s=s: probe_source(kernel, s)) for s in shapes]), strict=True):
             if probed is not None and probed.does_not_fit:
                 continue
             try:
