@@ -21,19 +21,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .time_split import TimeSplit
+from .time_split import TimeSplit, seconds_text
 
 # What a user accepts for one optimize run when they set nothing: a few minutes. `--budget 0` is no limit.
 DEFAULT_BUDGET_S = 600.0
 
-# Conservative priors per device, used until this run has measured the stage itself. CPU figures are the
-# Triton interpreter's on a busy 2-core machine (the 64x256 example: a finalist 60-150 s, a candidate
-# 10-40 s); GPU figures cover KernelBench-scale inputs on the H200 (issue 25: a screen 20-115 s before
-# the two-stage gate 2, ncu 26-33 s per kernel, gates 3-4 with the full battery about a minute).
+# Conservative priors per device, used until this run has measured the stage itself. A finalist runs
+# gate 2's full battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the
+# slowest of the last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the
+# Triton interpreter's on an idle 2-core machine (the 64x256 example: a screen 10-20 s, a finalist 30-60 s;
+# a loaded machine is slower, which the measured screens carry into the estimate). GPU figures cover
+# KernelBench-scale inputs on the H200 (issue 25: ncu 26-33 s per kernel, a screen 20-115 s before
+# gate 2's fast screen, gates 3-4 on a 4 GB max-pool within 85 s).
 PRIORS_S: dict[str, dict[str, float]] = {
-    "cpu": {"finalize": 150.0, "candidate": 40.0, "profile": 0.0, "config": 240.0},
-    "cuda": {"finalize": 90.0, "candidate": 30.0, "profile": 35.0, "config": 120.0},
+    "cpu": {"finalize": 90.0, "candidate": 40.0, "profile": 0.0, "config": 240.0},
+    "cuda": {"finalize": 60.0, "candidate": 30.0, "profile": 35.0, "config": 120.0},
 }
+FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
+SCREEN_FACTOR = 3.0
 # A measured finalist is taken at this factor (the next one may run a larger battery or a busier machine).
 MEASURED_MARGIN = 1.25
 # Writing result.json, report.md and final.diff, and the decision itself.
@@ -78,15 +83,6 @@ class Budget:
         return "no limit" if self.seconds is None else seconds_text(self.seconds)
 
 
-def seconds_text(seconds: float) -> str:
-    """600 -> "10 min", 90 -> "1 min 30 s", 45 -> "45 s"."""
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(int(round(seconds)), 60)
-    return f"{minutes} min" + (f" {rest} s" if rest else "")
-
-
 @dataclass
 class BudgetStop:
     """Why and when the budget cut the search short (journaled and reported)."""
@@ -117,9 +113,15 @@ class Schedule:
         return PRIORS_S.get(self.device_kind, PRIORS_S["cuda"])[what]
 
     def finalize_s(self) -> float:
-        """One finalist: the largest this run measured (with a margin), else the device's prior."""
+        """One finalist: the largest this run measured (with a margin); else SCREEN_FACTOR of its slowest
+        recent screen (at least the floor); else the device's prior."""
         measured = self.times.durations("finalize")
-        return max(measured) * MEASURED_MARGIN if measured else self._prior("finalize")
+        if measured:
+            return max(measured) * MEASURED_MARGIN
+        screens = self.times.durations("screen")[-8:]
+        if screens:
+            return max(FINALIZE_FLOOR_S.get(self.device_kind, 20.0), SCREEN_FACTOR * max(screens))
+        return self._prior("finalize")
 
     def candidate_s(self) -> float:
         """One candidate from plan to timing: the slowest of the last few this run measured, else the prior."""
@@ -140,8 +142,9 @@ class Schedule:
                 + CLOSING_S)
 
     def kernel_deadline(self, kernels_left: int) -> float:
-        """The clock time this kernel's beam stops starting candidates: its share of what the reserve leaves."""
-        if not self.budget.limited:
+        """The clock time this kernel's beam stops starting candidates: its share of what the reserve leaves
+        (the last kernel has no share: it may use everything but the reserve, as measured at each start)."""
+        if not self.budget.limited or kernels_left <= 1:
             return math.inf
         spare = max(0.0, self.budget.left() - self.reserve_s(kernels_left))
         return self.budget.now() + spare / max(1, kernels_left)
@@ -152,10 +155,11 @@ class Schedule:
         need = self.candidate_s()
         left = self.budget.left() - self.reserve_s(kernels_left)
         slice_left = deadline - self.budget.now()
-        if left >= need and slice_left >= min(need, left):
+        if left >= need and slice_left >= need:
             return True
-        detail = (f"{max(0.0, left):.0f} s left after the final gates' reserve, {max(0.0, slice_left):.0f} s of "
-                  f"this kernel's share; a candidate takes about {need:.0f} s")
+        share = f", {max(0.0, slice_left):.0f} s of this kernel's share" if math.isfinite(slice_left) else ""
+        detail = (f"{max(0.0, left):.0f} s left after the final gates' reserve{share}; a candidate takes about "
+                  f"{need:.0f} s")
         self._stop("beam", kernel, max(0.0, left), need, detail)
         return False
 

@@ -20,6 +20,17 @@ STAGES = ("setup", "dispatch", "facts", "profile", "brief", "beam", "screen", "t
 SEARCH_STAGES = ("beam", "screen", "time")
 
 
+def seconds_text(seconds: float) -> str:
+    """600 -> "10 min", 90 -> "1 min 30 s", 45 -> "45 s", 2.5 -> "2.5 s"."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min" + (f" {rest} s" if rest else "")
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """The q-th percentile (0-100), linear between the closest ranks; None for no values."""
     if not values:
@@ -120,3 +131,19 @@ class TimeSplit:
 
 def _round(value: float | None) -> float | None:
     return round(value, 3) if value is not None else None
+
+
+def summary_line(split: dict[str, Any]) -> str:
+    """One line of a run's time split (``TimeSplit.to_json()``): the stages that took time, the
+    screening rate and the screens' median and p90."""
+    stages = split.get("stages") or {}
+    parts = [f"{name} {seconds_text(seconds)}" for name, seconds in stages.items() if name != "other" and seconds >= 1]
+    line = f"time {seconds_text(float(split.get('total_s') or 0.0))}" + (f": {', '.join(parts)}" if parts else "")
+    screened = split.get("screened") or 0
+    if screened:
+        rate = split.get("screened_per_minute")
+        screen = split.get("screen_s") or {}
+        line += (f"; {screened} candidate(s) screened" + (f", {rate:.1f} per minute" if rate else "")
+                 + (f" (screen median {screen['median']:.1f} s, p90 {screen['p90']:.1f} s)"
+                    if screen.get("median") is not None else ""))
+    return line
