@@ -38,7 +38,7 @@ PRIORS_S: dict[str, dict[str, float]] = {
     "cuda": {"finalize": 60.0, "candidate": 30.0, "profile": 35.0, "config": 120.0},
 }
 FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
-SCREEN_FACTOR = 3.0
+SCREEN_FACTOR = 2.0
 # A measured finalist is taken at this factor (the next one may run a larger battery or a busier machine).
 MEASURED_MARGIN = 1.25
 # Writing result.json, report.md and final.diff, and the decision itself.

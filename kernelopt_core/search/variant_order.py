@@ -5,7 +5,7 @@ Within a budget only a family's first variants are reached, so their order decid
 prototype's configuration had measured 1.26x). Each variant gets a score: how far behind the best
 configuration of its experiment a measurement at (or near) its parameters and shape came,
 
-    score(v) = sum_m w_m * log(speedup_m / best_m) / sum_m w_m
+    score(v) = (sum_m w_m * log(speedup_m / best_m) + w_0 * log(0.85)) / (sum_m w_m + w_0)
     w_m = source weight * exp(-shape distance - 2 * parameter distance)
 
 where best_m is the best configuration of m's experiment (a recorded experiment transfers its
@@ -14,9 +14,11 @@ the best of them or Inductor's kernel (1.0), whichever is faster.
 with distances in octaves (|log2| of the ratio; another method costs 2). The sources are the H200's
 measurements (:mod:`kernelopt_core.search.rewrites.measured`, GPU runs only; the family's own
 launchers count twice a prototype) and **this run's timings** of the family's variants on the
-kernel (four times a prototype): the run re-orders what remains as it learns. A variant without
-enough evidence scores as a configuration 15% behind the best one, so a variant measured far
-behind goes after an untried one. Ties keep the family's own order (the sort is stable).
+kernel (four times a prototype): the run re-orders what remains as it learns. The ``w_0`` term is
+what nothing measured says: a configuration 15% behind the best one. It pulls a variant with
+little evidence towards that, so a variant measured far behind goes after an untried one, and one
+only near a good measurement ranks after the measured one. Ties keep the family's own order (the
+sort is stable).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from .rewrites.measured import Measured, measured_for
 PROTOTYPE_WEIGHT = 1.0
 OWN_CODE_WEIGHT = 2.0
 RUN_WEIGHT = 4.0
-MIN_EVIDENCE = 0.05  # total weight below which a variant counts as untried
-UNTRIED_SCORE = math.log(0.85)
+UNTRIED_SCORE = math.log(0.85)  # what nothing measured says about a configuration
+UNTRIED_WEIGHT = 0.25
 METHOD_DISTANCE = 2.0
 # Parameters that describe a variant rather than choose it (they follow from the chosen ones).
 DESCRIPTIVE = {"launcher", "registers", "efficiency", "programs", "ideal_bytes", "planned_bytes", "expected_sol_pct",
@@ -87,11 +89,10 @@ def _experiments(entries: list[Measured]) -> dict[str, float]:
 
 
 def score(params: dict[str, Any], shape: dict[str, int], measured: list[Measured],
-          timings: Sequence[VariantTiming]) -> float | None:
-    """The variant's expected log speedup relative to the best measured configuration, or None without
-    enough evidence."""
+          timings: Sequence[VariantTiming]) -> float:
+    """The variant's expected log speedup relative to the best measured configuration."""
     chosen = flat_params(params)
-    total = weight_sum = 0.0
+    total, weight_sum = UNTRIED_WEIGHT * UNTRIED_SCORE, UNTRIED_WEIGHT
     best = _experiments(measured)
     for m in measured:
         keys = m.params_dict
@@ -109,7 +110,7 @@ def score(params: dict[str, Any], shape: dict[str, int], measured: list[Measured
         w = RUN_WEIGHT * math.exp(-2.0 * distance(chosen, timed))
         total += w * math.log(t.speedup / run_best)
         weight_sum += w
-    return total / weight_sum if weight_sum >= MIN_EVIDENCE else None
+    return total / weight_sum
 
 
 def rank_variants(variants: list[Rewrite], ctx: RewriteContext, device_kind: str,
@@ -123,8 +124,7 @@ def rank_variants(variants: list[Rewrite], ctx: RewriteContext, device_kind: str
     if not measured and not own:
         return list(variants)
     shape = kernel_shape(ctx, variants)
-    scores = [score(v.params, shape, measured, own) for v in variants]
-    keyed = [(-(s if s is not None else UNTRIED_SCORE), i) for i, s in enumerate(scores)]
+    keyed = [(-score(v.params, shape, measured, own), i) for i, v in enumerate(variants)]
     return [variants[i] for _, i in sorted(keyed)]
 
 

@@ -112,9 +112,9 @@ MEASURED: tuple[Measured, ...] = (
                1.029, FAMILIES_CROSS_ENTROPY, True),
     _reduction("cooperative_rows", "l2_norm", 16384, 65536, "G=16, chunk=4096", {"chunk": 4096, "num_warps": 4},
                1.159, FAMILIES_CROSS_ENTROPY, True),
-    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=1, 8 warps", {"blocks.XBLOCK": 1, "num_warps": 8},
+    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=1, num_warps=8", {"blocks.XBLOCK": 1, "num_warps": 8},
                0.797, FAMILIES_CROSS_ENTROPY, True),
-    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=2, 16 warps", {"blocks.XBLOCK": 2, "num_warps": 16},
+    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=2, num_warps=16", {"blocks.XBLOCK": 2, "num_warps": 16},
                0.755, FAMILIES_CROSS_ENTROPY, True),
     # windows: explore_windows' avg_pool1d k8 s1 p4 of (64, 128, 65536) (536,879,104 outputs)
     _window(f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4", 536879104, 1, "blockscan", 128, 1, 4, 1.588,
