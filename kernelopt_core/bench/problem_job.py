@@ -181,7 +181,11 @@ def _run_stages(state: ProblemState) -> None:
         _compile(state)
     _soft(state, "max-autotune", _time_compiled)
     if _accounting_wanted(config, state.device):
-        _soft(state, "account", _account)
+        if _accounting_fits(state):
+            _soft(state, "account", _account)
+        else:
+            result.notes.append(f"account skipped: it compiles the problem again, and {state.budget_left():.0f} s "
+                                f"of the problem's {config.timeout_s:.0f} s budget were left for it and the search")
     _release_baselines(state)
     _soft(state, "classify", _classify)
     if not config.optimize:
@@ -291,6 +295,16 @@ def _accounting_wanted(config: CampaignConfig, device: str) -> bool:
     from ..config_findings import accounting_wanted
 
     return accounting_wanted(config.account, device)
+
+
+def _accounting_fits(state: ProblemState) -> bool:
+    """The accounting compiles the problem again (about 1.5 compiles): it runs when what is left after it
+    still gives the search half of the problem's budget, and always when configuration changes are to be
+    verified (they need it)."""
+    if state.config.config_changes_allowed:
+        return True
+    compile_s = state.result.compile_s or state.result.stage_seconds.get("compile", 0.0)
+    return state.budget_left() - 1.5 * compile_s >= 0.5 * state.config.timeout_s
 
 
 def _account(state: ProblemState) -> None:

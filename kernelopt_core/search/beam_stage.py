@@ -73,7 +73,8 @@ class BeamStage:
                          percentage=int(5 + 85 * (index + (iteration - 1) / iterations) / count))
             children: list[BeamNode] = []
             for node in beam:
-                if search.stopped_by_budget:
+                if search.stopped_by_budget or not may_start():  # planning costs time too (an LLM's answer)
+                    search.stopped_by_budget = True
                     break
                 context = self.candidates.context(brief, node.source)
                 request = PlanRequest(

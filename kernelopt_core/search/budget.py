@@ -26,16 +26,18 @@ from .time_split import TimeSplit, seconds_text
 # What a user accepts for one optimize run when they set nothing: a few minutes. `--budget 0` is no limit.
 DEFAULT_BUDGET_S = 600.0
 
-# Conservative priors per device, used until this run has measured the stage itself. A finalist runs
-# gate 2's full battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the
-# slowest of the last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the
-# Triton interpreter's on an idle 2-core machine (the 64x256 example: a screen 10-20 s, a finalist 30-60 s;
-# a loaded machine is slower, which the measured screens carry into the estimate). GPU figures cover
-# KernelBench-scale inputs on the H200 (issue 25: ncu 26-33 s per kernel, a screen 20-115 s before
-# gate 2's fast screen, gates 3-4 on a 4 GB max-pool within 85 s).
+# Priors per device, used until this run has measured the stage itself. A finalist runs gate 2's full
+# battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the slowest of the
+# last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the Triton
+# interpreter's on an idle 2-core machine (the 64x256 example: a candidate 10-20 s, a finalist 30-60 s);
+# a loaded machine is slower, and the first measured screen carries that into the estimates (on a
+# 2-core machine at load 7: a screen 323 s, so a finalist was planned at 647 s). GPU figures are issue
+# 25's targets at KernelBench scale on the H200 (a screen <= 10 s, gate 2's full battery <= 10 s, then
+# gates 3-4; ncu 26-33 s per kernel): low enough that a problem's 180-s budget, less its compile, still
+# starts a candidate, whose measured screen then replaces the guess.
 PRIORS_S: dict[str, dict[str, float]] = {
     "cpu": {"finalize": 90.0, "candidate": 40.0, "profile": 0.0, "config": 240.0},
-    "cuda": {"finalize": 60.0, "candidate": 30.0, "profile": 35.0, "config": 120.0},
+    "cuda": {"finalize": 30.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
 }
 FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
 SCREEN_FACTOR = 2.0

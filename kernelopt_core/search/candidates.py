@@ -76,6 +76,9 @@ class CandidateStage:
         """Up to K attempts at ``plan`` from ``node``: the first candidate that passes gates 1-2 and is
         timed becomes the returned child; None when every attempt failed (or the budget stopped them)."""
         ctx, brief = self.ctx, search.brief
+        if not may_start():  # before the executor's work (a GPU family compiles its variants to read registers)
+            search.stopped_by_budget = True
+            return None
         clock = ctx.times.clock
         begin = clock()
         try:
@@ -87,7 +90,7 @@ class CandidateStage:
         feedback: str | None = None
         for attempt in range(1, ctx.config.retries + 1):
             ctx.sink.check_cancelled()
-            if not may_start():
+            if attempt > 1 and not may_start():
                 search.stopped_by_budget = True
                 return None
             try:

@@ -2,23 +2,24 @@
 
 Within a budget only a family's first variants are reached, so their order decides the result
 (issue 25: on the held-out softmax, cooperative rows' first variant ran at 0.30x while the
-prototype's configuration had measured 1.26x). Each variant gets a score: how far behind the best
-configuration of its experiment a measurement at (or near) its parameters and shape came,
+prototype's configuration had measured 1.26x). Each variant's score, in log speedup, is a prior
+from the device's measurements plus an adjustment from this run's timings:
 
-    score(v) = (sum_m w_m * log(speedup_m / best_m) + w_0 * log(0.85)) / (sum_m w_m + w_0)
-    w_m = source weight * exp(-shape distance - 2 * parameter distance)
+    prior(v)  = (sum_m w_m * log(speedup_m / best_m) + w_0 * log(0.85)) / (sum_m w_m + w_0)
+                w_m = source weight * exp(-shape distance - 2 * parameter distance)
+    adjust(v) = sum_t u_t * log(speedup_t / ref) / (sum_t u_t + u_0),  u_t = exp(-parameter distance)
 
-where best_m is the best configuration of m's experiment (a recorded experiment transfers its
-ratios, not its level: the code measured then may have changed since), and for this run's timings
-the best of them or Inductor's kernel (1.0), whichever is faster.
-with distances in octaves (|log2| of the ratio; another method costs 2). The sources are the H200's
-measurements (:mod:`kernelopt_core.search.rewrites.measured`, GPU runs only; the family's own
-launchers count twice a prototype) and **this run's timings** of the family's variants on the
-kernel (four times a prototype): the run re-orders what remains as it learns. The ``w_0`` term is
-what nothing measured says: a configuration 15% behind the best one. It pulls a variant with
-little evidence towards that, so a variant measured far behind goes after an untried one, and one
-only near a good measurement ranks after the measured one. Ties keep the family's own order (the
-sort is stable).
+Distances are in octaves (|log2| of the ratio; another method costs 2). The measurements
+(:mod:`kernelopt_core.search.rewrites.measured`, GPU runs only; the family's own launchers count
+twice a prototype) transfer their ratios to the best configuration of their experiment (best_m),
+not their level: the code measured then may have changed since. The ``w_0`` term is what nothing
+measured says, a configuration 15% behind the best: a variant measured far behind goes after an
+untried one, and one only near a good measurement ranks after the measured one. This run's
+timings of the family's variants on the kernel (t) move their neighbours up or down against
+``ref``, the geometric mean of the timings and Inductor's kernel (1.0): one loss below Inductor
+pushes its neighbours back, a win brings them forward, and timings that are all alike move nothing.
+Scores are compared in steps of 5% (timing noise), and ties keep the family's own order (the sort
+is stable).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from .rewrites.measured import Measured, measured_for
 
 PROTOTYPE_WEIGHT = 1.0
 OWN_CODE_WEIGHT = 2.0
-RUN_WEIGHT = 4.0
 UNTRIED_SCORE = math.log(0.85)  # what nothing measured says about a configuration
 UNTRIED_WEIGHT = 0.25
+RUN_SHRINK = 0.25  # u_0: a timing far from a variant says little about it
 METHOD_DISTANCE = 2.0
+STEP = 0.05  # scores closer than this (about 5%) are ties: the family's order decides
 # Parameters that describe a variant rather than choose it (they follow from the chosen ones).
 DESCRIPTIVE = {"launcher", "registers", "efficiency", "programs", "ideal_bytes", "planned_bytes", "expected_sol_pct",
                "sol_pct_before", "traffic_ratio_before", "window", "masks", "group", "chunk_bytes"}
@@ -88,9 +90,8 @@ def _experiments(entries: list[Measured]) -> dict[str, float]:
     return best
 
 
-def score(params: dict[str, Any], shape: dict[str, int], measured: list[Measured],
-          timings: Sequence[VariantTiming]) -> float:
-    """The variant's expected log speedup relative to the best measured configuration."""
+def prior(params: dict[str, Any], shape: dict[str, int], measured: list[Measured]) -> float:
+    """What the device's measurements say of a variant: its log speedup relative to the best configuration."""
     chosen = flat_params(params)
     total, weight_sum = UNTRIED_WEIGHT * UNTRIED_SCORE, UNTRIED_WEIGHT
     best = _experiments(measured)
@@ -102,15 +103,31 @@ def score(params: dict[str, Any], shape: dict[str, int], measured: list[Measured
             -distance(shape, m.shape_dict) - 2.0 * distance(chosen, keys))
         total += w * math.log(m.speedup / best[m.experiment])
         weight_sum += w
-    run_best = max([1.0, *(t.speedup for t in timings)])  # Inductor's kernel is always there to keep
+    return total / weight_sum
+
+
+def adjustment(params: dict[str, Any], timings: Sequence[VariantTiming]) -> float:
+    """What this run's timings of the family say of a variant, against their mean and Inductor's kernel."""
+    speedups = [t.speedup for t in timings if t.speedup > 0]
+    if not speedups:
+        return 0.0
+    ref = math.exp(sum(math.log(s) for s in speedups) / (len(speedups) + 1))  # with Inductor's 1.0
+    chosen = flat_params(params)
+    total, weight_sum = 0.0, RUN_SHRINK
     for t in timings:
         timed = flat_params(t.params)
-        if not timed.keys() & chosen.keys() or t.speedup <= 0:
+        if t.speedup <= 0 or not timed.keys() & chosen.keys():
             continue
-        w = RUN_WEIGHT * math.exp(-2.0 * distance(chosen, timed))
-        total += w * math.log(t.speedup / run_best)
-        weight_sum += w
+        u = math.exp(-distance(chosen, timed))
+        total += u * math.log(t.speedup / ref)
+        weight_sum += u
     return total / weight_sum
+
+
+def score(params: dict[str, Any], shape: dict[str, int], measured: list[Measured],
+          timings: Sequence[VariantTiming]) -> float:
+    """The variant's expected log speedup relative to the best configuration, as this run knows it now."""
+    return prior(params, shape, measured) + adjustment(params, timings)
 
 
 def rank_variants(variants: list[Rewrite], ctx: RewriteContext, device_kind: str,
@@ -124,7 +141,7 @@ def rank_variants(variants: list[Rewrite], ctx: RewriteContext, device_kind: str
     if not measured and not own:
         return list(variants)
     shape = kernel_shape(ctx, variants)
-    keyed = [(-score(v.params, shape, measured, own), i) for i, v in enumerate(variants)]
+    keyed = [(-round(score(v.params, shape, measured, own) / STEP), i) for i, v in enumerate(variants)]
     return [variants[i] for _, i in sorted(keyed)]
 
 
