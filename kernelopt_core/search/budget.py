@@ -29,14 +29,15 @@ DEFAULT_BUDGET_S = 600.0
 # Priors per device, used until this run has measured the stage itself. A finalist runs gate 2's full
 # battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the slowest of the
 # last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the Triton
-# interpreter's on an idle 2-core machine (the 64x256 example: a candidate 10-20 s, a finalist 30-60 s);
+# interpreter's on an idle 2-core machine (the 64x256 example: 51 candidates in 11 minutes, a finalist
+# 30-60 s), so that a small problem's first candidate starts within a few minutes' budget;
 # a loaded machine is slower, and the first measured screen carries that into the estimates (on a
 # 2-core machine at load 7: a screen 323 s, so a finalist was planned at 647 s). GPU figures are issue
 # 25's targets at KernelBench scale on the H200 (a screen <= 10 s, gate 2's full battery <= 10 s, then
 # gates 3-4; ncu 26-33 s per kernel): low enough that a problem's 180-s budget, less its compile, still
 # starts a candidate, whose measured screen then replaces the guess.
 PRIORS_S: dict[str, dict[str, float]] = {
-    "cpu": {"finalize": 90.0, "candidate": 40.0, "profile": 0.0, "config": 240.0},
+    "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
     "cuda": {"finalize": 30.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
 }
 FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
