@@ -219,6 +219,49 @@ def _fmt_ci(ci: Any) -> str:
     return "-"
 
 
+def _fmt_seconds(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    if value >= 60:
+        minutes, seconds = divmod(int(round(value)), 60)
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    return f"{value:.1f} s"
+
+
+def _time_section(split: dict[str, Any], budget: dict[str, Any]) -> list[str]:
+    """## Time: seconds per stage, the screening rate, what the budget cut short, each candidate's time."""
+    stages = split.get("stages") or {}
+    if not stages:
+        return []
+    total = split.get("total_s") or 0.0
+    lines = ["", "## Time", "", f"{_fmt_seconds(total)} in all.", "", "| stage | seconds | share |", "|---|---|---|"]
+    for name, seconds in stages.items():
+        if seconds or name == "other":
+            lines.append(f"| {name} | {seconds:.1f} | {100 * seconds / total if total else 0:.0f}% |")
+    screened, rate = split.get("screened") or 0, split.get("screened_per_minute")
+    screen = split.get("screen_s") or {}
+    if screened:
+        lines += ["", f"{screened} candidate(s) screened in {_fmt_seconds(split.get('search_s'))} of search "
+                      f"(beam, screen and time stages): {rate:.2f} per minute; screen median "
+                      f"{_fmt_seconds(screen.get('median'))}, p90 {_fmt_seconds(screen.get('p90'))}, "
+                      f"max {_fmt_seconds(screen.get('max'))}."
+                  + (f" {split.get('replayed')} result(s) replayed from the journal." if split.get("replayed") else "")]
+    for stop in budget.get("stops") or []:
+        lines.append(f"- budget stop at {stop.get('stage')}" + (f" ({stop.get('kernel')})" if stop.get("kernel") else "")
+                     + f": {stop.get('detail')}")
+    candidates = split.get("candidates") or []
+    if candidates:
+        lines += ["", "| candidate | kernel | family | verdict | kernel speedup | propose s | screen s | time s "
+                      "| final gates s |", "|---|---|---|---|---|---|---|---|---|"]
+        for c in candidates:
+            final = c.get("finalize_s")
+            lines.append(f"| `{c.get('label')}` | `{c.get('kernel')}` | {c.get('family')} | {c.get('verdict') or '-'}"
+                         f"{' (replayed)' if c.get('replayed') else ''} | {_fmt_speedup(c.get('speedup'))} "
+                         f"| {c.get('propose_s', 0):.1f} | {c.get('screen_s', 0):.1f} | {c.get('time_s', 0):.1f} "
+                         f"| {f'{final:.1f}' if isinstance(final, (int, float)) else '-'} |")
+    return lines
+
+
 def render_report(result: dict[str, Any], journal: Journal) -> str:
     """report.md: the decision, the speedup table, the gate outcomes and the fallback reason."""
     started = next((e for e in journal.entries if e.get("kind") == "run_started"), {})
@@ -236,7 +279,16 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
     if config:
         lines.append("- search: " + ", ".join(f"{k}={config[k]}" for k in
                                                ("beam_width", "iterations", "plans", "retries") if k in config))
+    if not result.get("final", True):
+        lines.append("- **provisional**: verified while the search went on; the run had not finished when this was "
+                     "written")
     lines.append(f"- **decision: {result.get('decision')}** — {result.get('reason')}")
+    budget = result.get("budget") or {}
+    if budget:
+        limit = budget.get("seconds")
+        lines.append(f"- budget: {_fmt_seconds(limit) if limit else 'no limit'}"
+                     + (", **budget reached**" if budget.get("reached") else "")
+                     + f"; {_fmt_seconds(budget.get('elapsed_s'))} used")
     lines.append(f"- end-to-end speedup: {_fmt_speedup(result.get('speedup'))} (95% CI {_fmt_ci(result.get('ci'))}, "
                  f"timing path `{result.get('timing_path') or '-'}`)")
     if str(started.get("device", "")).startswith("cpu"):
@@ -308,6 +360,7 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
                   f"output tokens, {usage.get('cache_read_input_tokens', 0)} read from the prompt cache, "
                   f"{usage.get('retries', 0)} retries; cost "
                   + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown for this model")]
+    lines += _time_section(result.get("time_split") or {}, budget)
     if result.get("suggestions"):
         lines += ["", "## Suggestions outside the kernels", ""]
         lines += [f"- {s}" for s in result["suggestions"]]

@@ -27,6 +27,13 @@ SCALE_KERNELS = ROOT / "tests" / "fixtures" / "user_kernels" / "scale_kernels.py
 RMSNORM_KERNEL = "triton_red_fused_add_mean_mul_pow_rsqrt_0"
 
 
+@pytest.fixture(autouse=True)
+def no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output off a terminal, as a user's pipe sees it: pytest-xdist's workers set COLUMNS=80 (execnet)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def own_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with scale_kernels.py (scale_kernel with a harness comment, copy_kernel without), as cwd."""

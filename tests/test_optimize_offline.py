@@ -44,7 +44,7 @@ def test_killed_run_resumes_and_accepts_a_rewrite(cpu_example_dump: Path, tmp_pa
     runs = tmp_path / "runs"
     command = [sys.executable, "-m", "kernelopt_core.cli.main", "optimize", str(cpu_example_dump), "--run-root",
                str(runs), "--beam-width", "1", "--iterations", "1", "--plans", "1", "--retries", "1",
-               "--ab-rounds", "4", "--events"]
+               "--ab-rounds", "4", "--budget", "0", "--events"]  # no budget: the gates decide, however busy the machine
     process = subprocess.Popen(command, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     events: list[str] = []
@@ -78,7 +78,8 @@ def test_killed_run_resumes_and_accepts_a_rewrite(cpu_example_dump: Path, tmp_pa
     assert not any(e["kind"] == "result" for e in killed_entries)
 
     resumed = run_watched([sys.executable, "-m", "kernelopt_core.cli.main", "optimize", "--resume", run_dir.name,
-                           "--run-root", str(runs), "--json"], stall_s=STALL_S, cwd=ROOT, env=_env(tmp_path))
+                           "--run-root", str(runs), "--budget", "0", "--json"], stall_s=STALL_S, cwd=ROOT,
+                          env=_env(tmp_path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     result = json.loads(resumed.stdout)
     assert {"run_id", "run_dir", "decision", "reason", "speedup", "ci", "kernels"} <= set(result)
@@ -128,3 +129,27 @@ def test_demo_refuses_a_missing_problem(tmp_path: Path) -> None:
                            "--problem", str(tmp_path / "missing.py")], cwd=ROOT, env=_env(tmp_path),
                           capture_output=True, text=True, timeout=120)
     assert demo.returncode == 2 and "no such problem file" in demo.stderr and "Traceback" not in demo.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # a backstop only: run_watched fails when the run stops reporting
+def test_the_default_search_ends_within_its_budget(cpu_example_dump: Path, tmp_path: Path) -> None:
+    """The default search (B=4, T=5, N=4, K=4) on the CPU backend within a 4-minute budget: it stops starting
+    candidates for its final gates, reports its best verified outcome and the time split. The run may pass
+    the deadline only by the one step that was under way past its estimate (a screen or a finalist)."""
+    budget = 240
+    done = run_watched([sys.executable, "-m", "kernelopt_core.cli.main", "optimize", str(cpu_example_dump),
+                        "--run-root", str(tmp_path / "runs"), "--budget", str(budget), "--json"],
+                       stall_s=STALL_S, cwd=ROOT, env=_env(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "budget: 4 min" in done.stderr  # printed when the run starts
+    result = json.loads(done.stdout)
+    assert result["decision"] in ("optimized", "matched", "fallback")
+    assert result["budget"]["seconds"] == budget
+    split = result["time_split"]
+    steps = [c["screen_s"] + c["time_s"] for c in split["candidates"]] + split["finalize_s"] + [0.0]
+    assert result["budget"]["elapsed_s"] <= budget + max(steps) + 5.0
+    if result["budget_reached"]:
+        assert result["reason"].startswith("budget reached")
+    assert split["screened"] == len(split["candidates"]) and split["stages"]["dispatch"] > 0
+    assert "## Time" in Path(result["run_dir"], "report.md").read_text()

@@ -443,7 +443,7 @@ def test_the_pipeline_probe_compiles_once_and_journals_the_answer(tmp_path: Path
 
     from kernelopt_core.gates import ptx_compile
     from kernelopt_core.runs import Journal
-    from kernelopt_core.search.pipeline import _Search
+    from kernelopt_core.search.candidates import compile_probe
 
     compiled: list[str] = []
 
@@ -459,7 +459,7 @@ def test_the_pipeline_probe_compiles_once_and_journals_the_answer(tmp_path: Path
     kernel = h200_kernel("rmsnorm")
     source = FAMILIES["single_read"].variants(context(kernel.source, kernel.name))[0].source
     search = SimpleNamespace(journal=Journal.open(tmp_path / "journal.jsonl"))
-    assert _Search._compile_probe(search, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
+    assert compile_probe(search.journal, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
     resumed = SimpleNamespace(journal=Journal.open(tmp_path / "journal.jsonl"))  # a resumed run: no compile
-    assert _Search._compile_probe(resumed, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
+    assert compile_probe(resumed.journal, source) == {"regs": 72, "spills": 0, "shared_bytes": 1024}
     assert compiled == [kernel.name]

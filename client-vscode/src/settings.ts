@@ -20,6 +20,7 @@ export interface KernelOptSettings {
   device: string;
   ncuPath: string;
   allowConfigChanges: boolean;
+  budget: number;
   userKernels: boolean;
   harnesses: Record<string, string>;
 }
@@ -39,6 +40,7 @@ export const DEFAULTS: KernelOptSettings = {
   device: 'auto',
   ncuPath: 'ncu',
   allowConfigChanges: false,
+  budget: 600,
   userKernels: true,
   harnesses: {},
 };
@@ -53,6 +55,12 @@ function str(cfg: ConfigGetter, key: string, fallback: string): string {
 function int(cfg: ConfigGetter, key: string, fallback: number, min: number): number {
   const v = cfg.get<unknown>(key);
   return typeof v === 'number' && Number.isInteger(v) && v >= min ? v : fallback;
+}
+
+/** A number of seconds, 0 meaning no limit; anything else falls back. */
+function seconds(cfg: ConfigGetter, key: string, fallback: number): number {
+  const v = cfg.get<unknown>(key);
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback;
 }
 
 /** Reads and sanitises the settings: a bad value falls back to its default instead of reaching the server. */
@@ -76,6 +84,7 @@ export function readSettings(cfg: ConfigGetter): KernelOptSettings {
     device: str(cfg, 'device', DEFAULTS.device) || DEFAULTS.device,
     ncuPath: str(cfg, 'ncuPath', DEFAULTS.ncuPath) || DEFAULTS.ncuPath,
     allowConfigChanges: cfg.get<unknown>('allowConfigChanges') === true,
+    budget: seconds(cfg, 'budget', DEFAULTS.budget),
     userKernels: cfg.get<unknown>('userKernels') !== false,
     harnesses: harnessMap(cfg.get<unknown>('harnesses')),
   };
@@ -110,6 +119,7 @@ export function initializationOptions(s: KernelOptSettings): Record<string, unkn
     ncuPath: s.ncuPath,
     interpreter: s.interpreter,
     allowConfigChanges: s.allowConfigChanges,
+    budget: s.budget,
     harnesses: { ...s.harnesses },
   };
 }

@@ -67,6 +67,7 @@ describe('package.json', () => {
       'kernelopt.device': DEFAULTS.device,
       'kernelopt.ncuPath': DEFAULTS.ncuPath,
       'kernelopt.allowConfigChanges': DEFAULTS.allowConfigChanges,
+      'kernelopt.budget': DEFAULTS.budget,
       'kernelopt.userKernels': DEFAULTS.userKernels,
       'kernelopt.harnesses': DEFAULTS.harnesses,
       'kernelopt.trace.server': 'off',

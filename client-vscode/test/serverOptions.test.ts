@@ -140,6 +140,9 @@ describe('settings → server options', () => {
       assert.strictEqual(s.apiKeyEnv, 'ANTHROPIC_API_KEY');
       assert.strictEqual(s.device, 'cuda:1');
       assert.strictEqual(readSettings(getter({ provider: 'openai' })).provider, 'offline');
+      assert.strictEqual(readSettings(getter({ budget: 180 })).budget, 180);
+      assert.strictEqual(readSettings(getter({ budget: 0 })).budget, 0); // no limit
+      assert.strictEqual(readSettings(getter({ budget: -5 })).budget, 600);
     });
 
     it('initializationOptions carry the contract keys and nothing secret', () => {
@@ -148,6 +151,7 @@ describe('settings → server options', () => {
         'allowConfigChanges',
         'apiKeyEnv',
         'beam',
+        'budget',
         'device',
         'dumpFolders',
         'harnesses',

@@ -1,4 +1,12 @@
-"""The settings of a campaign, shared by the parent process and every problem's subprocess."""
+"""The settings of a campaign, shared by the parent process and every problem's subprocess.
+
+``timeout_s`` (``--timeout``) is each problem's **budget**: its whole time, compile and search
+included. The problem passes the optimizer what is left of it after its own stages (import, eager,
+compile, max-autotune, accounting), less a reserve for the stages that follow the optimizer
+(confirmation A/B, result); the search plans against that. The parent kills the problem's process
+only as a backstop, :func:`grace_s` after the budget, and then keeps what the run had verified.
+``deadline_s`` (``--budget``) is the campaign's: no problem starts after it.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ class CampaignConfig:
     workers: int = 1  # parallel CPU slots when the device is the CPU
     ray_address: str | None = None  # "local" or a cluster address
     resume: bool = False
-    timeout_s: float = 1800.0  # per problem, including compile and search
+    timeout_s: float = 1800.0  # per problem, including compile and search: the problem's budget
     deadline_s: float | None = None  # no problem starts after this many seconds of campaign time
     timing_reps: int | None = None  # None adapts to the callable's speed
     confirm_rounds: int | None = None  # rounds of the confirmation A/B; None: the timer's default
@@ -56,6 +64,11 @@ class CampaignConfig:
     def from_json(cls, data: dict[str, Any]) -> CampaignConfig:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
+    def grace_s(self) -> float:
+        """How long after its budget a problem's process is killed (the backstop): a quarter of the
+        budget, between 10 s and 2 min."""
+        return grace_s(self.timeout_s)
+
     def optimizer_overrides(self) -> dict[str, Any]:
         """Fields for the optimizer's OptimizeConfig that this campaign sets (None = its default).
 
@@ -72,3 +85,12 @@ class CampaignConfig:
     def config_changes_allowed(self) -> bool:
         """``--allow-config-changes``, or the same set through ``--optimizer-option``."""
         return self.allow_config_changes or self.optimizer_options.get("allow_config_changes") is True
+
+
+def grace_s(budget_s: float) -> float:
+    return min(120.0, max(10.0, 0.25 * budget_s))
+
+
+# What a problem keeps of its budget for the stages after the optimizer: the confirmation A/B of an
+# accepted graph (skipped when less is left) and writing the result.
+AFTER_OPTIMIZE_RESERVE_S = {"cpu": 45.0, "cuda": 15.0}

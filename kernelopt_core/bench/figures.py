@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .results import Speedup
+from .results import ProblemResult, Speedup
 
 RESAMPLES = 2000
 SEED = 20261130
@@ -83,3 +83,39 @@ def derived_eager_speedup(eager_ms: Sequence[float], compiled_ms: Sequence[float
                       np.nan)
     low, high = _interval(ratios, confidence)
     return Speedup(value, low, high, path, "derived: eager / (compiled callable - kernel time saved in the A/B)")
+
+
+MODULE_CALL = "module-call"
+
+
+def fill_baseline_figures(result: ProblemResult, eager_samples: Sequence[float], compiled_samples: Sequence[float],
+                          compiled_path: str | None) -> None:
+    """vs max-autotune, vs eager and max-autotune vs eager on ``result``, each naming its path and source
+    (from the confirmation A/B, else gate 4's, of an optimized result; 1.0 otherwise)."""
+    if result.outcome == "error":
+        return
+    confirm = result.confirm
+    if result.outcome == "optimized":
+        if confirm:
+            result.vs_max_autotune = Speedup(confirm["speedup"], confirm["ci_low"], confirm["ci_high"], MODULE_CALL,
+                                             "confirmation A/B (independent of the perf gate)")
+        elif result.gate4:
+            result.vs_max_autotune = Speedup(result.gate4["speedup"], result.gate4["ci_low"], result.gate4["ci_high"],
+                                             str(result.gate4.get("path") or MODULE_CALL),
+                                             "gate 4 A/B (no confirmation A/B)")
+    else:
+        result.vs_max_autotune = identity_speedup(MODULE_CALL)
+    if not eager_samples or not compiled_samples:
+        return
+    pair = f"eager vs {compiled_path}"
+    result.max_autotune_vs_eager = ratio_of_medians(eager_samples, compiled_samples, pair,
+                                                    "ratio of independently timed medians")
+    if result.outcome == "optimized" and confirm:
+        derived = derived_eager_speedup(eager_samples, compiled_samples, confirm["a"]["samples_ms"],
+                                        confirm["b"]["samples_ms"], f"{pair}, less the {MODULE_CALL} A/B saving")
+        if derived is None:
+            result.notes.append("vs eager not derived: the A/B saving exceeds the compiled callable's time")
+        result.vs_eager = derived
+    elif result.outcome != "optimized":
+        result.vs_eager = Speedup(**{**result.max_autotune_vs_eager.to_json(),
+                                     "source": "the compiler's own code: max-autotune vs eager"})

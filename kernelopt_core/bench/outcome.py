@@ -20,6 +20,7 @@ FALLBACK_CATEGORIES: dict[str, str] = {
     "gate-4-perf": "gate 4 (end-to-end speed)",
     "no-candidates": "no candidate was produced",
     "could-not-verify": "could not verify (the check itself failed, e.g. out of memory; not a rejection)",
+    "budget": "budget reached before a candidate was verified",
     "not-optimized": "not optimized (--no-optimize)",
     "other": "other",
 }
@@ -45,6 +46,8 @@ def fallback_category(reason: str, cascade: dict[str, Any] | None, classificatio
         return "vendor-dominated"
     if classification == "no-triton" or "no triton" in text or "no-triton" in text:
         return "no-triton-kernels"
+    if text.startswith("budget reached") and ("no rewrite applied" in text or "before the search verified" in text):
+        return "budget"
     if (cascade or {}).get("could_not_verify") or "could not be verified" in text or "could not verify" in text:
         return "could-not-verify"
     gate = _failed_gate(cascade)

@@ -27,15 +27,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..atomic_files import write_json_atomic
 from ..events import EventSink, ProgressEvent, json_line_sink
-from .config import CampaignConfig
+from .config import AFTER_OPTIMIZE_RESERVE_S, CampaignConfig
 from .dtype_adapter import write_bf16_problem
-from .figures import derived_eager_speedup, identity_speedup, ratio_of_medians
+from .figures import MODULE_CALL, fill_baseline_figures
 from .outcome import classify_decision
-from .results import ProblemResult, Speedup, write_result
+from .results import ProblemResult, partial_path, write_result
 from .suite import ProblemSpec
+from .time_totals import compact_time_split
 
-MODULE_CALL = "module-call"
 TRACEBACK_LINES = 30
 # Stages a result can do without: their failure is a note, not an error.
 SOFT_STAGES = {"max-autotune", "account", "classify", "config", "confirm"}
@@ -70,6 +71,18 @@ class ProblemState:
     launch_timing: dict[str, Any] | None = None  # classify's per-launch timing, handed to the optimizer
     accounting: dict[str, Any] | None = None  # the whole callable's accounting (CallableAccounting JSON)
     optimize_result: Any = None
+    launched_at: float = 0.0  # time.time() when the parent started this process: the budget counts from there
+
+    def budget_left(self) -> float:
+        """Seconds left of the problem's budget (the campaign's per-problem time)."""
+        return self.config.timeout_s - (time.time() - self.launched_at)
+
+    def save_partial(self) -> None:
+        """What the problem has so far, for the parent to keep if it must kill the process at its backstop."""
+        try:
+            write_json_atomic(partial_path(self.work_dir), self.result.to_json())
+        except OSError:
+            pass  # the partial is a courtesy to the parent; the final result file is what counts
 
 
 def _now() -> str:
@@ -89,6 +102,7 @@ def stage(state: ProblemState, name: str) -> Iterator[None]:
         raise StageFailed(name, f"{type(exc).__name__}: {exc}", exc) from exc
     finally:
         state.result.stage_seconds[name] = round(time.perf_counter() - started, 3)
+        state.save_partial()
 
 
 def _traceback_tail(exc: BaseException | None) -> str | None:
@@ -106,9 +120,9 @@ def run_problem(payload: dict[str, Any], sink: EventSink | None = None) -> Probl
     started = time.perf_counter()
     result = ProblemResult(name=spec.name, level=spec.level, path=spec.path, outcome="error",
                            reason="not finished", device=device, dtype=config.dtype, started=_now(),
-                           gpu=payload.get("gpu"), log_path=payload.get("log_path"))
+                           gpu=payload.get("gpu"), log_path=payload.get("log_path"), budget_s=config.timeout_s)
     state = ProblemState(spec=spec, config=config, device=device, work_dir=payload["work_dir"], result=result,
-                         sink=sink or EventSink())
+                         sink=sink or EventSink(), launched_at=float(payload.get("launched_at") or time.time()))
     try:
         _run_stages(state)
     except StageFailed as failure:
@@ -167,7 +181,11 @@ def _run_stages(state: ProblemState) -> None:
         _compile(state)
     _soft(state, "max-autotune", _time_compiled)
     if _accounting_wanted(config, state.device):
-        _soft(state, "account", _account)
+        if _accounting_fits(state):
+            _soft(state, "account", _account)
+        else:
+            result.notes.append(f"account skipped: it compiles the problem again, and {state.budget_left():.0f} s "
+                                f"of the problem's {config.timeout_s:.0f} s budget were left for it and the search")
     _release_baselines(state)
     _soft(state, "classify", _classify)
     if not config.optimize:
@@ -180,7 +198,11 @@ def _run_stages(state: ProblemState) -> None:
     with stage(state, "optimize"):
         _optimize(state)
     if result.outcome == "optimized":
-        _soft(state, "confirm", _confirm)
+        if state.budget_left() >= _reserve_after_optimize(state):
+            _soft(state, "confirm", _confirm)
+        else:
+            result.notes.append(f"confirmation A/B skipped: {max(0.0, state.budget_left()):.0f} s of the problem's "
+                                "budget left; vs max-autotune is gate 4's A/B")
     _baseline_figures(state)
 
 
@@ -273,6 +295,16 @@ def _accounting_wanted(config: CampaignConfig, device: str) -> bool:
     from ..config_findings import accounting_wanted
 
     return accounting_wanted(config.account, device)
+
+
+def _accounting_fits(state: ProblemState) -> bool:
+    """The accounting compiles the problem again (about 1.5 compiles): it runs when what is left after it
+    still gives the search half of the problem's budget, and always when configuration changes are to be
+    verified (they need it)."""
+    if state.config.config_changes_allowed:
+        return True
+    compile_s = state.result.compile_s or state.result.stage_seconds.get("compile", 0.0)
+    return state.budget_left() - 1.5 * compile_s >= 0.5 * state.config.timeout_s
 
 
 def _account(state: ProblemState) -> None:
@@ -395,10 +427,18 @@ def _optimize(state: ProblemState) -> None:
     settings["device"] = state.device
     settings["run_root"] = os.path.join(state.work_dir, "runs")
     settings["account_callable"] = "off"  # the account stage measured it (or could not: no second try)
+    # The search plans against what is left of the problem's budget, less what follows it here.
+    budget = max(1.0, state.budget_left() - _reserve_after_optimize(state))
+    asked = settings.get("budget_s")
+    settings["budget_s"] = min(budget, float(asked)) if isinstance(asked, (int, float)) and asked > 0 else budget
+    result.optimize_budget_s = round(settings["budget_s"], 3)
     config = OptimizeConfig(**settings)
     name = state.spec.name
 
     def forward(event: ProgressEvent) -> None:  # the optimizer's own progress, tagged with the problem
+        if event.stage == "start" and event.extra.get("run_dir"):
+            result.run_id, result.run_dir = event.extra.get("run_id"), str(event.extra["run_dir"])
+            state.save_partial()  # the parent finds the run's verified result there if it must kill us
         state.sink.progress(f"{name}: {event.message}", stage="optimize", problem=name,
                             iteration=event.iteration, iterations=event.iterations,
                             best_speedup=event.best_speedup)
@@ -414,6 +454,8 @@ def _optimize(state: ProblemState) -> None:
                                                         result.classification)
     result.reason = outcome.reason or outcome.decision
     result.run_id, result.run_dir = outcome.run_id, outcome.run_dir
+    result.budget_reached = bool(getattr(outcome, "budget_reached", False))
+    result.time_split = compact_time_split(getattr(outcome, "time_split", None))
     result.kernels_changed = sorted(getattr(outcome, "accepted_sources", {}) or {})
     result.sol = _optimized_sol(result.sol, getattr(outcome, "kernels", None) or [])
     if outcome.speedup is not None:
@@ -492,34 +534,11 @@ def _confirm(state: ProblemState) -> None:
 
 def _baseline_figures(state: ProblemState) -> None:
     """vs max-autotune, vs eager and max-autotune vs eager, each naming its path and source."""
-    result = state.result
-    if result.outcome == "error":
-        return
-    confirm = result.confirm
-    if result.outcome == "optimized":
-        if confirm:
-            result.vs_max_autotune = Speedup(confirm["speedup"], confirm["ci_low"], confirm["ci_high"], MODULE_CALL,
-                                             "confirmation A/B (independent of the perf gate)")
-        elif result.gate4:
-            result.vs_max_autotune = Speedup(result.gate4["speedup"], result.gate4["ci_low"], result.gate4["ci_high"],
-                                             str(result.gate4.get("path") or MODULE_CALL),
-                                             "gate 4 A/B (no confirmation A/B)")
-    else:
-        result.vs_max_autotune = identity_speedup(MODULE_CALL)
-    if not state.eager_samples or not state.compiled_samples:
-        return
-    pair = f"eager vs {state.compiled_path}"
-    result.max_autotune_vs_eager = ratio_of_medians(state.eager_samples, state.compiled_samples, pair,
-                                                    "ratio of independently timed medians")
-    if result.outcome == "optimized" and confirm:
-        derived = derived_eager_speedup(state.eager_samples, state.compiled_samples, confirm["a"]["samples_ms"],
-                                        confirm["b"]["samples_ms"], f"{pair}, less the {MODULE_CALL} A/B saving")
-        if derived is None:
-            result.notes.append("vs eager not derived: the A/B saving exceeds the compiled callable's time")
-        result.vs_eager = derived
-    elif result.outcome != "optimized":
-        result.vs_eager = Speedup(**{**result.max_autotune_vs_eager.to_json(),
-                                     "source": "the compiler's own code: max-autotune vs eager"})
+    fill_baseline_figures(state.result, state.eager_samples, state.compiled_samples, state.compiled_path)
+
+
+def _reserve_after_optimize(state: ProblemState) -> float:
+    return AFTER_OPTIMIZE_RESERVE_S["cuda" if state.device.startswith("cuda") else "cpu"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,13 @@
 """Run one problem in its own subprocess: stream its progress, enforce its time limit, survive its crash.
 
-The subprocess (``python -m kernelopt_core.bench.problem_job``) writes the result file itself. When
-it dies (a segfault, an out-of-memory kill) or runs past its limit, its whole process group is
-killed (the optimizer's own workers included) and an error result is written in its place, naming
-the last stage it reported. Its stderr and any stray stdout go to ``<out>/logs/<name>.log``.
+The subprocess (``python -m kernelopt_core.bench.problem_job``) writes the result file itself, and
+plans its search against the problem's budget (``--timeout``). When it dies (a segfault, an
+out-of-memory kill) its whole process group is killed (the optimizer's own workers included) and
+an error result is written in its place, naming the last stage it reported. When it runs past its
+budget and a grace period (the backstop: :meth:`CampaignConfig.grace_s`), it is killed the same way,
+and a problem that had reached the optimizer keeps what the run had verified, labelled "budget
+reached" (:mod:`.salvage`); one killed earlier is an error (timeout). Its stderr and any stray stdout
+go to ``<out>/logs/<name>.log``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from ..atomic_files import write_json_atomic
 from ..events import EventSink, parse_event_line
 from .child_output import stdout_lines
 from .config import CampaignConfig
-from .results import ProblemResult, load_result, result_path, write_result
+from .results import ProblemResult, load_result, partial_path, result_path, write_result
+from .salvage import salvage
 from .suite import ProblemSpec
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -88,12 +93,12 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
     os.makedirs(work_dir, exist_ok=True)
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     payload = {"problem": spec.to_json(), "config": config.to_json(), "device": slot.device, "out_dir": out_dir,
-               "work_dir": work_dir, "log_path": log_path, "gpu": slot.visible_gpu}
+               "work_dir": work_dir, "log_path": log_path, "gpu": slot.visible_gpu, "launched_at": time.time()}
     payload_path = os.path.join(work_dir, "payload.json")
     write_json_atomic(payload_path, payload)
-    stale = result_path(out_dir, spec.name)
-    if os.path.exists(stale):
-        os.unlink(stale)  # not resuming this one: a result from an earlier run must not pass for this one's
+    for stale in (result_path(out_dir, spec.name), partial_path(work_dir)):
+        if os.path.exists(stale):
+            os.unlink(stale)  # not resuming this one: a result from an earlier run must not pass for this one's
     started = time.perf_counter()
     last_stage = "setup"
     with open(log_path, "w", encoding="utf-8") as log:
@@ -106,7 +111,7 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
         except OSError as exc:
             return _failure(spec, config, out_dir, slot, log_path, "setup", f"could not start: {exc}", started)
         lines = stdout_lines(process, f"bench-{spec.name}")
-        deadline = started + config.timeout_s
+        deadline = started + config.timeout_s + config.grace_s()  # the backstop: the search plans for timeout_s
         why: str | None = None
         while True:
             if sink.cancelled:
@@ -148,7 +153,15 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
     if why == "cancelled":
         return _failure(spec, config, out_dir, slot, log_path, "cancelled", "cancelled by the user", started,
                         last_stage)
-    message = f"timed out after {config.timeout_s:.0f} s during {last_stage}"
+    why = (f"stopped at the backstop, {config.grace_s():.0f} s after its {config.timeout_s:.0f} s budget, "
+           f"during {last_stage}")
+    kept = salvage(work_dir, why, time.perf_counter() - started)
+    if kept is not None:
+        kept.log_path, kept.gpu = log_path, slot.visible_gpu
+        write_result(out_dir, kept)
+        return kept
+    message = (f"timed out after {config.timeout_s:.0f} s (and a {config.grace_s():.0f} s grace) during "
+               f"{last_stage}")
     return _failure(spec, config, out_dir, slot, log_path, "timeout", message, started, last_stage)
 
 

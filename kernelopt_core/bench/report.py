@@ -13,6 +13,7 @@ from .outcome import category_label
 from .plot import PlotUnavailable, plot_speedups
 from .results import OUTCOMES, ProblemResult, Speedup
 from .summary import FAST_P, CampaignSummary, GroupSummary, summarize_campaign
+from .time_totals import time_section
 
 PLOT_NAME = "speedups.png"
 
@@ -276,10 +277,12 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
         reason = r.reason.replace("|", "/").replace("\n", " ")
         if len(reason) > 140:
             reason = reason[:137] + "..."
-        lines.append(f"| `{r.name}` | {r.level} | {r.outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
+        outcome = f"{r.outcome} (budget reached)" if r.budget_reached else r.outcome
+        lines.append(f"| `{r.name}` | {r.level} | {outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
                      f"{_speedup(r.vs_max_autotune)} | {_config_cell(r)} | {_speedup(r.vs_eager)} | {_sol(r.sol)} | "
                      f"{r.wall_s:.1f} |")
     lines.append("")
+    lines += time_section(results, summary.time)
     lines += _outside_kernels(results)
 
     paths = _paths(results)

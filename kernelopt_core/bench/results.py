@@ -81,6 +81,14 @@ class ProblemResult:
     accounting: dict[str, Any] | None = None  # CallableAccounting JSON without per-launch times
     suggestions: list[str] = field(default_factory=list)
     config_change: dict[str, Any] | None = None  # recommendation and its verification; never a kernel rewrite
+    # the problem's budget (the campaign's per-problem time), what the optimizer got of it, and whether the
+    # budget cut the search (or, at the backstop, the problem) short
+    budget_s: float | None = None
+    optimize_budget_s: float | None = None
+    budget_reached: bool = False
+    # the optimizer's time split: seconds per stage, candidates screened (and per minute), every screen's
+    # seconds (the campaign's median and p90 come from them); the run's report.md has the per-candidate table
+    time_split: dict[str, Any] | None = None
     version: int = RESULT_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -102,6 +110,11 @@ class ProblemResult:
 
 def result_path(out_dir: str, name: str) -> str:
     return os.path.join(out_dir, "problems", *name.split("/")) + ".json"
+
+
+def partial_path(work_dir: str) -> str:
+    """Where a problem's process keeps what it has so far (the parent reads it after a backstop kill)."""
+    return os.path.join(work_dir, "partial_result.json")
 
 
 def write_result(out_dir: str, result: ProblemResult) -> str:

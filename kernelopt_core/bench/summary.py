@@ -23,6 +23,7 @@ import numpy as np
 
 from .config_change import config_figure, with_config_figure
 from .results import OUTCOMES, ProblemResult, Speedup
+from .time_totals import TimeTotals, total_time
 
 FAST_P = (1.0, 1.03, 1.1)
 RESAMPLES = 2000
@@ -147,6 +148,7 @@ class CampaignSummary:
     regression: RegressionCheck
     not_reached: list[str] = field(default_factory=list)
     wall_s_total: float = 0.0
+    time: TimeTotals = field(default_factory=TimeTotals)  # the optimizer's time split over all problems
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -169,4 +171,5 @@ def summarize_campaign(results: Sequence[ProblemResult], not_reached: Sequence[s
         regression=regression_check(results),
         not_reached=list(not_reached),
         wall_s_total=round(sum(r.wall_s for r in results), 3),
+        time=total_time(results),
     )

@@ -2,7 +2,9 @@
 
 Per problem: time eager and max-autotune, account for the whole compiled callable, compile,
 classify, optimize through the gates, and record optimized / matched / fallback (with its reason)
-/ error. With ``--allow-config-changes`` the recommended torch.compile configuration change is
+/ error. ``--timeout`` is each problem's budget: the optimizer gets what the problem's own stages
+left of it and plans its search against it; ``--budget`` is the whole campaign's (no problem
+starts after it). The report gives each problem's time split and the campaign's totals. With ``--allow-config-changes`` the recommended torch.compile configuration change is
 verified through gates 3-4 on the full callable and reported in its own column, with a geomean
 "with configuration changes" beside the kernel-only one. Writes ``<out>/problems/*.json`` as
 problems finish, then ``results.json``, ``report.md`` and ``speedups.png``.
@@ -57,7 +59,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--accounting", default="auto", choices=["auto", "on", "off"],
                         help="account for the whole torch.compile callable, its overheads beyond the kernels "
                              "(auto: on a GPU; it compiles each problem once more)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per problem (default 1800)")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds per problem (default 1800): the problem's budget, compile and search included; "
+                             "the search plans against what is left of it, and the process is killed only as a "
+                             "backstop a grace period later (a quarter of it, 10 s to 2 min), keeping what the "
+                             "search had verified")
     parser.add_argument("--budget", type=float, help="campaign seconds: no problem starts after this")
     parser.add_argument("--reps", type=int, help="timing repetitions (default: adapt to each callable)")
     parser.add_argument("--confirm-rounds", type=int, help="rounds of the confirmation A/B")

@@ -22,6 +22,11 @@ class CliConsole(Console):
     """rich's Console for every command: on a terminal its width; elsewhere ``COLUMNS`` when set,
     else :data:`PIPE_COLUMNS` (so no table cell is cut). Rules stay short off a terminal."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            self._width = None  # rich fixed COLUMNS as found at import; :attr:`size` reads it when printing
+
     @property
     def size(self) -> ConsoleDimensions:
         measured = super().size

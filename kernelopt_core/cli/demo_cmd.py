@@ -38,6 +38,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--out", default="demo-out", help="folder for the dumps and the run")
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--problem", default=str(EXAMPLE), help="a KernelBench-format problem (default: the example)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="seconds for the optimize step (default 600, as `kernelopt optimize`; 0: no limit)")
     parser.add_argument("--json", action="store_true", help="print the optimize result as JSON at the end")
     parser.set_defaults(handler=run)
 
@@ -53,12 +55,18 @@ def run(args: argparse.Namespace) -> int:
         HEARTBEAT_S,
         LiveProgress,
         RunTracker,
+        budget_line,
+        budget_seconds,
         deploy_command,
         print_deploy_hint,
         print_result,
     )
 
     out = Path(args.out).resolve()
+    try:
+        budget = budget_seconds(args.budget)
+    except ValueError as exc:
+        return fail(escape(str(exc)))
     problem_error = check_problem(args.problem)
     if problem_error:
         return fail(escape(problem_error))
@@ -93,9 +101,11 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  vendor  {item.op}  [dim](kept: vendor libraries run near peak)[/dim]")  # type: ignore[union-attr]
     console.rule("[bold]3. optimize (offline provider, small beam)")
     beam = DEMO_BEAM["cuda" if compiled.device.startswith("cuda") else "cpu"]
-    config = OptimizeConfig(provider="offline", device=compiled.device, run_root=str(out / "runs"), **beam)
+    config = OptimizeConfig(provider="offline", device=compiled.device, run_root=str(out / "runs"), budget_s=budget,
+                            **beam)
     console.print("beam " + ", ".join(f"{k}={v}" for k, v in beam.items()) + " (an optimize run defaults to "
                   "B=4, T=5, N=4, K=4; the demo's is small so it takes minutes)", soft_wrap=True)
+    console.print(budget_line(budget), soft_wrap=True, highlight=False)
     tracker = RunTracker(str(out / "runs"))
     try:
         with LiveProgress(console) as view, heartbeat(tracker.wrap(view.sink()), HEARTBEAT_S) as sink:

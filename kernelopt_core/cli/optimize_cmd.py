@@ -3,7 +3,10 @@
 ``PATH`` may also be a project's own kernel file (``my_kernels.py --kernel K --harness H``): the
 result's diff then edits that file's kernel function (docs/user-kernels.md).
 
-Live progress (rich) on a terminal, one line per step otherwise; ``--json`` prints the result as
+``--budget SECONDS`` (default 10 min, printed at the start; 0: no limit) is the deadline the search
+plans against: it stops starting candidates when the time left is what the final gates need and
+reports its best verified result, labelled "budget reached". Live progress (rich) on a terminal,
+one line per step otherwise; ``--json`` prints the result as
 JSON on stdout; ``--events`` streams ``@kernelopt-event`` lines for the language server. Every run
 lives in its own folder (``--run-root``) and an interrupted one continues with ``--resume RUN``:
 Ctrl-C prints the exact command. An optimized result ends with the command that deploys it;
@@ -44,6 +47,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--iterations", type=int, default=5, metavar="T", help="search iterations")
     parser.add_argument("--plans", type=int, default=4, metavar="N", help="plans per beam node and iteration")
     parser.add_argument("--retries", type=int, default=4, metavar="K", help="executor attempts per plan")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="seconds for the whole run (default 600: 10 min; 0: no limit). The search stops "
+                             "starting candidates when the time left is what the final gates need, and reports "
+                             "its best verified result")
     parser.add_argument("--resume", metavar="RUN", help="continue an interrupted run (its id or folder)")
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--force", action="store_true", help="search vendor-dominated graphs too")
@@ -74,13 +81,34 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def budget_seconds(value: float | None) -> float | None:
+    """``--budget``: None (not given) is the default budget, 0 no limit; a negative or non-finite value is an error."""
+    import math
+
+    from ..search.budget import DEFAULT_BUDGET_S
+
+    if value is None:
+        return DEFAULT_BUDGET_S
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"--budget must be a number of seconds (0: no limit), not {value}")
+    return value or None
+
+
+def budget_line(seconds: float | None) -> str:
+    from ..search.time_split import seconds_text
+
+    if seconds is None:
+        return "budget: no limit (--budget 0)"
+    return f"budget: {seconds_text(seconds)} (--budget SECONDS to change it, 0 for no limit)"
+
+
 def build_config(args: argparse.Namespace) -> Any:
     from ..search.pipeline import OptimizeConfig
 
     for name in ("beam_width", "iterations", "plans", "retries", "max_kernels"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    return OptimizeConfig(
+    return OptimizeConfig(budget_s=budget_seconds(args.budget),
         provider=args.provider, model=args.model, beam_width=args.beam_width, iterations=args.iterations,
         plans=args.plans, retries=args.retries, device=args.device, force=args.force,
         allow_config_changes=args.allow_config_changes, account_callable=args.accounting,
@@ -114,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         args.kernel = target.kernel
     tracker = RunTracker(args.run_root, resumed=args.resume)
+    if not args.events:
+        (err_console if args.json else console).print(budget_line(config.budget_s), soft_wrap=True, highlight=False)
     try:
         if args.events:
             with heartbeat(tracker.wrap(json_line_sink()), HEARTBEAT_S) as sink:
@@ -361,6 +391,11 @@ def print_result(console: Console, result: dict[str, Any]) -> None:
                       str(kernel.get("screened_ok", 0)))
     if result.get("kernels"):
         console.print(table)
+    split = result.get("time_split") or {}
+    if split.get("stages"):
+        from ..search.time_split import summary_line
+
+        console.print(summary_line(split), soft_wrap=True, highlight=False)
     for suggestion in result.get("suggestions") or []:
         console.print(f"[cyan]suggestion[/cyan] {suggestion}")
     usage = result.get("llm_usage") or {}

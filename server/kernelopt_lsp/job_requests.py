@@ -26,7 +26,7 @@ def optimize_args(dump: str, kernel: str, settings: Settings, harness: str | Non
     beam = settings.beam
     return ["optimize", dump, "--kernel", kernel, "--provider", settings.provider, "--model", settings.model,
             "--beam-width", str(beam.width), "--iterations", str(beam.iterations), "--plans", str(beam.plans),
-            "--retries", str(beam.retries), "--device", settings.device,
+            "--retries", str(beam.retries), "--device", settings.device, "--budget", f"{settings.budget:g}",
             *(["--allow-config-changes"] if settings.allow_config_changes else []), *_harness(harness)]
 
 

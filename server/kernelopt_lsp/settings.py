@@ -7,10 +7,13 @@ that name the key.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kernelopt_core.search.budget import DEFAULT_BUDGET_S
 
 PROVIDERS = ("anthropic", "vertex", "offline")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -36,6 +39,7 @@ class Settings:
     ncu_path: str = "ncu"
     interpreter: str = ""  # empty: jobs use the server's own Python
     allow_config_changes: bool = False  # optimize verifies a recommended torch.compile configuration change
+    budget: float = DEFAULT_BUDGET_S  # seconds an optimize job plans against (0: no limit), as `optimize --budget`
     # A project's own kernels: (file or file::kernel, absolute) -> harness (docs/user-kernels.md)
     harnesses: tuple[tuple[str, str], ...] = ()
 
@@ -139,6 +143,12 @@ def parse_settings(raw: Any, base: Settings | None = None,
             problems.append(f"kernelopt.allowConfigChanges must be true or false; got {value!r}")
         else:
             changes["allow_config_changes"] = value
+    if "budget" in values:
+        value = values["budget"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            problems.append(f"kernelopt.budget must be a number of seconds (0: no limit); got {value!r}")
+        else:
+            changes["budget"] = float(value)
     if "harnesses" in values:
         value = values["harnesses"]
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
@@ -161,7 +171,7 @@ def parse_settings(raw: Any, base: Settings | None = None,
 
 _KNOWN_KEYS = {
     "dumpFolders", "provider", "model", "apiKeyEnv", "beam.width", "beam.iterations", "beam.plans",
-    "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges", "harnesses",
+    "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges", "harnesses", "budget",
 }
 
 

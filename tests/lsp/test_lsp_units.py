@@ -107,7 +107,9 @@ def test_job_arguments_and_environment(monkeypatch: pytest.MonkeyPatch):
                         ncu_path="/opt/ncu/ncu")
     assert optimize_args("/d/output_code.py", "k", settings) == [
         "optimize", "/d/output_code.py", "--kernel", "k", "--provider", "offline", "--model", "claude-sonnet-4-6",
-        "--beam-width", "1", "--iterations", "2", "--plans", "3", "--retries", "1", "--device", "cpu"]
+        "--beam-width", "1", "--iterations", "2", "--plans", "3", "--retries", "1", "--device", "cpu",
+        "--budget", "600"]
+    assert optimize_args("/d/output_code.py", "k", Settings(budget=0.0))[-2:] == ["--budget", "0"]  # no limit
     monkeypatch.setenv("TEAM_KEY", "sk-test")
     assert job_env(settings) == {"ANTHROPIC_API_KEY": "sk-test", "KERNELOPT_NCU": "/opt/ncu/ncu"}
     assert job_env(Settings()) == {}

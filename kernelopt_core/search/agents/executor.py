@@ -1,7 +1,8 @@
 """The executor: writes the candidate kernel for a plan, with up to K attempts.
 
 Offline, an attempt is the family's next variant not tried yet (a rejected variant's gate
-message rules it out; the next differs in what the gate objected to: block size, warps, ...).
+message rules it out; the next differs in what the gate objected to: block size, warps, ...),
+best first by what the device and the run measured (``search.variant_order``).
 With an LLM, the plan, the kernel and the candidate contract go in; each rejection's gate
 message comes back as the ``submit_kernel`` tool result, so the model fixes what the gate said.
 
@@ -71,9 +72,13 @@ class OfflineSession:
     attempts: int = 0
     error: str | None = None
     position: int = 0
+    # orders the variants not yet proposed, best first, as of each attempt (search.variant_order)
+    order: Callable[[list[Rewrite]], list[Rewrite]] | None = None
 
     def propose(self, feedback: str | None = None) -> Proposal | None:
         self.attempts += 1
+        if self.order is not None and len(self.variants) - self.position > 1:
+            self.variants[self.position:] = self.order(self.variants[self.position:])
         while self.position < len(self.variants):
             rewrite = self.variants[self.position]
             self.position += 1
@@ -144,11 +149,13 @@ class Executor:
         self.on_response = on_response
 
     def start(self, plan: Plan, brief: KernelBrief, node_source: str, context: RewriteContext,
-              tried: set[str]) -> OfflineSession | LLMSession:
+              tried: set[str], order: Callable[[list[Rewrite]], list[Rewrite]] | None = None) -> \
+            OfflineSession | LLMSession:
+        """A session for ``plan``; offline, ``order`` ranks the family's variants (else the family's order)."""
         if self.provider is None or self.prompt is None:
             family = FAMILIES.get(plan.family or "")
             variants = family.variants(context) if family is not None else []
-            return OfflineSession(variants, tried)
+            return OfflineSession(variants, tried, order=order)
         system = self.prompt.render(launcher_contract=self.launcher_contract, retries=self.retries)
         runtime = kernel_runtime_params(brief.original_source, brief.name)
         conversation = Conversation(self.provider, "executor", system, self.prompt.tools, on_response=self.on_response)

@@ -1,0 +1,183 @@
+"""Issue 25's targets: six kbscale problems through `kernelopt bench` at a budget each, and their checks.
+
+Run on the device (4 GPUs: the six problems in two waves of about 4 minutes each):
+
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT budget_six:560
+    # with KERNELOPT_BUDGET_SIX_GPUS=4 (default: every visible GPU, at most 6)
+
+On the CPU first, at the problems' tiny scale (plumbing only; the figures mean nothing there):
+
+    KERNELOPT_BUDGET_SIX_DEVICE=cpu KERNELOPT_PROBLEM_SCALE=tiny KERNELOPT_BUDGET_SIX_S=240 \\
+        python3 benchmarks/gpu/budget_six.py /tmp/budget_six
+
+A thin driver over the public CLI: `kernelopt bench SUITE --timeout BUDGET` with default search
+options (offline provider), one problem per GPU. It then reads the campaign's results.json and
+checks the targets: 0 errors and 0 timeouts; screen median <= 10 s and p90 <= 20 s; the kernel-only
+geomean vs max-autotune >= 1.15x with 0 regressions. It writes ``budget_six.json`` and
+``budget_six.md`` (the checks, one row per problem with its time split) beside the campaign folder
+(``campaign/``: results.json, report.md, each run's report.md with its per-candidate times under
+``work/<problem>/runs/``). Settings: ``KERNELOPT_BUDGET_SIX_S`` (per-problem budget, default 180),
+``KERNELOPT_BUDGET_SIX_PROBLEMS`` (comma-separated subset), ``KERNELOPT_BUDGET_SIX_GPUS``,
+``KERNELOPT_BUDGET_SIX_DEVICE`` (default auto), ``KERNELOPT_BUDGET_SIX_RESUME_FROM`` (an earlier
+``campaign/`` folder whose finished problems are kept: the six may span device calls).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUITE = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
+SIX = ("max_pool2d_dilated", "avg_pool1d", "softmax_long_rows", "l2_norm", "layer_norm_16_rows", "cross_entropy")
+TARGETS = {"errors": 0, "timeouts": 0, "screen_median_s": 10.0, "screen_p90_s": 20.0, "geomean": 1.15,
+           "regressions": 0}
+
+
+def _visible_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - no torch: no GPU
+        return 0
+
+
+def _suite(out_dir: str, problems: list[str]) -> str:
+    """A suite folder holding the chosen problems (copies: the campaign reads the folder's files)."""
+    folder = os.path.join(out_dir, "suite")
+    os.makedirs(folder, exist_ok=True)
+    for name in problems:
+        shutil.copy(os.path.join(SUITE, f"{name}.py"), os.path.join(folder, f"{name}.py"))
+    return folder
+
+
+def _resume(campaign: str, earlier: str | None) -> bool:
+    """Copy an earlier campaign's finished problem files in; True when there were any."""
+    if not earlier or not os.path.isdir(os.path.join(earlier, "problems")):
+        return False
+    shutil.copytree(os.path.join(earlier, "problems"), os.path.join(campaign, "problems"), dirs_exist_ok=True)
+    return True
+
+
+def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[str, Any]:
+    """The targets against a campaign's results.json: each check's value, target and verdict."""
+    summary = results.get("summary") or {}
+    problems = results.get("problems") or []
+    time_totals = summary.get("time") or {}
+    errors = [p for p in problems if p.get("outcome") == "error"]
+    timeouts = [p for p in errors if p.get("category") == "timeout"]
+    overall = summary.get("overall") or {}
+    geomean = overall.get("geomean_vs_max_autotune")
+    regressions = summary.get("regression_count", len((summary.get("regression") or {}).get("regressions") or []))
+    rows = {
+        "errors": (len(errors), targets["errors"], len(errors) <= targets["errors"]),
+        "timeouts": (len(timeouts), targets["timeouts"], len(timeouts) <= targets["timeouts"]),
+        "screen_median_s": (time_totals.get("screen_median_s"), targets["screen_median_s"],
+                            _at_most(time_totals.get("screen_median_s"), targets["screen_median_s"])),
+        "screen_p90_s": (time_totals.get("screen_p90_s"), targets["screen_p90_s"],
+                         _at_most(time_totals.get("screen_p90_s"), targets["screen_p90_s"])),
+        "geomean": (geomean, targets["geomean"], isinstance(geomean, (int, float)) and geomean >= targets["geomean"]),
+        "regressions": (regressions, targets["regressions"], regressions <= targets["regressions"]),
+    }
+    per_problem = []
+    for p in problems:
+        split = p.get("time_split") or {}
+        speedup = (p.get("vs_max_autotune") or {}).get("value")
+        per_problem.append({
+            "name": p.get("name"), "outcome": p.get("outcome"), "category": p.get("category"),
+            "budget_reached": p.get("budget_reached"), "vs_max_autotune": speedup, "wall_s": p.get("wall_s"),
+            "budget_s": p.get("budget_s"), "optimize_budget_s": p.get("optimize_budget_s"),
+            "optimize_s": (p.get("stage_seconds") or {}).get("optimize"), "screened": split.get("screened"),
+            "screened_per_minute": split.get("screened_per_minute"),
+            "screen_median_s": (split.get("screen_s") or {}).get("median"),
+            "screen_p90_s": (split.get("screen_s") or {}).get("p90"), "finalize_s": split.get("finalize_s"),
+            "stages": split.get("stages"), "reason": p.get("reason"),
+        })
+    return {"checks": {k: {"value": v, "target": t, "passed": ok} for k, (v, t, ok) in rows.items()},
+            "passed": all(ok for _, _, ok in rows.values()), "time": time_totals, "problems": per_problem}
+
+
+def _at_most(value: Any, target: float) -> bool:
+    return isinstance(value, (int, float)) and value <= target
+
+
+def markdown(verdict: dict[str, Any], budget_s: float) -> str:
+    lines = [f"# Six kbscale problems at a {budget_s:.0f} s budget each (issue 25)", "",
+             "| check | value | target | passed |", "|---|---|---|---|"]
+    for name, row in verdict["checks"].items():
+        value = row["value"]
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        limit = "<=" if name not in ("geomean",) else ">="
+        lines.append(f"| {name} | {shown} | {limit} {row['target']} | {'yes' if row['passed'] else '**no**'} |")
+    lines += ["", "| problem | outcome | vs max-autotune | budget reached | wall s | optimizer got s | screened "
+                  "| per min | screen median s | p90 s | final gates s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in verdict["problems"]:
+        def num(value: Any, digits: int = 1) -> str:
+            return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
+
+        lines.append(f"| {p['name']} | {p['outcome']}{' (' + p['category'] + ')' if p['category'] else ''} "
+                     f"| {num(p['vs_max_autotune'], 3)} | {'yes' if p['budget_reached'] else 'no'} | {num(p['wall_s'])} "
+                     f"| {num(p['optimize_budget_s'])} | {p['screened'] if p['screened'] is not None else '-'} "
+                     f"| {num(p['screened_per_minute'])} | {num(p['screen_median_s'])} | {num(p['screen_p90_s'])} "
+                     f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} |")
+    time_totals = verdict.get("time") or {}
+    if time_totals.get("stages"):
+        lines += ["", "Optimizer seconds per stage, summed: " + ", ".join(
+            f"{k} {v:.0f}" for k, v in time_totals["stages"].items() if isinstance(v, (int, float)) and v >= 0.5)]
+    return "\n".join(lines) + "\n"
+
+
+def run(out_dir: str) -> dict[str, Any]:
+    budget_s = float(os.environ.get("KERNELOPT_BUDGET_SIX_S", "180"))
+    device = os.environ.get("KERNELOPT_BUDGET_SIX_DEVICE", "auto")
+    chosen = [n.strip() for n in os.environ.get("KERNELOPT_BUDGET_SIX_PROBLEMS", "").split(",") if n.strip()]
+    problems = chosen or list(SIX)
+    unknown = [n for n in problems if not os.path.isfile(os.path.join(SUITE, f"{n}.py"))]
+    if unknown:
+        raise SystemExit(f"no such kbscale problem: {', '.join(unknown)}")
+    os.makedirs(out_dir, exist_ok=True)
+    campaign = os.path.join(out_dir, "campaign")
+    resumed = _resume(campaign, os.environ.get("KERNELOPT_BUDGET_SIX_RESUME_FROM"))
+    gpus = int(os.environ.get("KERNELOPT_BUDGET_SIX_GPUS", "0")) or min(len(problems), _visible_gpus())
+    command = [sys.executable, "-m", "kernelopt_core.cli.main", "bench", _suite(out_dir, problems), "--out", campaign,
+               "--timeout", f"{budget_s:g}", "--device", device, "--no-plot", "--json"]
+    if gpus > 1 and device != "cpu":
+        command += ["--gpus", str(gpus)]
+    if resumed:
+        command.append("--resume")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "server"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    with open(os.path.join(out_dir, "bench_stderr.log"), "w", encoding="utf-8") as handle:
+        handle.write(done.stderr)
+    results_path = os.path.join(campaign, "results.json")
+    if not os.path.isfile(results_path):
+        raise SystemExit(f"the campaign wrote no results.json (exit {done.returncode}): {done.stderr[-1500:]}")
+    with open(results_path, encoding="utf-8") as handle:
+        verdict = check(json.load(handle))
+    verdict.update(budget_s=budget_s, device=device, gpus=gpus, wall_s=round(wall, 1), exit_code=done.returncode,
+                   command=command[2:])
+    with open(os.path.join(out_dir, "budget_six.json"), "w", encoding="utf-8") as handle:
+        json.dump(verdict, handle, indent=1)
+    with open(os.path.join(out_dir, "budget_six.md"), "w", encoding="utf-8") as handle:
+        handle.write(markdown(verdict, budget_s))
+    print(f"budget_six: {'PASS' if verdict['passed'] else 'FAIL'} in {wall:.0f} s on {gpus or 1} slot(s): "
+          + "; ".join(f"{k} {row['value']} (target {row['target']})" for k, row in verdict["checks"].items()))
+    for p in verdict["problems"]:
+        print(f"  {p['name']}: {p['outcome']} vs MA {p['vs_max_autotune']} screened {p['screened']} "
+              f"median {p['screen_median_s']} s, wall {p['wall_s']} s")
+    return verdict
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python3 benchmarks/gpu/budget_six.py OUT_DIR")
+    run(sys.argv[1])

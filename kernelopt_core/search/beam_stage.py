@@ -1,0 +1,127 @@
+"""The beam over one kernel: B nodes x N plans per iteration, each plan executed with up to K attempts
+(:mod:`.candidates`), UCB selection with diversity, meltdown detection and early stop (:mod:`.beam`).
+
+The budget decides what starts next: no candidate starts once the time left is what the final gates
+need, or once this kernel's share of the search time is spent. A candidate that clears a clear margin
+goes through the final gates at once (:meth:`FinalistStage.early`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .agents import KernelBrief, PlanRequest
+from .beam import BeamNode, EarlyStop, MeltdownDetector, record_visit, select_beam
+from .candidates import CandidateStage
+from .finalists import FinalistStage
+from .kernel_search import KernelSearch
+from .llm import ProviderError
+from .rewrites.kernel_source import KernelSourceError, source_digest
+from .run_context import RunContext
+
+
+class BeamStage:
+    def __init__(self, ctx: RunContext, finalists: FinalistStage):
+        self.ctx = ctx
+        self.candidates = CandidateStage(ctx)
+        self.finalists = finalists
+
+    def search(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
+        """Search kernel ``index`` of ``count`` (the budget shares the search time among them)."""
+        ctx = self.ctx
+        times = ctx.times
+        begin, inner = times.clock(), {name: times.stages.get(name, 0.0) for name in ("screen", "time", "finalize")}
+        try:
+            return self._search(brief, avoid, index, count)
+        finally:  # the loop's own time (plans, proposals, memory): the whole less its screens, timings, finalists
+            spent = times.clock() - begin - sum(times.stages.get(name, 0.0) - before for name, before in inner.items())
+            times.add("beam", max(0.0, spent))
+
+    def _search(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
+        ctx, config = self.ctx, self.ctx.config
+        search = KernelSearch(brief)
+        baseline = brief.baseline_ms if brief.baseline_ms and brief.baseline_ms > 0 else 1.0
+        root = BeamNode("root", brief.original_source, source_digest(brief.original_source), baseline, 1.0, "root")
+        search.nodes.append(root)
+        try:
+            self.candidates.context(brief, brief.original_source)
+        except KernelSourceError as exc:
+            ctx.journal.record("note", message=f"{brief.name}: cannot be rewritten ({exc})")
+            return search
+        kernels_left = count - index
+        deadline = ctx.schedule.kernel_deadline(kernels_left)
+        if math.isfinite(deadline):
+            ctx.journal.record("budget_share", kernel=brief.name, seconds=round(deadline - ctx.budget.now(), 3),
+                               left_s=round(ctx.budget.left(), 3), reserve_s=round(ctx.schedule.reserve_s(kernels_left), 3))
+
+        def may_start() -> bool:
+            return ctx.schedule.may_start_candidate(brief.name, kernels_left, deadline)
+
+        width = config.beam_width if config.use_beam else 1
+        iterations = config.iterations if config.multi_iteration else 1
+        beam = [root]
+        tried = {root.source_hash}
+        meltdown = MeltdownDetector(config.meltdown_window, config.meltdown_unique)
+        stopper = EarlyStop(config.patience, best_latency=root.latency_ms)  # improvement over Inductor counts
+        counter = 0
+        for iteration in range(1, iterations + 1):
+            ctx.sink.check_cancelled()
+            best = min(n.latency_ms for n in search.nodes)
+            ctx.progress(f"{brief.name}: iteration {iteration}/{iterations}, beam of {len(beam)}", stage="iteration",
+                         iteration=iteration, iterations=iterations, kernel=brief.name,
+                         best_speedup=round(baseline / best, 4),
+                         percentage=int(5 + 85 * (index + (iteration - 1) / iterations) / count))
+            children: list[BeamNode] = []
+            for node in beam:
+                if search.stopped_by_budget or not may_start():  # planning costs time too (an LLM's answer)
+                    search.stopped_by_budget = True
+                    break
+                context = self.candidates.context(brief, node.source)
+                request = PlanRequest(
+                    brief=brief, node_source=node.source, context=context, n=config.plans, recent=list(meltdown.recent),
+                    banned=meltdown.banned() if config.meltdown else set(),
+                    avoid=avoid if config.use_memory else set(), boosted=ctx.experience.boosts(), history=ctx.history)
+                try:
+                    plans = ctx.planner.plan(request)
+                except ProviderError as exc:
+                    ctx.journal.record("llm_error", agent="planner", message=str(exc))
+                    plans = []
+                best_child: BeamNode | None = None
+                for plan in plans:
+                    if search.stopped_by_budget:
+                        break
+                    meltdown.observe(plan.family or plan.direction)
+                    ctx.journal.record("plan", kernel=brief.name, iteration=iteration, node=node.id,
+                                       plan=plan.to_json(), melted=meltdown.melted)
+                    counter += 1
+                    child = self.candidates.execute(search, plan, node, context, tried, iteration,
+                                                    f"i{iteration}c{counter}", may_start)
+                    if child is not None:
+                        children.append(child)
+                        if best_child is None or child.latency_ms < best_child.latency_ms:
+                            best_child = child
+                        self.finalists.early(search, child, kernels_left - 1)
+                record_visit(search.nodes, node.id, best_child.speedup if best_child else 0.0)
+            search.nodes.extend(children)
+            pool = search.nodes
+            if config.use_beam:
+                beam = select_beam(pool, width, c=config.ucb_c, diversity=config.diversity)
+            else:
+                beam = sorted(pool, key=lambda n: (n.latency_ms, n.id))[:1]
+            iteration_best = min((c.latency_ms for c in children), default=None)
+            ctx.journal.record("iteration_done", kernel=brief.name, iteration=iteration,
+                               beam=[n.id for n in beam], children=[c.id for c in children],
+                               best_latency_ms=min(n.latency_ms for n in search.nodes))
+            best_now = min(n.latency_ms for n in search.nodes)
+            ctx.progress(f"{brief.name}: iteration {iteration} done, best kernel speedup {baseline / best_now:.2f}x",
+                         stage="iteration", iteration=iteration, iterations=iterations, kernel=brief.name,
+                         best_speedup=round(baseline / best_now, 4))
+            if search.stopped_by_budget:
+                ctx.journal.record("budget_end", kernel=brief.name, iteration=iteration,
+                                   reason="the budget keeps the time left for the final gates")
+                break
+            if stopper.update(iteration_best) and config.early_stop and iteration < iterations:
+                ctx.journal.record("early_stop", kernel=brief.name, iteration=iteration,
+                                   reason=f"{config.patience} iterations without a faster candidate")
+                break
+        return search

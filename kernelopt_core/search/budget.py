@@ -1,0 +1,225 @@
+"""The run's time budget: a deadline on one clock, and what the stages still need before it.
+
+A :class:`Budget` is an argument of the search, never a global: tests hand it a stand-in clock and
+the run's decisions follow that clock. :class:`Schedule` answers the questions the stages ask:
+
+* may another candidate start? Only while the time left covers one more candidate (its measured
+  duration in this run, else a prior) *and* the final gates every searched kernel still needs;
+* how long may this kernel's beam run? An equal share of what is left after that reserve, so a
+  second and third kernel are searched too (time one kernel leaves unused goes to the next);
+* is there time for a finalist (full gate 2, gates 3-4), an ncu profile, a configuration check?
+
+Durations come from this run's own measurements where it has any (:class:`TimeSplit`), else from
+the conservative priors per device below. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .time_split import TimeSplit, seconds_text
+
+# What a user accepts for one optimize run when they set nothing: a few minutes. `--budget 0` is no limit.
+DEFAULT_BUDGET_S = 600.0
+
+# Priors per device, used until this run has measured the stage itself. A finalist runs gate 2's full
+# battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the slowest of the
+# last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the Triton
+# interpreter's on an idle 2-core machine (the 64x256 example: 51 candidates in 11 minutes, a finalist
+# 30-60 s), so that a small problem's first candidate starts within a few minutes' budget;
+# a loaded machine is slower, and the first measured screen carries that into the estimates (on a
+# 2-core machine at load 7: a screen 323 s, so a finalist was planned at 485 s). GPU figures are issue
+# 25's targets at KernelBench scale on the H200 (a screen <= 10 s, gate 2's full battery <= 10 s, then
+# gates 3-4; ncu 26-33 s per kernel): low enough that a problem's 180-s budget, less its compile, still
+# starts a candidate, whose measured screen then replaces the guess.
+PRIORS_S: dict[str, dict[str, float]] = {
+    "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
+    "cuda": {"finalize": 30.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
+}
+FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
+# A finalist against a screen: on today's CPU runs gates 3-4 took 0.6 of the screen (gate 2's full battery
+# was the screen); with gate 2's fast screen the finalist runs the battery again. The H200's time split
+# (finalize_s against screen_s in results.json) is what to tune this and PRIORS_S by.
+SCREEN_FACTOR = 1.5
+# A measured finalist is taken at this factor (the next one may run a larger battery or a busier machine).
+MEASURED_MARGIN = 1.25
+# Writing result.json, report.md and final.diff, and the decision itself.
+CLOSING_S = 2.0
+
+
+@dataclass
+class Budget:
+    """A deadline ``seconds`` after :meth:`start` on ``clock``; ``seconds`` None or <= 0 is no limit."""
+
+    seconds: float | None = DEFAULT_BUDGET_S
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.seconds is not None and (not math.isfinite(self.seconds) or self.seconds <= 0):
+            self.seconds = None
+
+    def start(self) -> Budget:
+        if self.started is None:
+            self.started = self.clock()
+        return self
+
+    @property
+    def limited(self) -> bool:
+        return self.seconds is not None
+
+    def now(self) -> float:
+        return self.clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start().started  # type: ignore[operator]
+
+    def left(self) -> float:
+        return math.inf if self.seconds is None else self.seconds - self.elapsed()
+
+    @property
+    def reached(self) -> bool:
+        return self.left() <= 0
+
+    def label(self) -> str:
+        return "no limit" if self.seconds is None else seconds_text(self.seconds)
+
+
+@dataclass
+class BudgetStop:
+    """Why and when the budget cut the search short (journaled and reported)."""
+
+    stage: str  # "beam", "profile", "finalists", "config"
+    kernel: str | None
+    left_s: float
+    needed_s: float
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "kernel": self.kernel, "left_s": round(self.left_s, 3),
+                "needed_s": round(self.needed_s, 3), "detail": self.detail}
+
+
+@dataclass
+class Schedule:
+    """The budget's answers to the stages, from the run's measured durations or the device's priors."""
+
+    budget: Budget
+    times: TimeSplit
+    device_kind: str = "cpu"
+    config_check: bool = False  # a configuration change will be verified at the end (its time is reserved)
+    stops: list[BudgetStop] = field(default_factory=list)
+    on_stop: Callable[[BudgetStop], None] | None = None  # told of each new stop (the journal, the progress)
+
+    def _prior(self, what: str) -> float:
+        return PRIORS_S.get(self.device_kind, PRIORS_S["cuda"])[what]
+
+    def finalize_s(self) -> float:
+        """One finalist: the largest this run measured (with a margin); else SCREEN_FACTOR of its slowest
+        recent screen (at least the floor); else the device's prior."""
+        measured = self.times.durations("finalize")
+        if measured:
+            return max(measured) * MEASURED_MARGIN
+        screens = self.times.durations("screen")[-8:]
+        if screens:
+            return max(FINALIZE_FLOOR_S.get(self.device_kind, 20.0), SCREEN_FACTOR * max(screens))
+        return self._prior("finalize")
+
+    def candidate_s(self) -> float:
+        """One candidate from plan to timing: the slowest of the last few this run measured, else the prior."""
+        measured = self.times.candidate_seconds()[-8:]
+        return max(measured) * MEASURED_MARGIN if measured else self._prior("candidate")
+
+    def profile_s(self) -> float:
+        measured = self.times.durations("profile")
+        return max(measured) * MEASURED_MARGIN if measured else self._prior("profile")
+
+    def config_s(self) -> float:
+        return self._prior("config")
+
+    def reserve_s(self, kernels_left: int) -> float:
+        """What must stay in hand: one finalist per kernel not yet finalized, the configuration check,
+        the decision and the files."""
+        return (max(0, kernels_left) * self.finalize_s() + (self.config_s() if self.config_check else 0.0)
+                + CLOSING_S)
+
+    def kernel_deadline(self, kernels_left: int) -> float:
+        """The clock time this kernel's beam stops starting candidates: its share of what the reserve leaves
+        (the last kernel has no share: it may use everything but the reserve, as measured at each start)."""
+        if not self.budget.limited or kernels_left <= 1:
+            return math.inf
+        spare = max(0.0, self.budget.left() - self.reserve_s(kernels_left))
+        return self.budget.now() + spare / max(1, kernels_left)
+
+    def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float) -> bool:
+        if not self.budget.limited:
+            return True
+        need = self.candidate_s()
+        left = self.budget.left() - self.reserve_s(kernels_left)
+        slice_left = deadline - self.budget.now()
+        if left >= need and slice_left >= need:
+            return True
+        share = f", {max(0.0, slice_left):.0f} s of this kernel's share" if math.isfinite(slice_left) else ""
+        detail = (f"{max(0.0, left):.0f} s left after the final gates' reserve{share}; a candidate takes about "
+                  f"{need:.0f} s")
+        self._stop("beam", kernel, max(0.0, left), need, detail)
+        return False
+
+    def may_profile(self, kernel: str, kernels_left: int) -> bool:
+        if not self.budget.limited:
+            return True
+        need = self.profile_s() + self.candidate_s()
+        left = self.budget.left() - self.reserve_s(kernels_left)
+        if left >= need:
+            return True
+        self._stop("profile", kernel, max(0.0, left), need,
+                   f"ncu skipped: {max(0.0, left):.0f} s left after the final gates' reserve, a profile and one "
+                   f"candidate take about {need:.0f} s")
+        return False
+
+    def may_finalize(self, kernel: str, kernels_after: int) -> bool:
+        """Time for one more finalist of this kernel, keeping the reserve of the kernels after it."""
+        if not self.budget.limited:
+            return True
+        need = self.finalize_s()
+        left = self.budget.left() - self.reserve_s(kernels_after)
+        if left >= need:
+            return True
+        self._stop("finalists", kernel, max(0.0, left), need,
+                   f"{max(0.0, left):.0f} s left, a finalist (full gate 2, gates 3-4) takes about {need:.0f} s")
+        return False
+
+    def may_check_config(self) -> bool:
+        if not self.budget.limited:
+            return True
+        need = self.config_s()
+        left = self.budget.left() - CLOSING_S
+        if left >= need:
+            return True
+        self._stop("config", None, max(0.0, left), need,
+                   f"{max(0.0, left):.0f} s left, a configuration check takes about {need:.0f} s")
+        return False
+
+    @property
+    def reached(self) -> bool:
+        """The budget cut something short (a candidate not started, a finalist or check not run)."""
+        return bool(self.stops) or (self.budget.limited and self.budget.reached)
+
+    def _stop(self, stage: str, kernel: str | None, left: float, need: float, detail: str) -> None:
+        if not any(s.stage == stage and s.kernel == kernel for s in self.stops):
+            stop = BudgetStop(stage, kernel, left, need, detail)
+            self.stops.append(stop)
+            if self.on_stop is not None:
+                self.on_stop(stop)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": self.budget.seconds, "elapsed_s": round(self.budget.elapsed(), 3),
+                "reached": self.reached, "stops": [s.to_json() for s in self.stops],
+                "estimates_s": {"finalize": round(self.finalize_s(), 3), "candidate": round(self.candidate_s(), 3),
+                                "profile": round(self.profile_s(), 3)},
+                "measured": {"finalize": bool(self.times.durations("finalize")),
+                             "candidate": bool(self.times.candidate_seconds())}}

@@ -1,0 +1,104 @@
+"""The callable beyond its kernels: the whole-callable accounting, the overheads and suggestions, and
+the recommended torch.compile configuration change, verified through gates 3-4 when allowed (and
+when the budget leaves time for it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dispatch import DispatchReport
+from .run_context import RunContext
+
+
+class CallableChecks:
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.accounting_summary: dict[str, Any] | None = None
+
+    def findings(self, report: DispatchReport) -> Any:
+        """Overheads, suggestions and the configuration change: from the whole callable when the
+        problem is known, else from the dump's own timing."""
+        from ..config_findings import accounting_summary, find_config_changes
+        from ..measure.accounting import CallableAccounting
+
+        ctx = self.ctx
+        with ctx.times.stage("config"):
+            source: Any = report
+            data = self._accounting()
+            if data is not None:
+                try:
+                    source = CallableAccounting.from_json(data)
+                    self.accounting_summary = accounting_summary(source)
+                except (KeyError, TypeError, ValueError) as exc:
+                    ctx.journal.record("note", message=f"the whole-callable accounting could not be read: {exc}")
+                    source = report
+            return find_config_changes(source, allowed=ctx.config.allow_config_changes, verify=self._verify_option)
+
+    def _accounting(self) -> dict[str, Any] | None:
+        """The whole-callable accounting (given, journaled, or measured in the worker), else None."""
+        ctx = self.ctx
+        source = ctx.callable_source
+        entry = ctx.journal.lookup("accounting", "callable")
+        if entry is not None:
+            value = entry["value"]
+        elif source.accounting is not None:
+            value = source.accounting
+            ctx.journal.append("accounting", "callable", value=value, given=True)
+        elif source.problem is None or not self._accounting_wanted():
+            return None
+        else:
+            import os
+
+            ctx.progress(f"accounting for the whole callable of {os.path.basename(source.problem)}", stage="account")
+            try:
+                from ..measure.accounting_run import account_problem
+
+                # the other mode informs a recommendation (GPU only); with verification coming, gate 4 times it
+                gpu = ctx.evaluator.device.startswith("cuda")
+                measured = account_problem(source.problem, source.mode or "max-autotune", ctx.evaluator.device,
+                                           alternatives=gpu and not ctx.config.allow_config_changes)
+                value = measured.to_json()
+            except Exception as exc:  # noqa: BLE001 - the accounting adds information; the run stands without it
+                value = {"error": f"{type(exc).__name__}: {exc}"}
+            ctx.journal.append("accounting", "callable", value=value)
+        if not isinstance(value, dict) or "error" in value:
+            reason = value.get("error") if isinstance(value, dict) else "not an object"
+            ctx.journal.record("note", message=f"whole-callable accounting unavailable: {reason}")
+            return None
+        return value
+
+    def _accounting_wanted(self) -> bool:
+        from ..config_findings import accounting_wanted
+
+        try:
+            return accounting_wanted(self.ctx.config.account_callable, self.ctx.evaluator.device)
+        except ValueError as exc:
+            self.ctx.journal.record("note", message=f"whole-callable accounting skipped: {exc}")
+            return False
+
+    def _verify_option(self, recommendation: Any, option: Any) -> Any:
+        """Verify one configuration option like a candidate (needs the problem the dump came from)."""
+        from ..recommend import ConfigVerdict, ConfigVerificationError, verify_option
+
+        ctx = self.ctx
+        problem = ctx.callable_source.problem
+        if problem is None:
+            raise ConfigVerificationError("the problem file behind this dump is unknown (no compile_report.json)")
+        key = f"verify:{option.name}"
+        entry = ctx.journal.lookup("config_change", key)
+        if entry is not None:
+            if entry["value"].get("error"):
+                raise ConfigVerificationError(entry["value"]["error"])
+            return ConfigVerdict.from_json(entry["value"])
+        if not ctx.schedule.may_check_config():  # not journaled: a resumed run with time left checks it
+            raise ConfigVerificationError(f"not verified: budget reached (a configuration check takes about "
+                                          f"{ctx.schedule.config_s():.0f} s, {max(0.0, ctx.budget.left()):.0f} s were left)")
+        ctx.progress(f"verifying the configuration change {option.change} through gates 3-4", stage="gate")
+        try:
+            verdict = verify_option(problem, option, recommendation.baseline_mode or ctx.callable_source.mode
+                                    or "max-autotune", device=ctx.evaluator.device)
+        except Exception as exc:
+            ctx.journal.append("config_change", key, value={"error": f"{type(exc).__name__}: {exc}"})
+            raise
+        ctx.journal.append("config_change", key, value=verdict.to_json())
+        return verdict

@@ -1,0 +1,128 @@
+"""Finalists: the candidates that go through the final gates (gate 2's full battery, then gates 3-4).
+
+* **Early**: a candidate whose kernel speedup clears a clear margin (``EARLY_MARGIN``, its confidence
+  interval's lower bound included) goes through the final gates as soon as it is timed, so a verified
+  result exists early; the run writes it at once and the search goes on. A later candidate replaces an
+  accepted one only through the same gates, when its kernel is clearly faster (its lower bound above
+  the accepted one's speedup) and its end-to-end speedup is at least as high.
+* **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized (those faster
+  than an accepted one, if there is one) go through, the first accepted winning, while the budget
+  leaves time for one more.
+* **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..gates.verdict import CascadeResult
+from .beam import BeamNode
+from .kernel_search import KernelSearch
+from .run_context import RunContext
+
+EARLY_MARGIN = 1.15  # kernel speedup (and its CI's lower bound) that sends a candidate to the final gates at once
+
+
+class FinalistStage:
+    def __init__(self, ctx: RunContext, on_verified: Callable[[KernelSearch], None] = lambda search: None):
+        self.ctx = ctx
+        self.on_verified = on_verified  # writes the run's result as soon as one is verified
+
+    def gates(self) -> tuple[int, ...]:
+        return (3, 4) if self.ctx.config.use_perf_gate else (3,)
+
+    def clears_margin(self, search: KernelSearch, node: BeamNode) -> bool:
+        """A clear win, by its confidence interval; and clearly faster than an accepted candidate."""
+        low = node.ci_low
+        if low is None or node.speedup < EARLY_MARGIN or low < EARLY_MARGIN or node.id in search.finalized:
+            return False
+        return search.accepted is None or low > search.accepted.speedup
+
+    def early(self, search: KernelSearch, node: BeamNode, kernels_after: int) -> None:
+        """Finalize ``node`` now when it clears the margin and the budget has a finalist's time."""
+        if not self.clears_margin(search, node):
+            return
+        if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
+            return
+        self._finalize(search, node, "early finalist")
+
+    def final(self, search: KernelSearch, kernels_after: int) -> None:
+        """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
+        accepted = search.accepted
+        ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
+                         and (accepted is None or n.speedup > accepted.speedup)),
+                        key=lambda n: (n.latency_ms, n.id))
+        for node in ranked[: max(1, self.ctx.config.finalists)]:
+            self.ctx.sink.check_cancelled()
+            if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
+                return
+            if self._finalize(search, node, "finalist") and search.accepted is node:
+                return
+
+    def _finalize(self, search: KernelSearch, node: BeamNode, what: str) -> bool:
+        """Run the final gates on ``node``; True when it passed them (whether or not it replaced another)."""
+        ctx, name = self.ctx, search.brief.name
+        title = search.titles.get(node.id, node.id)
+        ctx.progress(f"{name}: {what} {node.id} ({title}) through the full gate 2 and gates 3-4", stage="gate",
+                     kernel=name, candidate=node.id)
+        search.finalized.add(node.id)
+        before = ctx.evaluator.replayed
+        with ctx.times.stage("finalize", replayed=lambda: ctx.evaluator.replayed > before) as seconds:
+            cascade = ctx.evaluator.finalize({name: node.source}, self.gates())
+        timing = next((c for c in ctx.times.candidates if c.label == node.id and c.kernel == name), None)
+        if timing is not None:
+            timing.finalize_s = seconds[0]
+        ctx.journal.record("finalist", kernel=name, node=node.id, accepted=cascade.accepted,
+                           failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
+                           could_not_verify=cascade.could_not_verify, early=what == "early finalist")
+        if cascade.could_not_verify:
+            search.unverified += 1
+            return False
+        verdict = cascade.verdict(3)
+        if verdict is not None and verdict.passed:
+            search.correct = True
+        accepted = cascade.accepted
+        if accepted and not ctx.config.use_perf_gate:
+            accepted = node.speedup >= ctx.config.min_speedup  # ablation: kernel timing decides
+        if not accepted:
+            if cascade.failed_gate == 4:
+                search.perf_rejected += 1
+            if search.accepted is None:
+                search.cascade = cascade
+            return False
+        if search.accepted is not None and (cascade.speedup or 0.0) < (search.cascade.speedup if search.cascade
+                                                                          and search.cascade.speedup else 0.0):
+            ctx.journal.record("note", message=f"{name}: {node.id} passed the final gates but is not faster end to "
+                                               f"end than {search.accepted.id}; {search.accepted.id} stays")
+            return True
+        search.accepted, search.cascade = node, cascade
+        ctx.progress(f"{name}: {node.id} verified through all gates"
+                     + (f", {cascade.speedup:.3f}x end to end" if cascade.speedup else ""),
+                     stage="verified", kernel=name, candidate=node.id, best_speedup=cascade.speedup)
+        self.on_verified(search)
+        return True
+
+    def combine(self, searches: list[KernelSearch]) -> CascadeResult | None:
+        """The final cascade: several accepted kernels verified together, else the accepted one's."""
+        ctx = self.ctx
+        accepted = [s for s in searches if s.accepted is not None]
+        if len(accepted) >= 2:
+            candidates = {s.brief.name: s.accepted.source for s in accepted if s.accepted is not None}
+            combined: CascadeResult | None = None
+            if ctx.schedule.may_finalize("combined", 0):
+                ctx.progress(f"{len(candidates)} accepted kernels verified together", stage="gate")
+                with ctx.times.stage("combine"):
+                    combined = ctx.evaluator.finalize(candidates, self.gates())
+                ctx.journal.record("combined", kernels=sorted(candidates), accepted=combined.accepted,
+                                   reason=combined.reason, speedup=combined.speedup)
+            if combined is not None and combined.accepted:
+                return combined
+            best = max(accepted, key=lambda s: (s.cascade.speedup or 0.0) if s.cascade else 0.0)
+            for other in accepted:
+                if other is not best:
+                    other.accepted = None  # only the best one stands on its own
+            return best.cascade
+        if accepted:
+            return accepted[0].cascade
+        tried = [s.cascade for s in searches if s.cascade is not None]
+        return tried[-1] if tried else None

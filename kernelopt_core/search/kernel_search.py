@@ -1,0 +1,46 @@
+"""The state of one kernel's search, shared by the beam, the finalists and the decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..gates.verdict import CascadeResult
+from .agents import KernelBrief
+from .beam import BeamNode
+
+
+@dataclass
+class VariantTiming:
+    """A timed variant of a rewrite family on this kernel: what the next variants are ordered by."""
+
+    family: str
+    params: dict[str, Any]
+    speedup: float
+
+
+@dataclass
+class KernelSearch:
+    brief: KernelBrief
+    nodes: list[BeamNode] = field(default_factory=list)
+    candidates: int = 0
+    screened_ok: int = 0
+    rejections: dict[int, int] = field(default_factory=dict)
+    accepted: BeamNode | None = None
+    cascade: CascadeResult | None = None
+    correct: bool = False  # some candidate passed gates 1-3
+    perf_rejected: int = 0
+    titles: dict[str, str] = field(default_factory=dict)  # node id -> rewrite title
+    unverified: int = 0  # candidates whose check could not run (e.g. out of memory): not rejections
+    quarantined: list[dict[str, Any]] = field(default_factory=list)  # candidates that broke containment
+    finalized: set[str] = field(default_factory=set)  # node ids that went through gates 3-4
+    timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
+    stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
+
+    def best(self) -> BeamNode | None:
+        found = [n for n in self.nodes if n.id != "root"]
+        return min(found, key=lambda n: (n.latency_ms, n.id)) if found else None
+
+    @property
+    def root(self) -> BeamNode:
+        return self.nodes[0]

@@ -1,0 +1,56 @@
+"""The device script for issue 25's targets (benchmarks/gpu/budget_six.py): its checks, read from a
+campaign's results.json (the script itself runs the campaign on the device)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("budget_six_under_test", ROOT / "benchmarks" / "gpu" / "budget_six.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _problem(name: str, outcome: str, speedup: float, category: str | None = None) -> dict[str, Any]:
+    return {"name": name, "outcome": outcome, "category": category, "vs_max_autotune": {"value": speedup},
+            "budget_reached": True, "wall_s": 170.0, "budget_s": 180.0, "optimize_budget_s": 120.0,
+            "stage_seconds": {"optimize": 118.0},
+            "time_split": {"screened": 8, "screened_per_minute": 6.0, "screen_s": {"median": 6.0, "p90": 12.0},
+                           "finalize_s": [25.0], "stages": {"screen": 48.0}}}
+
+
+def _results(problems: list[dict[str, Any]], geomean: float, median: float, p90: float) -> dict[str, Any]:
+    return {"problems": problems, "summary": {"overall": {"geomean_vs_max_autotune": geomean}, "regression_count": 0,
+                                              "time": {"screen_median_s": median, "screen_p90_s": p90,
+                                                       "stages": {"screen": 96.0}}}}
+
+
+def test_the_six_problems_and_the_targets() -> None:
+    script = _script()
+    assert script.SIX == ("max_pool2d_dilated", "avg_pool1d", "softmax_long_rows", "l2_norm", "layer_norm_16_rows",
+                          "cross_entropy")
+    assert all((ROOT / "benchmarks" / "problems" / "kbscale" / f"{name}.py").is_file() for name in script.SIX)
+
+
+def test_the_checks_pass_only_when_every_target_is_met() -> None:
+    script = _script()
+    good = script.check(_results([_problem("a", "optimized", 1.4), _problem("b", "matched", 1.0)], 1.18, 6.0, 12.0))
+    assert good["passed"] and all(row["passed"] for row in good["checks"].values())
+    assert good["problems"][0]["screen_median_s"] == 6.0 and good["problems"][0]["optimize_budget_s"] == 120.0
+    timeout = script.check(_results([_problem("a", "error", 1.0, "timeout")], 1.2, 6.0, 12.0))
+    assert not timeout["passed"] and timeout["checks"]["timeouts"]["value"] == 1
+    assert not timeout["checks"]["errors"]["passed"]
+    slow = script.check(_results([_problem("a", "optimized", 1.3)], 1.3, 11.0, 25.0))
+    assert not slow["checks"]["screen_median_s"]["passed"] and not slow["checks"]["screen_p90_s"]["passed"]
+    low = script.check(_results([_problem("a", "matched", 1.0)], 1.0, 6.0, 12.0))
+    assert not low["checks"]["geomean"]["passed"]
+    text = script.markdown(good, 180.0)
+    assert "| geomean | 1.180 | >= 1.15 | yes |" in text and "| a | optimized | 1.400 | yes |" in text

@@ -1,0 +1,190 @@
+"""The search within a budget, on a stand-in clock: it stops starting candidates when the time left is
+what the final gates need, runs its finalists, and reports at the deadline; a budget too small for any
+finalist reports matched/fallback "budget reached"; an early finalist is verified (and written) before
+the search ends and survives a later kill; the time split adds up. No device, no wall clock: the
+stand-in evaluator moves the clock by a fixed time per measurement."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_search_pipeline import ELEMENTWISE, StandInEvaluator, kinds
+
+from kernelopt_core.gates.verdict import CascadeResult
+from kernelopt_core.search.budget import Budget
+from kernelopt_core.search.evaluation import KernelTime, Screen
+from kernelopt_core.search.pipeline import OptimizeConfig, optimize
+
+# seconds each measurement takes on the stand-in clock
+COSTS = {"launch_timing": 5.0, "facts": 3.0, "profile": 20.0, "screen": 10.0, "time": 2.0, "finalize": 30.0}
+
+
+class StandInClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ClockedEvaluator(StandInEvaluator):
+    """The stand-in evaluator, each measurement moving the clock by its cost (``screen_costs`` gives the
+    screens' costs in turn, the last one repeating)."""
+
+    def __init__(self, clock: StandInClock, screen_costs: list[float] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.screen_costs = list(screen_costs or [COSTS["screen"]])
+
+    def _spend(self, what: str) -> None:
+        if what == "screen":
+            self.clock.now += self.screen_costs.pop(0) if len(self.screen_costs) > 1 else self.screen_costs[0]
+        else:
+            self.clock.now += COSTS[what]
+
+    def launch_timing(self) -> dict[str, Any] | None:
+        self._spend("launch_timing")
+        return super().launch_timing()
+
+    def facts(self, kernels: list[str]) -> dict[str, Any]:
+        self._spend("facts")
+        return super().facts(kernels)
+
+    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
+        self._spend("profile")
+        return super().profile(kernel, sections)
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self._spend("screen")
+        return super().screen(kernel, source)
+
+    def time(self, kernel: str, source: str, screen: Screen) -> KernelTime:
+        self._spend("time")
+        return super().time(kernel, source, screen)
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        self._spend("finalize")
+        return super().finalize(candidates, gates)
+
+
+def fixed_configs(faster: float = 0.9) -> Callable[[str], float]:
+    """Every launch-config candidate ``faster`` (as a share of Inductor's time), everything else equal."""
+    return lambda source: faster if "fixed_config" in source else 1.0
+
+
+def run(tmp_path: Path, evaluator: StandInEvaluator, budget: Budget | None, **overrides: Any):
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"), **overrides)
+    result = optimize(ELEMENTWISE, config=config, evaluator=evaluator, budget=budget)
+    journal = [json.loads(line) for line in Path(result.run_dir, "journal.jsonl").read_text().splitlines()]
+    return result, journal
+
+
+def test_the_search_stops_for_its_finalists_and_reports_at_the_deadline(tmp_path: Path) -> None:
+    clock = StandInClock()
+    unlimited = ClockedEvaluator(StandInClock(), latency=fixed_configs())
+    _, _ = run(tmp_path / "unlimited", unlimited, None, early_stop=False)
+    evaluator = ClockedEvaluator(clock, latency=fixed_configs())
+    start = clock.now
+    result, journal = run(tmp_path / "budget", evaluator, Budget(240.0, clock), early_stop=False)
+
+    assert clock.now - start <= 240.0  # the result was reported by the deadline
+    assert 0 < evaluator.calls["screen"] < unlimited.calls["screen"]  # the budget, not the beam, ended the search
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    assert "a candidate takes about" in stop["detail"]
+    assert evaluator.finalized and kinds(journal, "finalist")  # the finalists ran after the search stopped
+    assert result.decision == "optimized" and result.reason.startswith("budget reached")
+    assert result.budget["reached"] and result.budget["seconds"] == 240.0
+    # planned from this run's own measurements: a candidate 12 s (x 1.25), the final gates at least 20 s
+    # (1.5 screens of 10 s, at the GPU's floor; not the device's 30-s prior) + 2 s for the files
+    assert stop["needed_s"] == pytest.approx(12.0 * 1.25) and stop["left_s"] < 15.0
+    assert stop["detail"].startswith(f"{stop['left_s']:.0f} s left after the final gates' reserve")
+    assert 240.0 - (clock.now - start) + 30.0 - 22.0 == pytest.approx(stop["left_s"])  # the finalist used the reserve
+
+    split = result.time_split
+    screens, timings = evaluator.calls["screen"], evaluator.calls["time"]
+    assert split["stages"]["screen"] == pytest.approx(10.0 * screens)
+    assert split["stages"]["time"] == pytest.approx(2.0 * timings)
+    assert split["stages"]["finalize"] == pytest.approx(30.0 * evaluator.calls["finalize"])
+    assert split["stages"]["dispatch"] == pytest.approx(5.0) and split["stages"]["profile"] == pytest.approx(20.0)
+    assert split["total_s"] == pytest.approx(clock.now - start)
+    assert split["screened"] == screens and split["screen_s"]["median"] == pytest.approx(10.0)
+    assert split["screened_per_minute"] == pytest.approx(60.0 * screens / (10.0 * screens + 2.0 * timings))
+    assert len(split["candidates"]) == screens and all(c["screen_s"] == 10.0 for c in split["candidates"])
+    assert kinds(journal, "time_split") and len(kinds(journal, "candidate_time")) == screens
+    saved = json.loads(Path(result.run_dir, "result.json").read_text())
+    assert saved["budget_reached"] is True and saved["time_split"]["screened"] == screens
+    report = Path(result.run_dir, "report.md").read_text()
+    assert "budget reached" in report and "## Time" in report and "per minute" in report
+
+
+def test_a_budget_too_small_for_a_finalist_reports_matched_budget_reached(tmp_path: Path) -> None:
+    clock = StandInClock()
+    # the second screen takes 100 s: the final gates now look like 150 s, more than is left
+    evaluator = ClockedEvaluator(clock, screen_costs=[10.0, 100.0, 100.0], latency=fixed_configs())
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(200.0, clock), use_ncu=False)
+    assert evaluator.calls["screen"] == 2 and not evaluator.finalized
+    assert result.decision == "matched" and result.reason.startswith("budget reached")
+    assert "did not go through the final gates within the budget" in result.reason
+    assert {s["stage"] for s in result.budget["stops"]} == {"beam", "finalists"}
+    assert clock.now - start <= 200.0
+
+
+def test_a_budget_too_small_for_any_candidate_reports_fallback_budget_reached(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=fixed_configs())
+    result, _ = run(tmp_path, evaluator, Budget(30.0, clock))
+    assert evaluator.calls["screen"] == 0 and evaluator.calls["profile"] == 0  # not even ncu: no time to use it
+    assert result.decision == "fallback" and result.reason.startswith("budget reached")
+    assert "no rewrite applied" in result.reason
+
+
+def test_no_budget_never_stops_the_search(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=fixed_configs())
+    result, journal = run(tmp_path, evaluator, Budget(None, clock), iterations=2, early_stop=False)
+    assert not kinds(journal, "budget_stop") and not result.budget["reached"]
+    assert "budget reached" not in result.reason and result.budget["seconds"] is None
+
+
+def two_wins(source: str) -> float:
+    """Launch configs at XBLOCK=2048 are 1.67x faster than Inductor's kernel, the other ones 1.25x."""
+    if "'XBLOCK': 2048" in source:
+        return 0.6
+    return 0.8 if "fixed_config" in source else 1.0
+
+
+def test_an_early_finalist_is_verified_before_the_search_ends_and_a_better_one_replaces_it(tmp_path: Path) -> None:
+    evaluator = StandInEvaluator(latency=two_wins)
+    result, journal = run(tmp_path, evaluator, None, early_stop=False, iterations=2)
+    finalists = kinds(journal, "finalist")
+    early = [f for f in finalists if f["early"]]
+    assert len(early) >= 2 and early[0]["accepted"] and early[0]["speedup"] == pytest.approx(1.25)
+    positions = {id(e): i for i, e in enumerate(journal)}
+    last_candidate = max(i for i, e in enumerate(journal) if e["kind"] == "candidate")
+    assert positions[id(early[0])] < last_candidate  # verified while the search went on
+    written = kinds(journal, "result_written")
+    assert written[0]["final"] is False and written[0]["speedup"] == pytest.approx(1.25)
+    assert written[-1]["speedup"] == pytest.approx(1 / 0.6)  # the better one, through the same gates
+    assert result.decision == "optimized" and result.speedup == pytest.approx(1 / 0.6)
+    assert "'XBLOCK': 2048" in result.accepted_sources[result.kernels[0]["name"]]
+    assert json.loads(Path(result.run_dir, "result.json").read_text())["final"] is True
+
+
+def test_an_early_finalist_survives_a_later_kill(tmp_path: Path) -> None:
+    killed = StandInEvaluator(latency=two_wins, stop_after_screens=3)
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"))
+    with pytest.raises(KeyboardInterrupt):  # the hard kill, in the middle of the search
+        optimize(ELEMENTWISE, config=config, evaluator=killed)
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    saved = json.loads((run_dir / "result.json").read_text())
+    assert saved["decision"] == "optimized" and saved["final"] is False
+    assert saved["speedup"] == pytest.approx(1.25) and saved["accepted_kernels"]
+    assert (run_dir / "final.diff").read_text().startswith("---")
+    assert "fixed_config" in (run_dir / "optimized_kernel.py").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "provisional" in report and "**decision: optimized**" in report
