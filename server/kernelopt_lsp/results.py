@@ -128,6 +128,13 @@ class RunRecord:
     def optimized_kernel_path(self) -> str:
         return os.path.join(self.run_dir, "optimized_kernel.py")
 
+    def has_diff(self) -> bool:
+        """The run wrote a diff that is not empty (an accepted kernel)."""
+        try:
+            return os.path.getsize(self.diff_path) > 0
+        except OSError:
+            return False
+
 
 class ResultStore:
     def __init__(self) -> None:

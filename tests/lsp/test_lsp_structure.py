@@ -1,0 +1,110 @@
+"""The language server's shape (issue 27): a thin shell, feature modules that never import it, no
+import circle inside ``kernelopt_lsp``, and no class that holds a whole subsystem.
+
+Imports are read from the source with ``ast`` (every import: module level, in functions, under
+TYPE_CHECKING), so a circle that only bites at run time is caught too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "server" / "kernelopt_lsp"
+SHELL = "kernelopt_lsp.server"
+SHELL_MAX_LINES = 200
+CLASS_MAX_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's own modules that ``name`` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        out |= {t for t in targets if t in known}
+    out.discard(name)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_the_import_graph_reads_relative_and_nested_imports():
+    graph = _graph()
+    assert "kernelopt_lsp.features.hover" in graph[SHELL]
+    assert "kernelopt_lsp.hover" in graph["kernelopt_lsp.features.hover"]  # from ..hover import ...
+    assert SHELL in graph["kernelopt_lsp.main"]  # imported inside main()
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_circle_in_the_language_server():
+    cycle = _cycle(_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_only_the_entry_point_imports_the_shell():
+    importers = sorted(name for name, deps in _graph().items() if SHELL in deps and name != "kernelopt_lsp.main")
+    assert importers == [], f"these import the server shell: {importers}"
+
+
+def test_every_feature_module_registers_itself():
+    features = [p for p in (PACKAGE / "features").glob("*.py") if p.name != "__init__.py"]
+    assert features
+    for path in features:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), path.name
+
+
+def test_the_shell_is_thin_and_no_class_holds_a_subsystem():
+    shell_lines = len(_modules()[SHELL].read_text(encoding="utf-8").splitlines())
+    assert shell_lines <= SHELL_MAX_LINES, f"server.py has {shell_lines} lines"
+    too_big = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > CLASS_MAX_LINES:
+                too_big.append(f"{name}.{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert too_big == [], too_big
