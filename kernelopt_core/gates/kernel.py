@@ -561,7 +561,9 @@ def draw_arguments(values: list[Any], roles: list[Role], seed: int, distribution
         device = value.device
         generator = generators.get(str(device))
         if generator is None:
-            generator = generators[str(device)] = torch.Generator(device=device).manual_seed(seed)
+            # not the seed itself: the graph's own inputs come from torch.manual_seed(seed) and would repeat
+            generator = generators[str(device)] = torch.Generator(device=device).manual_seed(
+                (seed * 1_000_003 + 0x9E3779B9) % (2**63 - 1))
         for piece in chunks(value):
             # Drawn a chunk at a time in float32 (float64 for float64 tensors), then rounded once to the
             # tensor's dtype: no wider than the values need.

@@ -224,13 +224,13 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     with clock("setup"):
         captured = sum(held_bytes(values) for values in launch_values)
         orig = Side(base, roles, device=device)
+        orig.fill(base)
         # The original never writes its inputs: its guarded copies hold the input values from now on. Outputs
         # are poisoned before every run, so their captured values are never read. Both captured copies are
         # released; only in-out values, which runs overwrite, keep theirs.
         for index, role in enumerate(roles):
             if role in ("input", "output") and index in orig.run.guarded:
                 base[index] = orig.run.guarded[index].view
-        orig.fill(base)
         _release_cached_memory(device)
     kept = held_bytes([v for v, r in zip(base, roles, strict=True) if r == "inout"]) \
         + sum(held_bytes(values) for values in launch_values[1:])
