@@ -564,23 +564,31 @@ def draw_arguments(values: list[Any], roles: list[Role], seed: int, distribution
             # not the seed itself: the graph's own inputs come from torch.manual_seed(seed) and would repeat
             generator = generators[str(device)] = torch.Generator(device=device).manual_seed(
                 (seed * 1_000_003 + 0x9E3779B9) % (2**63 - 1))
-        for piece in chunks(value):
-            # Drawn a chunk at a time in float32 (float64 for float64 tensors), then rounded once to the
-            # tensor's dtype: no wider than the values need.
-            shape = tuple(piece.shape)
-            work = torch.float64 if value.dtype == torch.float64 else torch.float32
-            if distribution == "randn":
-                data = torch.randn(shape, generator=generator, dtype=work, device=device)
-            elif distribution == "uniform":
-                data = torch.rand(shape, generator=generator, dtype=work, device=device) * 8.0 - 3.0
-            elif distribution == "small-ints":
-                data = torch.randint(-8, 9, shape, generator=generator, device=device).to(work)
-            elif distribution == "large":
-                scale = LARGE_MAGNITUDE.get(str(value.dtype), 1000.0)
-                data = torch.randn(shape, generator=generator, dtype=work, device=device) * scale
-            else:
-                raise ValueError(f"unknown distribution {distribution!r}")
+        if distribution not in ("randn", "uniform", "small-ints", "large"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        if str(value.dtype) in _DRAWN_IN_PLACE:
+            _draw_in_place(value, distribution, generator)
+            continue
+        for piece in chunks(value):  # other floating dtypes (float8): a float32 chunk at a time, then rounded
+            data = torch.empty(tuple(piece.shape), dtype=torch.float32, device=device)
+            _draw_in_place(data, distribution, generator, LARGE_MAGNITUDE.get(str(value.dtype), 1000.0))
             piece.copy_(data.to(value.dtype))
+
+
+_DRAWN_IN_PLACE = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")  # by str(dtype)
+
+
+def _draw_in_place(tensor: Any, distribution: str, generator: Any, scale: float | None = None) -> None:
+    """Draw into ``tensor`` itself (any layout, no temporary): the random ops write in its own dtype."""
+    if distribution == "randn":
+        tensor.normal_(0.0, 1.0, generator=generator)
+    elif distribution == "uniform":
+        tensor.uniform_(-3.0, 5.0, generator=generator)
+    elif distribution == "small-ints":
+        tensor.random_(-8, 9, generator=generator)
+    else:
+        tensor.normal_(0.0, scale if scale is not None else LARGE_MAGNITUDE.get(str(tensor.dtype), 1000.0),
+                       generator=generator)
 
 
 def random_arguments(values: list[Any], roles: list[Role], seed: int, distribution: str) -> list[Any]:
