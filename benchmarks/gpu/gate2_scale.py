@@ -160,7 +160,9 @@ def run(out_dir: str) -> dict[str, Any]:
 
 
 def _gb(value: Any) -> str:
-    return f"{value / 1e9:.2f}" if isinstance(value, (int, float)) else "-"
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value / 1e9:.2f}" if value >= 1e8 else f"{value / 1e9:.2g}"
 
 
 def _markdown(report: dict[str, Any]) -> str:

@@ -123,9 +123,9 @@ def _per_row(ctx: FillContext, start: int, count: int, of_rows: Callable[[Any], 
 
 
 # Random values come in aligned blocks, each drawn from its own seeded generator, so they depend on the
-# flat index, not on the chunking; blocks are large enough that a GPU chunk of 16 Mi elements takes 64
-# draws, not thousands.
-_BLOCK = 1 << 18
+# flat index, not on the chunking; blocks are large enough that a GPU chunk of 16 Mi elements takes 16
+# draws, not thousands (a block costs a generator and a launch), and small enough to draw whole on a CPU.
+_BLOCK = 1 << 20
 
 
 def _random(ctx: FillContext, start: int, count: int, salt: int, kind: str) -> Any:
