@@ -203,3 +203,27 @@ def test_a_cascade_past_gate_2_always_runs_the_full_battery() -> None:
     assert gate2_battery(screen, (1, 2, 3)) == "full" and gate2_battery(screen, (2, 4)) == "full"
     assert gate2_battery(CascadeConfig(), (1, 2)) == "full"  # the default, for verify and user kernels
     assert CascadeConfig().to_json()["gate2_battery"] == "full"
+
+
+def test_a_real_gate_2_reports_its_battery_steps_runs_and_memory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The job itself, in this process, on the corpus' elementwise graph (its output captured as a layout)."""
+    from adversarial.dumps import compiled_corpus_graphs
+
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+
+    graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory, problems=("elementwise",))["elementwise"])
+    kernel = graph.kernels[0]
+    config = CascadeConfig(run_gates=(2,), gate2_battery="screen", workdir=str(tmp_path_factory.mktemp("screen")))
+    result = run_cascade(graph, {kernel.name: kernel.source}, config, worker="in-process")
+    verdict = result.verdict(2)
+    assert result.accepted and verdict is not None and verdict.reason.startswith("screen (captured launch, one seed)")
+    numbers = verdict.numbers
+    assert numbers["battery"] == "screen"
+    assert {"load_baseline_s", "capture_s", "load_candidate_s", "original_s", "candidate_s", "compare_s",
+            "checks_s"} <= set(numbers["steps_s"])
+    assert numbers["kernels"][kernel.name]["runs"] == {"original": 2, "candidate": 3}
+    memory = numbers["memory"]
+    assert memory["working_set_bytes"] > 0 and memory["tracked_peak_bytes"] > memory["working_set_bytes"]
+    assert memory["ratio_to_working_set"] == round(memory["tracked_peak_bytes"] / memory["working_set_bytes"], 2)
+    assert memory["device_peak_bytes"] is None and memory["device_peak_ratio"] is None  # no allocator stats on a CPU

@@ -251,7 +251,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if failed is not None:
         failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery)
         return failed
-    candidate_peak = _candidate_memory(process, reset=True)
+    loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
+    candidate_peak = loading_peak
     per_kernel: dict[str, Any] = {}
     peak_tracked = 0
     working = 0
@@ -296,7 +297,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 "violation": bool(failed_check is not None and failed_check.violation),
             }
     finally:
-        candidate_peak = _candidate_memory(process) or candidate_peak
+        running_peak = _candidate_memory(process)
+        peaks = [p for p in (loading_peak, running_peak) if p is not None]
+        candidate_peak = max(peaks) if peaks else None
         _release_mappings(process)  # before the arena frees its buffers: a mapped buffer cannot be freed
         arena.close()
     steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
