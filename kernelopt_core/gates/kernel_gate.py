@@ -145,17 +145,18 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
     """Per floating output: (max, mean) of |original(inputs nudged by one ulp) - original(inputs)|.
 
     Runs the original once more with every finite input element moved by one ulp, then restores the
-    inputs and the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs only
-    when a candidate is about to be rejected on its error's structure alone). Empty when it measures
+    inputs and all the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs
+    only when a candidate is about to be rejected on its error's structure alone). Empty when it measures
     nothing (no floating output, the original failed); None when that copy does not fit in memory.
     """
     import torch
 
-    outputs = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input" and g.view.is_floating_point()}
+    written = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input"}
+    outputs = {i: view for i, view in written.items() if view.is_floating_point()}
     if not outputs:
         return {}
-    try:
-        saved = {i: view.clone() for i, view in outputs.items()}
+    try:  # every output is restored afterwards, integer ones too: the comparison that follows reads them all
+        saved = {i: view.clone() for i, view in written.items()}
     except torch.OutOfMemoryError:
         return None
     nudged = [v for v, r in zip(values, roles, strict=True)
@@ -179,7 +180,7 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
         for v in nudged:
             nudge_last_bit(v)
         orig.fill(values)
-        for i, view in outputs.items():
+        for i, view in written.items():
             view.copy_(saved[i])
         orig.run.error = None
     return sensitivity
@@ -252,7 +253,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     steady = kept + orig.nbytes + cand.nbytes
     result.peak_bytes = max(captured + orig.nbytes, steady)
     output_bytes = sum(g.view.numel() * g.view.element_size() for i, g in orig.run.guarded.items()
-                       if roles[i] != "input" and g.view.is_floating_point())
+                       if roles[i] != "input")  # what the sensitivity run saves
     magnitudes: dict[str, float] = {}
 
     def input_magnitude(key: str, values: list[Any]) -> float:
