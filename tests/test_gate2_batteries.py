@@ -206,7 +206,7 @@ def test_a_cascade_past_gate_2_always_runs_the_full_battery() -> None:
 
 
 def test_a_real_gate_2_reports_its_battery_steps_runs_and_memory(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The job itself, in this process, on the corpus' elementwise graph (its output captured as a layout)."""
+    """The job itself, in the shared worker, on the corpus' elementwise graph (its output captured as a layout)."""
     from adversarial.dumps import compiled_corpus_graphs
 
     from kernelopt_core.artifacts import parse_output_code
@@ -215,7 +215,7 @@ def test_a_real_gate_2_reports_its_battery_steps_runs_and_memory(tmp_path_factor
     graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory, problems=("elementwise",))["elementwise"])
     kernel = graph.kernels[0]
     config = CascadeConfig(run_gates=(2,), gate2_battery="screen", workdir=str(tmp_path_factory.mktemp("screen")))
-    result = run_cascade(graph, {kernel.name: kernel.source}, config, worker="in-process")
+    result = run_cascade(graph, {kernel.name: kernel.source}, config)
     verdict = result.verdict(2)
     assert result.accepted and verdict is not None and verdict.reason.startswith("screen (captured launch, one seed)")
     numbers = verdict.numbers
