@@ -301,7 +301,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         peaks = [p for p in (loading_peak, running_peak) if p is not None]
         candidate_peak = max(peaks) if peaks else None
         _release_mappings(process)  # before the arena frees its buffers: a mapped buffer cannot be freed
-        arena.close()
+        for launch in launches:  # the captured values, and the original's buffers standing in for them
+            launch.args.clear()
+        arena.close()  # (it also hands the allocator's cached blocks back to the device)
     steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery,
                "memory": _gate2_memory(clock, working, peak_tracked, candidate_peak), "containment": containment}
