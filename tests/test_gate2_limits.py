@@ -76,3 +76,28 @@ def test_a_sensitivity_run_that_does_not_fit_is_not_a_verdict() -> None:
     assert original_sensitivity(None, orig, [None], {}, ["output"], ["out_ptr0"], "cpu") is None
     nothing = SimpleNamespace(run=SimpleNamespace(guarded={}))
     assert original_sensitivity(None, nothing, [None], {}, ["output"], ["out_ptr0"], "cpu") == {}
+
+
+def test_the_sensitivity_run_restores_every_output_integer_ones_too() -> None:
+    """The comparison that follows it (and the next check on the same inputs) reads all of the original's
+    outputs: an integer output left poisoned would read as a mismatch."""
+    from kernelopt_core.gates.kernel import Side
+    from kernelopt_core.gates.kernel_gate import original_sensitivity
+
+    class MaxAndArgmax:
+        def run(self, x: torch.Tensor, values: torch.Tensor, indices: torch.Tensor) -> None:
+            values.copy_(x.max(dim=-1).values)
+            indices.copy_(x.argmax(dim=-1))
+
+    x = torch.randn(4, 9, generator=torch.Generator().manual_seed(0))
+    values = [x, torch.empty(4), torch.empty(4, dtype=torch.int64)]
+    roles, names = ["input", "output", "output"], ["in_ptr0", "out_ptr0", "out_ptr1"]
+    side = Side(values, roles)
+    side.fill(values)
+    values[0] = side.run.guarded[0].view
+    MaxAndArgmax().run(*side.arguments(values))
+    before = [side.run.guarded[i].view.clone() for i in (0, 1, 2)]
+    sensitivity = original_sensitivity(MaxAndArgmax(), side, values, {}, roles, names, "cpu")
+    assert sensitivity is not None and set(sensitivity) == {"out_ptr0"}
+    for i in (0, 1, 2):
+        assert torch.equal(side.run.guarded[i].view, before[i]), names[i]

@@ -446,3 +446,21 @@ def test_a_quarantined_candidate_is_named_in_the_journal_and_report(tmp_path: Pa
     assert result.kernels[0]["quarantined"][0]["candidate"] == entries[0]["candidate"]
     report = Path(result.run_dir, "report.md").read_text()
     assert "## Quarantined candidates" in report and "process 4242" in report
+
+
+class FullBatteryRejects(StandInEvaluator):
+    """Every candidate passes the screen; gate 2's full battery, which finalize runs first, rejects it."""
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        self.calls["finalize"] += 1
+        self.finalized.append(gates)
+        reason = "full battery: k, seed 1337, previous outputs left in the buffers: returned a stale result"
+        return CascadeResult(False, 2, f"gate 2 (kernel) rejected the candidate: {reason}",
+                             [GateVerdict(2, "kernel", False, reason)])
+
+
+def test_finalists_the_full_battery_rejects_are_never_accepted(tmp_path: Path) -> None:
+    result, journal, evaluator = run(tmp_path, evaluator=FullBatteryRejects(), iterations=1, plans=2)
+    assert evaluator.finalized and result.decision == "fallback"
+    assert "gate 2's full battery" in result.reason and "stale result" in result.reason
+    assert all(not f["accepted"] and f["failed_gate"] == 2 for f in kinds(journal, "finalist"))

@@ -22,9 +22,9 @@ from ..artifacts.model import CompiledGraph
 from ..events import CancelledError, EventSink
 from .restitch import RestitchError, write_restitched
 from .static import run_static_gate
-from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from .verdict import GATE2_BATTERIES, GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 
-__all__ = ["CascadeSetupError", "run_cascade", "run_static_gate"]
+__all__ = ["CascadeSetupError", "gate2_battery", "run_cascade", "run_static_gate"]
 
 _JOBS = "kernelopt_core.gates.jobs"
 
@@ -63,6 +63,8 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
     gates = tuple(sorted(set(config.run_gates)))
     if not gates or any(g not in GATE_NAMES for g in gates):
         raise CascadeSetupError(f"run_gates must be a subset of 1-4, got {config.run_gates}")
+    if config.gate2_battery not in GATE2_BATTERIES:
+        raise CascadeSetupError(f"gate2_battery must be one of {', '.join(GATE2_BATTERIES)}, got {config.gate2_battery!r}")
     device = _resolve_device(config.device, graph) if any(g > 1 for g in gates) else (config.device or "auto")
     result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=os.path.abspath(graph.path),
                            kernels=sorted(candidates), device=device)
@@ -111,7 +113,7 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
             if path is None:
                 raise CascadeSetupError("the re-stitched graph could not be written", partial=result)
             try:
-                payload = {**_payload(gate, graph, candidates, path, device, config), "compiled": compiled[0]}
+                payload = {**_payload(gate, graph, candidates, path, device, config, gates), "compiled": compiled[0]}
                 verdict = _worker_gate(gate, call, payload)
                 if verdict.could_not_verify and verdict.numbers.get("oom") and config.retry_low_memory \
                         and not config.low_memory:
@@ -191,8 +193,14 @@ def _static_gate(graph: CompiledGraph, candidates: dict[str, str], config: Casca
     return GateVerdict(1, "static", failed is None, reason, numbers, time.monotonic() - begin)
 
 
+def gate2_battery(config: CascadeConfig, gates: tuple[int, ...]) -> str:
+    """The battery gate 2 runs: the configured one, but always the full battery when the cascade goes on to
+    gate 3 or 4 (no candidate reaches acceptance on the screen alone)."""
+    return config.gate2_battery if max(gates) <= 2 else "full"
+
+
 def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restitched: str, device: str,
-             config: CascadeConfig) -> dict[str, Any]:
+             config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
     payload: dict[str, Any] = {"graph": os.path.abspath(graph.path), "restitched": restitched,
                                "kernels": sorted(candidates), "device": device, "sources": dict(candidates),
                                "low_memory": config.low_memory, "families": config.families,
@@ -200,7 +208,8 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
                                # A hung candidate is the candidate process's to lose, inside the job's time.
                                "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
     if gate == 2:
-        payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns)
+        payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
+                       battery=gate2_battery(config, gates))
     elif gate == 3:
         payload.update(seeds=list(config.seeds_model), tolerance=config.model_tolerance,
                        fx_graph_runnable=graph.fx_graph_runnable)

@@ -131,6 +131,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         raise ValueError("candidate, original and reference must have one shape")
     if not original.dtype.is_floating_point:
         raise ValueError(f"error structure is for floating outputs, not {original.dtype}")
+    if reference is None:
+        return _against_original(candidate, original, row_length=row_length, input_scale=input_scale, chunk=chunk,
+                                 sensitivity=sensitivity)
     eps = float(torch.finfo(original.dtype).eps)
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
@@ -200,6 +203,16 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, sensitive_max, 1e-300)
     worst_ratio = worst / max(worst_orig, element_floor)
+    return _judged(bias, bias_z, bias_scale, bias_ratio, worst, worst_orig, element_floor, worst_ratio, count, groups,
+                   "float64" if reference is not None else "original",
+                   sum_orig_err / count if reference is not None else None,
+                   sum_cand_err / count if reference is not None else None, sensitive_max)
+
+
+def _judged(bias: float, bias_z: float, bias_scale: float, bias_ratio: float, worst: float, worst_orig: float,
+            element_floor: float, worst_ratio: float, count: int, groups: int, reference_name: str,
+            original_mean_error: float | None, candidate_mean_error: float | None,
+            sensitive_max: float) -> ErrorStructure:
     problems = []
     if worst_ratio > ELEMENT_FACTOR:
         problems.append(f"an element's error {worst:.3g} is {worst_ratio:.1f}x the "
@@ -212,32 +225,126 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         problems.append(f"a systematic bias: mean(candidate - original) = {bias:.3g}, {bias_ratio:.1f}x the error "
                         f"scale {bias_scale:.3g} (limit {BIAS_FACTOR:g}x) and {abs(bias_z):.1f} standard errors "
                         f"from 0 (limit {BIAS_Z:g})")
-    reference_name = "float64" if reference is not None else "original"
     figures = (f"bias {bias:.3g} ({bias_ratio:.2f}x scale, z {bias_z:.1f}); worst error {worst:.3g} "
                f"({worst_ratio:.2f}x) against the {reference_name} reference")
     return ErrorStructure(
         passed=not problems, reason="; ".join(problems) if problems else figures, reference=reference_name,
-        count=count, rows=groups, bias=bias,
-        bias_z=bias_z, bias_scale=bias_scale, bias_ratio=bias_ratio,
-        original_mean_error=sum_orig_err / count if reference is not None else None,
-        candidate_mean_error=sum_cand_err / count if reference is not None else None,
+        count=count, rows=groups, bias=bias, bias_z=bias_z, bias_scale=bias_scale, bias_ratio=bias_ratio,
+        original_mean_error=original_mean_error, candidate_mean_error=candidate_mean_error,
         worst_error=worst, worst_original_error=worst_orig, element_floor=element_floor, worst_ratio=worst_ratio)
 
 
-def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> float:
-    """The largest finite |value| among floating tensors (gate 2's ``input_scale``), chunked."""
+def _against_original(candidate: Any, original: Any, *, row_length: int | None, input_scale: float | None,
+                      chunk: int, sensitivity: tuple[float, float] | None) -> ErrorStructure:
+    """Gate 2's case (the reference is the original's output): the same figures as the general path,
+    in fewer passes over memory. The original's own error is 0, so only ``d = candidate - original``
+    (float64, one chunk at a time) and the original's magnitudes are needed; rows are summed by
+    reshaping the chunk along row boundaries (no scattered atomics); every per-chunk figure stays on
+    the device until one read at the end."""
     import torch
 
-    out = 0.0
+    eps = float(torch.finfo(original.dtype).eps)
+    numel = original.numel()
+    use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
+    group = row_length if use_rows else 1
+    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    device = original.device
+    rows = numel // group if use_rows else 0
+    row_sum = torch.zeros(rows, dtype=torch.float64, device=device)
+    row_count = torch.zeros(rows, dtype=torch.int64, device=device)
+    counts, sums, squares = [], [], []
+    worst = max_abs_ref = sum_abs_ref = torch.zeros((), dtype=torch.float64, device=device)
+    wide_input = original.dtype == torch.float64
+    for start, (c, o) in aligned_flat([candidate, original], chunk):
+        d = torch.sub(c.to(torch.float64), o)
+        # from float32 or narrower, d is finite exactly where both are (float64 cannot overflow on them)
+        finite = torch.isfinite(c) & torch.isfinite(o) if wide_input else torch.isfinite(d)
+        outside = ~finite
+        d.masked_fill_(outside, 0.0)
+        n = finite.sum()
+        total = d.sum()
+        counts.append(n)
+        sums.append(total)
+        centred = (d - total / n.clamp_min(1)).masked_fill_(outside, 0.0)
+        squares.append(torch.dot(centred, centred))
+        if use_rows:
+            _add_by_rows(row_sum, d, start, group)
+            _add_by_rows(row_count, finite, start, group)
+        worst = torch.maximum(worst, d.abs_().max())
+        magnitude = o.abs().masked_fill_(outside, 0.0)
+        max_abs_ref = torch.maximum(max_abs_ref, magnitude.max().to(torch.float64))
+        sum_abs_ref = sum_abs_ref + magnitude.sum(dtype=torch.float64)
+    figures = [worst, max_abs_ref, sum_abs_ref]
+    if use_rows:
+        present = row_count > 0
+        groups = present.sum()
+        means = (row_sum / row_count.clamp_min(1)).masked_fill_(~present, 0.0)
+        centre = means.sum() / groups.clamp_min(1)
+        spread_rows = (means - centre).masked_fill_(~present, 0.0)
+        figures += [groups.to(torch.float64), torch.dot(spread_rows, spread_rows)]
+    chunks_read = len(counts)
+    numbers = torch.stack([f.to(torch.float64) for f in figures + counts + sums + squares]).tolist() \
+        if chunks_read or figures else []
+    worst_f, max_abs_ref_f, sum_abs_ref_f = numbers[0], numbers[1], numbers[2]
+    offset = 5 if use_rows else 3
+    moments = _Moments()
+    for k in range(chunks_read):
+        n = int(numbers[offset + k])
+        if n:
+            moments.add(n, numbers[offset + chunks_read + k] / n, numbers[offset + 2 * chunks_read + k])
+    count = moments.n
+    if count == 0:
+        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
+                              "original", 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, 0.0, 0.0, 0.0, 0.0)
+    bias = moments.mean
+    groups, spread = count, moments.std
+    if use_rows:
+        present_rows = int(numbers[3])
+        if present_rows >= MIN_ROWS:
+            groups = present_rows
+            spread = math.sqrt(numbers[4] / (present_rows - 1))
+    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
+    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
+    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
+    bias_scale = max(eps * (sum_abs_ref_f / count) * growth, sensitive_mean, 1e-300)
+    bias_ratio = abs(bias) / bias_scale
+    element_floor = max(eps * max(max_abs_ref_f, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
+    worst_ratio = worst_f / element_floor
+    return _judged(bias, bias_z, bias_scale, bias_ratio, worst_f, 0.0, element_floor, worst_ratio, count, groups,
+                   "original", None, None, sensitive_max)
+
+
+def _add_by_rows(target: Any, values: Any, start: int, group: int) -> None:
+    """``target[row] += sum of values in that row`` for the flat elements [start, start + len(values)),
+    rows of ``group`` consecutive elements: a partial row at each end, whole rows by a reshape."""
+    count = values.numel()
+    head = min(count, (-start) % group)
+    if head:
+        target[start // group] += values[:head].sum()
+    whole = (count - head) // group
+    first = (start + head) // group
+    if whole:
+        target[first:first + whole] += values[head:head + whole * group].view(whole, group).sum(1)
+    tail = values[head + whole * group:]
+    if tail.numel():
+        target[first + whole] += tail.sum()
+
+
+def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> float:
+    """The largest finite |value| among floating tensors (gate 2's ``input_scale``), chunked, in the
+    tensors' own dtype (a maximum needs no wider one), read once."""
+    import torch
+
+    largest = None
     for tensor in tensors:
         if not tensor.dtype.is_floating_point or tensor.numel() == 0:
             continue
         for _, piece in flat_pieces(tensor, chunk):
-            values = read_flat(piece).to(torch.float64).abs()
-            values = values[torch.isfinite(values)]
-            if values.numel():
-                out = max(out, float(values.max()))
-    return out
+            values = read_flat(piece).abs()  # a new tensor: the input itself is never touched
+            values.masked_fill_(~torch.isfinite(values), 0)
+            top = values.max().to(torch.float64)
+            largest = top if largest is None else torch.maximum(largest, top.to(largest.device))
+    return float(largest) if largest is not None else 0.0
 
 
 __all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "ErrorStructure", "error_structure", "max_finite_magnitude"]

@@ -110,13 +110,22 @@ def _hash_normal(index: Any, seed: int, salt: int) -> Any:
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
 
 
-def _rows(ctx: FillContext, start: int, count: int) -> Any:
+def _per_row(ctx: FillContext, start: int, count: int, of_rows: Callable[[Any], Any]) -> Any:
+    """Each element of [start, start + count) gets ``of_rows(row index)`` of its row, computed once per row."""
     import torch
 
-    return torch.arange(start, start + count, device=ctx.device, dtype=torch.int64) // ctx.row_length
+    first, last = start // ctx.row_length, (start + count - 1) // ctx.row_length
+    per_row = of_rows(torch.arange(first, last + 1, device=ctx.device, dtype=torch.int64))
+    if first == last:
+        return per_row.expand(count)
+    index = torch.arange(start, start + count, device=ctx.device, dtype=torch.int64) // ctx.row_length - first
+    return per_row[index]
 
 
-_BLOCK = 1 << 16  # random values come in aligned blocks, so they depend on the index, not on the chunking
+# Random values come in aligned blocks, each drawn from its own seeded generator, so they depend on the
+# flat index, not on the chunking; blocks are large enough that a GPU chunk of 16 Mi elements takes 16
+# draws, not thousands (a block costs a generator and a launch), and small enough to draw whole on a CPU.
+_BLOCK = 1 << 20
 
 
 def _random(ctx: FillContext, start: int, count: int, salt: int, kind: str) -> Any:
@@ -146,8 +155,8 @@ def _uniform(ctx: FillContext, start: int, count: int, low: float, high: float, 
 def _signs(ctx: FillContext, start: int, count: int, salt: int) -> Any:
     import torch
 
-    index = torch.arange(start, start + count, device=ctx.device, dtype=torch.int64)
-    return torch.where(_hash_uniform(index, ctx.seed, salt) < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
+    uniform = _random(ctx, start, count, salt + 100, "uniform")
+    return torch.where(uniform < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
 
 
 # --- the generators ------------------------------------------------------------------------------
@@ -202,17 +211,18 @@ def _zero_blocks(ctx: FillContext, start: int, count: int) -> Any:
 
 
 def _constant_rows(ctx: FillContext, start: int, count: int) -> Any:
-    return _hash_normal(_rows(ctx, start, count), ctx.seed, 3).to(ctx.compute_dtype)
+    return _per_row(ctx, start, count, lambda rows: _hash_normal(rows, ctx.seed, 3).to(ctx.compute_dtype))
 
 
 def _low_variance_rows(ctx: FillContext, start: int, count: int) -> Any:
-    mean = _hash_normal(_rows(ctx, start, count), ctx.seed, 4).to(ctx.compute_dtype)
+    mean = _per_row(ctx, start, count, lambda rows: _hash_normal(rows, ctx.seed, 4).to(ctx.compute_dtype))
     std = 4.0 * ctx.eps * mean.abs().clamp_min(1.0)
     return mean + std * _normal(ctx, start, count, 4)
 
 
 def _offset_rows(ctx: FillContext, start: int, count: int) -> Any:
-    mean = 1000.0 + 10.0 * _hash_normal(_rows(ctx, start, count), ctx.seed, 5).to(ctx.compute_dtype)
+    mean = 1000.0 + 10.0 * _per_row(ctx, start, count,
+                                    lambda rows: _hash_normal(rows, ctx.seed, 5).to(ctx.compute_dtype))
     return mean + _normal(ctx, start, count, 5)
 
 

@@ -204,69 +204,84 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES, argument_roles, runtime_parameters
-    from .kernel_gate import check_kernel
+    from .kernel_gate import BATTERIES, check_kernel
     from .launch_capture import capture_launches
+    from .step_clock import StepClock
 
     device = _device(payload)
     graph = parse_output_code(payload["graph"])
     names: list[str] = list(payload["kernels"])
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
     low_memory = bool(payload.get("low_memory"))
-    steps: dict[str, float] = {}  # where gate 2's time goes (loading compiles every kernel of a graph)
-    mark = time.perf_counter()
-    _reset_peak(device)
-    baseline = _load_baseline(payload, device)
-    steps["load_baseline_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
+    battery = str(payload.get("battery") or "full")
+    if battery not in BATTERIES:
+        raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
+    clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
+    with clock("load_baseline"):
+        baseline = _load_baseline(payload, device)
+    kernels: dict[str, Any] = {}
+    for name in names:
+        kernel = graph.kernel(name)
+        assert kernel is not None
+        params = runtime_parameters(kernel.source, name)
+        role_of = argument_roles(kernel.source, name, list(kernel.inductor_meta.get("mutated_arg_names") or []))
+        kernels[name] = (kernel, params, role_of)
+    # Outputs are poisoned before every run: their captured values are never read, so only their layout is kept.
+    layouts_only = {name: {i for i, p in enumerate(params) if role_of.get(p) == "output"}
+                    for name, (_, params, role_of) in kernels.items()}
     try:
-        limit = 1 if low_memory else MAX_LAUNCHES
-        launches, output = capture_launches(baseline, names, make_inputs(baseline, seed=seeds[0] if seeds else 0),
-                                            limit=limit, limit_bytes=MANY_LAUNCHES_BYTES)
-        del output
+        with clock("capture"):
+            limit = 1 if low_memory else MAX_LAUNCHES
+            launches, output = capture_launches(baseline, names, make_inputs(baseline, seed=seeds[0] if seeds else 0),
+                                                limit=limit, limit_bytes=MANY_LAUNCHES_BYTES,
+                                                layouts_only=layouts_only)
+            del output
+            _release_cached(device)
     except Exception as exc:  # noqa: BLE001
         if _is_oom(exc):
             raise
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
-    steps["capture_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     try:
-        process = _candidate(payload, device)
-        failed = _load_candidate_kernels(process, payload, names, graph.device or "cuda")
+        with clock("load_candidate"):
+            process = _candidate(payload, device)
+            failed = _load_candidate_kernels(process, payload, names, graph.device or "cuda")
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
-    steps["load_candidate_s"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     containment = _containment(process)
     if failed is not None:
-        failed["numbers"].update(steps_s=steps, containment=containment)
+        failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery)
         return failed
+    loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
+    candidate_peak = loading_peak
     per_kernel: dict[str, Any] = {}
     peak_tracked = 0
     working = 0
+    checks_begin = time.perf_counter()
     arena = ExchangeArena(device)
     try:
         for name in names:
-            kernel = graph.kernel(name)
-            assert kernel is not None
+            kernel, params, role_of = kernels[name]
             kernel_launches = [launch for launch in launches if launch.kernel == name]
             if not kernel_launches:
                 per_kernel[name] = {"passed": False, "checks": [], "reason": f"{name} was not launched by the graph "
                                                                            "on its own inputs; it cannot be checked"}
                 continue
-            params = runtime_parameters(kernel.source, name)
-            mutated = list(kernel.inductor_meta.get("mutated_arg_names") or [])
-            role_of = argument_roles(kernel.source, name, mutated)
             width = len(kernel_launches[0].args)
             arg_names = [params[i] if i < len(params) else f"launcher_arg{i}" for i in range(width)]
             roles = [role_of.get(n, "scalar") if i < len(params) else "scalar" for i, n in enumerate(arg_names)]
+            if low_memory and device.startswith("cuda"):  # the captured values move to the host, in place
+                kernel_launches = kernel_launches[:1]
+                kernel_launches[0].args[:] = [v.cpu() if isinstance(v, torch.Tensor) and not v.is_meta else v
+                                              for v in kernel_launches[0].args]
             values = [launch.args for launch in kernel_launches]
-            if low_memory and device.startswith("cuda"):
-                values = [[v.cpu() if isinstance(v, torch.Tensor) else v for v in values[0]]]
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
                 reruns=int(payload.get("reruns", 2)),
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-                extra_sets=_extra_sets(kernel, payload, values[0], roles),
+                extra_sets=_extra_sets(kernel, payload, values[0], roles) if battery == "full" else (),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
-                structure=payload.get("error_structure", True) is not False)
+                structure=payload.get("error_structure", True) is not False, battery=battery, clock=clock)
             failed_check = outcome.failed
             peak_tracked = max(peak_tracked, outcome.peak_bytes)
             working = max(working, outcome.working_set_bytes)
@@ -274,6 +289,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 "passed": failed_check is None, "checks": [c.to_json() for c in outcome.checks],
                 "roles": dict(zip(arg_names, roles, strict=True)), "launches": len(kernel_launches),
                 "launch_limits_s": list(outcome.launch_limits_s),
+                "runs": {"original": outcome.original_runs, "candidate": outcome.candidate_runs},
                 "reason": (f"{name}, {failed_check.label}: {failed_check.problems[0]}" if failed_check else
                            f"{name}: {len(outcome.checks)} runs match the original"),
                 "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),
@@ -281,24 +297,88 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 "violation": bool(failed_check is not None and failed_check.violation),
             }
     finally:
-        arena.close()
-    steps["checks_s"] = round(time.perf_counter() - mark, 3)
-    memory = {"working_set_bytes": working, "tracked_peak_bytes": peak_tracked,
-              "device_peak_bytes": _peak_device_bytes(device),
-              "ratio_to_working_set": round(peak_tracked / working, 2) if working else None}
-    numbers = {"kernels": per_kernel, "steps_s": steps, "memory": memory, "containment": containment}
+        running_peak = _candidate_memory(process)
+        peaks = [p for p in (loading_peak, running_peak) if p is not None]
+        candidate_peak = max(peaks) if peaks else None
+        _release_mappings(process)  # before the arena frees its buffers: a mapped buffer cannot be freed
+        for launch in launches:  # the captured values, and the original's buffers standing in for them
+            launch.args.clear()
+        arena.close()  # (it also hands the allocator's cached blocks back to the device)
+    steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
+    numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery,
+               "memory": _gate2_memory(clock, working, peak_tracked, candidate_peak), "containment": containment}
     unverifiable = [v for v in per_kernel.values() if v.get("could_not_run")]
+    stage = BATTERY_NAMES[battery]
     if unverifiable:
-        return _could_not_verify(unverifiable[0]["reason"], **numbers)
+        return _could_not_verify(f"{stage}: {unverifiable[0]['reason']}", **numbers)
     failing = [v for v in per_kernel.values() if not v["passed"]]
     if failing:
         numbers["violation"] = any(v.get("violation") for v in failing)
-        return _verdict(False, failing[0]["reason"], **numbers)
+        return _verdict(False, f"{stage}: {failing[0]['reason']}", **numbers)
     runs = sum(len(v["checks"]) for v in per_kernel.values())
     worst = max((v["max_abs_diff"] for v in per_kernel.values()), default=0.0)
-    return _verdict(True, f"{runs} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale outputs, "
-                          f"re-runs{', input families' if _families_available() else ''}) match the original "
-                          f"(max |diff| {worst:.3g})", max_abs_diff=worst, **numbers)
+    if battery == "screen":
+        covered = f"the captured launch and seed {seeds[0]}" if seeds else "the captured launch"
+        return _verdict(True, f"{stage}: {runs} runs ({covered}) match the original (max |diff| {worst:.3g}); "
+                              "the full battery runs before acceptance", max_abs_diff=worst, **numbers)
+    return _verdict(True, f"{stage}: {runs} runs (captured launches, seeds {', '.join(map(str, seeds))}, stale "
+                          f"outputs, re-runs{', input families' if _families_available() else ''}) match the "
+                          f"original (max |diff| {worst:.3g})", max_abs_diff=worst, **numbers)
+
+
+# How a gate-2 verdict names the battery it ran (the search's screen, or every check before acceptance).
+BATTERY_NAMES = {"screen": "screen (captured launch, one seed)", "full": "full battery"}
+
+
+def _release_cached(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _candidate_memory(process: Any, reset: bool = False) -> int | None:
+    """The candidate process's own allocator peak (None on the CPU, or when it cannot answer)."""
+    from ..sandbox.process import SandboxError
+
+    if process.closed:
+        return None
+    try:
+        reply = process.call("memory", timeout_s=30.0, reset=reset)
+    except SandboxError:
+        return None
+    peak = reply.get("peak_bytes")
+    return int(peak) if isinstance(peak, (int, float)) else None
+
+
+def _release_mappings(process: Any) -> None:
+    """Ask a process to drop the exchange buffers it mapped. A CUDA buffer another process still maps
+    cannot be freed (nor can it ever be, if that process is later killed), so this comes before the
+    arena that allocated them closes."""
+    from ..sandbox.process import SandboxError
+
+    if process is None or process.closed:
+        return
+    try:
+        process.call("release", timeout_s=30.0, buffers=True)
+    except SandboxError:
+        pass
+
+
+def _gate2_memory(clock: Any, working: int, tracked: int, candidate_peak: int | None) -> dict[str, Any]:
+    """Gate 2's memory against the launch's working set: its own buffers as it counts them (tracked), and
+    what the device's allocators saw (the worker's and the candidate process's peaks, on a GPU)."""
+    def ratio(value: int | None) -> float | None:
+        return round(value / working, 2) if value is not None and working else None
+
+    device_peak = clock.peak_allocated
+    both = None if device_peak is None else device_peak + (candidate_peak or 0)
+    return {"working_set_bytes": working, "tracked_peak_bytes": tracked, "ratio_to_working_set": ratio(tracked),
+            "device_peak_bytes": device_peak, "device_reserved_peak_bytes": clock.peak_reserved,
+            "candidate_process_peak_bytes": candidate_peak,
+            "device_peak_ratio": ratio(both),  # the worker's and the candidate process's peaks together
+            "device_in_use_before_bytes": clock.in_use_before, "device_in_use_peak_bytes": clock.in_use_peak,
+            "peak_bytes_by_step": dict(clock.peaks) or None}
 
 
 def _families_available() -> bool:
@@ -471,6 +551,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
             if not check.passed:
                 break
         finally:
+            _release_mappings(process)
             arena.close()
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
@@ -545,28 +626,36 @@ GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negat
 STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
 
 
-def _baseline_process(payload: dict[str, Any], device: str) -> dict[str, Any]:
-    """A process holding the original graph, timed the same way as the candidate's (reused per graph)."""
+def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> dict[str, Any]:
+    """A process holding the original graph, timed the same way as the candidate's (reused per graph).
+
+    Its graph input sets are made only when ``inputs`` asks (graph timing): kernel timing needs none, and
+    three input sets held for the whole search are device memory every candidate's gate 2 lacks.
+    """
     from ..sandbox.process import SandboxError, SandboxProcess
 
     key = os.path.abspath(payload["graph"])
     entry = _BASELINES.get(key)
-    if entry is not None and not entry["process"].closed:
-        return entry
-    for other in list(_BASELINES.values()):
-        other["process"].close()
-    _BASELINES.clear()
-    try:
-        process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
-        reply = process.call("load_graph", path=key)
-        if not reply.get("ok"):
-            raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
-        reply = process.call("make_inputs", seeds=list(INPUT_SEEDS))
+    if entry is None or entry["process"].closed:
+        for other in list(_BASELINES.values()):
+            other["process"].close()
+        _BASELINES.clear()
+        try:
+            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+            reply = process.call("load_graph", path=key)
+            if not reply.get("ok"):
+                raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
+        except SandboxError as exc:
+            raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
+        entry = _BASELINES[key] = {"process": process, "kernels": set(), "inputs": False}
+    if inputs and not entry["inputs"]:
+        try:
+            reply = entry["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
+        except SandboxError as exc:
+            raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
         if not reply.get("ok"):
             raise _SetupError(f"the baseline graph cannot make its inputs: {reply.get('error')}")
-    except SandboxError as exc:
-        raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
-    entry = _BASELINES[key] = {"process": process, "kernels": set()}
+        entry["inputs"] = True
     return entry
 
 
@@ -586,7 +675,7 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
     min_speedup = float(payload.get("min_speedup", 1.03))
     rounds = payload.get("rounds")
     try:
-        baseline = _baseline_process(payload, device)
+        baseline = _baseline_process(payload, device, inputs=True)
         process = _candidate(payload, device)
         if not _CANDIDATE.get("graph_loaded"):
             reply = process.call("load_graph", path=payload["restitched"])
@@ -656,6 +745,7 @@ def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, A
         arena = ExchangeArena(device)
         try:
             refs, args = _share_inputs(arena, launch.args)
+            launch.args.clear()  # the exchange buffers hold the copies now
             from .kernel_gate import _child_kwargs
 
             request = {"what": "kernel", "name": launch.kernel, "refs": refs, "args": args,
@@ -663,6 +753,8 @@ def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, A
             timing = time_processes(baseline["process"], process, device, rounds, request, path="kernel")
             speedups[launch.kernel] = timing.speedup
         finally:
+            _release_mappings(baseline["process"])
+            _release_mappings(process)
             arena.close()
     return speedups
 
@@ -722,9 +814,12 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
         arena = ExchangeArena(device)
         try:
             refs, args = _share_inputs(arena, launch.args)
+            launch.args.clear()  # the exchange buffers hold the copies now
             request = {"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": _child_kwargs(launch.kwargs)}
             timing = time_processes(baseline["process"], process, device, payload.get("rounds"), request, path="kernel")
         finally:
+            _release_mappings(baseline["process"])
+            _release_mappings(process)
             arena.close()
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc)}

@@ -29,6 +29,7 @@ Tolerance: atol = rtol = 1e-3 for fp32 (and fp64), 1e-2 for fp16/bf16, exact for
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -120,14 +121,18 @@ class KernelRun:
 class Side:
     """One kernel's guarded argument buffers, allocated once and refilled for every run."""
 
-    def __init__(self, values: list[Any], roles: list[Role], allocate: Callable[[int], Any] | None = None):
+    def __init__(self, values: list[Any], roles: list[Role], allocate: Callable[[int], Any] | None = None,
+                 device: Any = None):
+        """Buffers shaped like ``values`` (tensors, or meta tensors giving only a layout), on ``device``
+        (default: each value's own) or in memory ``allocate`` gives."""
         import torch
 
         self.roles = roles
         self.run = KernelRun()
         for index, value in enumerate(values):
             if isinstance(value, torch.Tensor):
-                self.run.guarded[index] = guarded_allocation(tuple(value.size()), value.dtype, value.device,
+                where = value.device if device is None else torch.device(device)
+                self.run.guarded[index] = guarded_allocation(tuple(value.size()), value.dtype, where,
                                                              tuple(value.stride()), allocate)
 
     @property
@@ -142,11 +147,17 @@ class Side:
             if self.roles[index] == "output":
                 if outputs == "poison":
                     fill_poison(guarded.view)
-            else:
+            elif not _same_tensor(guarded.view, values[index]):  # the original's inputs are their own source
                 guarded.view.copy_(values[index])
 
     def arguments(self, values: list[Any]) -> list[Any]:
         return [self.run.guarded[i].view if i in self.run.guarded else v for i, v in enumerate(values)]
+
+
+def _same_tensor(a: Any, b: Any) -> bool:
+    return a is b or (getattr(b, "data_ptr", None) is not None and a.data_ptr() == b.data_ptr()
+                      and a.stride() == b.stride() and a.size() == b.size() and a.dtype == b.dtype
+                      and a.device == b.device)
 
 
 def run_original(kernel: Any, side: Side, values: list[Any], kwargs: dict[str, Any], device: str) -> None:
@@ -197,15 +208,44 @@ def _tolerance(dtype: Any) -> float | None:
     return KERNEL_TOLERANCE.get(str(dtype))
 
 
+class Tally:
+    """Figures summed or maximised chunk by chunk on the tensors' device and read with one
+    synchronisation at the end (a read per chunk would stall a GPU once per chunk)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+
+    def add(self, key: str, value: Any) -> None:
+        self._values[key] = value if key not in self._values else self._values[key] + value
+
+    def max(self, key: str, value: Any) -> None:
+        import torch
+
+        self._values[key] = value if key not in self._values else torch.maximum(self._values[key], value)
+
+    def read(self) -> dict[str, float]:
+        import torch
+
+        if not self._values:
+            return {}
+        keys = list(self._values)
+        numbers = torch.stack([self._values[k].to(torch.float64) for k in keys]).tolist()
+        return dict(zip(keys, numbers, strict=True))
+
+
 def fingerprint(view: Any) -> list[int]:
     """A per-chunk checksum of a tensor's bits (to recognise a buffer left unchanged)."""
     import torch
 
-    out = []
+    sums = []
     for piece in chunks(view):
         raw = bits(piece).to(torch.int64)
-        out.append(int(raw.sum()) ^ (int((raw * 1000003).remainder(2_147_483_647).sum()) << 1))
-    return out
+        sums.append(raw.sum())
+        sums.append(raw.mul_(1000003).remainder_(2_147_483_647).sum())
+    if not sums:
+        return []
+    numbers = torch.stack(sums).tolist()
+    return [int(a) ^ (int(b) << 1) for a, b in zip(numbers[0::2], numbers[1::2], strict=True)]
 
 
 def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
@@ -253,22 +293,21 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         orig = original.guarded[index].view
         total = cand.numel()
         if role == "input":
-            changed = sum(int((bits(c) != bits(v)).sum()) for c, v in _pairs(cand, values[index]))
+            changed = _count(_pairs(cand, values[index]), lambda c, v: bits(c) != bits(v))
             if changed:
                 check.problems.append(f"modified its input {name} ({changed} elements changed)")
             continue
-        if poisoned and role == "output":
-            poison = poison_bits(cand.dtype)
-            if poison is not None:
-                unwritten = sum(int(((bits(c) == poison) & (bits(o) != poison)).sum()) for c, o in _pairs(cand, orig))
-                if unwritten:
-                    where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
-                    check.problems.append(f"left {unwritten} of {total} elements of {name} unwritten "
-                                          f"(first at index {where})")
-                    continue
+        poison = poison_bits(cand.dtype) if poisoned and role == "output" else None
         tol = _tolerance(cand.dtype)
         if tol is None:
-            count = sum(int((bits(c) != bits(o)).sum()) for c, o in _pairs(cand, orig))
+            unwritten = _count(_pairs(cand, orig), lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p)) \
+                if poison is not None else 0
+            if unwritten:
+                where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
+                check.problems.append(f"left {unwritten} of {total} elements of {name} unwritten "
+                                      f"(first at index {where})")
+                continue
+            count = _count(_pairs(cand, orig), lambda c, o: bits(c) != bits(o))
             if count:
                 check.mismatched += count
                 where = _first_index_pair(cand, orig, lambda c, o: bits(c) != bits(o))
@@ -276,19 +315,15 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                                       f"{cand.dtype}; first at index {where})")
             continue
         atol = tol * input_scale
-        count = nonfinite = lost_nonfinite = 0
-        worst_bad = 0.0
-        for c, o in _pairs(cand, orig):
-            bad = ~torch.isclose(c, o, atol=atol, rtol=tol, equal_nan=True)
-            finite = torch.isfinite(c) & torch.isfinite(o)
-            if finite.any():
-                diff = (c.double() - o.double()).abs()
-                check.max_abs_diff = max(check.max_abs_diff, float(diff[finite].max()))
-                if (bad & finite).any():
-                    worst_bad = max(worst_bad, float(diff[bad & finite].max()))
-            count += int(bad.sum())
-            nonfinite += int(((~torch.isfinite(c)) & torch.isfinite(o)).sum())
-            lost_nonfinite += int((torch.isfinite(c) & ~torch.isfinite(o)).sum())
+        figures = _float_figures(cand, orig, poison, atol, tol)
+        if figures["unwritten"]:
+            where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
+            check.problems.append(f"left {int(figures['unwritten'])} of {total} elements of {name} unwritten "
+                                  f"(first at index {where})")
+            continue
+        check.max_abs_diff = max(check.max_abs_diff, figures["max_abs_diff"])
+        count, nonfinite, lost_nonfinite = int(figures["bad"]), int(figures["nonfinite"]), int(figures["lost"])
+        worst_bad = figures["worst_bad"]
         if not count:
             if structure is not None:
                 _check_structure(check, name, cand, orig, structure)
@@ -315,6 +350,53 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         check.problems.append(f"{count} of {total} elements of {name} differ beyond atol={atol:g}, rtol={tol:g} "
                               f"(max |diff| {worst_bad:.3g}, first at index {where})")
     return check
+
+
+def _count(pairs: Iterator[tuple[Any, Any]], mask_of: Callable[[Any, Any], Any]) -> int:
+    """How many elements ``mask_of`` marks over chunk pairs (one synchronisation)."""
+    tally = Tally()
+    for c, o in pairs:
+        tally.add("n", mask_of(c, o).sum())
+    return int(tally.read().get("n", 0))
+
+
+def _abs_difference(c: Any, o: Any, wide: bool = False) -> Any:
+    """|c - o| in float32 (float64 for float64 outputs, or when asked): float64 only where the magnitudes
+    need it, the decisions themselves are made in the outputs' own dtype by torch.isclose."""
+    import torch
+
+    work = torch.float64 if wide or c.dtype == torch.float64 else torch.float32
+    return torch.sub(c.to(work), o).abs_()
+
+
+def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: float) -> dict[str, float]:
+    """Per floating output, over all chunks: unwritten (poison left where the original wrote), bad (not
+    isclose), nonfinite (NaN/Inf where the original is finite), lost (finite where it is not), and the
+    largest |diff| over elements finite in both, overall and among the bad ones."""
+    import torch
+
+    def tally(wide: bool) -> dict[str, float]:
+        sums = Tally()
+        for c, o in _pairs(cand, orig):
+            if poison is not None:
+                sums.add("unwritten", ((bits(c) == poison) & (bits(o) != poison)).sum())
+            c_finite, o_finite = torch.isfinite(c), torch.isfinite(o)
+            close = torch.isclose(c, o, atol=atol, rtol=rtol, equal_nan=True)
+            diff = _abs_difference(c, o, wide).masked_fill_(~(c_finite & o_finite), 0.0)
+            sums.max("max_abs_diff", diff.max())
+            sums.max("worst_bad", diff.masked_fill_(close, 0.0).max())
+            sums.add("bad", close.logical_not_().sum())
+            sums.add("nonfinite", (o_finite & ~c_finite).sum())
+            sums.add("lost", (c_finite & ~o_finite).sum())
+        figures = {"unwritten": 0.0, "bad": 0.0, "nonfinite": 0.0, "lost": 0.0, "max_abs_diff": 0.0,
+                   "worst_bad": 0.0}
+        figures.update(sums.read())
+        return figures
+
+    figures = tally(False)
+    if not math.isfinite(figures["max_abs_diff"]):  # |c - o| overflowed float32 between two finite values
+        figures = tally(True)
+    return figures
 
 
 def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str:
@@ -404,21 +486,19 @@ def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[R
         if role in ("input", "scalar") or index not in first.guarded:
             continue
         a, b = first.guarded[index].view, again.guarded[index].view
-        count = 0
-        worst = 0.0
+        sums = Tally()
         for x, y in _pairs(a, b):
             if bitwise:
                 differ = bits(x) != bits(y)
             else:
                 tol = _tolerance(x.dtype) or 0.0
                 differ = ~torch.isclose(x, y, atol=tol, rtol=tol, equal_nan=True)
-            n = int(differ.sum())
-            if n:
-                count += n
-                if x.is_floating_point():
-                    finite = differ & torch.isfinite(x) & torch.isfinite(y)
-                    if finite.any():
-                        worst = max(worst, float((x.double() - y.double()).abs()[finite].max()))
+            sums.add("count", differ.sum())
+            if x.is_floating_point():
+                finite = differ & torch.isfinite(x) & torch.isfinite(y)
+                sums.max("worst", _abs_difference(x, y, True).masked_fill_(~finite, 0.0).max())
+        figures = sums.read()
+        count, worst = int(figures.get("count", 0)), figures.get("worst", 0.0)
         if count:
             check.mismatched += count
             check.problems.append(f"nondeterministic: re-running on the same inputs changed {count} elements of "
@@ -440,23 +520,34 @@ def draw_arguments(values: list[Any], roles: list[Role], seed: int, distribution
         device = value.device
         generator = generators.get(str(device))
         if generator is None:
-            generator = generators[str(device)] = torch.Generator(device=device).manual_seed(seed)
-        for piece in chunks(value):
-            # Drawn in float64 a chunk at a time, then rounded once to the tensor's dtype.
-            shape = tuple(piece.shape)
-            work = torch.float64
-            if distribution == "randn":
-                data = torch.randn(shape, generator=generator, dtype=work, device=device)
-            elif distribution == "uniform":
-                data = torch.rand(shape, generator=generator, dtype=work, device=device) * 8.0 - 3.0
-            elif distribution == "small-ints":
-                data = torch.randint(-8, 9, shape, generator=generator, device=device).to(work)
-            elif distribution == "large":
-                scale = LARGE_MAGNITUDE.get(str(value.dtype), 1000.0)
-                data = torch.randn(shape, generator=generator, dtype=work, device=device) * scale
-            else:
-                raise ValueError(f"unknown distribution {distribution!r}")
+            # not the seed itself: the graph's own inputs come from torch.manual_seed(seed) and would repeat
+            generator = generators[str(device)] = torch.Generator(device=device).manual_seed(
+                (seed * 1_000_003 + 0x9E3779B9) % (2**63 - 1))
+        if distribution not in ("randn", "uniform", "small-ints", "large"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        if str(value.dtype) in _DRAWN_IN_PLACE:
+            _draw_in_place(value, distribution, generator)
+            continue
+        for piece in chunks(value):  # other floating dtypes (float8): a float32 chunk at a time, then rounded
+            data = torch.empty(tuple(piece.shape), dtype=torch.float32, device=device)
+            _draw_in_place(data, distribution, generator, LARGE_MAGNITUDE.get(str(value.dtype), 1000.0))
             piece.copy_(data.to(value.dtype))
+
+
+_DRAWN_IN_PLACE = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")  # by str(dtype)
+
+
+def _draw_in_place(tensor: Any, distribution: str, generator: Any, scale: float | None = None) -> None:
+    """Draw into ``tensor`` itself (any layout, no temporary): the random ops write in its own dtype."""
+    if distribution == "randn":
+        tensor.normal_(0.0, 1.0, generator=generator)
+    elif distribution == "uniform":
+        tensor.uniform_(-3.0, 5.0, generator=generator)
+    elif distribution == "small-ints":
+        tensor.random_(-8, 9, generator=generator)
+    else:
+        tensor.normal_(0.0, scale if scale is not None else LARGE_MAGNITUDE.get(str(tensor.dtype), 1000.0),
+                       generator=generator)
 
 
 def random_arguments(values: list[Any], roles: list[Role], seed: int, distribution: str) -> list[Any]:

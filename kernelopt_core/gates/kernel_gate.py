@@ -33,6 +33,7 @@ from .kernel import (
     nudge_last_bit,
     run_original,
 )
+from .step_clock import StepClock
 
 CURRENT_STREAM = "__current_stream__"
 
@@ -114,12 +115,18 @@ def _child_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: (CURRENT_STREAM if k == "stream" else _scalar(v)) for k, v in kwargs.items()}
 
 
+BATTERIES = ("screen", "full")
+
+
 @dataclass
 class KernelChecks:
     checks: list[RunCheck] = field(default_factory=list)
     peak_bytes: int = 0  # the largest number of bytes gate 2's own buffers held at once
     working_set_bytes: int = 0
     launch_limits_s: tuple[float, float] = (0.0, 0.0)  # the candidate's first and later launch limits
+    battery: str = "full"
+    original_runs: int = 0
+    candidate_runs: int = 0
 
     @property
     def failed(self) -> RunCheck | None:
@@ -138,17 +145,18 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
     """Per floating output: (max, mean) of |original(inputs nudged by one ulp) - original(inputs)|.
 
     Runs the original once more with every finite input element moved by one ulp, then restores the
-    inputs and the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs only
-    when a candidate is about to be rejected on its error's structure alone). Empty when it measures
+    inputs and all the original's outputs exactly. Holds one copy of the outputs meanwhile (this runs
+    only when a candidate is about to be rejected on its error's structure alone). Empty when it measures
     nothing (no floating output, the original failed); None when that copy does not fit in memory.
     """
     import torch
 
-    outputs = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input" and g.view.is_floating_point()}
+    written = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input"}
+    outputs = {i: view for i, view in written.items() if view.is_floating_point()}
     if not outputs:
         return {}
-    try:
-        saved = {i: view.clone() for i, view in outputs.items()}
+    try:  # every output is restored afterwards, integer ones too: the comparison that follows reads them all
+        saved = {i: view.clone() for i, view in written.items()}
     except torch.OutOfMemoryError:
         return None
     nudged = [v for v, r in zip(values, roles, strict=True)
@@ -172,7 +180,7 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
         for v in nudged:
             nudge_last_bit(v)
         orig.fill(values)
-        for i, view in outputs.items():
+        for i, view in written.items():
             view.copy_(saved[i])
         orig.run.error = None
     return sensitivity
@@ -182,135 +190,201 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                  launch_values: list[list[Any]], launch_kwargs: list[dict[str, Any]], names: list[str],
                  roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
                  original_uses_atomics: bool = False, extra_sets: Sequence[ExtraSet] = (),
-                 timeout_s: float = 600.0, row_length: int | None = None,
-                 structure: bool = True) -> KernelChecks:
-    """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides)."""
+                 timeout_s: float = 600.0, row_length: int | None = None, structure: bool = True,
+                 battery: str = "full", clock: StepClock | None = None) -> KernelChecks:
+    """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides).
+
+    ``battery`` "full" runs every check; "screen" runs the first captured launch and the first seed
+    only (the search's screen: each of its runs is the same-named run of the full battery, so what
+    the screen rejects the full battery rejects too). Arguments whose captured value is never read
+    (outputs) may come as layouts only (meta tensors, :func:`.launch_capture.layout_only`).
+    """
     import torch
 
-    result = KernelChecks()
+    if battery not in BATTERIES:
+        raise ValueError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
+    screen = battery == "screen"
+    clock = clock or StepClock(device)
+    result = KernelChecks(battery=battery)
     checks = result.checks
 
     def layout(values: list[Any]) -> list[Any]:
         return [(tuple(v.size()), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor) else None for v in values]
 
+    def held_bytes(values: list[Any]) -> int:
+        return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor) and not v.is_meta)
+
     # Buffers are laid out once, for the first launch: later launches with other layouts are skipped.
     same = [i for i, values in enumerate(launch_values) if layout(values) == layout(launch_values[0])]
+    if screen:
+        same = same[:1]
     launch_values = [launch_values[i] for i in same]
     launch_kwargs = [launch_kwargs[i] for i in same]
     base = launch_values[0]
-    working = sum(v.numel() * v.element_size() for v in base if isinstance(v, torch.Tensor))
-    result.working_set_bytes = working
-    orig = Side(base, roles)
-    orig.fill(base)
-    # The original never writes its inputs: its guarded copies hold the input values from now on,
-    # and the captured copies are released (only in-out values, which runs overwrite, keep theirs).
-    kept = sum(v.numel() * v.element_size() for launch in launch_values for v in launch
-               if isinstance(v, torch.Tensor))
-    for index, role in enumerate(roles):
-        if role == "input" and index in orig.run.guarded:
-            base[index] = orig.run.guarded[index].view
-    # One timed run of the original sets the candidate's launch limits (it also warms the original up).
-    orig.fill(base)
-    begin = time.monotonic()
-    run_original(original, orig, base, launch_kwargs[0] if launch_kwargs else {}, device)
-    original_s = time.monotonic() - begin
+    result.working_set_bytes = sum(v.numel() * v.element_size() for v in base if isinstance(v, torch.Tensor))
+    with clock("setup"):
+        captured = sum(held_bytes(values) for values in launch_values)
+        orig = Side(base, roles, device=device)
+        orig.fill(base)
+        # The original never writes its inputs: its guarded copies hold the input values from now on. Outputs
+        # are poisoned before every run, so their captured values are never read. Both captured copies are
+        # released; only in-out values, which runs overwrite, keep theirs.
+        for index, role in enumerate(roles):
+            if role in ("input", "output") and index in orig.run.guarded:
+                base[index] = orig.run.guarded[index].view
+        _release_cached_memory(device)
+    kept = held_bytes([v for v, r in zip(base, roles, strict=True) if r == "inout"]) \
+        + sum(held_bytes(values) for values in launch_values[1:])
+    # One timed run of the original sets the candidate's launch limits (and warms the original up); its
+    # outputs are the original's result for captured launch 0.
+    with clock("original"):
+        begin = time.monotonic()
+        run_original(original, orig, base, launch_kwargs[0] if launch_kwargs else {}, device)
+        original_s = time.monotonic() - begin
+    result.original_runs += 1
+    held: list[str | None] = ["captured launch 0"]  # the argument set whose result the original's buffers hold
     first_limit_s, later_limit_s = launch_limits(original_s, device, timeout_s)
     result.launch_limits_s = (first_limit_s, later_limit_s)
-    cand = CandidateSide(base, roles, process, arena, name, first_limit_s)
+    with clock("setup"):
+        cand = CandidateSide(base, roles, process, arena, name, first_limit_s)
     cand.limit_note = (f"the original launch took {original_s:.3g} s; a candidate's launch may take "
                        f"{LAUNCH_TIME_FACTOR:g}x that, at least {first_limit_s:g} s for its first launch "
                        f"and {later_limit_s:g} s after")
-    inouts = sum(v.numel() * v.element_size() for i, v in enumerate(base)
-                 if isinstance(v, torch.Tensor) and roles[i] != "input")
-    result.peak_bytes = max(kept + orig.nbytes, inouts + orig.nbytes + cand.nbytes)
+    steady = kept + orig.nbytes + cand.nbytes
+    result.peak_bytes = max(captured + orig.nbytes, steady)
+    output_bytes = sum(g.view.numel() * g.view.element_size() for i, g in orig.run.guarded.items()
+                       if roles[i] != "input")  # what the sensitivity run saves
+    magnitudes: dict[str, float] = {}
 
-    def both(values: list[Any], kwargs: dict[str, Any], label: str, scale: float = 1.0,
-             stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True) -> bool:
-        if not prefilled:
-            cand.fill(values)
-        else:
-            cand.fill(values, outputs="keep")
-        cand.launch(values, kwargs)
-        orig.fill(values)
-        run_original(original, orig, values, kwargs, device)
-        spec = None
-        if structure and judge_structure:
+    def input_magnitude(key: str, values: list[Any]) -> float:
+        """The largest finite |input| of an argument set (measured once per set)."""
+        if key not in magnitudes:
             from .error_structure import max_finite_magnitude
 
             inputs = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
                       and v.is_floating_point()]
-            spec = StructureCheck(row_length, max(1.0, max_finite_magnitude(inputs)) if inputs else 1.0)
-        check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
-                             stale=stale, input_scale=scale, structure=spec)
+            with clock("magnitude"):
+                magnitudes[key] = max_finite_magnitude(inputs, device_chunk(inputs[0])) if inputs else 0.0
+        return magnitudes[key]
+
+    def run_candidate(values: list[Any], kwargs: dict[str, Any], outputs: str = "poison",
+                      shuffle_seed: int | None = None) -> None:
+        with clock("fill"):
+            cand.fill(values, outputs=outputs)
+        with clock("candidate"):
+            cand.launch(values, kwargs, shuffle_seed=shuffle_seed)
+        result.candidate_runs += 1
+
+    def run_original_on(values: list[Any], kwargs: dict[str, Any], key: str) -> None:
+        """The original on this argument set, unless its buffers already hold its result for it."""
+        if held[0] == key:
+            return
+        with clock("fill"):
+            orig.fill(values)
+        with clock("original"):
+            run_original(original, orig, values, kwargs, device)
+        result.original_runs += 1
+        held[0] = key
+
+    def both(values: list[Any], kwargs: dict[str, Any], label: str, key: str, scale: float = 1.0,
+             stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True) -> bool:
+        begin = time.perf_counter()
+        run_candidate(values, kwargs, "keep" if prefilled else "poison")
+        run_original_on(values, kwargs, key)
+        spec = StructureCheck(row_length, max(1.0, input_magnitude(key, values))) \
+            if structure and judge_structure else None
+        with clock("compare"):
+            check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                                 stale=stale, input_scale=scale, structure=spec)
         if spec is not None and check.structure_only:
             # Outputs can amplify rounding (a layer norm of rows at mean 1000 with weights of 1000): before
             # rejecting on structure alone, measure how far one ulp of input rounding moves the original.
-            sensitivity = original_sensitivity(original, orig, values, kwargs, roles, names, device)
+            with clock("sensitivity"):
+                sensitivity = original_sensitivity(original, orig, values, kwargs, roles, names, device)
+            result.original_runs += 1
+            result.peak_bytes = max(result.peak_bytes, steady + output_bytes)
             if sensitivity is None:  # the check's own memory ran out: not a verdict on the candidate
                 check.problems.append("the error structure is outside the rounding floor, and the check ran out of "
                                       "memory measuring the original's own sensitivity to rounding")
                 check.could_not_run = True
             spec.sensitivity = sensitivity or {}
             if spec.sensitivity:
-                check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
-                                     stale=stale, input_scale=scale, structure=spec)
+                with clock("compare"):
+                    check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                                         stale=stale, input_scale=scale, structure=spec)
                 check.figures["sensitivity"] = {k: list(v) for k, v in spec.sensitivity.items()}
+        check.figures["seconds"] = round(time.perf_counter() - begin, 4)
         checks.append(check)
         return check.passed
 
     # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
     for number, (values, kwargs) in enumerate(zip(launch_values, launch_kwargs, strict=True)):
         if number == 0:
-            cand.fill(values)
-            cand.launch(values, kwargs)
+            run_candidate(values, kwargs)
             cand.timeout_s = later_limit_s
             if cand.run.error is not None:
                 checks.append(compare_runs("captured launch 0 (first launch)", orig.run, cand.run, values, roles,
                                            names, poisoned=True))
                 return result
-        if not both(values, kwargs, f"captured launch {number}"):
+        if not both(values, kwargs, f"captured launch {number}", f"captured launch {number}"):
             return result
     kwargs = launch_kwargs[0] if launch_kwargs else {}
     values = base
     plan = [(seed, DISTRIBUTIONS[i % len(DISTRIBUTIONS)]) for i, seed in enumerate(seeds)]
     if seeds:
         plan.append((seeds[-1] + 1, "large"))
-    for position, (seed, distribution) in enumerate(plan):
-        draw_arguments(values, roles, seed, distribution)
+    for position, (seed, distribution) in enumerate(plan[:1] if screen else plan):
+        with clock("draw"):
+            draw_arguments(values, roles, seed, distribution)
         label = f"seed {seed}, {distribution_label(distribution)}"
         scale = _scale(values, distribution)
         if position == 2:
             # 4. the previous set's outputs stay in the candidate's buffers: it must overwrite them
-            stale = {i: fingerprint(g.view) for i, g in cand.run.guarded.items() if roles[i] == "output"}
-            if stale and not both(values, kwargs, f"{label}, previous outputs left in the buffers", scale, stale,
-                                  prefilled=True):
+            with clock("compare"):
+                stale = {i: fingerprint(g.view) for i, g in cand.run.guarded.items() if roles[i] == "output"}
+            if stale and not both(values, kwargs, f"{label}, previous outputs left in the buffers", label, scale,
+                                  stale, prefilled=True):
                 return result
-        if not both(values, kwargs, label, scale):
+        if not both(values, kwargs, label, label, scale):
             return result
-        if position == 0 and reruns > 0:
+        if position == 0 and reruns > 0 and not screen:
             # 3. re-runs on this set: the first run's outputs become the reference in the original's buffers
             for index, guarded in cand.run.guarded.items():
                 if roles[index] != "input":
                     orig.run.guarded[index].view.copy_(guarded.view)
+            held[0] = None
             reference = orig.run
             for rerun in range(reruns):
-                cand.fill(values)
-                cand.launch(values, kwargs, shuffle_seed=1000 + rerun)
+                begin = time.perf_counter()
+                run_candidate(values, kwargs, shuffle_seed=1000 + rerun)
                 order = "program order shuffled" if not device.startswith("cuda") else "same order"
-                checks.append(compare_reruns(f"re-run {rerun + 1} ({order})", reference, cand.run, roles, names,
-                                             bitwise=not original_uses_atomics))
-                if not checks[-1].passed:
+                with clock("compare"):
+                    check = compare_reruns(f"re-run {rerun + 1} ({order})", reference, cand.run, roles, names,
+                                           bitwise=not original_uses_atomics)
+                check.figures["seconds"] = round(time.perf_counter() - begin, 4)
+                checks.append(check)
+                if not check.passed:
                     return result
+    if screen:
+        return result
     for extra in extra_sets:
-        extra.fill(values, roles)
-        from .error_structure import max_finite_magnitude
-
-        magnitude = max_finite_magnitude([v for v, r in zip(values, roles, strict=True)
-                                          if r != "output" and isinstance(v, torch.Tensor) and v.is_floating_point()])
-        if not both(values, kwargs, extra.label, max(extra.input_scale, min(magnitude, 1e6)),
+        key = f"family {extra.label}"
+        with clock("families"):
+            extra.fill(values, roles)
+        magnitude = input_magnitude(key, values)
+        if not both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, 1e6)),
                     judge_structure=extra.error_structure):
             return result
     return result
 
 
-__all__ = ["CandidateSide", "KernelChecks", "check_kernel", "launch_limits"]
+def _release_cached_memory(device: str) -> None:
+    """Hand the allocator's cached blocks back to the device (the captured copies just released): memory
+    this process keeps cached is memory the candidate's process cannot have."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+__all__ = ["BATTERIES", "CandidateSide", "KernelChecks", "check_kernel", "launch_limits"]

@@ -34,17 +34,28 @@ def clone_value(value: Any) -> Any:
     return value
 
 
+def layout_only(value: Any) -> Any:
+    """A tensor's size, strides and dtype without its memory (a meta tensor): for an argument whose
+    captured value is never read, such as an output that gate 2 poisons before every run."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
 def _tensor_bytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if hasattr(v, "element_size"))
 
 
 @contextmanager
-def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8,
-              limit_bytes: int | None = None) -> Iterator[list[CapturedLaunch]]:
+def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8, limit_bytes: int | None = None,
+              layouts_only: dict[str, set[int]] | None = None) -> Iterator[list[CapturedLaunch]]:
     """Record up to ``limit`` launches of each named kernel of a loaded wrapper.
 
     With ``limit_bytes``, a kernel whose first launch moves more than that keeps only that launch
-    (each captured launch is a full copy of its arguments).
+    (each captured launch is a full copy of its arguments). ``layouts_only`` names, per kernel, the
+    argument positions recorded as :func:`layout_only` (no copy).
     """
     captured: list[CapturedLaunch] = []
     counts: dict[str, int] = {}
@@ -54,14 +65,18 @@ def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8,
         if kernel is None or not hasattr(kernel, "run"):
             raise LookupError(f"the loaded graph has no kernel object named {name}")
 
-        def recording_run(*args: Any, __name: str = name, __kernel: Any = kernel, **kwargs: Any) -> Any:
+        skip = (layouts_only or {}).get(name, set())
+
+        def recording_run(*args: Any, __name: str = name, __kernel: Any = kernel, __skip: set[int] = skip,
+                          **kwargs: Any) -> Any:
             index = counts.get(__name, 0)
             counts[__name] = index + 1
             keep = limit
             if limit_bytes is not None and index > 0 and _tensor_bytes(list(args)) > limit_bytes:
                 keep = 1
             if index < keep:
-                captured.append(CapturedLaunch(__name, index, [clone_value(a) for a in args], dict(kwargs)))
+                copies = [layout_only(a) if i in __skip else clone_value(a) for i, a in enumerate(args)]
+                captured.append(CapturedLaunch(__name, index, copies, dict(kwargs)))
             return type(__kernel).run(__kernel, *args, **kwargs)
 
         kernel.run = recording_run
@@ -76,12 +91,13 @@ def capturing(module: ModuleType, kernel_names: list[str], limit: int = 8,
                 pass
 
 
-def capture_launches(module: ModuleType, kernel_names: list[str], inputs: list[Any],
-                     limit: int = 8, limit_bytes: int | None = None) -> tuple[list[CapturedLaunch], Any]:
+def capture_launches(module: ModuleType, kernel_names: list[str], inputs: list[Any], limit: int = 8,
+                     limit_bytes: int | None = None,
+                     layouts_only: dict[str, set[int]] | None = None) -> tuple[list[CapturedLaunch], Any]:
     """Run the graph once on ``inputs`` and return the captured launches and the graph's output."""
     from ..graph_module import call_graph
 
-    with capturing(module, kernel_names, limit, limit_bytes) as captured:
+    with capturing(module, kernel_names, limit, limit_bytes, layouts_only) as captured:
         output = call_graph(module, inputs)
     _synchronize(inputs)
     return captured, output

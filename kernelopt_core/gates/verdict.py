@@ -7,6 +7,7 @@ from typing import Any
 
 GATE_NAMES: dict[int, str] = {1: "static", 2: "kernel", 3: "model", 4: "perf"}
 ALL_GATES: tuple[int, ...] = (1, 2, 3, 4)
+GATE2_BATTERIES: tuple[str, ...] = ("screen", "full")
 
 
 @dataclass
@@ -61,6 +62,10 @@ class CascadeConfig:
     low_memory: bool = False  # a smaller check: one captured launch, argument values on the host
     retry_low_memory: bool = True  # a gate that runs out of memory is retried once with low_memory
     families: bool = True  # gates 2-3 also run the input families (NaN/Inf, zeros, constant rows, ...)
+    # Gate 2's battery: "full" (captured launches, every seed, stale outputs, re-runs, input families, the
+    # error structure and its sensitivity run, guards) or "screen" (the first captured launch and the first
+    # seed: the search's ranking screen). A cascade that goes on past gate 2 always runs the full battery.
+    gate2_battery: str = "full"
     # Keep the candidate's process after the cascade, for a kernel timing of the same candidate that
     # follows at once (the search's screen); the next candidate's cascade closes it either way.
     keep_candidate: bool = False
@@ -72,7 +77,7 @@ class CascadeConfig:
             "min_speedup": self.min_speedup, "ab_rounds": self.ab_rounds, "run_gates": list(self.run_gates),
             "workdir": self.workdir, "model_tolerance": self.model_tolerance,
             "determinism_reruns": self.determinism_reruns, "low_memory": self.low_memory,
-            "families": self.families,
+            "families": self.families, "gate2_battery": self.gate2_battery,
         }
 
 

@@ -439,6 +439,12 @@ def serve(connection: Any, device: str, scratch: str, report: ContainmentReport)
             return
         message = json.loads(raw)
         if message.get("command") == "shutdown":
+            # Unmap the checker's buffers before answering: the checker kills this process once answered,
+            # and a CUDA buffer still mapped by a killed process can never be freed by its owner.
+            try:
+                _release(state, {"inputs": True, "buffers": True})
+            except Exception:  # noqa: BLE001 - a broken device must not stop the shutdown
+                pass
             connection.send_bytes(b'{"ok": true}')
             return
         reply = _handle(state, message)

@@ -145,15 +145,15 @@ class CandidateStage:
             return None, screen.reason
         timing.verdict = "passed"
         search.screened_ok += 1
-        ctx.progress(f"{brief.name}: {label} passed gates 1-2; timing it against the original kernel",
+        ctx.progress(f"{brief.name}: {label} passed gate 1 and the gate-2 screen; timing it against the original kernel",
                      stage="timing", kernel=brief.name, candidate=label)
         with ctx.times.stage("time", replayed=lambda: evaluator.replayed > before) as seconds:
             kernel_time = evaluator.time(brief.name, proposal.source, screen)
         timing.time_s = seconds[0]
         child = self._node(search, proposal, node, kernel_time, digest, iteration, label, plan)
         timing.speedup = child.speedup if child else None
-        ctx.history.append(f"{proposal.title}: passed gates 1-2, kernel speedup {child.speedup:.3f}x"
-                           if child else f"{proposal.title}: passed gates 1-2, timing failed")
+        ctx.history.append(f"{proposal.title}: passed gate 1 and the gate-2 screen, kernel speedup {child.speedup:.3f}x"
+                           if child else f"{proposal.title}: passed gate 1 and the gate-2 screen, timing failed")
         ctx.experience.learn(ctx.summarizer, brief, plan, proposal, child.speedup if child else None, None, label)
         return child, None
 

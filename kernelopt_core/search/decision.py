@@ -59,8 +59,10 @@ def _decide(searches: list[KernelSearch], final: CascadeResult | None, config: O
         return "matched", (f"{ok} correct candidate(s); the fastest (kernel speedup {best:.3f}x) did not go through "
                            "the final gates within the budget; the compiler's code is kept")
     correct_model = any(s.correct for s in searches)
-    if final is not None and not final.accepted and final.failed_gate == 3 and not correct_model:
-        return "fallback", f"the fastest candidates failed the model-level check: {final.reason}"
+    if final is not None and not final.accepted and final.failed_gate in (2, 3) and not correct_model:
+        # gate 2 here is its full battery, which finalists run before gate 3 (the screen ran only part of it)
+        check = "gate 2's full battery" if final.failed_gate == 2 else "the model-level check"
+        return "fallback", f"the fastest candidates failed {check}: {final.reason}"
     return "matched", (f"{ok} correct candidate(s), none faster than Inductor's kernel "
                        f"(best kernel speedup {best:.3f}x); the compiler's code is kept" if best is not None else
                        f"{ok} correct candidate(s), none measurably faster; the compiler's code is kept")

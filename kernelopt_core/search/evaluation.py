@@ -27,7 +27,7 @@ class EvaluationError(RuntimeError):
 
 @dataclass
 class Screen:
-    """Gates 1-2 on one candidate."""
+    """Gate 1 and gate 2's screen (the captured launch and one seed) on one candidate."""
 
     passed: bool
     failed_gate: int | None
@@ -127,10 +127,10 @@ class GateEvaluator:
             raise EvaluationError(f"{function} failed ({kind}): {failure.message if failure else ''}")
         return outcome.value
 
-    def _config(self, gates: tuple[int, ...]) -> CascadeConfig:
+    def _config(self, gates: tuple[int, ...], gate2_battery: str = "full") -> CascadeConfig:
         return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
                              workdir=os.path.join(self.workdir, "restitched"),
-                             kernel_timing=self.kernel_timing_in_gate4,
+                             kernel_timing=self.kernel_timing_in_gate4, gate2_battery=gate2_battery,
                              keep_candidate=gates == (1, 2))  # the kernel timing that follows reuses it
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
@@ -170,7 +170,8 @@ class GateEvaluator:
         from ..gates.cascade import CascadeSetupError, run_cascade
 
         try:
-            result = run_cascade(self.graph, {kernel: source}, self._config((1, 2)), self.sink, self._worker)
+            result = run_cascade(self.graph, {kernel: source}, self._config((1, 2), "screen"), self.sink,
+                                 self._worker)
         except CascadeSetupError as exc:
             if exc.partial is not None and exc.partial.gates and not exc.partial.gates[-1].passed:
                 result = exc.partial
@@ -194,10 +195,13 @@ class GateEvaluator:
                           entry.get("ms"))
 
     def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        """Gate 2's full battery, then ``gates`` (the pipeline's final gates, e.g. (3, 4)): the screen ran
+        gate 2 on the captured launch and one seed only, and no candidate is accepted without the rest."""
         from ..gates.cascade import CascadeSetupError, run_cascade
 
+        final = tuple(sorted({2, *(g for g in gates if g > 2)}))
         try:
-            return run_cascade(self.graph, candidates, self._config(gates), self.sink, self._worker)
+            return run_cascade(self.graph, candidates, self._config(final, "full"), self.sink, self._worker)
         except CascadeSetupError as exc:
             if exc.partial is not None:
                 return exc.partial
@@ -209,8 +213,9 @@ def candidate_key(kernel: str, source: str) -> str:
 
 
 def _final_key(candidates: dict[str, str], gates: tuple[int, ...]) -> str:
+    # "+gate2-full": a final verdict recorded before finalists ran gate 2's full battery is not replayed
     digest = hashlib.sha256(json.dumps(sorted((k, source_digest(v)) for k, v in candidates.items())).encode())
-    return f"{digest.hexdigest()[:20]}:{','.join(map(str, gates))}"
+    return f"{digest.hexdigest()[:20]}:{','.join(map(str, gates))}+gate2-full"
 
 
 class RecordedEvaluator:

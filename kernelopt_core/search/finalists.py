@@ -87,6 +87,8 @@ class FinalistStage:
         if not accepted:
             if cascade.failed_gate == 4:
                 search.perf_rejected += 1
+            elif cascade.failed_gate == 2:  # gate 2's full battery: a rejection the screen did not make
+                search.rejections[2] = search.rejections.get(2, 0) + 1
             if search.accepted is None:
                 search.cascade = cascade
             return False

@@ -10,7 +10,7 @@ The stages, each in its own module, all reading one :class:`~.run_context.RunCon
 2. Per target kernel (largest share first): the brief (:mod:`.brief`: ncu on a GPU, chosen by the
    profiler agent; the analyst's tier and directions), then the beam (:mod:`.beam_stage`): B beam
    nodes x N plans per iteration, each plan executed with up to K attempts (:mod:`.candidates`);
-   every candidate goes through gates 1-2 and is timed alone.
+   every candidate goes through gate 1 and the gate-2 screen and is timed alone.
 3. Finalists (:mod:`.finalists`): a clear win goes through the final gates as soon as it is timed;
    when a kernel's beam ends its fastest candidates do; several accepted kernels are verified together.
 4. Decision (:mod:`.decision`): ``optimized`` (all four gates passed), ``matched`` (correct

@@ -69,6 +69,9 @@ class CaseResult:
     seconds: float
     error: str | None = None  # the edit did not apply, or the check could not run
     skipped: str | None = None  # not run: the capabilities it needs are not in kernelopt_core.gates.CAPABILITIES
+    # two-stage runs: which stage rejected it ("screen": gate 1 or gate 2's screen; "full battery": gate 2's
+    # full battery before the final gates; "final gates": gate 3 or 4), None when nothing did
+    stage: str | None = None
 
     @property
     def as_expected(self) -> bool:
@@ -84,9 +87,18 @@ class CaseResult:
 
 def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...] = (1, 2, 3),
              workdir: str | None = None, worker: Any = None, device: str = "auto",
-             capabilities: frozenset[str] = CAPABILITIES) -> list[CaseResult]:
+             capabilities: frozenset[str] = CAPABILITIES, two_stage: bool = False) -> list[CaseResult]:
     """Run each case's candidate through ``gates``; a case whose problem has no graph is left out, one
-    that needs a capability the gates lack is recorded as skipped (it would not be rejected yet)."""
+    that needs a capability the gates lack is recorded as skipped (it would not be rejected yet).
+
+    ``two_stage`` takes the search's path instead (:class:`GateEvaluator`): the screen (gate 1 and gate 2's
+    screen battery), then for what it passes the finalists' gates (gate 2's full battery, then ``gates``
+    past 2), in a fresh candidate process as in the search.
+    """
+    if two_stage:
+        if workdir is None:
+            raise ValueError("a two-stage evaluation needs a workdir (the search's run folder)")
+        return _evaluate_two_stage(cases, graphs, gates, workdir, worker, device, capabilities)
     parsed = {name: parse_output_code(path) for name, path in graphs.items() if path}
     config = CascadeConfig(device=device, run_gates=gates, workdir=workdir)
     results: list[CaseResult] = []
@@ -121,6 +133,60 @@ def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...
     return results
 
 
+def _evaluate_two_stage(cases: list[Case], graphs: dict[str, str], gates: tuple[int, ...], workdir: str,
+                        worker: Any, device: str, capabilities: frozenset[str]) -> list[CaseResult]:
+    from kernelopt_core.search.evaluation import EvaluationError, GateEvaluator
+
+    parsed = {name: parse_output_code(path) for name, path in graphs.items() if path}
+    final_gates = tuple(g for g in gates if g > 2)
+    results: list[CaseResult] = []
+    for case in cases:
+        graph = parsed.get(case.problem)
+        if graph is None:
+            continue
+        result = CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "", 0.0)
+        missing = case.missing(capabilities)
+        if missing or len(graph.kernels) != 1:
+            if missing:
+                result.skipped = f"needs {', '.join(missing)}"
+            else:
+                result.error = f"{case.problem} compiled to {len(graph.kernels)} kernels, expected one"
+            results.append(result)
+            continue
+        kernel = graph.kernels[0]
+        begin = time.monotonic()
+        try:
+            candidate = case.candidate(kernel.source, kernel.name)
+            evaluator = GateEvaluator(graph, device, workdir, worker=worker)
+            screen = evaluator.screen(kernel.name, candidate)
+            if not screen.passed:
+                result.failed_gate, result.reason, result.stage = screen.failed_gate, screen.reason, "screen"
+            else:
+                _close_candidate(evaluator, worker)  # the search times it, then closes its process
+                final = evaluator.finalize({kernel.name: candidate}, final_gates)
+                result.failed_gate, result.reason = final.failed_gate, final.reason
+                if final.failed_gate is not None:
+                    result.stage = "full battery" if final.failed_gate == 2 else "final gates"
+                if final.could_not_verify:
+                    result.error = f"could not verify: {final.reason}"
+        except EditNotApplicable as exc:
+            result.error = f"edit not applicable: {exc}"
+        except (CascadeSetupError, EvaluationError) as exc:
+            result.error = f"could not run: {exc}"
+        result.seconds = time.monotonic() - begin
+        results.append(result)
+    return results
+
+
+def _close_candidate(evaluator: Any, worker: Any) -> None:
+    if worker == "in-process":
+        from kernelopt_core.gates import jobs
+
+        jobs.close_candidate({})
+    else:
+        evaluator.worker.call("kernelopt_core.gates.jobs:close_candidate", {})
+
+
 def summary_rows(results: list[CaseResult]) -> list[dict[str, Any]]:
     """Per class: rejected n/N and rejected by the labelled gate n/N (correct variants: false rejections);
     skipped cases are counted apart."""
@@ -137,6 +203,8 @@ def summary_rows(results: list[CaseResult]) -> list[dict[str, Any]]:
             "rejected": sum(1 for r in ran if r.failed_gate is not None and r.error is None),
             "by_labelled_gate": sum(1 for r in ran if r.as_expected and r.expected_gate is not None),
             "errors": sum(1 for r in ran if r.error is not None),
+            "by_screen": sum(1 for r in ran if r.stage == "screen"),
+            "by_full_battery": sum(1 for r in ran if r.stage == "full battery"),
             "needs": sorted({r.skipped for r in items if r.skipped}),
         })
     return rows
@@ -147,21 +215,40 @@ def markdown_table(results: list[CaseResult], title: str = "") -> str:
     ran = [r for r in results if r.skipped is None]
     wrong = [r for r in ran if r.expected_gate is not None]
     correct = [r for r in ran if r.expected_gate is None]
+    staged = any(r.stage is not None for r in results)
     lines = [title] if title else []
-    lines += ["| class | labelled gate | rejected | by the labelled gate |", "|---|---|---|---|"]
+    if staged:
+        lines += ["| class | labelled gate | rejected | by the labelled gate | by the screen | by the full battery |",
+                  "|---|---|---|---|---|---|"]
+    else:
+        lines += ["| class | labelled gate | rejected | by the labelled gate |", "|---|---|---|---|"]
     for row in rows:
         if row["class"] == "correct" or not row["n"]:
             continue
-        lines.append(f"| {row['class']} | {row['labelled_gate']} | {row['rejected']}/{row['n']} | "
-                     f"{row['by_labelled_gate']}/{row['n']} |")
+        line = (f"| {row['class']} | {row['labelled_gate']} | {row['rejected']}/{row['n']} | "
+                f"{row['by_labelled_gate']}/{row['n']} |")
+        lines.append(line + (f" {row['by_screen']} | {row['by_full_battery']} |" if staged else ""))
     rejected = sum(1 for r in wrong if r.failed_gate is not None and r.error is None)
     labelled = sum(1 for r in wrong if r.as_expected)
-    lines.append(f"| **all wrong candidates** ({len({r.klass for r in wrong})} classes) | | "
-                 f"**{rejected}/{len(wrong)}** | **{labelled}/{len(wrong)}** |")
+    total = (f"| **all wrong candidates** ({len({r.klass for r in wrong})} classes) | | "
+             f"**{rejected}/{len(wrong)}** | **{labelled}/{len(wrong)}** |")
+    if staged:
+        total += (f" {sum(1 for r in wrong if r.stage == 'screen')} |"
+                  f" {sum(1 for r in wrong if r.stage == 'full battery')} |")
+    lines.append(total)
     false_rejections = sum(1 for r in correct if r.failed_gate is not None or r.error is not None)
+    false_accepts = sum(1 for r in wrong if r.failed_gate is None and r.error is None)
     lines.append("")
-    lines.append(f"Correct variants (other block sizes, num_warps, grids, loop orders, algebraically equal math, "
-                 f"launchers): **false rejections {false_rejections}/{len(correct)}** (gates 1-3).")
+    lines.append(f"False accepts: **{false_accepts}/{len(wrong)}**. Correct variants (other block sizes, num_warps, "
+                 f"grids, loop orders, algebraically equal math, launchers): **false rejections "
+                 f"{false_rejections}/{len(correct)}** (gates 1-3).")
+    if staged:
+        missed = [r for r in wrong if r.stage not in (None, "screen")]
+        lines.append("")
+        lines.append(f"The screen (gate 1, gate 2 on the captured launch and one seed) passed {len(missed)} wrong "
+                     f"candidate(s); the finalists' gates rejected all {sum(1 for r in missed if r.failed_gate)} "
+                     "before acceptance: "
+                     + ("; ".join(f"{r.id} ({r.klass})" for r in missed) if missed else "none") + ".")
     skipped = [r for r in results if r.skipped is not None]
     if skipped:
         lines.append("")
@@ -182,6 +269,7 @@ def case_table(results: list[CaseResult]) -> str:
             got, ok = f"skipped ({r.skipped})", "-"
         else:
             got = "error" if r.error else (str(r.failed_gate) if r.failed_gate else "passed 1-3")
+            got += f" ({r.stage})" if r.stage else ""
             ok = "yes" if r.as_expected else "NO"
         labelled = str(r.expected_gate) if r.expected_gate else "pass"
         lines.append(f"| {r.id} | {r.problem} | {r.klass} | {labelled} | {got} | {ok} |")
