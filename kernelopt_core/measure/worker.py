@@ -17,14 +17,19 @@ import collections
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from ..process_lifetime import end_tree, start_owned
+from .job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 
 FailureKind = Literal["timeout", "crash", "oom", "cuda_error", "cancelled", "error"]
 STARTUP_TIMEOUT_S = 300.0
@@ -69,18 +74,26 @@ class _Process:
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
+        # Its temporary folders are made and removed here, so that a worker killed mid-job leaves none.
+        self.scratch = [tempfile.mkdtemp(prefix="kernelopt-worker-")]
+        child_env[SCRATCH_ENV] = self.scratch[0]
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+            self.scratch.append(tempfile.mkdtemp(prefix="kernelopt-worker-", dir="/dev/shm"))
+            child_env[SHARED_MEMORY_ENV] = self.scratch[1]
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         try:
-            self.popen = subprocess.Popen(
+            # Owned (process_lifetime): it dies with this process, whichever thread starts it.
+            self.popen = start_owned(
                 [python, "-m", "kernelopt_core.measure.worker_main", "--device", device,
                  "--request-fd", str(request_read), "--response-fd", str(response_write)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 pass_fds=(request_read, response_write), env=child_env,
-                start_new_session=True,  # its own process group: a kill takes its children too
+                start_new_session=True,  # its own process group, which ncu and compute-sanitizer join
             )
         except OSError as exc:
             for fd in (request_read, response_write, self.request_write, self.response_read):
                 os.close(fd)
+            self.remove_scratch()
             raise WorkerStartError(f"cannot start the worker with {python!r}: {exc}") from exc
         os.close(request_read)
         os.close(response_write)
@@ -135,26 +148,36 @@ class _Process:
         return line
 
     def kill(self) -> None:
+        """End the worker and everything it started (its group, its zygotes and their candidates)."""
         self.killed_by_us = True
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        end_tree(self.popen.pid)
         try:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self.close_pipes()
 
+    def close_requests(self) -> None:
+        """End of file on the worker's request pipe: idle, it exits; mid-job, it ends at once."""
+        if self.request_write >= 0:
+            fd, self.request_write = self.request_write, -1
+            os.close(fd)
+
     def close_pipes(self) -> None:
-        for fd in (self.request_write, self.response_read):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.close_requests()
+        if self.response_read >= 0:
+            fd, self.response_read = self.response_read, -1
+            os.close(fd)
         self._drain.join(timeout=2)
         if self.popen.stderr is not None:
             self.popen.stderr.close()
+        if self.popen.poll() is not None:
+            self.remove_scratch()
+
+    def remove_scratch(self) -> None:
+        for folder in self.scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.scratch = []
 
     def exit_description(self) -> str:
         code = self.popen.poll()
@@ -314,21 +337,30 @@ class Worker:
             process.close_pipes()
 
     def close(self) -> None:
-        """Stop the worker (politely, then by force)."""
-        with self._lock:
+        """Stop the worker: end of file on its requests, then by force."""
+        if not self._lock.acquire(timeout=1.0):
+            # A job runs in another thread: end of file ends the worker mid-job, and that call
+            # returns (a crash) instead of holding the lock until the job is done.
+            running = self._process
+            if running is not None:
+                running.close_requests()
+            self._lock.acquire()
+        try:
             process, self._process = self._process, None
             if process is None:
                 return
             if process.alive():
+                process.close_requests()  # the worker exits, even from the middle of a job
                 try:
-                    process.send({"shutdown": True})
                     process.popen.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
+                except subprocess.TimeoutExpired:
                     pass
             if process.alive():
                 process.kill()
             else:
                 process.close_pipes()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Worker:
         return self
