@@ -72,10 +72,10 @@ def test_campaign_summary_per_level_and_reasons():
     assert summary.counts == {"optimized": 1, "matched": 1, "fallback": 2, "error": 1}
     assert summary.fallback_reasons == {"gate-4-perf": 1, "vendor-dominated": 1}
     assert summary.error_reasons == {"import": 1}
-    assert summary.levels["1"].geomean_vs_max_autotune == pytest.approx(math.sqrt(2.0))
-    assert summary.levels["2"].geomean_vs_max_autotune == pytest.approx(1.0)  # the error is excluded
-    assert summary.levels["2"].ran == 1 and summary.levels["2"].problems == 2
-    assert summary.levels["1"].geomean_vs_eager == pytest.approx(math.sqrt(3.0 * 1.5))
+    assert summary.levels[1].geomean_vs_max_autotune == pytest.approx(math.sqrt(2.0))
+    assert summary.levels[2].geomean_vs_max_autotune == pytest.approx(1.0)  # the error is excluded
+    assert summary.levels[2].ran == 1 and summary.levels[2].problems == 2
+    assert summary.levels[1].geomean_vs_eager == pytest.approx(math.sqrt(3.0 * 1.5))
     assert summary.overall.fast_p["1.0"] == pytest.approx(1 / 5)
     assert summary.overall.max_vs_max_autotune == pytest.approx(2.0)
     assert summary.not_reached == ["l3b"] and summary.wall_s_total == pytest.approx(10.0)

@@ -81,6 +81,10 @@ class ProblemResult:
     accounting: dict[str, Any] | None = None  # CallableAccounting JSON without per-launch times
     suggestions: list[str] = field(default_factory=list)
     config_change: dict[str, Any] | None = None  # recommendation and its verification; never a kernel rewrite
+    # what the bench had to end after the problem's own process ended, "pid N (command)" each (a
+    # timed-out problem's worker, say); a problem that ends normally leaves nothing
+    processes_ended: list[str] = field(default_factory=list)
+    device_memory: dict[str, Any] | None = None  # device_memory.MemoryCheck JSON: back to the baseline?
     version: int = RESULT_VERSION
 
     def to_json(self) -> dict[str, Any]:
