@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 # The measurement cache and the cross-run experience memory live in the user's cache folder; the tests
 # get their own (per process, so pytest-xdist workers never share a SQLite memory or an AVOID list).
 if "KERNELOPT_TEST_KEEP_CACHE" not in os.environ:
+    import atexit
     import tempfile
 
     os.environ["KERNELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["KERNELOPT_CACHE_DIR"], True)  # nothing outlives the run
 
 # The suite runs examples/gelu_mlp.py at its tiny size, 16 rows, as `kernelopt demo` does on the CPU:
 # the interpreter runs one program per row, and this graph's kernel is most of the suite's work (about

@@ -1,8 +1,7 @@
 """kernelopt_core.process_lifetime: children end with their owner, whichever thread started them.
 
-Plain Python children (no torch): each test takes about a second. Liveness is checked through
-psutil, independently of the module's own /proc reading; waits poll for a condition with a
-generous bound, never race a wall clock.
+Plain Python children (no torch) take seconds; the worker test starts a CPU worker. Liveness is
+asked of psutil directly; waits poll for a condition with a generous bound, never race a wall clock.
 """
 
 from __future__ import annotations
