@@ -155,3 +155,29 @@ def run_watched(command: list[str], *, stall_s: float = 240.0, **kwargs: object)
     for reader in readers:
         reader.join(timeout=10)
     return subprocess.CompletedProcess(command, process.returncode, "".join(lines["out"]), "".join(lines["err"]))
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not), asked of psutil."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def processes_below(root: int) -> dict[int, str]:
+    """``root``, every process below it and every member of the sessions they lead, by pid, with their
+    command lines (psutil): what must be gone once ``root``'s work is over."""
+    import psutil
+
+    found = {root: " ".join(psutil.Process(root).cmdline())}
+    found.update({p.pid: " ".join(p.cmdline()) for p in psutil.Process(root).children(recursive=True)})
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(process.pid) in found:
+                found[process.pid] = " ".join(process.info["cmdline"] or [])
+        except OSError:
+            continue
+    return found

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
+from conftest import processes_below, running
 
 from kernelopt_core.bench.campaign import run_campaign
 from kernelopt_core.bench.config import CampaignConfig
@@ -69,26 +69,6 @@ def get_init_inputs():
 '''
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _tree_and_sessions(root: int) -> dict[int, str]:
-    """Every process below ``root`` and every member of the sessions they lead, by pid (psutil)."""
-    below = {p.pid: " ".join(p.cmdline()) for p in psutil.Process(root).children(recursive=True)}
-    below[root] = " ".join(psutil.Process(root).cmdline())
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if os.getsid(process.pid) in below:
-                below[process.pid] = " ".join(process.info["cmdline"] or [])
-        except OSError:
-            continue
-    return below
-
-
 def test_a_problem_timed_out_mid_job_leaves_nothing_and_the_next_problem_runs(tmp_path: Path) -> None:
     marker = tmp_path / "mid-job.json"
     problem = tmp_path / "waits_in_its_worker.py"
@@ -101,7 +81,7 @@ def test_a_problem_timed_out_mid_job_leaves_nothing_and_the_next_problem_runs(tm
             return 0.0
         if not seen:  # the processes of the problem, looked up independently of the bench's own record
             problem_pid = json.loads((tmp_path / "mid-job.json.problem").read_text())["problem"]
-            seen.update(_tree_and_sessions(problem_pid))
+            seen.update(processes_below(problem_pid))
         return 1e9
 
     out = tmp_path / "out"
@@ -114,7 +94,7 @@ def test_a_problem_timed_out_mid_job_leaves_nothing_and_the_next_problem_runs(tm
         assert result.outcome == "error" and result.category == "timeout", result.reason
         assert pids["worker"] == first["ready_worker"]  # the worker did not die with the thread that started it
         assert {first["problem"], pids["worker"], pids["grandchild"]} <= set(seen)
-        alive = {pid: command for pid, command in seen.items() if _running(pid)}
+        alive = {pid: command for pid, command in seen.items() if running(pid)}
         assert not alive, f"left running after the timeout: {alive}"
         ended = " ".join(result.processes_ended)
         assert f"pid {pids['worker']} " in ended and f"pid {pids['grandchild']} " in ended

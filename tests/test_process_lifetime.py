@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import processes_below, running
 
 from kernelopt_core.measure.worker import Worker
 from kernelopt_core.process_lifetime import ProcessTree, end_tree
@@ -84,13 +85,6 @@ time.sleep(600)
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
 def wait_until(condition, what: str, bound_s: float = 60.0) -> None:
     deadline = time.monotonic() + bound_s
     while not condition():
@@ -108,30 +102,30 @@ def _owner(script: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
 @pytest.mark.parametrize("watch", [False, True], ids=["parent-death-signal", "with-watch"])
 def test_a_child_outlives_the_thread_that_started_it_but_not_its_owner(watch: bool) -> None:
     owner, (child_pid, answer) = _owner(OWNER, CHILD.format(watch=watch))
+    child = int(child_pid)
     try:
-        child = int(child_pid)
         assert answer == "pong", "the child died with the thread that started it"
         os.kill(owner.pid, signal.SIGKILL)  # the owner goes, without any chance to clean up
         owner.wait(timeout=30)
-        wait_until(lambda: not _running(child), "the child ends with its owner")
+        wait_until(lambda: not running(child), "the child ends with its owner")
     finally:
-        end_tree(owner.pid)
+        for pid in (owner.pid, child):  # whatever a failure left behind
+            end_tree(pid, wait_s=1.0)
         owner.wait(timeout=30)
 
 
 def test_a_process_started_through_a_foreign_program_ends_with_the_owner() -> None:
     owner, (middle_pid, target_pid) = _owner(THROUGH, MIDDLE, TARGET)
+    middle, target = int(middle_pid), int(target_pid)
     try:
-        middle, target = int(middle_pid), int(target_pid)
         assert psutil.Process(target).ppid() == middle and psutil.Process(middle).ppid() == owner.pid
-        wait_until(lambda: any("die_with_owner" in " ".join(p.cmdline()) for p in [psutil.Process(target)]),
-                   "the target runs")
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=30)
-        wait_until(lambda: not _running(middle), "the launched program ends (parent-death signal)")
-        wait_until(lambda: not _running(target), "its target ends (it watches the owner)")
+        wait_until(lambda: not running(middle), "the launched program ends (parent-death signal)")
+        wait_until(lambda: not running(target), "its target ends (it watches the owner)")
     finally:
-        end_tree(owner.pid)
+        for pid in (owner.pid, middle, target):
+            end_tree(pid, wait_s=1.0)
         owner.wait(timeout=30)
 
 
@@ -167,13 +161,13 @@ def test_the_tree_ends_what_was_re_parented_through_the_session_it_was_in() -> N
         root.stdin.write("go\n")
         root.stdin.flush()
         grandchild = int(root.stdout.readline())  # its parent has ended
-        assert not _running(middle) and _running(grandchild)
+        assert not running(middle) and running(grandchild)
         assert grandchild not in {p.pid for p in psutil.Process(root.pid).children(recursive=True)}
         assert os.getsid(grandchild) == middle
         ended = {info.pid for info in tree.end()}
         assert ended == {root.pid, grandchild}
         root.wait(timeout=30)
-        wait_until(lambda: not _running(grandchild), "the re-parented grandchild is ended")
+        wait_until(lambda: not running(grandchild), "the re-parented grandchild is ended")
     finally:
         end_tree(root.pid)
         root.wait(timeout=30)
@@ -215,7 +209,45 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
         job.join(timeout=120)
         assert calls and calls[0].failure is not None and calls[0].failure.kind == "crash"
         assert not worker.restarts and not process.killed_by_us
-        wait_until(lambda: not _running(pids["worker"]), "the worker ends by itself")
-        wait_until(lambda: not _running(pids["grandchild"]), "and what it started ends with it")
+        wait_until(lambda: not running(pids["worker"]), "the worker ends by itself")
+        wait_until(lambda: not running(pids["grandchild"]), "and what it started ends with it")
     finally:
         worker.close()
+
+
+# --- kernelopt optimize ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_optimize_interrupted_or_killed_mid_job_leaves_no_process(how: str, cpu_example_dump: Path,
+                                                                   tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) or kill -9 while the
+    worker runs its first job: the command, its worker and the zygotes are all gone afterwards."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "KERNELOPT_WORKER_ECHO": "1",
+           "KERNELOPT_CACHE_DIR": str(tmp_path / "cache")}
+    cli = subprocess.Popen([sys.executable, "-m", "kernelopt_core.cli.main", "optimize", str(cpu_example_dump),
+                            "--run-root", str(tmp_path / "runs"), "--beam-width", "1", "--iterations", "1",
+                            "--plans", "1", "--retries", "1", "--events"], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+    drain = threading.Thread(target=lambda: lines.extend(iter(cli.stderr.readline, "")), daemon=True)
+    drain.start()
+    seen: dict[int, str] = {}
+    try:
+        # the worker's stderr, echoed by the command, says when a job starts
+        wait_until(lambda: any("kernelopt worker: job" in line for line in lines) or cli.poll() is not None,
+                   "the worker starts its first job", 600)
+        assert cli.poll() is None, "".join(lines[-20:])
+        seen.update(processes_below(cli.pid))
+        assert any("worker_main" in command for command in seen.values()), seen
+        if how == "SIGINT":
+            os.killpg(cli.pid, signal.SIGINT)
+        else:
+            os.kill(cli.pid, signal.SIGKILL)
+        code = cli.wait(timeout=300)
+        assert code == (130 if how == "SIGINT" else -signal.SIGKILL), "".join(lines[-20:])
+        wait_until(lambda: not [pid for pid in seen if running(pid)], f"every process of the command ends: {seen}")
+    finally:
+        for pid in [cli.pid, *seen]:
+            end_tree(pid, wait_s=1.0)
+        cli.wait(timeout=30)

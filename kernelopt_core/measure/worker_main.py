@@ -99,6 +99,8 @@ def _after_oom() -> None:
 def _run_job(request: dict[str, Any]) -> dict[str, Any]:
     job_id = request.get("id")
     job = str(request.get("job", ""))
+    # In the stderr tail of a crash report (and echoed with KERNELOPT_WORKER_ECHO=1): what was running.
+    sys.stderr.write(f"kernelopt worker: job {job_id} starts: {job}\n")
     try:
         function = _resolve(job)
         value = function(request.get("payload") or {})

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
+from conftest import processes_below
 
 from kernelopt_core.jobs import JobRequest, JobRunner, cli_argv, run_job
 from kernelopt_core.process_lifetime import end_tree
@@ -173,18 +173,6 @@ def test_run_job_from_synchronous_code():
     assert job.state == "done" and job.result["value"] == 42
 
 
-def _tree_and_sessions(root: int) -> dict[int, str]:
-    """Every process below ``root`` and every member of the sessions they lead, by pid (psutil)."""
-    below = {p.pid: " ".join(p.cmdline()) for p in psutil.Process(root).children(recursive=True)}
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if os.getsid(process.pid) in below:
-                below[process.pid] = " ".join(process.info["cmdline"] or [])
-        except OSError:
-            continue
-    return below
-
-
 async def _mid_job(marker: Path, bound_s: float = 300.0) -> dict:
     deadline = time.monotonic() + bound_s  # the job's worker imports torch first
     while not marker.exists():
@@ -205,12 +193,12 @@ async def test_a_job_cancelled_while_its_worker_is_mid_job_leaves_no_process(tmp
     marker = tmp_path / "mid-job.json"
     job = runner.submit(JobRequest(kind="optimize", args=["worker-mid-job", str(marker)]))
     pids = await _mid_job(marker)
-    seen = _tree_and_sessions(job.pid)
+    seen = processes_below(job.pid)
     assert {pids["worker"], pids["grandchild"]} <= set(seen)
     assert runner.cancel(job.id) == [job.id]
     finished = await asyncio.wait_for(runner.wait(job.id), timeout=120)
     assert finished.state == "cancelled"
-    await _gone({job.pid: "the job", **seen})
+    await _gone(seen)
 
 
 RUNNER = """
@@ -229,7 +217,7 @@ async def test_a_job_ends_with_its_runner_killed_mid_job(tmp_path: Path):
     seen: dict[int, str] = {}
     try:
         pids = await _mid_job(marker)
-        seen.update(_tree_and_sessions(server.pid))
+        seen.update(processes_below(server.pid))
         assert {pids["worker"], pids["grandchild"]} <= set(seen)
         os.kill(server.pid, signal.SIGKILL)  # nobody cleans up: each process must end with its owner
         server.wait(timeout=30)
