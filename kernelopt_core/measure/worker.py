@@ -210,6 +210,7 @@ class Worker:
         self.env = dict(env or {})
         self._process: _Process | None = None
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._next_id = 0
         self.starts = 0  # worker processes started so far (a restart is any start after the first)
         self.resolved_device: str | None = None  # what "auto" became, once started
@@ -300,6 +301,9 @@ class Worker:
             if cancel is not None and cancel.is_set():
                 process.kill()
                 raise WorkerStartError("cancelled while the worker was starting")
+            if self._closing.is_set():  # close() waits for this start: end it instead
+                process.kill()
+                raise WorkerStartError("the worker was closed while it was starting")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 process.kill()
@@ -338,13 +342,16 @@ class Worker:
 
     def close(self) -> None:
         """Stop the worker: end of file on its requests, then by force."""
+        self._closing.set()
         if not self._lock.acquire(timeout=1.0):
             # A job runs in another thread: end of file ends the worker mid-job, and that call
-            # returns (a crash) instead of holding the lock until the job is done.
+            # returns (a crash) instead of holding the lock until the job is done; a worker still
+            # starting is ended by its start loop.
             running = self._process
             if running is not None:
                 running.close_requests()
             self._lock.acquire()
+        self._closing.clear()
         try:
             process, self._process = self._process, None
             if process is None:
