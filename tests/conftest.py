@@ -60,6 +60,7 @@ def one_program_example_candidate(kernel: TritonKernel) -> str:
 LONGEST_FIRST = (
     "tests/adversarial/test_adversarial_corpus.py",  # ~150
     "tests/test_bench_campaign.py",  # ~120
+    "tests/test_bench_hygiene.py",  # ~180 on a loaded machine (2026-12-02)
     "tests/test_deploy_runtime.py",  # ~110
     "tests/test_gates_cascade.py",  # ~100
     "tests/test_window_families.py",  # ~90
@@ -71,6 +72,7 @@ LONGEST_FIRST = (
     "tests/test_config_changes_cpu.py",  # ~30
     "tests/test_cli_first_hour.py",  # ~30
     "tests/test_inspect_cli.py",  # ~30
+    "tests/test_process_lifetime.py",  # ~60 on a loaded machine (2026-12-02)
 )
 
 
