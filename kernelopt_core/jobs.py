@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .events import parse_event_line
+from .measure import worker_scratch
 from .process_lifetime import ProcessTree, owned_environment
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -228,8 +229,9 @@ class JobRunner:
             self._kill(job.id)
             await readers
         returncode = await proc.wait()
-        # Whatever the command left running (nothing, normally) goes with it.
-        await asyncio.get_running_loop().run_in_executor(None, self._trees[job.id].end)
+        # Whatever the command left running (nothing, normally) goes with it, and the temporary
+        # folders of its workers when it was killed.
+        await asyncio.get_running_loop().run_in_executor(None, _end_leftovers, self._trees[job.id])
         job.returncode = returncode
         job.stderr_tail = "".join(stderr_tail)[-_STDERR_TAIL_CHARS:]
         if job.id in self._cancel_requested:
@@ -319,6 +321,11 @@ class JobRunner:
         for job in finished[: max(0, len(finished) - self.keep_finished)]:
             self._jobs.pop(job.id, None)
             self._tasks.pop(job.id, None)
+
+
+def _end_leftovers(tree: ProcessTree) -> None:
+    tree.end()
+    worker_scratch.sweep()
 
 
 def _new_process_group() -> dict[str, Any]:

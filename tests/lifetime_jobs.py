@@ -2,7 +2,7 @@
 
 ``sleep_job`` makes "mid-job" deterministic: it starts a child the way the worker starts a zygote
 (owned, in a session of its own, from a thread that then ends), writes a marker file naming both
-processes, and sleeps. A test waits for the marker, then ends the owner however it likes.
+processes and the worker's temporary folders, and sleeps. A test waits for the marker, then ends the owner however it likes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from kernelopt_core.measure.job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 from kernelopt_core.process_lifetime import start_owned
 
 # Like the zygote: the parent-death signal only, no watch thread.
@@ -27,7 +28,8 @@ def sleep_job(payload: dict) -> dict:
         [sys.executable, "-c", GRANDCHILD], stdin=subprocess.DEVNULL, start_new_session=True)))
     thread.start()
     thread.join()
-    marker = {"worker": os.getpid(), "grandchild": started[0].pid}
+    marker = {"worker": os.getpid(), "grandchild": started[0].pid,
+              "scratch": [os.environ.get(name) for name in (SCRATCH_ENV, SHARED_MEMORY_ENV) if os.environ.get(name)]}
     temporary = payload["marker"] + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(marker, handle)

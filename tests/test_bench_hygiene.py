@@ -96,6 +96,7 @@ def test_a_problem_timed_out_mid_job_leaves_nothing_and_the_next_problem_runs(tm
         assert {first["problem"], pids["worker"], pids["grandchild"]} <= set(seen)
         alive = {pid: command for pid, command in seen.items() if running(pid)}
         assert not alive, f"left running after the timeout: {alive}"
+        assert pids["scratch"] and not [f for f in pids["scratch"] if os.path.exists(f)]  # its worker's folders
         ended = " ".join(result.processes_ended)
         assert f"pid {pids['worker']} " in ended and f"pid {pids['grandchild']} " in ended
         assert json.loads((out / "problems" / "waits_in_its_worker.json").read_text())["processes_ended"]

@@ -19,6 +19,8 @@ import psutil
 import pytest
 from conftest import processes_below, running
 
+from kernelopt_core.measure import worker_scratch
+from kernelopt_core.measure.job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 from kernelopt_core.measure.worker import Worker
 from kernelopt_core.process_lifetime import ProcessTree, end_tree
 
@@ -211,6 +213,7 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
         assert not worker.restarts and not process.killed_by_us
         wait_until(lambda: not running(pids["worker"]), "the worker ends by itself")
         wait_until(lambda: not running(pids["grandchild"]), "and what it started ends with it")
+        assert pids["scratch"] and not [folder for folder in pids["scratch"] if os.path.exists(folder)]
     finally:
         worker.close()
 
@@ -239,7 +242,9 @@ def test_optimize_interrupted_or_killed_mid_job_leaves_no_process(how: str, cpu_
                    "the worker starts its first job", 600)
         assert cli.poll() is None, "".join(lines[-20:])
         seen.update(processes_below(cli.pid))
-        assert any("worker_main" in command for command in seen.values()), seen
+        (worker,) = [pid for pid, command in seen.items() if "worker_main" in command]
+        environment = psutil.Process(worker).environ()
+        scratch = [environment[name] for name in (SCRATCH_ENV, SHARED_MEMORY_ENV) if name in environment]
         if how == "SIGINT":
             os.killpg(cli.pid, signal.SIGINT)
         else:
@@ -247,6 +252,9 @@ def test_optimize_interrupted_or_killed_mid_job_leaves_no_process(how: str, cpu_
         code = cli.wait(timeout=300)
         assert code == (130 if how == "SIGINT" else -signal.SIGKILL), "".join(lines[-20:])
         wait_until(lambda: not [pid for pid in seen if running(pid)], f"every process of the command ends: {seen}")
+        if how == "SIGKILL":  # nobody could remove the worker's folders: the next worker start sweeps them
+            worker_scratch.sweep()
+        assert scratch and not [folder for folder in scratch if os.path.exists(folder)]
     finally:
         for pid in [cli.pid, *seen]:
             end_tree(pid, wait_s=1.0)

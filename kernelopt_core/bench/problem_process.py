@@ -25,6 +25,7 @@ from typing import TextIO
 
 from ..atomic_files import write_json_atomic
 from ..events import EventSink, parse_event_line
+from ..measure import worker_scratch
 from ..process_lifetime import ProcessInfo, ProcessTree, end_tree, start_owned
 from .child_output import stdout_lines
 from .config import CampaignConfig
@@ -126,6 +127,7 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
+        worker_scratch.sweep()  # the temporary folders of the workers it owned, if it was killed
         log.flush()
     memory = slot.memory.after(baseline, tree.pids(), end_tree) if slot.memory is not None else None
     if why is None:

@@ -17,11 +17,9 @@ import collections
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..process_lifetime import end_tree, start_owned
+from . import worker_scratch
 from .job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 
 FailureKind = Literal["timeout", "crash", "oom", "cuda_error", "cancelled", "error"]
@@ -74,11 +73,12 @@ class _Process:
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
-        # Its temporary folders are made and removed here, so that a worker killed mid-job leaves none.
-        self.scratch = [tempfile.mkdtemp(prefix="kernelopt-worker-")]
+        # Its temporary folders are made and removed here, so that a worker killed mid-job leaves
+        # none; those of owners killed with kill -9 are swept.
+        worker_scratch.sweep()
+        self.scratch = worker_scratch.make()
         child_env[SCRATCH_ENV] = self.scratch[0]
-        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-            self.scratch.append(tempfile.mkdtemp(prefix="kernelopt-worker-", dir="/dev/shm"))
+        if len(self.scratch) > 1:
             child_env[SHARED_MEMORY_ENV] = self.scratch[1]
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         try:
@@ -175,8 +175,7 @@ class _Process:
             self.remove_scratch()
 
     def remove_scratch(self) -> None:
-        for folder in self.scratch:
-            shutil.rmtree(folder, ignore_errors=True)
+        worker_scratch.remove(self.scratch)
         self.scratch = []
 
     def exit_description(self) -> str:
