@@ -3,10 +3,11 @@
 Shared by the language server and the CLI. Each job runs ``python -m kernelopt_core.cli.main
 <command> ... --events --json`` in its own process group; its ``@kernelopt-event`` lines become
 progress updates and its result event becomes the job's result. Jobs on one device run one at
-a time (a queued job waits its turn); cancelling kills the whole process group, so a worker the
-command started dies with it.
+a time (a queued job waits its turn); cancelling interrupts the command, then ends everything it
+started, by pid (:mod:`.process_lifetime`). A job's process also dies with the runner's process.
 
-Pure asyncio and the standard library: no torch, no rich, safe to import in the language server.
+Pure asyncio and the standard library (psutil where installed): no torch, no rich, safe to import
+in the language server.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .events import parse_event_line
+from .measure import worker_scratch
+from .process_lifetime import ProcessTree, owned_environment
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 FINISHED_STATES: frozenset[str] = frozenset({"done", "failed", "cancelled"})
@@ -103,6 +106,7 @@ class JobRunner:
         self._jobs: dict[str, Job] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._trees: dict[str, ProcessTree] = {}
         self._cancel_requested: set[str] = set()
         self._starting: set[str] = set()
         self._device_locks: dict[str, asyncio.Lock] = {}
@@ -140,7 +144,7 @@ class JobRunner:
             self._cancel_requested.add(jid)
             proc = self._procs.get(jid)
             if proc is not None:
-                self._kill(proc)
+                self._kill(jid)
             elif jid in self._starting:
                 pass  # its process is being created: _run_process sees the flag and kills it
             elif job.state == "queued":
@@ -177,7 +181,7 @@ class JobRunner:
                 await self._run_process(job)
         except asyncio.CancelledError:
             if job.id in self._procs:
-                self._kill(self._procs[job.id])
+                self._kill(job.id)
             if not job.finished:
                 self._finish(job, "cancelled", "cancelled")
             raise
@@ -186,10 +190,13 @@ class JobRunner:
                 self._finish(job, "failed", f"job runner error: {type(exc).__name__}: {exc}")
         finally:
             self._procs.pop(job.id, None)
+            self._trees.pop(job.id, None)
             self._cancel_requested.discard(job.id)
 
     async def _run_process(self, job: Job) -> None:
-        env = {**os.environ, **(self.env or {}), **(job.request.env or {})}
+        # Owned: the command dies with this process (it is started from the loop's thread, which
+        # lives as long as the runner).
+        env = owned_environment({**os.environ, **(self.env or {}), **(job.request.env or {})})
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._starting.add(job.id)
         try:
@@ -204,8 +211,9 @@ class JobRunner:
         finally:
             self._starting.discard(job.id)
         self._procs[job.id] = proc
+        self._trees[job.id] = ProcessTree(proc.pid)
         if job.id in self._cancel_requested:  # cancelled while the process was being created
-            self._kill(proc)
+            self._kill(job.id)
         job.pid = proc.pid
         job.started_at = time.time()
         job.state = "running"
@@ -218,9 +226,12 @@ class JobRunner:
             await asyncio.wait_for(asyncio.shield(readers), timeout=job.request.timeout_s)
         except asyncio.TimeoutError:
             timed_out = True
-            self._kill(proc)
+            self._kill(job.id)
             await readers
         returncode = await proc.wait()
+        # Whatever the command left running (nothing, normally) goes with it, and the temporary
+        # folders of its workers when it was killed.
+        await asyncio.get_running_loop().run_in_executor(None, _end_leftovers, self._trees[job.id])
         job.returncode = returncode
         job.stderr_tail = "".join(stderr_tail)[-_STDERR_TAIL_CHARS:]
         if job.id in self._cancel_requested:
@@ -286,27 +297,35 @@ class JobRunner:
         except Exception:  # noqa: BLE001 - a listener's bug must not kill the job
             pass
 
-    def _kill(self, proc: asyncio.subprocess.Process) -> None:
-        """SIGINT first (the CLI exits through KeyboardInterrupt and closes its worker), then
-        SIGKILL to its process group and to every descendant, including a worker that runs in a
-        session of its own."""
-        if proc.returncode is not None:
+    def _kill(self, job_id: str) -> None:
+        """SIGINT first (the CLI exits through KeyboardInterrupt and closes its worker), then, after
+        the grace period, SIGKILL to everything the job started, by pid: a worker in a session of
+        its own, and whatever was re-parented after its parent died."""
+        proc, tree = self._procs.get(job_id), self._trees.get(job_id)
+        if proc is None or proc.returncode is not None:
             return
-        tree = _descendants(proc.pid)
+        if tree is not None:
+            tree.refresh()  # before the interrupt: what runs now is known by pid however it ends
         _signal_group(proc, signal.SIGINT)
         loop = asyncio.get_running_loop()
-        loop.call_later(self.kill_grace_s, _kill_tree, proc, tree)
+        if tree is not None:
+            loop.call_later(self.kill_grace_s, lambda: loop.run_in_executor(None, tree.end, 0.0))
 
     def terminate_all(self) -> None:
         """Kill every running job now, without waiting (the server is going away)."""
-        for proc in list(self._procs.values()):
-            _kill_tree(proc, _descendants(proc.pid))
+        for tree in list(self._trees.values()):
+            tree.end(0.0)
 
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if j.finished]
         for job in finished[: max(0, len(finished) - self.keep_finished)]:
             self._jobs.pop(job.id, None)
             self._tasks.pop(job.id, None)
+
+
+def _end_leftovers(tree: ProcessTree) -> None:
+    tree.end()
+    worker_scratch.sweep()
 
 
 def _new_process_group() -> dict[str, Any]:
@@ -325,45 +344,6 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (Linux /proc; elsewhere, none: the process group must do)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and fields[1].isdigit():
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
-def _kill_tree(proc: asyncio.subprocess.Process, tree: set[int]) -> None:
-    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
-    tree = tree | (_descendants(proc.pid) if proc.returncode is None else set())
-    _signal_group(proc, kill)
-    for pid in tree:
-        try:
-            os.kill(pid, kill)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 async def _read_tail(proc: asyncio.subprocess.Process, tail: deque[str]) -> None:

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 # The measurement cache and the cross-run experience memory live in the user's cache folder; the tests
 # get their own (per process, so pytest-xdist workers never share a SQLite memory or an AVOID list).
 if "KERNELOPT_TEST_KEEP_CACHE" not in os.environ:
+    import atexit
     import tempfile
 
     os.environ["KERNELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["KERNELOPT_CACHE_DIR"], True)  # nothing outlives the run
 
 # The suite runs examples/gelu_mlp.py at its tiny size, 16 rows, as `kernelopt demo` does on the CPU:
 # the interpreter runs one program per row, and this graph's kernel is most of the suite's work (about
@@ -58,6 +60,7 @@ def one_program_example_candidate(kernel: TritonKernel) -> str:
 LONGEST_FIRST = (
     "tests/adversarial/test_adversarial_corpus.py",  # ~150
     "tests/test_bench_campaign.py",  # ~120
+    "tests/test_bench_hygiene.py",  # ~180 on a loaded machine (2026-12-02)
     "tests/test_deploy_runtime.py",  # ~110
     "tests/test_gates_cascade.py",  # ~100
     "tests/test_window_families.py",  # ~90
@@ -69,6 +72,7 @@ LONGEST_FIRST = (
     "tests/test_config_changes_cpu.py",  # ~30
     "tests/test_cli_first_hour.py",  # ~30
     "tests/test_inspect_cli.py",  # ~30
+    "tests/test_process_lifetime.py",  # ~60 on a loaded machine (2026-12-02)
 )
 
 
@@ -153,3 +157,29 @@ def run_watched(command: list[str], *, stall_s: float = 240.0, **kwargs: object)
     for reader in readers:
         reader.join(timeout=10)
     return subprocess.CompletedProcess(command, process.returncode, "".join(lines["out"]), "".join(lines["err"]))
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not), asked of psutil."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def processes_below(root: int) -> dict[int, str]:
+    """``root``, every process below it and every member of the sessions they lead, by pid, with their
+    command lines (psutil): what must be gone once ``root``'s work is over."""
+    import psutil
+
+    found = {root: " ".join(psutil.Process(root).cmdline())}
+    found.update({p.pid: " ".join(p.cmdline()) for p in psutil.Process(root).children(recursive=True)})
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(process.pid) in found:
+                found[process.pid] = " ".join(process.info["cmdline"] or [])
+        except OSError:
+            continue
+    return found

@@ -12,6 +12,7 @@ from kernelopt_core.bench.outcome import classify_decision, fallback_category
 from kernelopt_core.bench.report import CampaignInfo, write_reports
 from kernelopt_core.bench.results import ProblemResult, Speedup, load_result, write_result
 from kernelopt_core.bench.summary import fast_p, geomean, geomean_ci, regression_check, summarize_campaign
+from kernelopt_core.cli.bench_cmd import level_rows
 
 
 def make(name: str, outcome: str, value: float | None, level: int = 1, ci: tuple[float, float] | None = None,
@@ -72,10 +73,12 @@ def test_campaign_summary_per_level_and_reasons():
     assert summary.counts == {"optimized": 1, "matched": 1, "fallback": 2, "error": 1}
     assert summary.fallback_reasons == {"gate-4-perf": 1, "vendor-dominated": 1}
     assert summary.error_reasons == {"import": 1}
-    assert summary.levels["1"].geomean_vs_max_autotune == pytest.approx(math.sqrt(2.0))
-    assert summary.levels["2"].geomean_vs_max_autotune == pytest.approx(1.0)  # the error is excluded
-    assert summary.levels["2"].ran == 1 and summary.levels["2"].problems == 2
-    assert summary.levels["1"].geomean_vs_eager == pytest.approx(math.sqrt(3.0 * 1.5))
+    assert summary.levels[1].geomean_vs_max_autotune == pytest.approx(math.sqrt(2.0))
+    assert summary.levels[2].geomean_vs_max_autotune == pytest.approx(1.0)  # the error is excluded
+    assert summary.levels[2].ran == 1 and summary.levels[2].problems == 2
+    assert summary.levels[1].geomean_vs_eager == pytest.approx(math.sqrt(3.0 * 1.5))
+    assert list(summary.to_json()["levels"]) == ["1", "2", "3"]  # JSON keys are text; the summary's are numbers
+    assert [label for label, _ in level_rows(summary.levels)] == ["L1", "L2", "L3"]
     assert summary.overall.fast_p["1.0"] == pytest.approx(1 / 5)
     assert summary.overall.max_vs_max_autotune == pytest.approx(2.0)
     assert summary.not_reached == ["l3b"] and summary.wall_s_total == pytest.approx(10.0)

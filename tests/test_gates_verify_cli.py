@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,20 @@ def test_accepted_exits_0_and_streams_events(graphs: dict[str, str], tmp_path: P
     assert code == 0, result["reason"]
     assert result["accepted"] is True and [g["gate"] for g in result["gates"]] == [1, 2, 3, 4]
     assert {e["extra"].get("gate") for e in progress} >= {1, 2, 3, 4}
+
+
+def test_the_temporary_folder_goes_with_the_command_and_workdir_keeps_it(
+        graphs: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where tempfile puts this process's folders
+    dump, kernel, candidate = _write_candidate(graphs, "S-import-subprocess", tmp_path)
+    assert main(["verify", dump, "--kernel", kernel, "--candidate", candidate, "--gates", "1"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "re-stitched graph: not kept (pass --workdir DIR to keep it)" in out
+    assert list(temp.iterdir()) == []  # the re-stitched graph's folder went with the command
+    assert main(["verify", dump, "--kernel", kernel, "--candidate", candidate, "--gates", "1", "--json",
+                 "--workdir", str(tmp_path / "work")]) == 1
+    kept = json.loads(capsys.readouterr().out)["restitched_path"]
+    assert Path(kept).is_file() and Path(kept).is_relative_to(tmp_path / "work")

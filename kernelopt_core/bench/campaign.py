@@ -20,6 +20,7 @@ from typing import Any
 from ..events import EventSink
 from .config import CampaignConfig
 from .config_change import config_figure
+from .device_memory import MemoryReader
 from .problem_process import run_problem_process
 from .report import PLOT_NAME, CampaignInfo, write_reports
 from .results import ProblemResult, load_result, result_path, write_result
@@ -73,8 +74,9 @@ def _versions() -> dict[str, str]:
 
 def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_dir: str,
                  sink: EventSink | None = None, suite: str = "", runner: ProblemRunner = run_problem_process,
-                 ) -> CampaignResult:
-    """Run ``problems`` and write the reports into ``out_dir``. Never raises for a problem's failure."""
+                 memory_reader: MemoryReader | None = None) -> CampaignResult:
+    """Run ``problems`` and write the reports into ``out_dir``. Never raises for a problem's failure.
+    ``memory_reader`` stands in for nvidia-smi (tests; see :mod:`.device_memory`)."""
     sink = sink or EventSink()
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
@@ -121,7 +123,7 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
         info.device = device
         info.workers = 0  # the cluster decides
     else:
-        slots = make_slots(config)
+        slots = make_slots(config, memory_reader=memory_reader)
         info.device = resolve_device(config.device)
         info.workers = len(slots)
         ran, not_reached = run_on_slots(todo, config, out_dir, slots, sink, on_result, runner, deadline)

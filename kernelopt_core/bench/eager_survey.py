@@ -12,13 +12,13 @@ import json
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..process_lifetime import die_with_owner, end_tree, start_owned
 from .child_output import stdout_lines
 from .problem_process import PACKAGE_ROOT
 from .suite import ProblemSpec
@@ -73,6 +73,7 @@ def _release_memory(device: str) -> None:
 
 
 def _child(payload_path: str) -> int:
+    die_with_owner()
     with open(payload_path, encoding="utf-8") as handle:
         payload = json.load(handle)
     device = payload["device"]
@@ -140,9 +141,9 @@ def survey_eager(problems: Sequence[ProblemSpec], out_dir: str, device: str = "c
 
 def _run_child(payload_path: str, deadline: float, per_problem_s: float, env: dict[str, str]) -> str | None:
     """Run the survey child until it ends or stalls; returns the problem it was on when it died."""
-    process = subprocess.Popen([sys.executable, "-m", "kernelopt_core.bench.eager_survey", payload_path],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                               start_new_session=True)
+    process = start_owned([sys.executable, "-m", "kernelopt_core.bench.eager_survey", payload_path],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                          start_new_session=True)
     lines = stdout_lines(process, "eager-survey")
     current: str | None = None
     last_start = time.monotonic()
@@ -160,10 +161,7 @@ def _run_child(payload_path: str, deadline: float, per_problem_s: float, env: di
         elif line.startswith('{"start"'):
             current = json.loads(line)["start"]
             last_start = time.monotonic()
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # a stalled survey, or whatever it left in its group
-    except ProcessLookupError:
-        pass
+    end_tree(process.pid)  # a stalled survey, or whatever it left running
     process.wait()
     return None if ended and process.returncode == 0 else current
 

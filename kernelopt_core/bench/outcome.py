@@ -34,6 +34,7 @@ ERROR_CATEGORIES: dict[str, str] = {
     "crash": "the problem's process died",
     "setup": "the problem's process could not be started",
     "cancelled": "cancelled by the user",
+    "gpu-memory-held": "not run: an earlier problem's GPU memory was still held",
 }
 _GATE_CATEGORY = {1: "gate-1-static", 2: "gate-2-kernel", 3: "gate-3-model", 4: "gate-4-perf"}
 _GATE_WORDS = {"static": 1, "kernel": 2, "model": 3, "perf": 4}

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..atomic_files import write_json_atomic
 from ..events import EventSink, ProgressEvent, json_line_sink
+from ..process_lifetime import die_with_owner
 from .config import AFTER_OPTIMIZE_RESERVE_S, CampaignConfig
 from .dtype_adapter import write_bf16_problem
 from .figures import MODULE_CALL, fill_baseline_figures
@@ -546,24 +547,37 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m kernelopt_core.bench.problem_job PAYLOAD.json\n")
         return 2
+    die_with_owner()  # the bench: a killed bench takes its problems (and they their workers)
     with open(args[0], encoding="utf-8") as handle:
         payload = json.load(handle)
     result = run_problem(payload, json_line_sink(sys.stdout))
     return 0 if result.outcome != "error" else 1
 
 
-def _close_optimizer_workers() -> None:
-    """Stop the worker processes the optimizer started (they run in their own sessions)."""
+def _close_helper_processes() -> None:
+    """Stop what this process started: the optimizer's workers and zygotes (in sessions of their
+    own) and Inductor's compile workers (which would notice their parent's end only within a
+    minute). os._exit skips the atexit handlers that close them; a problem that ends normally
+    leaves nothing for the bench to end."""
     module = sys.modules.get("kernelopt_core.measure.worker")
     if module is not None:
         module.close_all_workers()
+    zygotes = sys.modules.get("kernelopt_core.sandbox.zygote")
+    if zygotes is not None:
+        zygotes.close_zygotes()
+    compile_pools = sys.modules.get("torch._inductor.async_compile")
+    if compile_pools is not None and hasattr(compile_pools, "shutdown_compile_workers"):
+        try:
+            compile_pools.shutdown_compile_workers()
+        except Exception:  # noqa: BLE001 - best effort: the bench ends whatever is left
+            pass
 
 
 if __name__ == "__main__":
     code = main()
-    _close_optimizer_workers()
+    _close_helper_processes()
     sys.stdout.flush()
     sys.stderr.flush()
     # The result is written; skip torch's slow interpreter teardown (seconds per problem). Whatever
-    # else this process started shares its process group, which the parent kills next.
+    # else this process started dies with it (parent-death signal) or is ended by the bench.
     os._exit(code)

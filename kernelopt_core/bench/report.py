@@ -9,6 +9,7 @@ from typing import Any
 
 from ..atomic_files import write_json_atomic
 from .config_change import config_figure
+from .device_memory import HELD_CATEGORY
 from .outcome import category_label
 from .plot import PlotUnavailable, plot_speedups
 from .results import OUTCOMES, ProblemResult, Speedup
@@ -65,7 +66,7 @@ def write_reports(out_dir: str, info: CampaignInfo, results: Sequence[ProblemRes
         except Exception as exc:  # noqa: BLE001 - a plotting failure must not lose the results
             plot_note = f"no plot: {type(exc).__name__}: {exc}"
     write_json_atomic(os.path.join(out_dir, "results.json"), {
-        "campaign": info.to_json(), "summary": summary.to_json(),
+        "campaign": info.to_json(), "summary": summary.to_json(), "cleanup": cleanup_summary(ordered),
         "problems": [_without_samples(r.to_json()) for r in ordered], "plot": None if plot_note else PLOT_NAME,
         "plot_note": plot_note,
     })
@@ -190,6 +191,47 @@ def _outside_kernels(results: Sequence[ProblemResult]) -> list[str]:
     return lines
 
 
+def cleanup_summary(results: Sequence[ProblemResult]) -> dict[str, Any]:
+    """What the bench had to end after each problem, and whether the device memory came back."""
+    checks = {r.name: r.device_memory for r in results if isinstance(r.device_memory, dict)}
+    notes = sorted({str(c["note"]) for c in checks.values() if c.get("note")})
+    return {
+        "processes_ended": {r.name: r.processes_ended for r in results if r.processes_ended},
+        "memory_checked": sum(1 for c in checks.values() if c.get("baseline_mib") is not None),
+        "memory_ended": {name: c["ended"] for name, c in checks.items() if c.get("ended")},
+        "memory_not_released": {name: c.get("held_by") or [] for name, c in checks.items()
+                                if not c.get("released", True)},
+        "not_run_memory_held": [r.name for r in results if r.category == HELD_CATEGORY],
+        "memory_notes": notes,
+    }
+
+
+def _cleanup_section(results: Sequence[ProblemResult]) -> list[str]:
+    cleanup = cleanup_summary(results)
+    lines = ["## Processes and device memory"]
+    if cleanup["memory_checked"]:
+        lines.append(f"- Device memory was read before and after {cleanup['memory_checked']} problem(s); "
+                     f"{len(cleanup['memory_not_released'])} left it above its baseline.")
+    for note in cleanup["memory_notes"]:
+        lines.append(f"- Device memory not checked: {note}.")
+    by_name = {r.name: r for r in results}
+    for name, ended in cleanup["processes_ended"].items():
+        how = "after it timed out or was cancelled" if by_name[name].category in ("timeout", "cancelled") \
+            else "**left running after it ended**"
+        lines.append(f"- `{name}`: the bench ended {len(ended)} process(es) {how}: " + "; ".join(ended))
+    for name, ended in cleanup["memory_ended"].items():
+        lines.append(f"- `{name}`: its processes still held GPU memory; ended: " + "; ".join(ended))
+    for name, held in cleanup["memory_not_released"].items():
+        lines.append(f"- **`{name}`: GPU memory not back to its baseline** (held by "
+                     f"{'; '.join(held) or 'processes nvidia-smi does not name'})")
+    if cleanup["not_run_memory_held"]:
+        lines.append("- **Not run, the GPU's memory being held:** "
+                     + ", ".join(f"`{n}`" for n in cleanup["not_run_memory_held"]))
+    if len(lines) == 1:
+        lines.append("- Every problem's processes ended with it.")
+    return [*lines, ""]
+
+
 def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summary: CampaignSummary,
                     plot_note: str | None = None, plot: bool = True) -> str:
     lines: list[str] = ["# KernelOPT benchmark campaign", ""]
@@ -232,7 +274,7 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
                    "| geomean vs eager [95% CI] | max-autotune vs eager | max | " + fast_heads + " |")
     lines.append("|" + "---|" * (10 + len(OUTCOMES) + len(summary.overall.fast_p) - 2))
     for level, group in summary.levels.items():
-        lines.append(_level_row(f"L{level}" if level != "0" else "unleveled", group))
+        lines.append(_level_row(f"L{level}" if level != 0 else "unleveled", group))
     lines.append(_level_row("**all**", summary.overall))
     lines.append("")
     lines.append("Geomeans are over problems that ran (errors excluded), with fallbacks and matches at 1.0; "
@@ -283,6 +325,7 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
                      f"{r.wall_s:.1f} |")
     lines.append("")
     lines += time_section(results, summary.time)
+    lines += _cleanup_section(results)
     lines += _outside_kernels(results)
 
     paths = _paths(results)

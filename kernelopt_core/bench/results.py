@@ -89,6 +89,10 @@ class ProblemResult:
     # the optimizer's time split: seconds per stage, candidates screened (and per minute), every screen's
     # seconds (the campaign's median and p90 come from them); the run's report.md has the per-candidate table
     time_split: dict[str, Any] | None = None
+    # what the bench had to end after the problem's own process ended, "pid N (command)" each (a
+    # timed-out problem's worker, say); a problem that ends normally leaves nothing
+    processes_ended: list[str] = field(default_factory=list)
+    device_memory: dict[str, Any] | None = None  # device_memory.MemoryCheck JSON: back to the baseline?
     version: int = RESULT_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from ..events import EventSink
 from .config import CampaignConfig
+from .device_memory import DeviceMemoryGuard, MemoryReader
 from .problem_process import Slot, run_problem_process
 from .results import ProblemResult
 from .suite import ProblemSpec
@@ -49,7 +50,20 @@ def resolve_device(device: str, gpus: Sequence[str] | None = None) -> str:
     raise SlotError(f"unknown device {device!r}: use auto, cpu or cuda")
 
 
-def make_slots(config: CampaignConfig, gpus: Sequence[str] | None = None) -> list[Slot]:
+def make_slots(config: CampaignConfig, gpus: Sequence[str] | None = None,
+               memory_reader: MemoryReader | None = None) -> list[Slot]:
+    """The campaign's slots. Each GPU slot watches its device memory between problems (through
+    nvidia-smi); a stand-in ``memory_reader`` (tests) puts a watch on every slot, CPU ones too."""
+    slots = _plain_slots(config, gpus)
+    for slot in slots:
+        if memory_reader is not None:
+            slot.memory = DeviceMemoryGuard(slot.visible_gpu or "0", memory_reader)
+        elif slot.visible_gpu is not None:
+            slot.memory = DeviceMemoryGuard(slot.visible_gpu)
+    return slots
+
+
+def _plain_slots(config: CampaignConfig, gpus: Sequence[str] | None) -> list[Slot]:
     gpu_ids = list(visible_gpus() if gpus is None else gpus)
     device = resolve_device(config.device, gpu_ids)
     if device == "cpu":
@@ -108,6 +122,13 @@ def run_on_slots(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
                for slot in slots]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        # Ctrl-C: each slot ends its running problem's processes (and records it as cancelled)
+        sink.cancel_event.set()
+        for thread in threads:
+            thread.join()
+        raise
     return results, not_reached

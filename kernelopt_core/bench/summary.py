@@ -144,7 +144,7 @@ class CampaignSummary:
     fallback_reasons: dict[str, int]
     error_reasons: dict[str, int]
     overall: GroupSummary
-    levels: dict[str, GroupSummary]
+    levels: dict[int, GroupSummary]  # by level number (0: problems outside level folders); str keys in JSON
     regression: RegressionCheck
     not_reached: list[str] = field(default_factory=list)
     wall_s_total: float = 0.0
@@ -152,6 +152,7 @@ class CampaignSummary:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["levels"] = {str(level): group for level, group in data["levels"].items()}  # JSON keys are text
         data["regression"]["passed"] = self.regression.passed
         data["regression_count"] = len(self.regression.regressions)
         return data
@@ -167,7 +168,7 @@ def summarize_campaign(results: Sequence[ProblemResult], not_reached: Sequence[s
         fallback_reasons=dict(Counter(r.category or "other" for r in results if r.outcome == "fallback")),
         error_reasons=dict(Counter(r.category or "other" for r in results if r.outcome == "error")),
         overall=summarize_group(results),
-        levels={str(level): summarize_group(group) for level, group in sorted(by_level.items())},
+        levels={level: summarize_group(group) for level, group in sorted(by_level.items())},
         regression=regression_check(results),
         not_reached=list(not_reached),
         wall_s_total=round(sum(r.wall_s for r in results), 3),

@@ -21,7 +21,15 @@ from typing import Any
 from rich.markup import escape
 
 from ..events import EventSink, ProgressEvent, json_line_sink
-from .common import DEVICE_HELP, console, err_console, output_result
+from .common import (
+    DEVICE_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    console,
+    err_console,
+    output_result,
+)
 from .common import fail as _fail
 
 
@@ -128,12 +136,17 @@ def run(args: argparse.Namespace) -> int:
                 result = run_campaign(problems, config, out_dir, progress.sink, suite=args.suite)
     except (SlotError, RayUnavailable) as exc:
         return fail(str(exc))
+    except KeyboardInterrupt:
+        # the running problems were ended and recorded as cancelled; --resume runs them again
+        err_console.print(f"[yellow]interrupted[/yellow]: the finished problems are in {escape(out_dir)}; "
+                          "run the same command with --resume to go on")
+        return EXIT_INTERRUPTED
     output_result(args, result.to_json(), lambda: _print_summary(result))
     if result.regressions:
         err_console.print(f"[bold red]REGRESSIONS: {len(result.regressions)} accepted result(s) slower than "
                           f"max-autotune: {', '.join(result.regressions)}[/bold red]")
-        return 1
-    return 0
+        return EXIT_NEGATIVE
+    return EXIT_OK
 
 
 class _RichProgress:

@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 import kernelopt_core.cli as cli_package
+from kernelopt_core.process_lifetime import die_with_owner
 
 from .common import (
     EXIT_ERROR,
@@ -102,6 +103,8 @@ def _finish_command(command: argparse.ArgumentParser, name: str, module: Any, he
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Started by a job runner (the language server's) or a bench: end with it, even on a kill -9.
+    die_with_owner()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

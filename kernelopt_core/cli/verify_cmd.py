@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from .common import DEVICE_HELP, console, err_console, fail, output_result
@@ -37,7 +38,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--gates", default="1,2,3,4", help="which gates to run, e.g. 1,2,3 (default: all four)")
     parser.add_argument("--workdir", help="where the re-stitched output_code.py (or your kernel's candidate module) "
-                                          "goes (default: a temp folder)")
+                                          "goes, kept after the command (default: a temporary folder, removed "
+                                          "when the command ends)")
     parser.add_argument("--min-speedup", type=float, default=1.03, help="gate 4 threshold (default 1.03)")
     parser.add_argument("--diff", action="store_true", help="also print the unified diff of the re-stitched graph "
                                                             "(of your file, for a project's own kernel)")
@@ -50,6 +52,16 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The check, in ``--workdir`` when given (kept), else in a temporary folder that goes with the
+    command, whatever way it ends."""
+    if args.workdir:
+        return _run(args)
+    with tempfile.TemporaryDirectory(prefix="kernelopt-verify-") as folder:
+        args.workdir, args.workdir_is_temporary = folder, True
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..events import CancelledError, EventSink, heartbeat, json_line_sink
     from ..gates.cascade import CascadeSetupError, run_cascade
     from ..gates.verdict import CascadeConfig
@@ -81,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return _could_not_run(args, str(exc), exc.partial)
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
+    _forget_temporary_paths(args, result)
     output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
     if result.could_not_verify:
         # Not a rejection: the check itself failed (e.g. it ran out of memory). Exit 2, like any
@@ -110,10 +123,17 @@ def _run_user_kernel(args: argparse.Namespace, sink: Any) -> int:
         return _could_not_run(args, str(exc), exc.partial)
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
+    _forget_temporary_paths(args, result)
     output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff, user=True))
     if result.could_not_verify:
         return fail(f"could not verify: {result.reason}")
     return 0 if result.accepted else 1
+
+
+def _forget_temporary_paths(args: argparse.Namespace, result: CascadeResult) -> None:
+    """The re-stitched graph is removed with the temporary folder: do not point at it."""
+    if getattr(args, "workdir_is_temporary", False):
+        result.restitched_path = None
 
 
 def _could_not_run(args: argparse.Namespace, message: str, partial: CascadeResult | None) -> int:
@@ -220,5 +240,8 @@ def print_report(result: CascadeResult, show_diff: bool, user: bool = False) -> 
     if result.restitched_path:
         what = "candidate kernel module" if user else "re-stitched graph"
         console.print(f"{what}: {escape(result.restitched_path)}")
+    else:
+        what = "candidate kernel module" if user else "re-stitched graph"
+        console.print(f"{what}: not kept (pass --workdir DIR to keep it)", style="dim")
     if show_diff and result.diff:
         console.print(escape(result.diff), highlight=False, soft_wrap=True)

@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..measure.job_context import worker_scratch
+from ..process_lifetime import die_with_owner, end_tree, owned_command, start_owned
+
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error", re.IGNORECASE)
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazard", re.IGNORECASE)
@@ -68,7 +71,7 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
     sanitizer = find_sanitizer()
     if sanitizer is None:
         return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
-    scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-")
+    scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-", dir=worker_scratch())
     from ..sandbox.process import _triton_cache_dir
 
     # The target contains itself before loading the candidate: every cache it writes is in scratch
@@ -82,14 +85,19 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
                "--graph", graph, "--restitched", restitched, "--kernel", kernel, "--device", device,
                "--scratch", scratch]
     begin = time.monotonic()
+    # In the worker's process group and ending with the worker (process_lifetime); the target
+    # under it watches the worker too.
+    process = start_owned(owned_command(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        end_tree(process.pid)  # the sanitizer and its target
+        process.communicate()
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s")
-    finally:
-        seconds = time.monotonic() - begin
+    seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     text = (done.stdout or "") + "\n" + (done.stderr or "")
     match = _RACE_SUMMARY.search(text) if tool == "racecheck" else None
     match = match or _SUMMARY.search(text)
@@ -115,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--scratch", required=True)
     args = parser.parse_args(argv)
+    die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
     import torch
 
     from ..artifacts import parse_output_code

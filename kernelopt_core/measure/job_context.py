@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 
 DEVICE_ENV = "KERNELOPT_WORKER_DEVICE"
+# Folders the worker's owner made for it and removes when the worker goes, however it goes: the
+# candidates' scratch folders (on disk) and the exchange buffers (RAM-backed /dev/shm) live there.
+SCRATCH_ENV = "KERNELOPT_WORKER_SCRATCH"
+SHARED_MEMORY_ENV = "KERNELOPT_WORKER_SHM"
 
 
 def worker_device(default: str = "cpu") -> str:
@@ -20,3 +24,15 @@ def ready_job(payload: dict) -> dict:
     """A job that does nothing: starting a worker with it measures the start (torch import, device
     set-up) apart from the first real job."""
     return {"device": worker_device(), "pid": os.getpid()}
+
+
+def worker_scratch() -> str | None:
+    """The worker's own temporary folder (removed with the worker), or None outside a worker."""
+    folder = os.environ.get(SCRATCH_ENV)
+    return folder if folder and os.path.isdir(folder) else None
+
+
+def worker_shared_memory() -> str | None:
+    """The worker's own folder in /dev/shm (removed with the worker), or None."""
+    folder = os.environ.get(SHARED_MEMORY_ENV)
+    return folder if folder and os.path.isdir(folder) else None

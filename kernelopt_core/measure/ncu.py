@@ -14,12 +14,13 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from ..process_lifetime import end_tree, owned_command, start_owned
 
 DEFAULT_SECTIONS: tuple[str, ...] = (
     "SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
@@ -376,11 +377,14 @@ class NcuRun:
 
 def run_ncu(command: list[str], *, timeout_s: float = 600.0, env: dict[str, str] | None = None,
             cwd: str | None = None, cancel: threading.Event | None = None) -> NcuRun:
-    """Run an ncu command line (killable: timeout and ``cancel`` end its whole process group)."""
+    """Run an ncu command line. ncu and its target stay in this process's group and die with it
+    (:mod:`kernelopt_core.process_lifetime`); a timeout or ``cancel`` ends them by pid."""
     begin = time.monotonic()
+    if shutil.which(command[0]) is None:  # asked here: the launcher would only exit 127
+        raise NcuNotFound(f"cannot run {command[0]!r}: not found")
     try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
+        process = start_owned(owned_command(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **(env or {})}, cwd=cwd)
     except FileNotFoundError as exc:
         raise NcuNotFound(f"cannot run {command[0]!r}: {exc}") from exc
     while True:
@@ -406,8 +410,5 @@ def run_ncu(command: list[str], *, timeout_s: float = 600.0, env: dict[str, str]
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    end_tree(process.pid)  # ncu and its target, not the group: that is the worker's own
     process.communicate()

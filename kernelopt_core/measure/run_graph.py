@@ -12,6 +12,8 @@ import argparse
 import sys
 import time
 
+from ..process_lifetime import die_with_owner
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelopt-run-graph")
@@ -21,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: what the dump was compiled for)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    die_with_owner()  # its parent is ncu: it watches the process that started ncu
 
     from ..artifacts import DumpError, parse_output_code
 

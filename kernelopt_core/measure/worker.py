@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..process_lifetime import end_tree, start_owned
+from . import worker_scratch
+from .job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
+
 FailureKind = Literal["timeout", "crash", "oom", "cuda_error", "cancelled", "error"]
 STARTUP_TIMEOUT_S = 300.0
 _POLL_S = 0.05
@@ -69,18 +73,27 @@ class _Process:
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
+        # Its temporary folders are made and removed here, so that a worker killed mid-job leaves
+        # none; those of owners killed with kill -9 are swept.
+        worker_scratch.sweep()
+        self.scratch = worker_scratch.make()
+        child_env[SCRATCH_ENV] = self.scratch[0]
+        if len(self.scratch) > 1:
+            child_env[SHARED_MEMORY_ENV] = self.scratch[1]
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         try:
-            self.popen = subprocess.Popen(
+            # Owned (process_lifetime): it dies with this process, whichever thread starts it.
+            self.popen = start_owned(
                 [python, "-m", "kernelopt_core.measure.worker_main", "--device", device,
                  "--request-fd", str(request_read), "--response-fd", str(response_write)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 pass_fds=(request_read, response_write), env=child_env,
-                start_new_session=True,  # its own process group: a kill takes its children too
+                start_new_session=True,  # its own process group, which ncu and compute-sanitizer join
             )
         except OSError as exc:
             for fd in (request_read, response_write, self.request_write, self.response_read):
                 os.close(fd)
+            self.remove_scratch()
             raise WorkerStartError(f"cannot start the worker with {python!r}: {exc}") from exc
         os.close(request_read)
         os.close(response_write)
@@ -135,26 +148,35 @@ class _Process:
         return line
 
     def kill(self) -> None:
+        """End the worker and everything it started (its group, its zygotes and their candidates)."""
         self.killed_by_us = True
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        end_tree(self.popen.pid)
         try:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self.close_pipes()
 
+    def close_requests(self) -> None:
+        """End of file on the worker's request pipe: idle, it exits; mid-job, it ends at once."""
+        if self.request_write >= 0:
+            fd, self.request_write = self.request_write, -1
+            os.close(fd)
+
     def close_pipes(self) -> None:
-        for fd in (self.request_write, self.response_read):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.close_requests()
+        if self.response_read >= 0:
+            fd, self.response_read = self.response_read, -1
+            os.close(fd)
         self._drain.join(timeout=2)
         if self.popen.stderr is not None:
             self.popen.stderr.close()
+        if self.popen.poll() is not None:
+            self.remove_scratch()
+
+    def remove_scratch(self) -> None:
+        worker_scratch.remove(self.scratch)
+        self.scratch = []
 
     def exit_description(self) -> str:
         code = self.popen.poll()
@@ -187,6 +209,7 @@ class Worker:
         self.env = dict(env or {})
         self._process: _Process | None = None
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._next_id = 0
         self.starts = 0  # worker processes started so far (a restart is any start after the first)
         self.resolved_device: str | None = None  # what "auto" became, once started
@@ -277,6 +300,9 @@ class Worker:
             if cancel is not None and cancel.is_set():
                 process.kill()
                 raise WorkerStartError("cancelled while the worker was starting")
+            if self._closing.is_set():  # close() waits for this start: end it instead
+                process.kill()
+                raise WorkerStartError("the worker was closed while it was starting")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 process.kill()
@@ -314,21 +340,33 @@ class Worker:
             process.close_pipes()
 
     def close(self) -> None:
-        """Stop the worker (politely, then by force)."""
-        with self._lock:
+        """Stop the worker: end of file on its requests, then by force."""
+        self._closing.set()
+        if not self._lock.acquire(timeout=1.0):
+            # A job runs in another thread: end of file ends the worker mid-job, and that call
+            # returns (a crash) instead of holding the lock until the job is done; a worker still
+            # starting is ended by its start loop.
+            running = self._process
+            if running is not None:
+                running.close_requests()
+            self._lock.acquire()
+        self._closing.clear()
+        try:
             process, self._process = self._process, None
             if process is None:
                 return
             if process.alive():
+                process.close_requests()  # the worker exits, even from the middle of a job
                 try:
-                    process.send({"shutdown": True})
                     process.popen.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
+                except subprocess.TimeoutExpired:
                     pass
             if process.alive():
                 process.kill()
             else:
                 process.close_pipes()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Worker:
         return self

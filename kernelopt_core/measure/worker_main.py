@@ -3,6 +3,8 @@
 Runs only inside the worker subprocess (it imports torch at start-up). It reads one JSON request
 per line from ``--request-fd`` and answers one JSON line per job on ``--response-fd``. Its own
 stdout is pointed at stderr before anything runs, so no job output can corrupt the protocol.
+It ends with its owner (:mod:`kernelopt_core.process_lifetime`): the parent-death signal, a
+watch on the owner, and the end of the request pipe, even in the middle of a job.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import faulthandler
 import importlib
 import json
 import os
+import queue
 import sys
+import threading
 import traceback
 from typing import Any
 
+from ..process_lifetime import die_with_owner, end_self
 from .job_context import DEVICE_ENV
 
 _FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
@@ -94,6 +99,8 @@ def _after_oom() -> None:
 def _run_job(request: dict[str, Any]) -> dict[str, Any]:
     job_id = request.get("id")
     job = str(request.get("job", ""))
+    # In the stderr tail of a crash report (and echoed with KERNELOPT_WORKER_ECHO=1): what was running.
+    sys.stderr.write(f"kernelopt worker: job {job_id} starts: {job}\n")
     try:
         function = _resolve(job)
         value = function(request.get("payload") or {})
@@ -113,7 +120,48 @@ def _run_job(request: dict[str, Any]) -> dict[str, Any]:
                 "traceback": traceback.format_exc(), "poisoned": kind == "cuda_error"}
 
 
+class _Requests:
+    """Reads the request pipe on a thread of its own, so that its end is seen even while a job runs.
+
+    The caller holds the pipe's write end: end of file means it closed the pipe or is gone. Idle,
+    the main loop then returns (an orderly exit). Mid-job nobody waits for the answer any more,
+    and the job may hold the device for minutes: the worker ends at once, with its children.
+    """
+
+    def __init__(self, fd: int):
+        self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._busy = False
+        self._closed = False
+        self._stream = os.fdopen(fd, "rb", buffering=0)
+        threading.Thread(target=self._read, name="kernelopt-requests", daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in iter(self._stream.readline, b""):
+            self._lines.put(raw)
+        self._closed = True
+        self._lines.put(None)
+        if self._busy:
+            _end_mid_job()
+
+    def next(self) -> bytes | None:
+        return self._lines.get()
+
+    def job_starts(self) -> None:
+        self._busy = True
+        if self._closed:  # closed just before: the caller sent the job and then gave up on it
+            _end_mid_job()
+
+    def job_ended(self) -> None:
+        self._busy = False
+
+
+def _end_mid_job() -> None:
+    sys.stderr.write("kernelopt worker: the request pipe closed during a job; ending now\n")
+    end_self()
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_owner()  # the parent-death signal, and a watch on the owner
     parser = argparse.ArgumentParser(prog="kernelopt-worker")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--request-fd", type=int, required=True)
@@ -130,18 +178,20 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     os.environ[DEVICE_ENV] = device
     _write(response_fd, {"ready": True, "pid": os.getpid(), "device": device})
-    with os.fdopen(args.request_fd, "rb", buffering=0) as requests:
-        for raw in iter(requests.readline, b""):
-            try:
-                request = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if request.get("shutdown"):
-                break
-            reply = _run_job(request)
-            _write(response_fd, reply)
-            if reply.get("poisoned"):
-                return 4  # a faulted CUDA context cannot run another job
+    requests = _Requests(args.request_fd)
+    while (raw := requests.next()) is not None:
+        try:
+            request = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if request.get("shutdown"):
+            break
+        requests.job_starts()
+        reply = _run_job(request)
+        requests.job_ended()
+        _write(response_fd, reply)
+        if reply.get("poisoned"):
+            return 4  # a faulted CUDA context cannot run another job
     return 0
 
 

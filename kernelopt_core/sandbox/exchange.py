@@ -25,6 +25,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.job_context import worker_scratch, worker_shared_memory
+
 _COUNTER = itertools.count()
 
 
@@ -139,8 +141,10 @@ def view_of(buffer: Any, view: TensorView) -> Any:
 
 
 def shared_folder() -> str:
-    """Where CPU exchange files go: RAM-backed /dev/shm when there is one."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    """Where CPU exchange files go: RAM-backed /dev/shm when there is one (inside the worker's own
+    folder there, removed with the worker)."""
+    base = worker_shared_memory() or worker_scratch() or (
+        "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir())
     return tempfile.mkdtemp(prefix=f"kernelopt-exchange-{os.getpid()}-", dir=base)
 
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.job_context import worker_scratch
 from .policy import ContainmentReport, SandboxPolicy
 from .zygote import Zygote, ZygoteError, shared_zygote
 
@@ -96,7 +97,7 @@ class SandboxProcess:
         from multiprocessing.connection import Listener
 
         zygote = zygote or shared_zygote(flavor)
-        root = scratch_root or tempfile.gettempdir()
+        root = scratch_root or worker_scratch() or tempfile.gettempdir()
         os.makedirs(root, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="candidate-", dir=root)
         address = os.path.join(scratch, "checker.sock")

@@ -26,16 +26,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from ..process_lifetime import (
+    OWNER_GONE_STATUS,
+    die_with_owner,
+    end_tree,
+    set_parent_death_signal,
+    start_owned,
+)
 
 FLAVORS = ("cpu", "cuda", "compile")
 PRELOAD_VARIABLE = "KERNELOPT_ZYGOTE_PRELOAD"  # the client's modules, comma-separated
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 300.0
-T = TypeVar("T")
 
 
 # --- the server (runs in the zygote process) ---------------------------------------------------
@@ -89,22 +94,14 @@ def _hash_the_compilers_once() -> None:
             continue
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when its parent goes (a killed worker takes its zygote,
-    a dead zygote its candidates); no orphan keeps running or holds a pipe open."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _child_main(request: dict[str, Any], flavor: str) -> None:
-    """In the forked child: never returns."""
+def _child_main(request: dict[str, Any], flavor: str, zygote: int) -> None:
+    """In the child (forked, or spawned by the zygote ``zygote``): never returns. It dies with the
+    zygote (a dead zygote takes its candidates; none keeps running or holds a pipe open)."""
     code = 0
     try:
-        _die_with_parent()
+        set_parent_death_signal()
+        if os.getppid() != zygote:
+            os._exit(OWNER_GONE_STATUS)  # the zygote went before the signal was set
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -167,8 +164,8 @@ def _fork_is_safe() -> bool:
 
 def _spawn_child(request: dict[str, Any], flavor: str) -> int:
     """A fresh interpreter for one child (when forking cannot give a usable CUDA context)."""
-    popen = subprocess.Popen([sys.executable, "-m", "kernelopt_core.sandbox.zygote", "--flavor", flavor, "--child"],
-                             stdin=subprocess.PIPE, stdout=sys.stderr, stderr=None)
+    popen = start_owned([sys.executable, "-m", "kernelopt_core.sandbox.zygote", "--flavor", flavor, "--child"],
+                        stdin=subprocess.PIPE, stdout=sys.stderr, stderr=None)
     assert popen.stdin is not None
     popen.stdin.write(json.dumps(request).encode("utf-8"))
     popen.stdin.close()
@@ -201,10 +198,8 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 
 def serve(flavor: str) -> int:
-    parent = os.getppid()
-    _die_with_parent()
-    if os.getppid() != parent:
-        return 1  # the parent is already gone
+    # The parent-death signal (a killed worker takes its zygote); no watch thread: the zygote forks.
+    die_with_owner(watch=False)
     protocol = os.dup(1)
     os.dup2(2, 1)  # whatever torch prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
@@ -222,10 +217,11 @@ def serve(flavor: str) -> int:
         if not fork:
             pid = _spawn_child(request, flavor)
         else:
+            zygote = os.getpid()
             pid = os.fork()
             if pid == 0:
                 os.close(protocol)
-                _child_main(request, flavor)
+                _child_main(request, flavor, zygote)
         _send(protocol, {"spawned": request["spawn"], "pid": pid})
     return 0
 
@@ -236,9 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", action="store_true", help="serve one candidate; its request comes on stdin")
     args = parser.parse_args(argv)
     if args.child:
+        die_with_owner(watch=False)  # before the seconds of imports: a zygote gone meanwhile ends it here
+        zygote = os.getppid()
         request = json.loads(sys.stdin.read())
         _preload(args.flavor)
-        _child_main(request, args.flavor)
+        _child_main(request, args.flavor, zygote)
     return serve(args.flavor)
 
 
@@ -247,18 +245,6 @@ def main(argv: list[str] | None = None) -> int:
 
 class ZygoteError(RuntimeError):
     pass
-
-
-_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zygote-starter")
-
-
-def _on_a_lasting_thread(start: Callable[[], T]) -> T:
-    """The zygote's parent-death signal fires when the *thread* that started it ends: start it from
-    the main thread or from one thread that lasts as long as this process, never from a pool's
-    worker (a compile pool's threads end when it closes, and would take a shared zygote along)."""
-    if threading.current_thread() is threading.main_thread():
-        return start()
-    return _STARTER.submit(start).result()
 
 
 class Zygote:
@@ -298,10 +284,9 @@ class Zygote:
             return self._popen
         # Its own stderr pipe (drained here): the zygote and its children must not hold the caller's
         # stderr open, or a reader of the caller's stderr would wait for them forever.
-        popen = _on_a_lasting_thread(lambda: subprocess.Popen(
-            [self.python, "-m", "kernelopt_core.sandbox.zygote", "--flavor", self.flavor],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(),
-            start_new_session=True))
+        popen = start_owned([self.python, "-m", "kernelopt_core.sandbox.zygote", "--flavor", self.flavor],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=self._environment(), start_new_session=True)
         threading.Thread(target=self._drain, args=(popen,), daemon=True).start()
         assert popen.stdout is not None
         ready = popen.stdout.readline()
@@ -384,10 +369,7 @@ class Zygote:
                 popen.stdin.close()
         except OSError:
             pass
-        try:
-            os.killpg(popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        end_tree(popen.pid)  # the zygote and its candidates
         try:
             popen.wait(timeout=10)
         except subprocess.TimeoutExpired:

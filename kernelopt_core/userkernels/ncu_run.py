@@ -29,6 +29,7 @@ from ..measure.ncu import (
     run_ncu,
     summarize_launches,
 )
+from ..process_lifetime import die_with_owner
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args(argv)
+    die_with_owner()  # its parent is ncu: it watches the process that started ncu
     if args.device == "cpu":
         from ..backends import cpu_triton
 

@@ -4,13 +4,19 @@ killing the process group. The command is a small script given through ``argv_bu
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from conftest import processes_below
+
 from kernelopt_core.jobs import JobRequest, JobRunner, cli_argv, run_job
+from kernelopt_core.process_lifetime import end_tree
 
 # A stand-in command: its behaviour is chosen by its first argument.
 SCRIPT = r'''
@@ -39,6 +45,19 @@ elif mode == "sleep":
         f.write(f"{os.getpid()} {child.pid}")
     emit({"event": "progress", "message": "sleeping"})
     time.sleep(60)
+elif mode == "worker-mid-job":
+    # As the CLI does: owned by the runner, a worker of its own, whose job sleeps (tests.lifetime_jobs).
+    from kernelopt_core.process_lifetime import die_with_owner
+    die_with_owner()
+    import threading
+    from kernelopt_core.measure.worker import get_worker
+    marker = sys.argv[2]
+    threading.Thread(target=lambda: get_worker("cpu").call("tests.lifetime_jobs:sleep_job", {"marker": marker},
+                                                             timeout_s=600), daemon=True).start()
+    while not os.path.exists(marker):
+        time.sleep(0.05)
+    emit({"event": "progress", "message": "mid-job"})
+    time.sleep(600)
 elif mode == "stamp":
     with open(sys.argv[2], "a") as f:
         f.write(f"start {time.monotonic()}\n")
@@ -152,3 +171,58 @@ async def test_cancel_a_queued_job_and_timeouts(tmp_path: Path):
 def test_run_job_from_synchronous_code():
     job = run_job(JobRequest(kind="profile", args=["ok"]), argv_builder=script_argv, python=sys.executable)
     assert job.state == "done" and job.result["value"] == 42
+
+
+async def _mid_job(marker: Path, bound_s: float = 300.0) -> dict:
+    deadline = time.monotonic() + bound_s  # the job's worker imports torch first
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the job's worker never got to its job"
+        await asyncio.sleep(0.1)
+    return json.loads(marker.read_text())
+
+
+async def _gone(pids: dict[int, str], bound_s: float = 60.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while alive := {pid: command for pid, command in pids.items() if _alive(pid)}:
+        assert time.monotonic() < deadline, f"still running: {alive}"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_job_cancelled_while_its_worker_is_mid_job_leaves_no_process(tmp_path: Path):
+    runner = JobRunner(argv_builder=script_argv)
+    marker = tmp_path / "mid-job.json"
+    job = runner.submit(JobRequest(kind="optimize", args=["worker-mid-job", str(marker)]))
+    pids = await _mid_job(marker)
+    seen = processes_below(job.pid)
+    assert {pids["worker"], pids["grandchild"]} <= set(seen)
+    assert runner.cancel(job.id) == [job.id]
+    finished = await asyncio.wait_for(runner.wait(job.id), timeout=120)
+    assert finished.state == "cancelled"
+    await _gone(seen)
+
+
+RUNNER = """
+import sys
+from kernelopt_core.jobs import JobRequest, run_job
+script, marker = sys.argv[1], sys.argv[2]
+run_job(JobRequest(kind="optimize", args=["worker-mid-job", marker]), argv_builder=lambda py, a: [py, script, *a])
+"""
+
+
+async def test_a_job_ends_with_its_runner_killed_mid_job(tmp_path: Path):
+    """The language server killed with kill -9: its job, the job's worker and what that started go too."""
+    script, marker = tmp_path / "job.py", tmp_path / "mid-job.json"
+    script.write_text(SCRIPT)
+    server = subprocess.Popen([sys.executable, "-c", RUNNER, str(script), str(marker)], start_new_session=True)
+    seen: dict[int, str] = {}
+    try:
+        pids = await _mid_job(marker)
+        seen.update(processes_below(server.pid))
+        assert {pids["worker"], pids["grandchild"]} <= set(seen)
+        os.kill(server.pid, signal.SIGKILL)  # nobody cleans up: each process must end with its owner
+        server.wait(timeout=30)
+        await _gone(seen)
+    finally:
+        for pid in [server.pid, *seen]:  # whatever a failure left behind
+            end_tree(pid, wait_s=1.0)
+        server.wait(timeout=30)
