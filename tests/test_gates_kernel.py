@@ -191,3 +191,26 @@ def test_a_failing_run_is_reported_not_raised() -> None:
     failed = KernelRun(error="RuntimeError: boom")
     check = compare_runs("t", _run(torch.ones(2)), failed, [torch.ones(2)], ["output"], ["o"], poisoned=True)
     assert "the candidate failed to run: RuntimeError: boom" in check.problems[0]
+
+
+def test_special_values_that_change_kind_are_named() -> None:
+    """A compensated sum turns +Inf into NaN (inf - inf): the verdict says which special value became
+    which and where, not "differ ... (max |diff| 0)" (issue 28)."""
+    reference = torch.randn(333)
+    reference[[46, 100, 200, 300]] = float("inf")
+    candidate = reference.clone()
+    candidate[[46, 100, 200, 300]] = float("nan")
+    check = compare_runs("t", _run(reference), _run(candidate), [reference], ["output"], ["out_ptr0"], poisoned=True)
+    assert check.problems == ["4 of 333 elements of out_ptr0 differ in their special values: 4 are NaN where the "
+                              "original gives +Inf (first at index (46,))"]
+
+    flipped = reference.clone()
+    flipped[300] = float("-inf")
+    check = compare_runs("t", _run(reference), _run(flipped), [reference], ["output"], ["o"], poisoned=True)
+    assert "1 is -Inf where the original gives +Inf (first at index (300,))" in check.problems[0]
+
+    finite = reference.clone()
+    finite[100] = 2.5
+    check = compare_runs("t", _run(reference), _run(finite), [reference], ["output"], ["o"], poisoned=True)
+    assert "are finite where the original is NaN/Inf (1 is finite (2.5) where the original gives +Inf (first at " \
+           "index (100,)))" in check.problems[0]

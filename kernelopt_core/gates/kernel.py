@@ -317,8 +317,9 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                                       f"{cand.dtype}; first at index {where})")
             continue
         atol = tol * input_scale
-        count = nonfinite = lost_nonfinite = 0
+        count = 0
         worst_bad = 0.0
+        kinds = KindMismatches()
         for c, o in _pairs(cand, orig):
             bad = ~torch.isclose(c, o, atol=atol, rtol=tol, equal_nan=True)
             finite = torch.isfinite(c) & torch.isfinite(o)
@@ -328,8 +329,10 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                 if (bad & finite).any():
                     worst_bad = max(worst_bad, float(diff[bad & finite].max()))
             count += int(bad.sum())
-            nonfinite += int(((~torch.isfinite(c)) & torch.isfinite(o)).sum())
-            lost_nonfinite += int((torch.isfinite(c) & ~torch.isfinite(o)).sum())
+            kinds.add(c, o)
+        nonfinite = kinds.count(lambda got, want: got != "finite" and want == "finite")
+        lost_nonfinite = kinds.count(lambda got, want: got == "finite" and want != "finite")
+        swapped = kinds.count(lambda got, want: "finite" not in (got, want))
         if not count:
             if structure is not None:
                 _check_structure(check, name, cand, orig, structure)
@@ -340,22 +343,91 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                                   "buffer still holds the previous call's output (the candidate skipped work it "
                                   "must redo)")
             continue
+        shape = tuple(cand.shape)
         if nonfinite:
-            where = _first_index_pair(cand, orig, lambda c, o: (~torch.isfinite(c)) & torch.isfinite(o))
             check.problems.append(f"produced NaN/Inf in {nonfinite} of {total} elements of {name} where the "
-                                  f"original is finite (first at index {where})")
+                                  f"original is finite ({kinds.describe(shape, lambda g, w: w == 'finite')})")
             continue
         if lost_nonfinite:
-            where = _first_index_pair(cand, orig, lambda c, o: torch.isfinite(c) & ~torch.isfinite(o))
             check.problems.append(f"{lost_nonfinite} of {total} elements of {name} are finite where the original "
-                                  f"is NaN/Inf (first at index {where}): the candidate does not propagate "
-                                  "NaN/Inf the way the original does")
+                                  f"is NaN/Inf ({kinds.describe(shape, lambda g, w: g == 'finite')}): the candidate "
+                                  "does not propagate NaN/Inf the way the original does")
+            continue
+        if swapped:
+            # NaN where the original gives +Inf (a compensated sum's inf - inf), or the sign of an Inf
+            # flipped: no finite difference to report, so say which special value became which.
+            check.problems.append(f"{swapped} of {total} elements of {name} differ in their special values: "
+                                  f"{kinds.describe(shape, lambda g, w: 'finite' not in (g, w))}")
             continue
         where = _first_index_pair(cand, orig, lambda c, o, a=atol, r=tol: ~torch.isclose(c, o, atol=a, rtol=r,
                                                                                          equal_nan=True))
         check.problems.append(f"{count} of {total} elements of {name} differ beyond atol={atol:g}, rtol={tol:g} "
                               f"(max |diff| {worst_bad:.3g}, first at index {where})")
     return check
+
+
+_KIND_NAMES = ("finite", "NaN", "+Inf", "-Inf")
+
+
+def _kind_codes(x: Any) -> Any:
+    """0 finite, 1 NaN, 2 +Inf, 3 -Inf, per element."""
+    import torch
+
+    codes = torch.zeros(x.shape, dtype=torch.int64, device=x.device)
+    codes[torch.isnan(x)] = 1
+    codes[torch.isposinf(x)] = 2
+    codes[torch.isneginf(x)] = 3
+    return codes
+
+
+class KindMismatches:
+    """Elements whose kind (finite, NaN, +Inf, -Inf) differs from the original's, by (candidate's kind,
+    original's kind): how many, and the first flat index and values of each, chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.first: dict[tuple[str, str], tuple[int, float, float]] = {}
+        self._offset = 0
+
+    def add(self, c: Any, o: Any) -> None:
+        import torch
+
+        pair = _kind_codes(c).reshape(-1) * 4 + _kind_codes(o).reshape(-1)
+        differ = (pair // 4) != (pair % 4)
+        if bool(differ.any()):
+            found = torch.bincount(pair[differ], minlength=16)
+            for code in torch.nonzero(found).reshape(-1).tolist():
+                key = (_KIND_NAMES[code // 4], _KIND_NAMES[code % 4])
+                self.counts[key] = self.counts.get(key, 0) + int(found[code])
+                if key not in self.first:
+                    at = int(torch.nonzero(pair == code)[0, 0])
+                    self.first[key] = (self._offset + at, float(c.reshape(-1)[at]), float(o.reshape(-1)[at]))
+        self._offset += c.numel()
+
+    def count(self, which: Callable[[str, str], bool]) -> int:
+        return sum(n for key, n in self.counts.items() if which(*key))
+
+    def describe(self, shape: tuple[int, ...], which: Callable[[str, str], bool]) -> str:
+        """"4 are NaN where the original gives +Inf (first at index (46,))", most frequent first."""
+        parts = []
+        for (got, want), n in sorted(self.counts.items(), key=lambda item: -item[1]):
+            if not which(got, want):
+                continue
+            flat, got_value, want_value = self.first[(got, want)]
+            index = _unravel(flat, shape)
+            got_text = got if got != "finite" else f"finite ({got_value:.6g})"
+            want_text = want if want != "finite" else f"{want_value:.6g}"
+            parts.append(f"{n} {'is' if n == 1 else 'are'} {got_text} where the original gives {want_text} "
+                         f"(first at index {index})")
+        return "; ".join(parts[:3]) + ("; ..." if len(parts) > 3 else "")
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> str:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return str(tuple(reversed(index)))
 
 
 def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str:
