@@ -264,7 +264,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
                 reruns=int(payload.get("reruns", 2)),
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-                extra_sets=_extra_sets(kernel, payload, values[0], roles),
+                extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
                 structure=payload.get("error_structure", True) is not False)
             failed_check = outcome.failed
@@ -313,19 +313,15 @@ def _row_length(source: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[str]) -> list[Any]:
-    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...) for this kernel's input dtype."""
-    import torch
-
-    from .kernel import family_sets
+def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[Any],
+                names: list[str]) -> list[Any]:
+    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
+    in each alone."""
+    from .kernel import input_family_sets
 
     if payload.get("families") is False:
         return []
-    floating = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
-                and v.is_floating_point()]
-    if not floating:
-        return []
-    return family_sets(floating[0].dtype, kernel.kind in ("red", "per"), _row_length(kernel.source))
+    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------

@@ -609,3 +609,55 @@ def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int =
 
     return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure)
             for family in families_for(dtype, reduction)]
+
+
+# Families drawn into ONE floating input at a time, the others randn (issue 28): the families above fill
+# every input alike, so the zeros of x and y sit at the same places and a fast path keyed on one input
+# ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway. Chosen
+# for the keys a fast path tests: zero (the whole input, and zero blocks amid values), constant rows,
+# special values (NaN/+-Inf of one input where the others are finite; the all-input family puts them at
+# the same positions of same-shaped inputs) and huge magnitudes. Offset rows are left to the all-input
+# family: they test cancellation, which offsetting every input already exposes, not a value a fast path
+# keys on. Cost: len(ONE_INPUT_FAMILIES) full-size runs per floating input, only for kernels with two
+# or more (with one, the all-input family is the same run).
+ONE_INPUT_FAMILIES = ("zeros", "zero-blocks", "constant-rows", "nan-inf", "near-max")
+ONE_INPUT_SEED = 11
+
+
+def one_input_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
+                   row_length: int | None, seed: int = ONE_INPUT_SEED) -> list[ExtraSet]:
+    """Each of :data:`ONE_INPUT_FAMILIES` in each floating input alone, the other inputs drawn randn."""
+    from .input_families import FAMILIES, families_for, fill
+
+    floating = [i for i, (value, role) in enumerate(zip(values, roles, strict=True))
+                if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
+    if len(floating) < 2:
+        return []
+
+    def filler(index: int, family: Any) -> Callable[[list[Any], list[Role]], None]:
+        def apply(values: list[Any], roles: list[Role]) -> None:
+            draw_arguments(values, roles, seed, "randn")
+            fill(values[index], family, seed=seed, row_length=row_length, chunk=device_chunk(values[index]))
+        return apply
+
+    sets = []
+    for name in ONE_INPUT_FAMILIES:
+        family = FAMILIES[name]
+        for index in floating:
+            if family not in families_for(values[index].dtype, reduction):
+                continue
+            sets.append(ExtraSet(f"inputs: {family.label} in {names[index]} alone, the others randn",
+                                 filler(index, family), error_structure=family.error_structure))
+    return sets
+
+
+def input_family_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
+                      row_length: int | None) -> list[ExtraSet]:
+    """Gate 2's input families for one kernel: each family in every floating input at once, then the
+    one-input variants (:func:`one_input_sets`)."""
+    floating = [v for v, r in zip(values, roles, strict=True)
+                if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
+    if not floating:
+        return []
+    return [*family_sets(floating[0].dtype, reduction, row_length),
+            *one_input_sets(values, roles, names, reduction, row_length)]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -412,6 +413,7 @@ def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
@@ -432,11 +434,15 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         verdict = _failure(failed, f"{kernel} fails to load")
         verdict["numbers"].update(containment=containment)
         return verdict
+    # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
+    # tensor's last dimension: a user kernel's reduction length is not written into its source.
+    families = [] if payload.get("families") is False else \
+        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None)
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry["process"], arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
-                               original_uses_atomics=bool(payload.get("atomics")),
+                               original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)))
     finally:
         arena.close()
@@ -455,7 +461,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         numbers["violation"] = failed_check.violation
         return _verdict(False, reason, **numbers)
     return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
-                          f"outputs, re-runs) match the original (max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"outputs, re-runs{', input families' if families else ''}) match the original (max |diff| "
+                          f"{numbers['max_abs_diff']:.3g})", **numbers)
+
+
+_REDUCTION_CALL = re.compile(r"\b(?:sum|max|min|reduce|argmax|argmin|xor_sum|cumsum|cumprod|associative_scan)\(")
+
+
+def _reduces(module_source: str) -> bool:
+    """Whether the kernel module reduces (the reduction-only input families apply to it)."""
+    return bool(_REDUCTION_CALL.search(module_source))
 
 
 # --- gate 3 -------------------------------------------------------------------------------------------

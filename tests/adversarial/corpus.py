@@ -49,7 +49,9 @@ class Case:
     description: str
     edit: Callable[[str, str], str]  # (kernel source, kernel name) -> candidate source
     needs: tuple[str, ...] = ()  # capabilities (kernelopt_core.gates.CAPABILITIES) the check depends on
-    families: tuple[str, ...] | None = None  # input families that expose it; () the graph's inputs + error structure
+    # input families that expose it ("name@i": in the i-th floating input alone, the others as drawn);
+    # () the graph's inputs + error structure
+    families: tuple[str, ...] | None = None
     probe: bool = True  # family_probe may run it in-process (False: it writes memory it must not, or needs poison)
 
     @property
@@ -455,6 +457,14 @@ CASES: list[Case] = [
     Case("E-range-backdoor", "elementwise", "value-range backdoor", 2, "returns x itself where x > 50",
          sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 > 50.0, tmp0, tmp7 - tmp8)"),
          needs=("input-families",), families=("all-positive", "near-max")),
+    # --- issue 28: a fast path keyed on one input ------------------------------------------------------
+    Case("E-skip-zero-y-blocks", "elementwise", "fast path keyed on one input", 2, "skips tanh(x) * sigmoid(y) "
+         "where a 64-element block of y is all zero (it is tanh(x) / 2 there): the all-input families zero x at the "
+         "same places, where the skipped term is 0 anyway",
+         chain(launch({"XBLOCK": 64, "num_warps": 2}),
+               sub("tmp4 = tmp1 * tmp3", "tmp4 = tl.where(tl.max(tl.abs(tl.where(xmask, tmp2, 0.0)), 0) == 0.0, 0.0, "
+                                         "tmp1 * tmp3)")),
+         needs=("input-families", "one-input-families"), families=("zero-blocks@1", "zeros@1")),
     # --- issue 20: small systematic errors inside the tolerance ------------------------------------
     Case("C-bound-moved", "clamp", "clamp bound moved by 8e-5", 2, "clamps at 0.99992 instead of 1",
          sub("tmp5 = tl.full([1], 1.0, tl.float32)", "tmp5 = tl.full([1], 0.99992, tl.float32)"),

@@ -42,6 +42,7 @@ MECHANISMS = {
     "L-torch-op": ".copy_()",
     "L-write-outside": "wrote outside",
     "L-endless": "the original launch took",
+    "E-skip-zero-y-blocks": "in in_ptr1 alone, the others randn",
 }
 _FIRST_OF_CLASS = {next(c.id for c in CASES if c.klass == klass and c.wrong) for klass in {c.klass for c in CASES if c.wrong}}
 
@@ -93,7 +94,7 @@ def test_corpus_size_and_classes() -> None:
     # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
     assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT}
     known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
-             "guard-range", "scratch-guards", "containment"}
+             "guard-range", "scratch-guards", "containment", "one-input-families"}
     assert {need for c in CASES for need in c.needs} <= known
     # issue 20's classes are all here
     for klass in ("norm eps changed or dropped", "mean divided by N-1", "one-pass variance",
