@@ -394,8 +394,9 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     sanitizer = _sanitize(payload, device)
-    if sanitizer is not None and sanitizer["errors"]:
-        return _verdict(False, sanitizer["errors"][0], sanitizer=sanitizer["runs"], containment=containment)
+    if sanitizer.errors:
+        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
+                        containment=containment)
     reference: Any = None
     reference_error: str | None = None
     checks = []
@@ -471,7 +472,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "containment": containment,
-                               "sanitizer": sanitizer["runs"] if sanitizer is not None else None,
+                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
                                "memory": {"device_peak_bytes": _peak_device_bytes(device),
                                           "candidate_process_peak_bytes": child_peak or None}}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
@@ -486,31 +487,20 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _verdict(False, f"seed {failed.seed}{inputs}: {failed.problem}", **numbers)
     if fallbacks:
         return _verdict(True, f"seeds {', '.join(map(str, seeds))}: outside atol=rtol={tolerance:g} on "
-                              f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule})", **numbers)
+                              f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule}); "
+                              f"{sanitizer.note}", **numbers)
     return _verdict(True, f"seeds {', '.join(map(str, seeds))} match the baseline at atol=rtol={tolerance:g} "
-                          f"(max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
-def _sanitize(payload: dict[str, Any], device: str) -> dict[str, Any] | None:
-    """compute-sanitizer memcheck (and racecheck where it applies) on each kernel's captured launch."""
-    if not device.startswith("cuda") or payload.get("sanitize") is False:
-        return None
-    from .sanitize import run_sanitizer, uses_shared_memory_or_atomics
+def _sanitize(payload: dict[str, Any], device: str) -> Any:
+    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
+    from .sanitize import sanitize_finalist
 
-    runs: list[dict[str, Any]] = []
-    errors: list[str] = []
-    sources: dict[str, str] = dict(payload.get("sources") or {})
-    for name in payload.get("kernels") or []:
-        tools = ["memcheck"]
-        if uses_shared_memory_or_atomics(sources.get(name, ""), (payload.get("compiled") or {}).get(name)):
-            tools.append("racecheck")
-        for tool in tools:
-            run = run_sanitizer(tool, payload["graph"], payload["restitched"], name, device,
-                                timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)))
-            runs.append({"kernel": name, **run.to_json()})
-            if run.ran and run.errors:
-                errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
-    return {"runs": runs, "errors": errors}
+    return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
+                             dict(payload.get("compiled") or {}), device,
+                             timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
+                             enabled=payload.get("sanitize") is not False)
 
 
 def _check_reference_arguments(reference: Any, graph_path: str) -> None:

@@ -94,7 +94,8 @@ def test_corpus_size_and_classes() -> None:
     # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
     assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT}
     known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
-             "guard-range", "scratch-guards", "containment", "one-input-families"}
+             "guard-range", "scratch-guards", "containment", "one-input-families",
+             "race-rule"}
     assert {need for c in CASES for need in c.needs} <= known
     # issue 20's classes are all here
     for klass in ("norm eps changed or dropped", "mean divided by N-1", "one-pass variance",
