@@ -60,8 +60,9 @@ def find_sanitizer() -> str | None:
 
 
 TOOLS = ("memcheck", "racecheck")
-NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU (gate 1's race rule and "
-              "gate 2's guards ran)")
+NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
+              "a program's block as one step (gate 1's race rule reads the source; gate 2's guards catch stores near "
+              "a tensor)")
 
 
 @dataclass
