@@ -598,7 +598,8 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "float64_reference": reference is not None, "reference_error": reference_error,
-                               "containment": containment, "compared_with": "the original kernel in the same harness"}
+                               "containment": containment, "compared_with": "the original kernel in the same harness",
+                               "sanitizer": [], "sanitizer_note": _not_sanitized(device)}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
         worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
@@ -607,11 +608,23 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if failed_seed is not None:
         return _verdict(False, f"seed {failed_seed.seed}: {failed_seed.problem}", **numbers)
     if pytest_kind:
-        return _verdict(True, f"the test {harness.spec.name} passes with the candidate", **numbers)
+        return _verdict(True, f"the test {harness.spec.name} passes with the candidate; {numbers['sanitizer_note']}",
+                        **numbers)
     basis = "float64 rule where outside atol=rtol=1e-4" if reference is not None else \
         f"kernel tolerance atol=rtol={tolerance:g} (no float64 run: {reference_error})"
     return _verdict(True, f"seeds {', '.join(map(str, seeds))}: the harness output matches the original's "
-                          f"({basis}; max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"({basis}; max |diff| {numbers['max_abs_diff']:.3g}); {numbers['sanitizer_note']}",
+                    **numbers)
+
+
+def _not_sanitized(device: str) -> str:
+    """What gate 3 says about races for a user kernel: compute-sanitizer runs Inductor's finalists only so far."""
+    from ..gates.sanitize import NOT_ON_CPU
+
+    if not device.startswith("cuda"):
+        return NOT_ON_CPU
+    return ("races and stray accesses not checked: compute-sanitizer does not run a user kernel's launch yet "
+            "(gate 1's race rule reads the source; gate 2's guards catch stores near a tensor)")
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------
