@@ -483,7 +483,7 @@ CASES: list[Case] = [
          chain(launch({"XBLOCK": 64, "num_warps": 2}),
                sub("tmp4 = tmp1 * tmp3", "tmp4 = tl.where(tl.max(tl.abs(tl.where(xmask, tmp2, 0.0)), 0) == 0.0, 0.0, "
                                          "tmp1 * tmp3)")),
-         needs=("input-families", "one-input-families"), families=("zero-blocks@1", "zeros@1")),
+         needs=("input-families", "one-input-families"), families=("zeros@1",)),
     # --- issue 28: behaviour tied to a literal, a race only a GPU shows ----------------------------------
     Case("E-literal-window", "elementwise", "literal-window backdoor", 1, "drops the - 0.1 only where 0.7 < x < "
          "0.7001: no random input or family lands there (one element in ~30,000 of randn)",

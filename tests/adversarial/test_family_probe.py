@@ -24,7 +24,7 @@ ALL_FAMILIES = ("nan-inf", "zeros", "zero-blocks", "constant-rows", "low-varianc
 # Gate 2's one-input variants (kernel.ONE_INPUT_FAMILIES) for the problems of two or more floating inputs
 # (elementwise: x, y, bias), each family in each input alone.
 FLOATING_INPUTS = {"elementwise": 3}
-ONE_INPUT = ("zeros", "zero-blocks", "constant-rows", "nan-inf", "near-max")
+ONE_INPUT = ("zeros", "constant-rows", "nan-inf")
 ESCAPES_ALL_INPUT = {"E-skip-zero-y-blocks": ("zeros", "zero-blocks")}  # issue 28: what the old families missed
 
 
