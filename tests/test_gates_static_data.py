@@ -6,14 +6,9 @@ tiny suite compiles its three problems once."""
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, shared_build_dir
-from filelock import FileLock
+from conftest import ROOT
 
 from kernelopt_core.gates.static import check_source
 from kernelopt_core.gates.static_dataflow import module_flow, source_flow
@@ -158,39 +153,6 @@ def test_gate_1_reports_both_rules_for_a_user_kernel() -> None:
 
 
 # --- no false rejection: the corpus' correct variants and every offline family's candidates -----------------
-
-
-TINY = ROOT / "benchmarks" / "problems" / "tiny"
-_COMPILE = """
-import glob, json, os, sys
-from kernelopt_core.compile import compile_problem
-spec = json.loads(sys.argv[1])
-found = {}
-for name in spec["problems"]:
-    out = os.path.join(spec["out"], name)
-    compile_problem(os.path.join(spec["dir"], name + ".py"), out, "default", "cpu")
-    paths = sorted(glob.glob(os.path.join(out, "torch_compile_debug", "run_*", "torchinductor", "*", "output_code.py")))
-    found[name] = paths[-1]
-print("@tiny-graphs " + json.dumps(found))
-"""
-
-
-@pytest.fixture(scope="module")
-def tiny_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The tiny suite compiled for the CPU backend (once per run, in one subprocess)."""
-    root = shared_build_dir(tmp_path_factory) / "tiny-suite-dumps"
-    root.mkdir(parents=True, exist_ok=True)
-    manifest = root / "manifest.json"
-    with FileLock(str(root / "manifest.lock")):
-        if not manifest.is_file():
-            spec = {"problems": sorted(p.stem for p in TINY.glob("*.py")), "out": str(root), "dir": str(TINY)}
-            env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-            done = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(spec)], cwd=ROOT, env=env,
-                                  capture_output=True, text=True, timeout=900)
-            line = next((x for x in done.stdout.splitlines() if x.startswith("@tiny-graphs ")), None)
-            assert done.returncode == 0 and line is not None, done.stderr[-3000:]
-            manifest.write_text(line.split(" ", 1)[1])
-        return json.loads(manifest.read_text())
 
 
 def _new_rule_findings(original: str, name: str, candidate: str) -> list[str]:
