@@ -160,9 +160,6 @@ class FunctionFlow:
     constants: dict[str, Constant] = field(default_factory=dict)
     addresses: set[str] = field(default_factory=set)
 
-    def values_of(self, name: str) -> list[ast.AST]:
-        return [b.value for b in self.bindings if b.name == name and b.value is not None]
-
 
 @dataclass
 class ModuleFlow:
