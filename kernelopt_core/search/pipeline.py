@@ -714,9 +714,12 @@ class _Search:
             self.progress(f"{search.brief.name}: finalist {position + 1} ({search.titles.get(node.id, node.id)}) "
                           "through gates 3-4", stage="gate", kernel=search.brief.name, candidate=node.id)
             cascade = self.evaluator.finalize({search.brief.name: node.source}, self._gates())
+            model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist (issue 28)
             self.journal.record("finalist", kernel=search.brief.name, node=node.id, accepted=cascade.accepted,
                                 failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
-                                could_not_verify=cascade.could_not_verify)
+                                could_not_verify=cascade.could_not_verify,
+                                sanitizer=model.numbers.get("sanitizer") if model is not None else None,
+                                sanitizer_note=model.numbers.get("sanitizer_note") if model is not None else None)
             if cascade.could_not_verify:
                 search.unverified += 1
                 continue
