@@ -191,3 +191,46 @@ def test_a_failing_run_is_reported_not_raised() -> None:
     failed = KernelRun(error="RuntimeError: boom")
     check = compare_runs("t", _run(torch.ones(2)), failed, [torch.ones(2)], ["output"], ["o"], poisoned=True)
     assert "the candidate failed to run: RuntimeError: boom" in check.problems[0]
+
+
+def test_special_values_that_change_kind_are_named() -> None:
+    """A compensated sum turns +Inf into NaN (inf - inf): the verdict says which special value became
+    which and where, not "differ ... (max |diff| 0)" (issue 28)."""
+    reference = torch.randn(333)
+    reference[[46, 100, 200, 300]] = float("inf")
+    candidate = reference.clone()
+    candidate[[46, 100, 200, 300]] = float("nan")
+    check = compare_runs("t", _run(reference), _run(candidate), [reference], ["output"], ["out_ptr0"], poisoned=True)
+    assert check.problems == ["4 of 333 elements of out_ptr0 differ in their special values: 4 are NaN where the "
+                              "original gives +Inf (first at index (46,))"]
+
+    flipped = reference.clone()
+    flipped[300] = float("-inf")
+    check = compare_runs("t", _run(reference), _run(flipped), [reference], ["output"], ["o"], poisoned=True)
+    assert "1 is -Inf where the original gives +Inf (first at index (300,))" in check.problems[0]
+
+    finite = reference.clone()
+    finite[100] = 2.5
+    check = compare_runs("t", _run(reference), _run(finite), [reference], ["output"], ["o"], poisoned=True)
+    assert "are finite where the original is NaN/Inf (1 is finite (2.5) where the original gives +Inf (first at " \
+           "index (100,)))" in check.problems[0]
+
+
+def test_one_input_families_vary_one_input_and_draw_the_others() -> None:
+    from kernelopt_core.gates.kernel import ONE_INPUT_FAMILIES, input_family_sets, one_input_sets
+
+    values = [torch.randn(8, 16), torch.randn(8, 16), torch.empty(8, 16), torch.arange(8), 16]
+    roles = ["input", "input", "output", "input", "scalar"]
+    names = ["in_ptr0", "in_ptr1", "out_ptr0", "in_ptr2", "xnumel"]
+    sets = one_input_sets(values, roles, names, reduction=False, row_length=None)
+    assert len(sets) == 2 * len(ONE_INPUT_FAMILIES)  # the integer input keeps its values
+    zeros_in_y = next(s for s in sets if s.label == "inputs: all zeros in in_ptr1 alone, the others randn")
+    zeros_in_y.fill(values, roles)
+    assert not values[1].any() and values[0].std() > 0.5 and torch.equal(values[3], torch.arange(8))
+    first_x = values[0].clone()
+    zeros_in_y.fill(values, roles)
+    assert torch.equal(values[0], first_x)  # the others are drawn from a fixed seed
+    # one floating input: the all-input families are the same runs
+    assert one_input_sets(values[1:], roles[1:], names[1:], reduction=False, row_length=None) == []
+    labels = [s.label for s in input_family_sets(values, roles, names, reduction=False, row_length=None)]
+    assert "inputs: all zeros" in labels and len(labels) == len(set(labels))

@@ -109,7 +109,10 @@ class StandInEvaluator:
         self.calls["finalize"] += 1
         self.finalized.append(gates)
         speedup = min(self._baseline(k) / self.latency(s) for k, s in candidates.items())
-        verdicts = [GateVerdict(3, "model", True, "matches")]
+        sanitized = {"sanitizer": [{"kernel": k, "tool": tool, "ran": True, "errors": 0, "seconds": 1.5}
+                                   for k in candidates for tool in ("memcheck", "racecheck")],
+                     "sanitizer_note": "compute-sanitizer: memcheck 0 errors (1.5 s), racecheck 0 hazards (1.5 s)"}
+        verdicts = [GateVerdict(3, "model", True, "matches", sanitized)]
         accepted = True
         if 4 in gates:
             passed = speedup >= 1.03
@@ -170,6 +173,16 @@ def test_default_search_stays_within_B_T_N_K_and_optimizes(tmp_path: Path) -> No
     assert {"run_id", "run_dir", "decision", "reason", "speedup", "ci", "kernels"} <= set(data)
     assert Path(result.run_dir, "final.diff").read_text().startswith("---")
     assert len(list(Path(result.run_dir, "candidates").iterdir())) == len(kinds(journal, "candidate"))
+
+
+def test_every_finalist_records_its_sanitizer_runs_and_times(tmp_path: Path) -> None:
+    """Issue 28: memcheck and racecheck ran on a campaign's finalists without a trace; the journal keeps them."""
+    _, journal, _ = run(tmp_path)
+    finalists = kinds(journal, "finalist")
+    assert finalists
+    for entry in finalists:
+        assert [r["tool"] for r in entry["sanitizer"]] == ["memcheck", "racecheck"]
+        assert all(r["seconds"] == 1.5 for r in entry["sanitizer"]) and "racecheck 0 hazards" in entry["sanitizer_note"]
 
 
 def test_early_stop_after_two_iterations_without_improvement(tmp_path: Path) -> None:

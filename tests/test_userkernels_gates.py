@@ -86,6 +86,7 @@ def test_verify_accepts_a_correct_rewrite_and_rejects_wrong_ones(here: Path,
     assert "compiled by Triton's CUDA back end to" in data["gates"][0]["reason"]
     assert "on this machine gates 2-4 run it on Triton's CPU interpreter" in data["gates"][0]["reason"]
     assert data["gates"][2]["float64_reference"] is True
+    assert "races and stray accesses not checked" in data["gates"][2]["reason"]  # issue 28: said, on the CPU
     assert "+    numerator = tl.exp2(row_minus_max * 1.4426950408889634)" in data["diff"]
     assert (here / "softmax.py").read_text() == original  # verify never writes the user's file
 
@@ -138,3 +139,24 @@ def test_an_autotuned_candidate_launches_with_its_own_configs(here: Path, capsys
 def test_what_cannot_run_exits_2(here: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
     assert main(["profile", *args, "--device", "cpu"]) == 2
     assert words in " ".join(capsys.readouterr().err.split())
+
+
+def test_gate_2_runs_the_input_families_on_a_user_kernel(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: an RMSNorm edit that drops `+ eps` (eps = 1e-6) agrees on random rows (gates 1-3 passed it,
+    max diff 6.7e-06) and gives NaN on all-zero rows; gate 2 runs the families on a user kernel too."""
+    shutil.copy(FIXTURES / "rms_norm.py", here / "rms_norm.py")
+    module = extract_kernel_module((here / "rms_norm.py").read_text(), "rms_norm_kernel", str(here / "rms_norm.py")).source
+    dropped = module.replace("tl.sqrt(mean_square + eps)", "tl.sqrt(mean_square)")
+    assert dropped != module
+    base = ["verify", "rms_norm.py", "--kernel", "rms_norm_kernel", "--device", "cpu", "--json", "--gates", "1,2"]
+    assert main([*base, "--candidate", _candidate(here, "no_eps.py", dropped)]) == 1
+    data = _json(capsys)
+    assert data["failed_gate"] == 2, data["reason"]
+    assert "inputs: all zeros" in data["reason"] and "NaN" in data["reason"], data["reason"]
+    # a correct rewrite passes the same families, the one-input variants included
+    rsqrt = module.replace("1.0 / tl.sqrt(mean_square + eps)", "tl.rsqrt(mean_square + eps)")
+    assert main([*base[:-1], "2", "--candidate", _candidate(here, "rsqrt.py", rsqrt)]) == 0
+    data = _json(capsys)
+    labels = [c["label"] for c in data["gates"][0]["kernels"]["rms_norm_kernel"]["checks"]]
+    assert "inputs: all zeros in x_ptr alone, the others randn" in labels, labels
+    assert "input families" in data["gates"][0]["reason"]

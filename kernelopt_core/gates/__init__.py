@@ -18,8 +18,11 @@ from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 #   "guard-range"          gate 2's guards cover the largest offset a launch can form
 #   "scratch-guards"       gate 2 guards and poisons a launcher's scratch like an output
 #   "containment"          each candidate runs in a fresh, resource-limited process it cannot escape
+#   "one-input-families"   gate 2 also runs the families in each floating input alone (kernel.one_input_sets)
+#   "race-rule"            gate 1 rejects a load of what the same program stored without a barrier (static_reloads.py)
 CAPABILITIES: frozenset[str] = frozenset({"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families",
-                                         "error-structure", "guard-range", "scratch-guards", "containment"})
+                                         "error-structure", "guard-range", "scratch-guards", "containment",
+                                         "one-input-families", "race-rule"})
 
 __all__ = [
     "CAPABILITIES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",

@@ -143,6 +143,9 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
 
 
 def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
+    sanitized = verdict.numbers.get("sanitizer_note")
+    if isinstance(sanitized, str) and "not checked" in sanitized and sanitized not in result.notes:
+        result.notes.append(sanitized)  # on the CPU, or without compute-sanitizer: races were not checked
     containment = verdict.numbers.get("containment")
     if isinstance(containment, dict):
         result.containment = containment

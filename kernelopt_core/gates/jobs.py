@@ -279,7 +279,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
                 reruns=int(payload.get("reruns", 2)),
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-                extra_sets=_extra_sets(kernel, payload, values[0], roles) if battery == "full" else (),
+                extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names) if battery == "full" else (),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
                 structure=payload.get("error_structure", True) is not False, battery=battery, clock=clock)
             failed_check = outcome.failed
@@ -393,19 +393,15 @@ def _row_length(source: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[str]) -> list[Any]:
-    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...) for this kernel's input dtype."""
-    import torch
-
-    from .kernel import family_sets
+def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[Any],
+                names: list[str]) -> list[Any]:
+    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
+    in each alone."""
+    from .kernel import input_family_sets
 
     if payload.get("families") is False:
         return []
-    floating = [v for v, r in zip(values, roles, strict=True) if r != "output" and isinstance(v, torch.Tensor)
-                and v.is_floating_point()]
-    if not floating:
-        return []
-    return family_sets(floating[0].dtype, kernel.kind in ("red", "per"), _row_length(kernel.source))
+    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
@@ -478,8 +474,9 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     sanitizer = _sanitize(payload, device)
-    if sanitizer is not None and sanitizer["errors"]:
-        return _verdict(False, sanitizer["errors"][0], sanitizer=sanitizer["runs"], containment=containment)
+    if sanitizer.errors:
+        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
+                        containment=containment)
     reference: Any = None
     reference_error: str | None = None
     checks = []
@@ -556,7 +553,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "containment": containment,
-                               "sanitizer": sanitizer["runs"] if sanitizer is not None else None,
+                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
                                "memory": {"device_peak_bytes": _peak_device_bytes(device),
                                           "candidate_process_peak_bytes": child_peak or None}}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
@@ -571,31 +568,20 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _verdict(False, f"seed {failed.seed}{inputs}: {failed.problem}", **numbers)
     if fallbacks:
         return _verdict(True, f"seeds {', '.join(map(str, seeds))}: outside atol=rtol={tolerance:g} on "
-                              f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule})", **numbers)
+                              f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule}); "
+                              f"{sanitizer.note}", **numbers)
     return _verdict(True, f"seeds {', '.join(map(str, seeds))} match the baseline at atol=rtol={tolerance:g} "
-                          f"(max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
-def _sanitize(payload: dict[str, Any], device: str) -> dict[str, Any] | None:
-    """compute-sanitizer memcheck (and racecheck where it applies) on each kernel's captured launch."""
-    if not device.startswith("cuda") or payload.get("sanitize") is False:
-        return None
-    from .sanitize import run_sanitizer, uses_shared_memory_or_atomics
+def _sanitize(payload: dict[str, Any], device: str) -> Any:
+    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
+    from .sanitize import sanitize_finalist
 
-    runs: list[dict[str, Any]] = []
-    errors: list[str] = []
-    sources: dict[str, str] = dict(payload.get("sources") or {})
-    for name in payload.get("kernels") or []:
-        tools = ["memcheck"]
-        if uses_shared_memory_or_atomics(sources.get(name, ""), (payload.get("compiled") or {}).get(name)):
-            tools.append("racecheck")
-        for tool in tools:
-            run = run_sanitizer(tool, payload["graph"], payload["restitched"], name, device,
-                                timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)))
-            runs.append({"kernel": name, **run.to_json()})
-            if run.ran and run.errors:
-                errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
-    return {"runs": runs, "errors": errors}
+    return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
+                             dict(payload.get("compiled") or {}), device,
+                             timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
+                             enabled=payload.get("sanitize") is not False)
 
 
 def _check_reference_arguments(reference: Any, graph_path: str) -> None:

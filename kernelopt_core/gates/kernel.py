@@ -324,6 +324,11 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         check.max_abs_diff = max(check.max_abs_diff, figures["max_abs_diff"])
         count, nonfinite, lost_nonfinite = int(figures["bad"]), int(figures["nonfinite"]), int(figures["lost"])
         worst_bad = figures["worst_bad"]
+        kinds = KindMismatches()
+        if count:  # the failure's words: which special values became which (a second pass, failures only)
+            for c, o in _pairs(cand, orig):
+                kinds.add(c, o)
+        swapped = kinds.count(lambda got, want: "finite" not in (got, want))
         if not count:
             if structure is not None:
                 _check_structure(check, name, cand, orig, structure)
@@ -334,16 +339,21 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                                   "buffer still holds the previous call's output (the candidate skipped work it "
                                   "must redo)")
             continue
+        shape = tuple(cand.shape)
         if nonfinite:
-            where = _first_index_pair(cand, orig, lambda c, o: (~torch.isfinite(c)) & torch.isfinite(o))
             check.problems.append(f"produced NaN/Inf in {nonfinite} of {total} elements of {name} where the "
-                                  f"original is finite (first at index {where})")
+                                  f"original is finite ({kinds.describe(shape, lambda g, w: w == 'finite')})")
             continue
         if lost_nonfinite:
-            where = _first_index_pair(cand, orig, lambda c, o: torch.isfinite(c) & ~torch.isfinite(o))
             check.problems.append(f"{lost_nonfinite} of {total} elements of {name} are finite where the original "
-                                  f"is NaN/Inf (first at index {where}): the candidate does not propagate "
-                                  "NaN/Inf the way the original does")
+                                  f"is NaN/Inf ({kinds.describe(shape, lambda g, w: g == 'finite')}): the candidate "
+                                  "does not propagate NaN/Inf the way the original does")
+            continue
+        if swapped:
+            # NaN where the original gives +Inf (a compensated sum's inf - inf), or the sign of an Inf
+            # flipped: no finite difference to report, so say which special value became which.
+            check.problems.append(f"{swapped} of {total} elements of {name} differ in their special values: "
+                                  f"{kinds.describe(shape, lambda g, w: 'finite' not in (g, w))}")
             continue
         where = _first_index_pair(cand, orig, lambda c, o, a=atol, r=tol: ~torch.isclose(c, o, atol=a, rtol=r,
                                                                                          equal_nan=True))
@@ -397,6 +407,70 @@ def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: 
     if not math.isfinite(figures["max_abs_diff"]):  # |c - o| overflowed float32 between two finite values
         figures = tally(True)
     return figures
+
+
+_KIND_NAMES = ("finite", "NaN", "+Inf", "-Inf")
+
+
+def _kind_codes(x: Any) -> Any:
+    """0 finite, 1 NaN, 2 +Inf, 3 -Inf, per element."""
+    import torch
+
+    codes = torch.zeros(x.shape, dtype=torch.int64, device=x.device)
+    codes[torch.isnan(x)] = 1
+    codes[torch.isposinf(x)] = 2
+    codes[torch.isneginf(x)] = 3
+    return codes
+
+
+class KindMismatches:
+    """Elements whose kind (finite, NaN, +Inf, -Inf) differs from the original's, by (candidate's kind,
+    original's kind): how many, and the first flat index and values of each, chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.first: dict[tuple[str, str], tuple[int, float, float]] = {}
+        self._offset = 0
+
+    def add(self, c: Any, o: Any) -> None:
+        import torch
+
+        pair = _kind_codes(c).reshape(-1) * 4 + _kind_codes(o).reshape(-1)
+        differ = (pair // 4) != (pair % 4)
+        if bool(differ.any()):
+            found = torch.bincount(pair[differ], minlength=16)
+            for code in torch.nonzero(found).reshape(-1).tolist():
+                key = (_KIND_NAMES[code // 4], _KIND_NAMES[code % 4])
+                self.counts[key] = self.counts.get(key, 0) + int(found[code])
+                if key not in self.first:
+                    at = int(torch.nonzero(pair == code)[0, 0])
+                    self.first[key] = (self._offset + at, float(c.reshape(-1)[at]), float(o.reshape(-1)[at]))
+        self._offset += c.numel()
+
+    def count(self, which: Callable[[str, str], bool]) -> int:
+        return sum(n for key, n in self.counts.items() if which(*key))
+
+    def describe(self, shape: tuple[int, ...], which: Callable[[str, str], bool]) -> str:
+        """"4 are NaN where the original gives +Inf (first at index (46,))", most frequent first."""
+        parts = []
+        for (got, want), n in sorted(self.counts.items(), key=lambda item: -item[1]):
+            if not which(got, want):
+                continue
+            flat, got_value, want_value = self.first[(got, want)]
+            index = _unravel(flat, shape)
+            got_text = got if got != "finite" else f"finite ({got_value:.6g})"
+            want_text = want if want != "finite" else f"{want_value:.6g}"
+            parts.append(f"{n} {'is' if n == 1 else 'are'} {got_text} where the original gives {want_text} "
+                         f"(first at index {index})")
+        return "; ".join(parts[:3]) + ("; ..." if len(parts) > 3 else "")
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> str:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return str(tuple(reversed(index)))
 
 
 def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str:
@@ -587,3 +661,59 @@ def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int =
 
     return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure)
             for family in families_for(dtype, reduction)]
+
+
+# Families drawn into ONE floating input at a time, the others randn (issue 28): the families above fill
+# every input alike, so the zeros of x and y sit at the same places and a fast path keyed on one input
+# ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway. The set
+# is chosen for the keys such a fast path tests, one run per key and input:
+#   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size
+#                  (blocks of zeros amid values add no key a candidate can test that this does not);
+#   constant-rows  a shortcut for rows of one input without spread (a norm that skips the residual);
+#   nan-inf        NaN/+-Inf in one input where the others are finite (the all-input family puts them at the
+#                  same positions of same-shaped inputs, so special-value handling of one input hides).
+# Near-max magnitudes and offset rows stay with the all-input families: they test overflow and cancellation,
+# which those already expose, and a fast path keyed on a magnitude needs a threshold, which gate 1's
+# literal-window rule reads. Cost: three full-size runs per floating input, only for kernels with two or
+# more floating inputs (with one, the all-input family is the same run).
+ONE_INPUT_FAMILIES = ("zeros", "constant-rows", "nan-inf")
+ONE_INPUT_SEED = 11
+
+
+def one_input_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
+                   row_length: int | None, seed: int = ONE_INPUT_SEED) -> list[ExtraSet]:
+    """Each of :data:`ONE_INPUT_FAMILIES` in each floating input alone, the other inputs drawn randn."""
+    from .input_families import FAMILIES, families_for, fill
+
+    floating = [i for i, (value, role) in enumerate(zip(values, roles, strict=True))
+                if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
+    if len(floating) < 2:
+        return []
+
+    def filler(index: int, family: Any) -> Callable[[list[Any], list[Role]], None]:
+        def apply(values: list[Any], roles: list[Role]) -> None:
+            draw_arguments(values, roles, seed, "randn")
+            fill(values[index], family, seed=seed, row_length=row_length, chunk=device_chunk(values[index]))
+        return apply
+
+    sets = []
+    for name in ONE_INPUT_FAMILIES:
+        family = FAMILIES[name]
+        for index in floating:
+            if family not in families_for(values[index].dtype, reduction):
+                continue
+            sets.append(ExtraSet(f"inputs: {family.label} in {names[index]} alone, the others randn",
+                                 filler(index, family), error_structure=family.error_structure))
+    return sets
+
+
+def input_family_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
+                      row_length: int | None) -> list[ExtraSet]:
+    """Gate 2's input families for one kernel: each family in every floating input at once, then the
+    one-input variants (:func:`one_input_sets`)."""
+    floating = [v for v, r in zip(values, roles, strict=True)
+                if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
+    if not floating:
+        return []
+    return [*family_sets(floating[0].dtype, reduction, row_length),
+            *one_input_sets(values, roles, names, reduction, row_length)]

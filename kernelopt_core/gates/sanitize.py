@@ -2,14 +2,20 @@
 
 Gate 2's guards catch stores near a tensor; a store far away, or a race the hardware scheduler
 shows only now and then, needs the sanitizer. For every finalist (a candidate that reached
-gate 3) on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` (and ``--tool racecheck`` when
-the kernel uses shared memory or atomics) on a small program (:func:`main`) that captures the
-kernel's first launch from the baseline graph, applies the candidate-process policy, loads the
-candidate and launches it once on copies of the captured arguments.
+gate 3) on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` and ``--tool racecheck``
+(issue 28: both, always, each timed) on a small program (:func:`main`) that captures the kernel's
+first launch from the baseline graph, applies the candidate-process policy, loads the candidate
+and launches it once on copies of the captured arguments.
+
+What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
+go through it). A race through global memory, a program loading what its own threads stored with
+no barrier between, is not its business; gate 1's unsynchronised-reload rule
+(:mod:`.static_reloads`) rejects that from the source, on any machine.
 
 A sanitizer that finds errors rejects the candidate; one that is missing or cannot run is a note
-in the verdict (never a rejection, never silently skipped). The worker side (:func:`run_sanitizer`)
-imports nothing heavy; :func:`main` runs only under the sanitizer.
+in the verdict (never a rejection, never silently skipped); on the CPU the verdict says races were
+not checked. The worker side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing
+heavy; :func:`main` runs only under the sanitizer.
 """
 
 from __future__ import annotations
@@ -56,13 +62,53 @@ def find_sanitizer() -> str | None:
     return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
 
-def uses_shared_memory_or_atomics(source: str, compiled: dict[str, Any] | None = None) -> bool:
-    if "atomic_" in source:
-        return True
-    for config in (compiled or {}).get("configs", []) if compiled else []:
-        if (config.get("shared_bytes") or 0) > 0:
-            return True
-    return False
+TOOLS = ("memcheck", "racecheck")
+NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
+              "a program's block as one step (gate 1's race rule reads the source; gate 2's guards catch stores near "
+              "a tensor)")
+
+
+@dataclass
+class SanitizerReport:
+    runs: list[dict[str, Any]]  # per kernel and tool: SanitizerRun's fields, with "kernel"
+    errors: list[str]  # each a rejection
+    note: str  # one line for the verdict: what ran and how long it took, or why nothing did
+
+
+def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled: dict[str, Any], device: str,
+                      timeout_s: float = 600.0, enabled: bool = True) -> SanitizerReport:
+    """memcheck and racecheck on each kernel's captured launch (on a GPU), timed; what was not checked, said."""
+    if not device.startswith("cuda"):
+        return SanitizerReport([], [], NOT_ON_CPU)
+    if not enabled:
+        return SanitizerReport([], [], "races and stray accesses not checked: compute-sanitizer was turned off")
+    runs: list[dict[str, Any]] = []
+    errors: list[str] = []
+    parts: list[str] = []
+    for name in kernels:
+        shared = shared_memory_bytes(compiled.get(name))
+        for tool in TOOLS:
+            run = run_sanitizer(tool, graph, restitched, name, device, timeout_s=timeout_s)
+            runs.append({"kernel": name, **run.to_json(), "shared_memory": shared})
+            if run.ran and run.errors:
+                errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
+            what = "hazards" if tool == "racecheck" else "errors"
+            if not run.ran:
+                parts.append(f"{tool} did not run ({run.summary}): {'races' if tool == 'racecheck' else 'stray accesses'}"
+                             " not checked")
+            else:
+                scope = "; the kernel uses no shared memory" if tool == "racecheck" and shared == 0 else ""
+                parts.append(f"{tool} {run.errors} {what} ({run.seconds:.1f} s{scope})")
+    return SanitizerReport(runs, errors, "compute-sanitizer: " + ", ".join(parts) if parts else
+                           "compute-sanitizer: no kernel to check")
+
+
+def shared_memory_bytes(compiled: dict[str, Any] | None) -> int | None:
+    """The most shared memory any config of gate 1's compile uses (None: gate 1's compile is not known)."""
+    configs = (compiled or {}).get("configs") if compiled else None
+    if not configs:
+        return None
+    return max(int(config.get("shared_bytes") or 0) for config in configs)
 
 
 def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: str,

@@ -17,8 +17,13 @@ from typing import Any
 
 from ..artifacts.model import CompiledGraph
 from ..artifacts.parse import dotted_name
+from .static_dataflow import module_flow
 from .static_launcher import check_launcher
+from .static_literals import RULE as LITERAL_RULE
+from .static_literals import check_literal_windows
 from .static_names import HEURISTIC_DECORATORS, kernel_namespace
+from .static_reloads import RULE as RELOAD_RULE
+from .static_reloads import check_reloads
 from .static_rules import (
     FORBIDDEN_CALLS,
     FORBIDDEN_MODULES,
@@ -38,7 +43,8 @@ __all__ = ["FORBIDDEN_CALLS", "FORBIDDEN_MODULES", "FORBIDDEN_NAMES", "GRID_TYPE
            "STREAM_ATTRIBUTES", "Dialect", "SourceReport", "StaticFinding", "check_source", "run_static_gate"]
 
 _RULE_ORDER = ["syntax", "torch", "forbidden-import", "forbidden-call", "undefined", "try-except", "global-state",
-               "stream", "decorator", "top-level", "construct", "launcher", "contract"]
+               "stream", "decorator", "top-level", "construct", "launcher", "contract", LITERAL_RULE,
+               RELOAD_RULE]
 
 
 @dataclass
@@ -98,6 +104,12 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics
         report.findings.extend(checker.findings)
+        # the data rules of issue 28: value windows and intra-program races, against the original
+        flow = module_flow(tree)
+        for message, line in check_literal_windows(original_source, flow):
+            report.findings.append(StaticFinding(LITERAL_RULE, message, line))
+        for message, line in check_reloads(original_source, flow):
+            report.findings.append(StaticFinding(RELOAD_RULE, message, line))
         if dialect is Dialect.LAUNCHER:
             _check_launcher_contract(tree, original, kernel_name, report)
         elif dialect is Dialect.INDUCTOR:

@@ -72,9 +72,12 @@ class FinalistStage:
         timing = next((c for c in ctx.times.candidates if c.label == node.id and c.kernel == name), None)
         if timing is not None:
             timing.finalize_s = seconds[0]
+        model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist (issue 28)
         ctx.journal.record("finalist", kernel=name, node=node.id, accepted=cascade.accepted,
                            failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
-                           could_not_verify=cascade.could_not_verify, early=what == "early finalist")
+                           could_not_verify=cascade.could_not_verify, early=what == "early finalist",
+                           sanitizer=model.numbers.get("sanitizer") if model is not None else None,
+                           sanitizer_note=model.numbers.get("sanitizer_note") if model is not None else None)
         if cascade.could_not_verify:
             search.unverified += 1
             return False

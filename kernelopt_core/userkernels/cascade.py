@@ -161,6 +161,9 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
                                   dict(reply.get("numbers") or {}), time.monotonic() - started,
                                   could_not_verify=bool(reply.get("could_not_verify")))
         result.gates.append(verdict)
+        sanitized = verdict.numbers.get("sanitizer_note")
+        if isinstance(sanitized, str) and "not checked" in sanitized and sanitized not in result.notes:
+            result.notes.append(sanitized)
         containment = verdict.numbers.get("containment")
         if isinstance(containment, dict):
             result.containment = containment

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -426,6 +427,7 @@ def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
@@ -446,11 +448,15 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         verdict = _failure(failed, f"{kernel} fails to load")
         verdict["numbers"].update(containment=containment)
         return verdict
+    # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
+    # tensor's last dimension: a user kernel's reduction length is not written into its source.
+    families = [] if payload.get("families") is False else \
+        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None)
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry["process"], arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
-                               original_uses_atomics=bool(payload.get("atomics")),
+                               original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)))
     finally:
         arena.close()
@@ -469,7 +475,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         numbers["violation"] = failed_check.violation
         return _verdict(False, reason, **numbers)
     return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
-                          f"outputs, re-runs) match the original (max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"outputs, re-runs{', input families' if families else ''}) match the original (max |diff| "
+                          f"{numbers['max_abs_diff']:.3g})", **numbers)
+
+
+_REDUCTION_CALL = re.compile(r"\b(?:sum|max|min|reduce|argmax|argmin|xor_sum|cumsum|cumprod|associative_scan)\(")
+
+
+def _reduces(module_source: str) -> bool:
+    """Whether the kernel module reduces (the reduction-only input families apply to it)."""
+    return bool(_REDUCTION_CALL.search(module_source))
 
 
 # --- gate 3 -------------------------------------------------------------------------------------------
@@ -597,7 +612,8 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "float64_reference": reference is not None, "reference_error": reference_error,
-                               "containment": containment, "compared_with": "the original kernel in the same harness"}
+                               "containment": containment, "compared_with": "the original kernel in the same harness",
+                               "sanitizer": [], "sanitizer_note": _not_sanitized(device)}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
         worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
@@ -606,11 +622,23 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if failed_seed is not None:
         return _verdict(False, f"seed {failed_seed.seed}: {failed_seed.problem}", **numbers)
     if pytest_kind:
-        return _verdict(True, f"the test {harness.spec.name} passes with the candidate", **numbers)
+        return _verdict(True, f"the test {harness.spec.name} passes with the candidate; {numbers['sanitizer_note']}",
+                        **numbers)
     basis = "float64 rule where outside atol=rtol=1e-4" if reference is not None else \
         f"kernel tolerance atol=rtol={tolerance:g} (no float64 run: {reference_error})"
     return _verdict(True, f"seeds {', '.join(map(str, seeds))}: the harness output matches the original's "
-                          f"({basis}; max |diff| {numbers['max_abs_diff']:.3g})", **numbers)
+                          f"({basis}; max |diff| {numbers['max_abs_diff']:.3g}); {numbers['sanitizer_note']}",
+                    **numbers)
+
+
+def _not_sanitized(device: str) -> str:
+    """What gate 3 says about races for a user kernel: compute-sanitizer runs Inductor's finalists only so far."""
+    from ..gates.sanitize import NOT_ON_CPU
+
+    if not device.startswith("cuda"):
+        return NOT_ON_CPU
+    return ("races and stray accesses not checked: compute-sanitizer does not run a user kernel's launch yet "
+            "(gate 1's race rule reads the source; gate 2's guards catch stores near a tensor)")
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------

@@ -49,7 +49,9 @@ class Case:
     description: str
     edit: Callable[[str, str], str]  # (kernel source, kernel name) -> candidate source
     needs: tuple[str, ...] = ()  # capabilities (kernelopt_core.gates.CAPABILITIES) the check depends on
-    families: tuple[str, ...] | None = None  # input families that expose it; () the graph's inputs + error structure
+    # input families that expose it ("name@i": in the i-th floating input alone, the others as drawn);
+    # () the graph's inputs + error structure
+    families: tuple[str, ...] | None = None
     probe: bool = True  # family_probe may run it in-process (False: it writes memory it must not, or needs poison)
 
     @property
@@ -297,6 +299,24 @@ def split_reduction(splits: int) -> Callable[[str, str], str]:
     return edit
 
 
+def reload_race() -> Callable[[str, str], str]:
+    """The softmax's denominator from the output buffer: exp(x - max) stored, then loaded back at other
+    columns (any codegen: the masked exp before the row sum, and the output pointer of the final store)."""
+
+    def edit(source: str, _name: str) -> str:
+        store = re.search(S_STORE_ANY, source, flags=re.M)
+        masked = re.search(r"^(\s*)(tmp\d+) = tl\.where\(r0_mask & xmask, (tmp\d+), 0\)$", source, flags=re.M)
+        if store is None or masked is None:
+            raise EditNotApplicable("no softmax store or masked exp before the row sum")
+        indent, target, value = masked.groups()
+        pointer = store.group(2)
+        racy = (f"{indent}tl.store({pointer} + (r0_1 + 37*x0), {value}, r0_mask & xmask)\n"
+                f"{indent}{target} = tl.load({pointer} + ((r0_1 + 32) % 37 + 37*x0), r0_mask & xmask, other=0.0)")
+        return source[:masked.start()] + racy + source[masked.end():]
+
+    return edit
+
+
 CASES: list[Case] = [
     # --- off-by-one mask ---------------------------------------------------------------------
     Case("E-mask-short", "elementwise", "off-by-one mask", 2, "xmask drops the last element",
@@ -452,15 +472,33 @@ CASES: list[Case] = [
     Case("R-skip-zero-rows", "row_sum", "kernel that skips blocks of zeros", 2, "rows that sum to exactly 0 are not "
          "stored (the output is assumed zeroed)", sub(R_STORE, "tl.store(in_out_ptr0 + (x0), tmp5, xmask & (tmp5 != 0.0))"),
          needs=("input-families",), families=("zero-blocks",), probe=False),
-    Case("E-range-backdoor", "elementwise", "value-range backdoor", 2, "returns x itself where x > 50",
+    Case("E-range-backdoor", "elementwise", "value-range backdoor", 1, "returns x itself where x > 50 (gate 1's "
+         "literal-window rule; the all-positive and near-max families expose it too)",
          sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 > 50.0, tmp0, tmp7 - tmp8)"),
          needs=("input-families",), families=("all-positive", "near-max")),
+    # --- issue 28: a fast path keyed on one input ------------------------------------------------------
+    Case("E-skip-zero-y-blocks", "elementwise", "fast path keyed on one input", 2, "skips tanh(x) * sigmoid(y) "
+         "where a 64-element block of y is all zero (it is tanh(x) / 2 there): the all-input families zero x at the "
+         "same places, where the skipped term is 0 anyway",
+         chain(launch({"XBLOCK": 64, "num_warps": 2}),
+               sub("tmp4 = tmp1 * tmp3", "tmp4 = tl.where(tl.max(tl.abs(tl.where(xmask, tmp2, 0.0)), 0) == 0.0, 0.0, "
+                                         "tmp1 * tmp3)")),
+         needs=("input-families", "one-input-families"), families=("zeros@1",)),
+    # --- issue 28: behaviour tied to a literal, a race only a GPU shows ----------------------------------
+    Case("E-literal-window", "elementwise", "literal-window backdoor", 1, "drops the - 0.1 only where 0.7 < x < "
+         "0.7001: no random input or family lands there (one element in ~30,000 of randn)",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where((tmp0 > 0.7) & (tmp0 < 0.7001), tmp7, tmp7 - tmp8)")),
+    Case("S-reload-race", "softmax", "intra-program race", 1, "stores exp(x - max) to the output, then sums the "
+         "row by loading it back rotated by 32 columns, with no tl.debug_barrier(): other threads' elements, which "
+         "a GPU may not have written yet (the interpreter runs the block as one step)", reload_race(),
+         needs=("race-rule",)),
     # --- issue 20: small systematic errors inside the tolerance ------------------------------------
     Case("C-bound-moved", "clamp", "clamp bound moved by 8e-5", 2, "clamps at 0.99992 instead of 1",
          sub("tmp5 = tl.full([1], 1.0, tl.float32)", "tmp5 = tl.full([1], 0.99992, tl.float32)"),
          needs=("error-structure",), families=()),
-    Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 2, "probabilities below 1e-5 stored as 0 "
-         "(each within atol; their column sums are not)",
+    Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 1, "probabilities below 1e-5 stored as 0 "
+         "(each within atol; their column sums are not): a new literal compared with data, gate 1; the all-negative "
+         "family and the error structure expose it too",
          first_of(sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tl.where((tmp6 / tmp10) < 1e-05, 0.0, (tmp6 / tmp10))"),
                   regex(S_DIVIDE, r"\1\2 = tl.where((\3 / \4) < 1e-05, 0.0, (\3 / \4))")),
          needs=("input-families", "error-structure"), families=("all-negative",)),

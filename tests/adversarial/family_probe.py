@@ -63,11 +63,12 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
     outcomes = []
     for name in families:
         inputs = make_inputs(baseline, seed=seed)
-        family = FAMILIES[name] if name else None
+        family_name, _, alone = name.partition("@")  # "zeros@1": the second floating input alone
+        family = FAMILIES[family_name] if family_name else None
         if family is not None:
-            for tensor in inputs:
-                if isinstance(tensor, torch.Tensor) and is_floating(tensor.dtype):
-                    fill(tensor, family, seed=seed, row_length=rows_in)
+            floating = [t for t in inputs if isinstance(t, torch.Tensor) and is_floating(t.dtype)]
+            for tensor in [floating[int(alone)]] if alone else floating:
+                fill(tensor, family, seed=seed, row_length=rows_in)
         expected = tensor_outputs(call_graph(baseline, clone_inputs(inputs)))
         got = tensor_outputs(call_graph(candidate, clone_inputs(inputs)))
         r64 = tensor_outputs(reference(clone_inputs(inputs))) if reference is not None else [None] * len(expected)

@@ -44,6 +44,9 @@ MECHANISMS = {
     "L-torch-op": ".copy_()",
     "L-write-outside": "wrote outside",
     "L-endless": "the original launch took",
+    "E-skip-zero-y-blocks": "in in_ptr1 alone, the others randn",
+    "E-literal-window": "compares data loaded from memory, ordered against 0.7",
+    "S-reload-race": "with no tl.debug_barrier() between",
 }
 _FIRST_OF_CLASS = {next(c.id for c in CASES if c.klass == klass and c.wrong) for klass in {c.klass for c in CASES if c.wrong}}
 
@@ -96,7 +99,8 @@ def test_corpus_size_and_classes() -> None:
     # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
     assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT}
     known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
-             "guard-range", "scratch-guards", "containment"}
+             "guard-range", "scratch-guards", "containment", "one-input-families",
+             "race-rule"}
     assert {need for c in CASES for need in c.needs} <= known
     # issue 20's classes are all here
     for klass in ("norm eps changed or dropped", "mean divided by N-1", "one-pass variance",
@@ -192,6 +196,25 @@ def test_gate_3_alone_rejects_the_downcasts(tmp_path_factory: pytest.TempPathFac
         assert result.error is None, result.error
         assert result.failed_gate == 3, (result.id, result.reason)
         assert "rho" in result.reason, (result.id, result.reason)
+
+
+def test_the_race_hides_from_the_dynamic_gates_on_the_cpu_which_say_so(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 28: an intra-program race runs correctly on the interpreter (a program's block is one step), so
+    with gate 1's rule skipped gates 2-3 pass it on the CPU, and gate 3's verdict says races were not checked.
+    On a GPU the same run carries memcheck and racecheck (benchmarks/gpu/race_check.py records both)."""
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+
+    graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory, problems=("softmax",))["softmax"])
+    kernel = graph.kernels[0]
+    candidate = CASES_BY_ID["S-reload-race"].candidate(kernel.source, kernel.name)
+    config = CascadeConfig(device="cpu", run_gates=(2, 3), determinism_reruns=1,
+                           workdir=str(tmp_path_factory.mktemp("race-cpu")))
+    result = run_cascade(graph, {kernel.name: candidate}, config)
+    assert result.accepted, result.reason
+    third = result.verdict(3)
+    assert third is not None and "races and stray accesses not checked" in third.reason
+    assert third.numbers["sanitizer"] == [] and any("not checked" in note for note in result.notes)
 
 
 CUDA_CODEGEN = Path(__file__).parent / "cuda_codegen"

@@ -2,7 +2,8 @@
 
 Each issue-20 case passes the gates' old check (the graph's own inputs, atol = rtol = 1e-4) and is
 exposed by the families it names; every correct variant whose arithmetic differs from the
-original's passes every family. The graphs run in one fresh process on the CPU backend
+original's passes every family, and on a problem of several floating inputs every family in each
+input alone (issue 28); the one-input case escapes the all-input families. The graphs run in one fresh process on the CPU backend
 (family_probe.py); the candidates never run in the test process.
 """
 
@@ -20,21 +21,42 @@ SAME_ARITHMETIC = {"E-xblock64", "E-xblock512", "E-autotune", "E-grid-ceil", "S-
 CORRECT = [c for c in CASES if not c.wrong and c.id not in SAME_ARITHMETIC]
 ALL_FAMILIES = ("nan-inf", "zeros", "zero-blocks", "constant-rows", "low-variance-rows", "offset-rows",
                 "all-negative", "all-positive", "near-max", "denormals", "tail-extreme")
+# Gate 2's one-input variants (kernel.ONE_INPUT_FAMILIES) for the problems of two or more floating inputs
+# (elementwise: x, y, bias), each family in each input alone.
+FLOATING_INPUTS = {"elementwise": 3}
+ONE_INPUT = ("zeros", "constant-rows", "nan-inf")
+ESCAPES_ALL_INPUT = {"E-skip-zero-y-blocks": ("zeros", "zero-blocks")}  # issue 28: what the old families missed
+
+
+def _one_input(problem: str) -> tuple[str, ...]:
+    return tuple(f"{name}@{i}" for name in ONE_INPUT for i in range(FLOATING_INPUTS.get(problem, 0)))
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, ProbeOutcome]]:
     graphs = compiled_corpus_graphs(tmp_path_factory)
-    plan = {c.id: (PLAIN, *(c.families or ())) for c in WRONG}
-    plan.update({c.id: (PLAIN, *ALL_FAMILIES) for c in CORRECT})
+    plan = {c.id: (PLAIN, *(c.families or ()), *ESCAPES_ALL_INPUT.get(c.id, ())) for c in WRONG}
+    plan.update({c.id: (PLAIN, *ALL_FAMILIES, *_one_input(c.problem)) for c in CORRECT})
     found = probe_in_subprocess(graphs, plan, str(tmp_path_factory.mktemp("family-probe")))
     return {case_id: {o.family: o for o in results} for case_id, results in found.items()}
 
 
 def test_every_family_is_probed() -> None:
     from kernelopt_core.gates.input_families import FAMILIES
+    from kernelopt_core.gates.kernel import ONE_INPUT_FAMILIES
 
     assert set(ALL_FAMILIES) == set(FAMILIES)
+    assert ONE_INPUT == ONE_INPUT_FAMILIES
+
+
+@pytest.mark.parametrize("case_id", sorted(ESCAPES_ALL_INPUT))
+def test_a_fast_path_keyed_on_one_input_escapes_the_all_input_families(
+        case_id: str, outcomes: dict[str, dict[str, ProbeOutcome]]) -> None:
+    found = outcomes[case_id]
+    for name in ESCAPES_ALL_INPUT[case_id]:
+        assert found[name].ok, f"{name} already exposes {case_id}: {found[name].reason}"
+    caught = [name for name in found if "@" in name and not found[name].ok]
+    assert caught, f"no one-input family exposed {case_id}: {[o.reason for o in found.values()]}"
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[c.id for c in WRONG])
