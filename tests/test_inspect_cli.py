@@ -100,10 +100,9 @@ def test_table_shows_the_speed_of_light_column(capsys: pytest.CaptureFixture[str
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelopt_core.artifacts import parse_output_code
     from kernelopt_core.cli import inspect_cmd
-    from kernelopt_core.cli.common import console
     from kernelopt_core.dispatch import analyze
 
-    monkeypatch.setattr(console, "width", 220)
+    monkeypatch.setenv("COLUMNS", "220")  # read when printing (setting console.width would outlive the test)
     graph = parse_output_code(str(H200_DUMPS / "softmax" / "output_code.py"))
     (launch,) = graph.launches
     sol = {"graph": {"ideal_bytes": 268435456, "read_bytes": 134217728, "write_bytes": 134217728, "time_ms": 0.1,

@@ -85,9 +85,8 @@ def test_ncu_csv_with_the_dump_adds_kind_and_graph(capsys: pytest.CaptureFixture
 
 def test_ncu_csv_table(capsys: pytest.CaptureFixture[str], h200_dumps: Path,
                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelopt_core.cli.common import console
 
-    monkeypatch.setattr(console, "width", 200)
+    monkeypatch.setenv("COLUMNS", "200")  # read when printing (setting console.width would outlive the test)
     assert main(["profile", "--ncu-csv", str(h200_dumps / "ncu" / "rmsnorm_sections.csv")]) == 0
     out = capsys.readouterr().out
     assert "memory-bound" in out and "62.1 us" in out and "81.2%" in out and "SOLBottleneck" in out
