@@ -202,8 +202,8 @@ def peaks_line(peaks: dict[str, Any] | None) -> str:
         return "Device peaks: none (no GPU)."
     if "error" in peaks:
         return f"Device peaks: {peaks['error']}."
-    return (f"Device peaks: copy {peaks['copy_GBps']:,.0f} GB/s (2 GiB device-to-device, read + write), "
-            f"bf16 matmul {peaks['matmul_TFLOPs']:,.0f} TFLOP/s.")
+    return (f"Device peaks: copy {peaks['copy_bytes_per_s'] / 1e9:,.0f} GB/s (2 GiB device-to-device, read + write), "
+            f"bf16 matmul {peaks['matmul_flops_per_s'] / 1e12:,.0f} TFLOP/s.")
 
 
 # --- records --------------------------------------------------------------------------------------------
@@ -238,10 +238,12 @@ def cell(value: Any, spec: str = "", suffix: str = "") -> str:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    """Markdown table lines; cells that are not strings yet go through :func:`cell`."""
+    """Markdown table lines; cells that are not strings yet go through :func:`cell`, and no cell can
+    break the table (pipes and newlines are replaced)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        lines.append("| " + " | ".join(c.replace("\n", " ") if isinstance(c, str) else cell(c) for c in row) + " |")
+        cells = (c.replace("|", "/").replace("\n", " ") if isinstance(c, str) else cell(c) for c in row)
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
