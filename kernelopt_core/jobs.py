@@ -292,7 +292,7 @@ class JobRunner:
         session of its own."""
         if proc.returncode is not None:
             return
-        tree = _descendants(proc.pid)
+        tree = descendants(proc.pid)
         _signal_group(proc, signal.SIGINT)
         loop = asyncio.get_running_loop()
         loop.call_later(self.kill_grace_s, _kill_tree, proc, tree)
@@ -300,7 +300,7 @@ class JobRunner:
     def terminate_all(self) -> None:
         """Kill every running job now, without waiting (the server is going away)."""
         for proc in list(self._procs.values()):
-            _kill_tree(proc, _descendants(proc.pid))
+            _kill_tree(proc, descendants(proc.pid))
 
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if j.finished]
@@ -327,8 +327,9 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
         pass
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (Linux /proc; elsewhere, none: the process group must do)."""
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, in its session or not (Linux /proc; elsewhere, none: the process
+    group must do). The benchmark scripts stop their capped children's trees with it too."""
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -357,7 +358,7 @@ def _descendants(pid: int) -> set[int]:
 
 def _kill_tree(proc: asyncio.subprocess.Process, tree: set[int]) -> None:
     kill = getattr(signal, "SIGKILL", signal.SIGTERM)
-    tree = tree | (_descendants(proc.pid) if proc.returncode is None else set())
+    tree = tree | (descendants(proc.pid) if proc.returncode is None else set())
     _signal_group(proc, kill)
     for pid in tree:
         try:

@@ -177,7 +177,8 @@ def test_a_capped_child_is_stopped_with_what_it_started(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     code = ("import signal, subprocess, sys, time\n"
             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"  # deaf to the polite stop: SIGKILL must follow
-            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            # in a session of its own, as the measurement worker is: the session's SIGKILL misses it
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
             f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
             "time.sleep(60)\n")
     began = time.monotonic()

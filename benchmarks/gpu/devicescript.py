@@ -322,16 +322,35 @@ class CappedChild:
 
 
 def _stop_group(process: subprocess.Popen[Any], grace_s: float) -> None:
-    """SIGINT to the child's session, then SIGKILL to whatever of it is left ``grace_s`` later."""
-    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, 30.0)):
+    """SIGINT to the child's session; ``grace_s`` later, SIGKILL to the session and to every process
+    below the child, those in sessions of their own too (a measurement worker, a sandbox zygote)."""
+    from kernelopt_core.jobs import descendants
+
+    tree = descendants(process.pid)
+    _signal_session(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in [process.pid, *tree]:  # what they started meanwhile
+        tree |= descendants(pid)
+    _signal_session(process.pid, signal.SIGKILL)
+    for pid in tree:
         try:
-            os.killpg(process.pid, sig)
+            os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            process.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
+    try:
+        process.wait(timeout=30.0)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _signal_session(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def run_capped(argv: list[str], log_path: str, cap_s: float, **options: Any) -> tuple[int | None, float]:

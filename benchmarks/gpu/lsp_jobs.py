@@ -91,7 +91,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
-    from kernelopt_core.jobs import JobRequest, JobRunner, _descendants
+    from kernelopt_core.jobs import JobRequest, JobRunner, descendants
 
     dump = os.path.join(FIXTURE_DUMPS, "softmax", "output_code.py")
     name, _ = _kernel(dump)
@@ -105,13 +105,13 @@ async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
     tree: set[int] = set()
     while time.monotonic() < deadline and not job.finished:
         if job.pid:
-            tree |= _descendants(job.pid) | {job.pid}
+            tree |= descendants(job.pid) | {job.pid}
         if len(events) >= 3 and len(tree) > 1:
             break
         await asyncio.sleep(0.2)
     on_gpu_before = _gpu_pids()
     if job.pid:
-        tree |= _descendants(job.pid) | {job.pid}
+        tree |= descendants(job.pid) | {job.pid}
     cancel_at = time.monotonic()
     runner.cancel(job.id)
     await asyncio.wait_for(runner.wait(job.id), timeout=60)
