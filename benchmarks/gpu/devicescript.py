@@ -389,6 +389,7 @@ def kernelopt(args: Sequence[str], *, timeout_s: float, cwd: str = ROOT, log_pat
     log_path = log_path or os.path.join(cwd, f"kernelopt-{args[0]}.log")
     out_path = f"{log_path}.stdout"
     command = [sys.executable, "-m", "kernelopt_core.cli.main", *args, "--json"]
+    os.makedirs(cwd, exist_ok=True)
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as stdout, open(log_path, "w", encoding="utf-8") as stderr:
         process = subprocess.Popen(command, cwd=cwd, env=env or child_env(), stdout=stdout, stderr=stderr,
