@@ -1,4 +1,4 @@
-"""The reduction prototypes of benchmarks/gpu/explore_reductions.py, run in Triton's CPU interpreter.
+"""The reduction prototypes of benchmarks/explore/explore_reductions.py, run in Triton's CPU interpreter.
 
 Every variant the GPU script times is checked here at tiny sizes against torch, with its output
 poisoned first; the launchers are also driven with small blocks so that loops, chunk tails, splits
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "gpu" / "explore_reductions.py"
+SCRIPT = ROOT / "benchmarks" / "explore" / "explore_reductions.py"
 SOFTMAX_DUMP = ROOT / "tests" / "fixtures" / "inductor-h200-torch2.11" / "softmax" / "output_code.py"
 
 

@@ -1,4 +1,4 @@
-"""The windowed-op and strided-access prototypes of benchmarks/gpu/explore_windows.py, in the Triton
+"""The windowed-op and strided-access prototypes of benchmarks/explore/explore_windows.py, in the Triton
 interpreter on tiny ragged shapes against torch (the GPU script's kernels, variants and harness).
 
 The checks run in one child pytest process started with TRITON_INTERPRET=1 (Triton reads it when
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "gpu" / "explore_windows.py"
+SCRIPT = ROOT / "benchmarks" / "explore" / "explore_windows.py"
 CHILD = os.environ.get("KO_EXPLORE_WINDOWS_CHILD") == "1"
 child_only = pytest.mark.skipif(not CHILD, reason="runs in the interpreted child process")
 

@@ -168,7 +168,7 @@ def test_the_ring_of_row_results_survives_tritons_front_end(tmp_path: Path) -> N
     path.write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", _RING_SCRIPT, str(path),
-                           str(ROOT / "benchmarks/gpu/explore_windows.py")], env=env, cwd=ROOT,
+                           str(ROOT / "benchmarks/explore/explore_windows.py")], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     found = {x.split()[0]: int(x.split()[1]) for x in done.stdout.splitlines() if x.startswith("@")}
     assert set(found) == {"@ours", "@explore"}, done.stderr[-3000:]

@@ -1,6 +1,11 @@
-"""The benchmark suite on the H200, within a hard time budget (about 8 minutes).
+"""The benchmark suite on the GPU(s) (issue 8), within a hard time budget: survey, campaign, scaling.
 
-Run on the device: PYTHONPATH=.:server python benchmarks/gpu/bench.py OUT_DIR
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT bench:560
+    python -m benchmarks.gpu.bench OUT_DIR --device cpu --suite benchmarks/problems/tiny --scale tiny  # CPU
+
+A driver over the public Python API of ``kernelopt bench`` (``kernelopt_core.bench``: the campaign,
+its config and results), which it needs beyond the CLI: a campaign cancelled at a given second (the
+running problem is recorded as cancelled and runs again on resume) and the scaling run's two campaigns.
 
 Three phases, each recorded even when a later one runs out of time:
 1. eager survey: every problem's eager time against the 1-15 ms target and its stated estimate;
@@ -19,7 +24,15 @@ configuration changes" beside the kernel-only one (raise ``KERNELOPT_BENCH_PER_P
 accounting and each verified option compile the problem again). ``KERNELOPT_BENCH_ACCOUNTING=1``
 accounts without verifying. Unset, the campaign runs as before (no accounting).
 Only torch, triton, numpy and rich are needed (no anthropic/pygls/watchdog). GPU clocks and
-settings are never touched.
+settings are never touched. Writes ``bench_gpu.{json,md}`` and ``campaign/`` (results.json, report.md,
+problems/), ``scaling_*/`` for phase 3.
+
+Knobs (read at import): ``KERNELOPT_GPU_BUDGET_S`` (default 470, all phases),
+``KERNELOPT_BENCH_SURVEY=0`` (skip phase 1), ``KERNELOPT_BENCH_PER_PROBLEM_S`` (150),
+``KERNELOPT_BENCH_RESUME_FROM`` (an earlier campaign folder), ``KERNELOPT_BENCH_GPUS`` (1, N or all),
+``KERNELOPT_BENCH_SCALING=a,b``, ``KERNELOPT_BENCH_BEAM=B,T,N,K``, ``KERNELOPT_BENCH_NCU=1``,
+``KERNELOPT_BENCH_FINALISTS``, ``KERNELOPT_BENCH_SUITE`` (default benchmarks/problems),
+``KERNELOPT_BENCH_ONLY=a,b``, ``KERNELOPT_BENCH_CONFIG_CHANGES=1``, ``KERNELOPT_BENCH_ACCOUNTING=1``.
 """
 
 from __future__ import annotations
@@ -32,48 +45,50 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks.gpu.devicescript import (
+    ROOT,
+    env_flag,
+    env_float,
+    env_int,
+    env_list,
+    env_text,
+    environment,
+    seed_campaign,
+    write_json,
+)
 
-BUDGET_S = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "470"))  # the whole script, all phases
+BUDGET_S = env_float("KERNELOPT_GPU_BUDGET_S", 470.0)  # the whole script, all phases
 SURVEY_S = 100.0
 # the survey ran on the H200 already (benchmarks/results/h200/bench_gpu.json): 0 skips it
-RUN_SURVEY = os.environ.get("KERNELOPT_BENCH_SURVEY", "1") != "0"
+RUN_SURVEY = env_text("KERNELOPT_BENCH_SURVEY", "1") != "0"
 # a problem still running at this point is killed and recorded as a timeout (max-autotune compiles
 # of GEMM problems alone take 25-60 s on the H200)
-PER_PROBLEM_S = float(os.environ.get("KERNELOPT_BENCH_PER_PROBLEM_S", "150"))
+PER_PROBLEM_S = env_float("KERNELOPT_BENCH_PER_PROBLEM_S", 150.0)
 # a finished campaign folder (its problems/**.json) to resume from: the campaign spans device calls
-RESUME_FROM = os.environ.get("KERNELOPT_BENCH_RESUME_FROM")
+RESUME_FROM = env_text("KERNELOPT_BENCH_RESUME_FROM") or None
 STOP_MARGIN_S = 25.0  # the running problem is cancelled this long before the budget ends (it runs again on resume)
 START_MARGIN_S = 45.0  # no problem starts in the last this-many seconds before that
 # GPUs for the campaign (phase 2); "all" takes every visible one
-CAMPAIGN_GPUS = os.environ.get("KERNELOPT_BENCH_GPUS", "1")
+CAMPAIGN_GPUS = env_text("KERNELOPT_BENCH_GPUS", "1")
 # comma-separated problem names (e.g. level1/bmm) for the 1-GPU against 2-GPU scaling run (phase 3)
-SCALING_PROBLEMS = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_SCALING", "").split(",") if n.strip()]
+SCALING_PROBLEMS = env_list("KERNELOPT_BENCH_SCALING")
 REDUCED_BEAM: dict[str, Any] = {"beam_width": 2, "iterations": 1, "plans": 2, "retries": 1}
 REDUCED_OPTIONS: dict[str, Any] = {"use_ncu": False, "finalists": 1, "max_kernels": 1, "ab_rounds": 15}
 # KERNELOPT_BENCH_BEAM="B,T,N,K" overrides the reduced beam; KERNELOPT_BENCH_NCU=1 profiles with ncu
 # (the speed-of-light figures need it); KERNELOPT_BENCH_FINALISTS sets gate 3-4 attempts per kernel
-if os.environ.get("KERNELOPT_BENCH_BEAM"):
-    _b, _t, _n, _k = (int(v) for v in os.environ["KERNELOPT_BENCH_BEAM"].split(","))
+if env_list("KERNELOPT_BENCH_BEAM"):
+    _b, _t, _n, _k = (int(v) for v in env_list("KERNELOPT_BENCH_BEAM"))
     REDUCED_BEAM = {"beam_width": _b, "iterations": _t, "plans": _n, "retries": _k}
-if os.environ.get("KERNELOPT_BENCH_NCU") == "1":
+if env_flag("KERNELOPT_BENCH_NCU"):
     REDUCED_OPTIONS["use_ncu"] = True
-if os.environ.get("KERNELOPT_BENCH_FINALISTS"):
-    REDUCED_OPTIONS["finalists"] = int(os.environ["KERNELOPT_BENCH_FINALISTS"])
+REDUCED_OPTIONS["finalists"] = env_int("KERNELOPT_BENCH_FINALISTS", REDUCED_OPTIONS["finalists"])
 # KERNELOPT_BENCH_SUITE: a problem folder (default benchmarks/problems); KERNELOPT_BENCH_ONLY: names to run
-SUITE = os.environ.get("KERNELOPT_BENCH_SUITE")
-ONLY = [n.strip() for n in os.environ.get("KERNELOPT_BENCH_ONLY", "").split(",") if n.strip()]
+SUITE = env_text("KERNELOPT_BENCH_SUITE") or None
+ONLY = env_list("KERNELOPT_BENCH_ONLY")
 # verify recommended torch.compile configuration changes (kernelopt bench --allow-config-changes)
-CONFIG_CHANGES = os.environ.get("KERNELOPT_BENCH_CONFIG_CHANGES", "0") == "1"
+CONFIG_CHANGES = env_flag("KERNELOPT_BENCH_CONFIG_CHANGES")
 # the whole-callable accounting (on with CONFIG_CHANGES, which needs it)
-ACCOUNTING = CONFIG_CHANGES or os.environ.get("KERNELOPT_BENCH_ACCOUNTING", "0") == "1"
-
-
-def _write(out_dir: str, name: str, data: Any) -> None:
-    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, default=str)
+ACCOUNTING = CONFIG_CHANGES or env_flag("KERNELOPT_BENCH_ACCOUNTING")
 
 
 def _campaign_config(device: str, gpus: int, deadline_s: float, per_problem_s: float, scale: str | None,
@@ -105,19 +120,6 @@ def _stderr_sink(stop_after_s: float | None = None) -> Any:
         timer.daemon = True
         timer.start()
     return sink
-
-
-def _seed_campaign(target: str) -> int:
-    """Copy an earlier campaign's per-problem results into ``target`` so the campaign resumes;
-    returns how many result files it copied."""
-    import glob
-    import shutil
-
-    source = os.path.join(RESUME_FROM or "", "problems")
-    if not RESUME_FROM or not os.path.isdir(source):
-        return 0
-    shutil.copytree(source, os.path.join(target, "problems"), dirs_exist_ok=True)
-    return len(glob.glob(os.path.join(source, "**", "*.json"), recursive=True))
 
 
 def _campaign_slots(kind: str, visible: int) -> int:
@@ -344,14 +346,9 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     summary: dict[str, Any] = {"device": kind, "gpus_visible": len(gpus), "suite": suite, "budget_s": budget_s,
                                "beam": REDUCED_BEAM, "optimizer_options": REDUCED_OPTIONS,
                                "config_changes": CONFIG_CHANGES, "accounting": ACCOUNTING,
-                               "per_problem_s": per_problem_s, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    try:
-        import torch
-
-        summary["torch"] = torch.__version__
-        summary["gpu_name"] = torch.cuda.get_device_name(0) if kind == "cuda" else None
-    except Exception as exc:  # noqa: BLE001
-        summary["torch"] = f"unavailable: {exc}"
+                               "per_problem_s": per_problem_s}
+    env = environment(kind)
+    summary.update(environment=env, date=env["date"], torch=env["torch"], gpu_name=env["gpu"] if kind == "cuda" else None)
     problems = interleave_levels(discover_suite(suite, levels))
     if ONLY:  # in the order given: the most telling problems first
         by_name = {p.name: p for p in problems}
@@ -368,7 +365,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
         summary["eager_survey"] = _survey(problems, out_dir, kind, scale, left())
     else:
         summary["eager_survey"] = {"skipped": "KERNELOPT_BENCH_SURVEY=0: it ran in an earlier call"}
-    _write(out_dir, "bench_gpu.json", summary)
+    write_json(os.path.join(out_dir, "bench_gpu.json"), summary)
 
     # 2. the campaign, on KERNELOPT_BENCH_GPUS GPUs
     slots = _campaign_slots(kind, len(gpus))
@@ -377,7 +374,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
     allot = left() - scaling_estimate - STOP_MARGIN_S
     try:
         campaign_dir = os.path.join(out_dir, "campaign")
-        seeded = _seed_campaign(campaign_dir)
+        seeded = seed_campaign(campaign_dir, RESUME_FROM)
         summary["resumed_from"] = {"folder": RESUME_FROM, "results": seeded} if seeded else None
         config = _campaign_config(device, slots, allot - START_MARGIN_S, per_problem_s, scale,
                                   resume=bool(seeded))
@@ -385,7 +382,7 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
         summary["campaign"] = _campaign_json(result)
     except Exception as exc:  # noqa: BLE001
         summary["campaign"] = {"error": f"{type(exc).__name__}: {exc}"}
-    _write(out_dir, "bench_gpu.json", summary)
+    write_json(os.path.join(out_dir, "bench_gpu.json"), summary)
 
     # 3. the same problems on 1 GPU, then on 2 GPUs
     if SCALING_PROBLEMS:
@@ -397,9 +394,9 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
                 summary["scaling"] = _scaling(subset, device, kind, out_dir, per_problem_s, scale, left, suite)
             except Exception as exc:  # noqa: BLE001 - the campaign's results are kept
                 summary["scaling"] = {"error": f"{type(exc).__name__}: {exc}"}
-        _write(out_dir, "bench_gpu.json", summary)
+        write_json(os.path.join(out_dir, "bench_gpu.json"), summary)
     summary["wall_s"] = round(time.monotonic() - started, 1)
-    _write(out_dir, "bench_gpu.json", summary)
+    write_json(os.path.join(out_dir, "bench_gpu.json"), summary)
     with open(os.path.join(out_dir, "bench_gpu.md"), "w", encoding="utf-8") as handle:
         handle.write(_markdown(summary))
     brief = {k: v for k, v in summary.items() if k not in ("eager_survey", "campaign", "scaling")}
@@ -416,5 +413,12 @@ def run(out_dir: str, device: str = "auto", suite: str | None = None, scale: str
 
 
 if __name__ == "__main__":
-    target = sys.argv[1] if len(sys.argv) > 1 else "/tmp/bench_gpu"
-    print(json.dumps(run(target), indent=1, default=str))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--suite", default=None, help="a problem folder (default: KERNELOPT_BENCH_SUITE or benchmarks/problems)")
+    parser.add_argument("--scale", default=None, help="KERNELOPT_PROBLEM_SCALE for the problems, e.g. tiny")
+    args = parser.parse_args()
+    print(json.dumps(run(args.out_dir, args.device, args.suite, args.scale), indent=1, default=str))

@@ -8,7 +8,8 @@ Run on the device (4 GPUs: the six problems in two waves of about 4 minutes each
 On the CPU first, at the problems' tiny scale (plumbing only; the figures mean nothing there):
 
     KERNELOPT_BUDGET_SIX_DEVICE=cpu KERNELOPT_PROBLEM_SCALE=tiny KERNELOPT_BUDGET_SIX_S=240 \\
-        python3 benchmarks/gpu/budget_six.py /tmp/budget_six
+        KERNELOPT_BUDGET_SIX_PROBLEMS=avg_pool1d,l2_norm KERNELOPT_GPU_BUDGET_S=600 \\
+        python3 -m benchmarks.gpu.budget_six /tmp/budget_six
 
 A thin driver over the public CLI: `kernelopt bench SUITE --timeout BUDGET` with default search
 options (offline provider), one problem per GPU. It then reads the campaign's results.json and
@@ -16,7 +17,8 @@ checks the targets: 0 errors and 0 timeouts; screen median <= 10 s and p90 <= 20
 geomean vs max-autotune >= 1.15x with 0 regressions. It writes ``budget_six.json`` and
 ``budget_six.md`` (the checks, one row per problem with its time split) beside the campaign folder
 (``campaign/``: results.json, report.md, each run's report.md with its per-candidate times under
-``work/<problem>/runs/``). Settings: ``KERNELOPT_BUDGET_SIX_S`` (per-problem budget, default 180),
+``work/<problem>/runs/``). Knobs: ``KERNELOPT_GPU_BUDGET_S`` (the whole call, default 560: the
+campaign is stopped then), ``KERNELOPT_BUDGET_SIX_S`` (per-problem budget, default 180),
 ``KERNELOPT_BUDGET_SIX_PROBLEMS`` (comma-separated subset), ``KERNELOPT_BUDGET_SIX_GPUS``,
 ``KERNELOPT_BUDGET_SIX_DEVICE`` (default auto), ``KERNELOPT_BUDGET_SIX_RESUME_FROM`` (an earlier
 ``campaign/`` folder whose finished problems are kept: the six may span device calls).
@@ -24,16 +26,25 @@ geomean vs max-autotune >= 1.15x with 0 regressions. It writes ``budget_six.json
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
-import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUITE = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
+from benchmarks.gpu.devicescript import (
+    KBSCALE,
+    Budget,
+    env_float,
+    env_int,
+    env_list,
+    env_text,
+    environment,
+    kernelopt,
+    read_json,
+    seed_campaign,
+    write_record,
+)
+
+SUITE = KBSCALE
 SIX = ("max_pool2d_dilated", "avg_pool1d", "softmax_long_rows", "l2_norm", "layer_norm_16_rows", "cross_entropy")
 TARGETS = {"errors": 0, "timeouts": 0, "screen_median_s": 10.0, "screen_p90_s": 20.0, "geomean": 1.15,
            "regressions": 0}
@@ -55,14 +66,6 @@ def _suite(out_dir: str, problems: list[str]) -> str:
     for name in problems:
         shutil.copy(os.path.join(SUITE, f"{name}.py"), os.path.join(folder, f"{name}.py"))
     return folder
-
-
-def _resume(campaign: str, earlier: str | None) -> bool:
-    """Copy an earlier campaign's finished problem files in; True when there were any."""
-    if not earlier or not os.path.isdir(os.path.join(earlier, "problems")):
-        return False
-    shutil.copytree(os.path.join(earlier, "problems"), os.path.join(campaign, "problems"), dirs_exist_ok=True)
-    return True
 
 
 def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[str, Any]:
@@ -108,7 +111,7 @@ def _at_most(value: Any, target: float) -> bool:
 
 
 def markdown(verdict: dict[str, Any], budget_s: float) -> str:
-    lines = [f"# Six kbscale problems at a {budget_s:.0f} s budget each (issue 25)", "",
+    lines = [f"Each problem's budget: {budget_s:.0f} s (`kernelopt bench --timeout`).", "",
              "| check | value | target | passed |", "|---|---|---|---|"]
     for name, row in verdict["checks"].items():
         value = row["value"]
@@ -134,42 +137,34 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
 
 
 def run(out_dir: str) -> dict[str, Any]:
-    budget_s = float(os.environ.get("KERNELOPT_BUDGET_SIX_S", "180"))
-    device = os.environ.get("KERNELOPT_BUDGET_SIX_DEVICE", "auto")
-    chosen = [n.strip() for n in os.environ.get("KERNELOPT_BUDGET_SIX_PROBLEMS", "").split(",") if n.strip()]
-    problems = chosen or list(SIX)
+    out_dir = os.path.abspath(out_dir)
+    budget = Budget.from_env(560.0)
+    budget_s = env_float("KERNELOPT_BUDGET_SIX_S", 180.0)
+    device = env_text("KERNELOPT_BUDGET_SIX_DEVICE", "auto")
+    problems = env_list("KERNELOPT_BUDGET_SIX_PROBLEMS") or list(SIX)
     unknown = [n for n in problems if not os.path.isfile(os.path.join(SUITE, f"{n}.py"))]
     if unknown:
         raise SystemExit(f"no such kbscale problem: {', '.join(unknown)}")
     os.makedirs(out_dir, exist_ok=True)
     campaign = os.path.join(out_dir, "campaign")
-    resumed = _resume(campaign, os.environ.get("KERNELOPT_BUDGET_SIX_RESUME_FROM"))
-    gpus = int(os.environ.get("KERNELOPT_BUDGET_SIX_GPUS", "0")) or min(len(problems), _visible_gpus())
-    command = [sys.executable, "-m", "kernelopt_core.cli.main", "bench", _suite(out_dir, problems), "--out", campaign,
-               "--timeout", f"{budget_s:g}", "--device", device, "--no-plot", "--json"]
+    resumed = seed_campaign(campaign, env_text("KERNELOPT_BUDGET_SIX_RESUME_FROM"))
+    gpus = env_int("KERNELOPT_BUDGET_SIX_GPUS", 0) or min(len(problems), _visible_gpus())
+    args = ["bench", _suite(out_dir, problems), "--out", campaign, "--timeout", f"{budget_s:g}", "--device", device,
+            "--no-plot"]
     if gpus > 1 and device != "cpu":
-        command += ["--gpus", str(gpus)]
+        args += ["--gpus", str(gpus)]
     if resumed:
-        command.append("--resume")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "server"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - started
-    with open(os.path.join(out_dir, "bench_stderr.log"), "w", encoding="utf-8") as handle:
-        handle.write(done.stderr)
-    results_path = os.path.join(campaign, "results.json")
-    if not os.path.isfile(results_path):
-        raise SystemExit(f"the campaign wrote no results.json (exit {done.returncode}): {done.stderr[-1500:]}")
-    with open(results_path, encoding="utf-8") as handle:
-        verdict = check(json.load(handle))
-    verdict.update(budget_s=budget_s, device=device, gpus=gpus, wall_s=round(wall, 1), exit_code=done.returncode,
-                   command=command[2:])
-    with open(os.path.join(out_dir, "budget_six.json"), "w", encoding="utf-8") as handle:
-        json.dump(verdict, handle, indent=1)
-    with open(os.path.join(out_dir, "budget_six.md"), "w", encoding="utf-8") as handle:
-        handle.write(markdown(verdict, budget_s))
-    print(f"budget_six: {'PASS' if verdict['passed'] else 'FAIL'} in {wall:.0f} s on {gpus or 1} slot(s): "
+        args.append("--resume")
+    done = kernelopt(args, timeout_s=budget.left() - 20, log_path=os.path.join(out_dir, "bench_stderr.log"))
+    results = read_json(os.path.join(campaign, "results.json"))
+    if results is None:
+        raise SystemExit(f"the campaign wrote no results.json: {done.why()}")
+    verdict = check(results)
+    verdict.update(environment=environment(device), budget_s=budget_s, device=device, gpus=gpus, wall_s=done.wall_s,
+                   exit_code=done.returncode, command=["kernelopt", *args])
+    write_record(out_dir, "budget_six", verdict, f"Six kbscale problems at a {budget_s:.0f} s budget each (issue 25)",
+                 markdown(verdict, budget_s).splitlines())
+    print(f"budget_six: {'PASS' if verdict['passed'] else 'FAIL'} in {done.wall_s:.0f} s on {gpus or 1} slot(s): "
           + "; ".join(f"{k} {row['value']} (target {row['target']})" for k, row in verdict["checks"].items()))
     for p in verdict["problems"]:
         print(f"  {p['name']}: {p['outcome']} vs MA {p['vs_max_autotune']} screened {p['screened']} "
@@ -178,6 +173,8 @@ def run(out_dir: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    import sys
+
     if len(sys.argv) != 2:
         raise SystemExit("usage: python3 benchmarks/gpu/budget_six.py OUT_DIR")
     run(sys.argv[1])

@@ -1,8 +1,8 @@
 """Gate 1's compile pool on the device machine's cores: before, serial and pooled, cold and cached.
 
-    PYTHONPATH=.:server python benchmarks/gpu/compile_pool.py OUT_DIR [--graphs softmax,rmsnorm]
-        [--dump path/to/output_code.py ...] [--workers N] [--reps 2]
-    (or through run_all.py compile_pool:300; KERNELOPT_COMPILE_POOL_GRAPHS, _REPS)
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT compile_pool:300
+    python -m benchmarks.gpu.compile_pool OUT_DIR [--graphs softmax,rmsnorm] [--dump path/to/output_code.py ...]
+        [--workers N] [--reps 2]
 
 The compile targets sm_90 on the CPU (no GPU is touched), so this runs anywhere; on the H200
 machine (16 cores) it measures what issue 25's item 5 buys. For each reduction kernel of the H200
@@ -17,15 +17,16 @@ folder, so the GPU runs' cache does not answer):
    vs batched on the pool; the variants must be equal;
 3. **cached**: gate 1 again with the disk cache, from a fresh compiler (another run): 0 compiles.
 
-Wall seconds per repetition (median, min, max). Writes compile_pool.json and compile_pool.md.
-About 4 minutes for the softmax kernel at 2 reps on 16 cores; a kernel is not started once less
-than a third of KERNELOPT_GPU_BUDGET_S is left.
+Wall seconds per repetition (median, min, max). Writes ``compile_pool.{json,md}``. About 4 minutes
+for the softmax kernel at 2 reps on 16 cores. A driver over gate 1's compile pool
+(``kernelopt_core.gates.ptx_compile``), the pieces it times. Knobs: ``KERNELOPT_GPU_BUDGET_S`` (a
+kernel is not started once less than a third of it is left; unset: no limit),
+``KERNELOPT_COMPILE_POOL_GRAPHS`` (default softmax), ``KERNELOPT_COMPILE_POOL_REPS`` (default 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -35,15 +36,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "inductor-h200-torch2.11")
+from benchmarks.gpu.devicescript import (
+    FIXTURE_DUMPS,
+    Budget,
+    env_int,
+    env_list,
+    environment,
+    table,
+    write_record,
+)
+
 GRAPHS = ("softmax",)  # six launch configs; rmsnorm and layernorm_gelu have six each too
 FAMILIES_PROBED = ("single_read", "cooperative_rows", "split_programs")
 EVIDENCE = {"causes": ["re-reads", "low-parallelism"]}
-
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def _timed(work: Callable[[], Any], reps: int) -> tuple[Any, dict[str, float]]:
@@ -156,9 +161,9 @@ def _cached(graph: Any, kernel: Any, workers: int) -> dict[str, Any]:
 
 def run(out_dir: str, graphs: list[str] | None = None, dumps: list[str] | tuple[str, ...] = (),
         workers: int | None = None, reps: int | None = None) -> dict[str, Any]:
-    graphs = graphs or [g for g in os.environ.get("KERNELOPT_COMPILE_POOL_GRAPHS", ",".join(GRAPHS)).split(",") if g]
-    reps = reps or int(os.environ.get("KERNELOPT_COMPILE_POOL_REPS", "2"))
-    budget_s = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "0") or 0)
+    graphs = graphs or env_list("KERNELOPT_COMPILE_POOL_GRAPHS") or list(GRAPHS)
+    reps = reps or env_int("KERNELOPT_COMPILE_POOL_REPS", 2)
+    budget = Budget.from_env(0.0)  # 0: no limit
     scratch = tempfile.mkdtemp(prefix="kernelopt-compile-pool-")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton")  # Triton's cache answers nothing
     os.environ["KERNELOPT_CACHE_DIR"] = os.path.join(scratch, "kernelopt")  # nor does ours, until part 3
@@ -169,9 +174,9 @@ def run(out_dir: str, graphs: list[str] | None = None, dumps: list[str] | tuple[
     workers = workers or compile_workers()
     zygote = shared_zygote("compile", preload=COMPILE_PRELOAD)
     begin = time.perf_counter()
-    paths = [os.path.join(FIXTURES, g, "output_code.py") for g in graphs] + list(dumps)
-    summary: dict[str, Any] = {"workers": workers, "cores": os.cpu_count(), "reps": reps, "gate1": [],
-                               "probes": [], "cached": []}
+    paths = [os.path.join(FIXTURE_DUMPS, g, "output_code.py") for g in graphs] + list(dumps)
+    summary: dict[str, Any] = {"environment": environment("cpu"), "workers": workers, "cores": os.cpu_count(),
+                               "reps": reps, "gate1": [], "probes": [], "cached": []}
     from kernelopt_core.sandbox.process import SandboxProcess
 
     SandboxProcess.start("compile", "cpu", zygote=zygote).close()  # starts the zygote, outside every timing
@@ -179,7 +184,7 @@ def run(out_dir: str, graphs: list[str] | None = None, dumps: list[str] | tuple[
     for path in paths:
         graph = parse_output_code(path)
         for kernel in graph.kernels:
-            if budget_s and time.perf_counter() - begin > budget_s * 2 / 3:
+            if budget.total_s and budget.elapsed() > budget.total_s * 2 / 3:
                 summary.setdefault("skipped", []).append(f"{kernel.name}: out of time")
                 continue
             summary["gate1"].append(_gate1(graph, kernel, workers, reps, zygote))
@@ -193,29 +198,20 @@ def run(out_dir: str, graphs: list[str] | None = None, dumps: list[str] | tuple[
 
 
 def _write(out_dir: str, summary: dict[str, Any]) -> None:
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "compile_pool.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=1)
-    lines = [f"# Gate 1's compile pool: {summary['workers']} workers on {summary['cores']} cores, "
-             f"{summary['reps']} reps (median [min, max] s)", "",
-             "| kernel | configs | before | serial | pool | pool vs before | same |", "|---|---|---|---|---|---|---|"]
     span = "{median_s} [{min_s}, {max_s}]"
-    for row in summary["gate1"]:
-        lines.append(f"| {row['kernel']} | {row['configs']} | {span.format(**row['before'])} | "
-                     f"{span.format(**row['serial'])} | {span.format(**row['pool'])} | "
-                     f"{row['pool_speedup_vs_before']}x | {row['same_verdicts_and_registers']} |")
-    lines += ["", "| kernel | family | probes | variants | one by one | batched | speedup | same |",
-              "|---|---|---|---|---|---|---|---|"]
-    for row in summary["probes"]:
-        lines.append(f"| {row['kernel']} | {row['family']} | {row['probes']} | {row['variants']} | "
-                     f"{span.format(**row['one_by_one'])} | {span.format(**row['batched'])} | {row['speedup']}x | "
-                     f"{row['same_variants']} |")
-    lines += ["", "| kernel | cached gate 1 (s) | units compiled | cache hits |", "|---|---|---|---|"]
-    for row in summary["cached"]:
-        lines.append(f"| {row['kernel']} | {row['wall']['median_s']} | {row['compiled_units']} | "
-                     f"{row['cache_hits']} |")
-    with open(os.path.join(out_dir, "compile_pool.md"), "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+    lines = [f"{summary['workers']} workers on {summary['cores']} cores, {summary['reps']} reps (median [min, max] s).",
+             "", *table(("kernel", "configs", "before", "serial", "pool", "pool vs before", "same"),
+                        [(r["kernel"], r["configs"], span.format(**r["before"]), span.format(**r["serial"]),
+                          span.format(**r["pool"]), f"{r['pool_speedup_vs_before']}x", r["same_verdicts_and_registers"])
+                         for r in summary["gate1"]]),
+             "", *table(("kernel", "family", "probes", "variants", "one by one", "batched", "speedup", "same"),
+                        [(r["kernel"], r["family"], r["probes"], r["variants"], span.format(**r["one_by_one"]),
+                          span.format(**r["batched"]), f"{r['speedup']}x", r["same_variants"])
+                         for r in summary["probes"]]),
+             "", *table(("kernel", "cached gate 1 (s)", "units compiled", "cache hits"),
+                        [(r["kernel"], r["wall"]["median_s"], r["compiled_units"], r["cache_hits"])
+                         for r in summary["cached"]])]
+    write_record(out_dir, "compile_pool", summary, "Gate 1's compile pool", lines)
 
 
 def main(argv: list[str] | None = None) -> int:

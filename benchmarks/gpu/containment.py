@@ -1,6 +1,10 @@
 """Containment and bounded-memory gates on the GPU (issues 17 and 20).
 
-    PYTHONPATH=.:server python benchmarks/gpu/containment.py OUT_DIR    (or run_all.py containment:300)
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT containment:300
+    KERNELOPT_CONTAINMENT_DEVICE=cpu KERNELOPT_CONTAINMENT_SIZES= python -m benchmarks.gpu.containment OUT  # CPU
+
+A driver over the sandbox's and the gates' public Python API (``kernelopt_core.sandbox``,
+``kernelopt_core.gates.run_cascade``): it plants candidates no CLI command would write.
 
 1. **Sandbox**: a contained candidate process on CUDA (Landlock, seccomp, CUDA IPC exchange).
 2. **Small graphs** (the corpus problems compiled for CUDA): the unchanged kernel, a two-kernel
@@ -11,32 +15,27 @@
    gates 1-3 (and 4 for the unchanged one); the peak GPU memory of each gate next to the graph's
    working set, and the cascade's wall time.
 
-Writes ``containment.json`` and ``containment.md``. Changes no GPU clock or setting.
+Writes ``containment.{json,md}`` after every part. Changes no GPU clock or setting.
+Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 300), ``KERNELOPT_CONTAINMENT_SIZES`` (empty: skip part 3),
+``KERNELOPT_CONTAINMENT_DEVICE`` (default cuda; ``cpu`` is a local check of this script).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-for path in (ROOT, os.path.join(ROOT, "tests")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+from benchmarks.gpu.devicescript import ROOT, Budget, env_text, environment, failure, write_json, write_record
 
-
-DEVICE = os.environ.get("KERNELOPT_CONTAINMENT_DEVICE", "cuda")  # "cpu": a local smoke test of this script
-
-
-def _budget() -> float:
-    return float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "300"))
+DEVICE = env_text("KERNELOPT_CONTAINMENT_DEVICE", "cuda")
+if os.path.join(ROOT, "tests") not in sys.path:  # the adversarial corpus and its runner live with the tests
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 
 def sandbox_probe() -> dict[str, Any]:
@@ -153,7 +152,7 @@ def small_graphs(work: str) -> dict[str, Any]:
                                                                          workdir=os.path.join(work, label)))
             out[label] = _summary(result)
         except Exception as exc:  # noqa: BLE001 - recorded, the rest still runs
-            out[label] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+            out[label] = failure(exc)
     out["planted_file_exists"] = os.path.exists(target)
     return out
 
@@ -173,12 +172,12 @@ def get_init_inputs():
 '''
 
 
-def real_sizes(work: str, deadline: float) -> dict[str, Any]:
+def real_sizes(work: str, budget: Budget) -> dict[str, Any]:
     from kernelopt_core.artifacts import discover
     from kernelopt_core.compile import compile_problem
     from kernelopt_core.gates import CascadeConfig, run_cascade
 
-    spec = os.environ.get("KERNELOPT_CONTAINMENT_SIZES", "relu:4096x262144,softmax:8192x131072")
+    spec = env_text("KERNELOPT_CONTAINMENT_SIZES", "relu:4096x262144,softmax:8192x131072")
     if not spec:
         return {}
     exprs = {"relu": "torch.relu(x)", "softmax": "torch.softmax(x, dim=-1)", "rmsnorm":
@@ -186,7 +185,7 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
              "maxpool": "torch.nn.functional.max_pool2d(x.unsqueeze(0), 3, 1, 1).squeeze(0)"}
     out: dict[str, Any] = {}
     for item in spec.split(","):
-        if time.monotonic() > deadline:
+        if not budget.allows(20.0):
             out[item] = {"skipped": "budget"}
             continue
         name, _, shape = item.partition(":")
@@ -211,15 +210,14 @@ def real_sizes(work: str, deadline: float) -> dict[str, Any]:
                 cases.append(("pinned-config (a correct rewrite)", (1, 2, 3), pinned))
             cases.append(("wrong", (1, 2, 3), _wrong(kernel.source)))
             for label, gates, source in cases:
-                if time.monotonic() > deadline:
+                if not budget.allows(20.0):
                     entry[label] = {"skipped": "budget"}
                     continue
                 result = run_cascade(graph, {kernel.name: source},
                                      CascadeConfig(run_gates=gates, workdir=os.path.join(folder, label)))
                 entry[label] = _summary(result)
         except Exception as exc:  # noqa: BLE001
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            entry["traceback"] = traceback.format_exc()[-2000:]
+            entry.update(failure(exc))
         out[name] = entry
     return out
 
@@ -237,9 +235,8 @@ def _pinned(kernel: Any) -> str | None:
                               [{**first["kwargs"], "num_warps": first["num_warps"], "num_stages": first["num_stages"]}])
 
 
-def _markdown(data: dict[str, Any]) -> str:
-    lines = ["# Containment and bounded-memory gates on the GPU", "",
-             f"{data.get('environment', {})}", ""]
+def _markdown(data: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     probe = data.get("sandbox", {})
     lines += ["## Sandbox", "", f"- {json.dumps(probe)[:1500]}", ""]
     for part in ("small_graphs", "real_sizes"):
@@ -261,29 +258,29 @@ def _markdown(data: dict[str, Any]) -> str:
                     for g in result["gates"])
                 lines.append(f"| {case} | {result['decision']} | {result['failed_gate']} | {result['seconds']} | {gates} |")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def run(out_dir: str) -> dict[str, Any]:
-    os.makedirs(out_dir, exist_ok=True)
-    deadline = time.monotonic() + _budget() - 20
+    budget = Budget.from_env(300.0)
     work = tempfile.mkdtemp(prefix="kernelopt-containment-")
-    data: dict[str, Any] = {}
-    for part, call in (("sandbox", sandbox_probe), ("small_graphs", lambda: small_graphs(work)),
-                       ("real_sizes", lambda: real_sizes(work, deadline))):
-        if time.monotonic() > deadline:
-            data[part] = {"skipped": "budget"}
-            continue
-        began = time.monotonic()
-        try:
-            data[part] = call()
-        except Exception as exc:  # noqa: BLE001 - recorded, the next part still runs
-            data[part] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
-        data[f"{part}_s"] = round(time.monotonic() - began, 1)
-        with open(os.path.join(out_dir, "containment.json"), "w") as handle:
-            json.dump(data, handle, indent=2, default=str)
-    with open(os.path.join(out_dir, "containment.md"), "w") as handle:
-        handle.write(_markdown(data))
+    data: dict[str, Any] = {"environment": environment(DEVICE)}
+    try:
+        for part, call in (("sandbox", sandbox_probe), ("small_graphs", lambda: small_graphs(work)),
+                           ("real_sizes", lambda: real_sizes(work, budget))):
+            if not budget.allows(20.0):
+                data[part] = {"skipped": "budget"}
+                continue
+            began = time.monotonic()
+            try:
+                data[part] = call()
+            except Exception as exc:  # noqa: BLE001 - recorded, the next part still runs
+                data[part] = failure(exc)
+            data[f"{part}_s"] = round(time.monotonic() - began, 1)
+            write_json(os.path.join(out_dir, "containment.json"), data)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the compiled graphs; the records are in out_dir
+    write_record(out_dir, "containment", data, f"Containment and bounded-memory gates on {DEVICE}", _markdown(data))
     return {"sandbox": data.get("sandbox"), "small": {k: (v.get("decision"), v.get("failed_gate"))
                                                       for k, v in (data.get("small_graphs") or {}).items()
                                                       if isinstance(v, dict)}}

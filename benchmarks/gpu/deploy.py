@@ -1,8 +1,9 @@
-"""Deploy on the H200: the user's own torch.compile(model), with and without kernelopt.enable().
+"""Deploy (issue 10): the user's own torch.compile(model), with and without kernelopt.enable().
 
-    PYTHONPATH=.:server python benchmarks/gpu/deploy.py OUT_DIR     (or through run_all.py deploy:180)
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT deploy:180
+    python -m benchmarks.gpu.deploy OUT_DIR      # without a GPU: a dry run on the CPU backend, tiny sizes
 
-1. **Find an accepted kernel.** For fixture models (tests/fixtures/inductor-h200-torch2.11/models.py:
+1. **Find an accepted kernel.** For fixture models (``benchmarks/problems/fixture_models``:
    sum_reduce, softmax, rmsnorm, layernorm_gelu, in that order), compile with ``kernelopt compile``
    (mode "default": what a plain ``torch.compile(model)`` does), then run launch-config variants of
    its reduction kernel (the optimizer's own ``launch_config`` rewrite family) through the real four
@@ -15,9 +16,11 @@
    ``kernelopt.enable(); torch.compile(model)`` on the FX graph cache process 1 left warm. Each is
    timed alone (median and CI); process 2 must still substitute on the warm cache.
 
-Writes ``deploy.json`` and ``deploy.md`` (and the store) into OUT_DIR, returns a summary. Without a
-GPU it runs the same steps on the CPU Triton backend at tiny sizes (a dry run of the code paths;
-its times mean nothing). Never changes GPU clocks or settings. Respects KERNELOPT_GPU_BUDGET_S.
+Steps 2 and 3 are programs of their own (below): what they time is the user's torch.compile, which no
+CLI command does. Writes ``deploy.{json,md}`` (and the store) into OUT_DIR, returns a summary. Without
+a GPU it runs the same steps on the CPU Triton backend at tiny sizes (a dry run of the code paths;
+its times mean nothing). Never changes GPU clocks or settings. Knob: ``KERNELOPT_GPU_BUDGET_S``
+(default 180).
 """
 
 from __future__ import annotations
@@ -28,84 +31,32 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks.gpu.devicescript import (
+    FIXTURE_MODELS,
+    ROOT,
+    Budget,
+    cell,
+    child_env,
+    environment,
+    failure,
+    kernelopt,
+    table,
+    use_device,
+    write_record,
+)
 
 MODE = "default"
 MODEL_ORDER = ("sum_reduce", "softmax", "rmsnorm", "layernorm_gelu")
 MAX_VARIANTS = 6  # launch configs tried per kernel
 TIMING_RESERVE_S = 75.0  # kept for steps 2 and 3
 
-# The fixture models (tests/fixtures/inductor-h200-torch2.11/models.py), KernelBench format.
-PROBLEM = '''"""{name}: a fixture model of tests/fixtures/inductor-h200-torch2.11/models.py."""
-import os
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-TINY = os.environ.get("KO_DEPLOY_SCALE") == "tiny"
-{body}
-
-def get_init_inputs():
-    return []
-'''
-BODIES = {
-    "sum_reduce": '''
-class Model(nn.Module):
-    def forward(self, x):
-        return x.sum(dim=1)
-
-def get_inputs():
-    return [torch.randn(4, 64, 4) if TINY else torch.randn(128, 65536, 4)]
-''',
-    "softmax": '''
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=-1)
-
-def get_inputs():
-    return [torch.randn(16, 64) if TINY else torch.randn(4096, 8192)]
-''',
-    "rmsnorm": '''
-N = 64 if TINY else 4096
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.ones(N))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
-
-def get_inputs():
-    return [torch.randn(16, N) if TINY else torch.randn(8192, N)]
-''',
-    "layernorm_gelu": '''
-N = 64 if TINY else 4096
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln = nn.LayerNorm(N)
-
-    def forward(self, x):
-        return F.gelu(self.ln(x))
-
-def get_inputs():
-    return [torch.randn(16, N) if TINY else torch.randn(8192, N)]
-''',
-}
-
 # Step 2, in a fresh process: A = torch.compile(model), B = torch.compile(model, backend=kernelopt.backend).
 AB_PROGRAM = r'''
 import gc, hashlib, json, os, sys
-if os.environ.get("KO_DEPLOY_SCALE") == "tiny":
+problem, device = sys.argv[1], sys.argv[2]
+if device == "cpu":
     from kernelopt_core.backends import cpu_triton
     cpu_triton.activate()
 import torch
@@ -113,7 +64,6 @@ import kernelopt
 from kernelopt_core.compile import build_problem, load_problem
 from kernelopt_core.measure.timing import ab_compare
 
-problem, device = sys.argv[1], sys.argv[2]
 torch.set_grad_enabled(False)
 module = load_problem(problem)
 model, inputs = build_problem(module, device)
@@ -149,11 +99,11 @@ print("RESULT " + json.dumps({
 # Step 3, one process each: plain torch.compile, or kernelopt.enable() first. Timed alone.
 ALONE_PROGRAM = r'''
 import json, os, sys
-if os.environ.get("KO_DEPLOY_SCALE") == "tiny":
+problem, device, use = sys.argv[1], sys.argv[2], sys.argv[3]
+if device == "cpu":
     from kernelopt_core.backends import cpu_triton
     cpu_triton.activate()
 import torch
-problem, device, use = sys.argv[1], sys.argv[2], sys.argv[3]
 report = None
 if use == "enable":
     import kernelopt
@@ -176,33 +126,11 @@ print("RESULT " + json.dumps({"report": report, "substitutions": subs, "stats": 
 '''
 
 
-class Budget:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.total = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "180"))
-
-    def left(self) -> float:
-        return self.total - (time.monotonic() - self.start)
-
-
-def _environment(device: str) -> dict[str, Any]:
-    info: dict[str, Any] = {"device": device, "python": sys.version.split()[0], "mode": MODE}
+def _program(code: str, args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[str, Any] | None, str]:
+    """Run one of the programs above in a fresh process: (its RESULT json or None, the tail of its output)."""
     try:
-        import torch
-        import triton
-
-        info.update(torch=torch.__version__, triton=triton.__version__)
-        if device == "cuda":
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except Exception as exc:  # noqa: BLE001
-        info["error"] = repr(exc)
-    return info
-
-
-def _subprocess(args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[str, Any] | None, str]:
-    """Run a child; returns (its RESULT json or None, the tail of its output)."""
-    try:
-        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(5.0, timeout))
+        done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=max(5.0, timeout))
     except subprocess.TimeoutExpired as exc:
         return None, f"timed out after {exc.timeout:.0f} s"
     tail = (done.stdout[-1500:] + "\n" + done.stderr[-3000:]).strip()
@@ -212,16 +140,14 @@ def _subprocess(args: list[str], env: dict[str, str], timeout: float) -> tuple[d
     return None, f"exit {done.returncode}: {tail}"
 
 
-def _child_env(scale: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "KERNELOPT_DISABLE"}
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "server"), env.get("PYTHONPATH", "")])
-    env["KO_DEPLOY_SCALE"] = scale
-    env["PYTHONWARNINGS"] = "ignore"
-    env.update(extra)
+def _program_env(**extra: str) -> dict[str, str]:
+    """The user's environment: kernelopt not disabled, torch's warnings quiet."""
+    env = child_env(PYTHONWARNINGS="ignore", **extra)
+    env.pop("KERNELOPT_DISABLE", None)
     return env
 
 
-def _search(name: str, work: str, device: str, scale: str, budget: Budget) -> dict[str, Any]:
+def _search(name: str, work: str, device: str, budget: Budget) -> dict[str, Any]:
     """Compile one fixture model, run launch-config variants through the gates; the best accepted."""
     from kernelopt_core.accepted import entry_from_cascade
     from kernelopt_core.artifacts import discover
@@ -231,24 +157,17 @@ def _search(name: str, work: str, device: str, scale: str, budget: Budget) -> di
     from kernelopt_core.search.rewrites.kernel_source import parse_kernel_module
     from kernelopt_core.search.rewrites.launch_config import LaunchConfigFamily
 
-    record: dict[str, Any] = {"model": name, "candidates": []}
+    problem = os.path.join(FIXTURE_MODELS, f"{name}.py")
+    record: dict[str, Any] = {"model": name, "problem": problem, "candidates": []}
     folder = os.path.join(work, name)
-    os.makedirs(folder, exist_ok=True)
-    problem = os.path.join(folder, f"{name}.py")
-    with open(problem, "w", encoding="utf-8") as handle:
-        handle.write(PROBLEM.format(name=name, body=BODIES[name]))
-    record["problem"] = problem
-    started = time.monotonic()
-    compiled, tail = _subprocess(
-        [sys.executable, "-c", "import sys; from kernelopt_core.cli.main import main; sys.exit(main(sys.argv[1:]))",
-         "compile", problem, "--out", os.path.join(folder, "dump"), "--mode", MODE,
-         "--device", "cuda" if device == "cuda" else "cpu", "--json"],
-        _child_env(scale), timeout=min(150.0, budget.left() - TIMING_RESERVE_S))
-    record["compile_s"] = round(time.monotonic() - started, 1)
+    compiled = kernelopt(["compile", problem, "--out", os.path.join(folder, "dump"), "--mode", MODE,
+                          "--device", device], timeout_s=min(150.0, budget.left() - TIMING_RESERVE_S), cwd=work,
+                         log_path=os.path.join(folder, "compile.log"))
+    record["compile_s"] = compiled.wall_s
     graphs, problems = discover(os.path.join(folder, "dump"))
     graphs = [g for g in graphs if g.launches]
     if not graphs:
-        record["error"] = f"no graph with Triton kernels ({tail[-500:]}; {[str(p) for p in problems]})"
+        record["error"] = f"no graph with Triton kernels ({compiled.why()}; {[str(p) for p in problems]})"
         return record
     graph = graphs[0]
     record["graph"] = graph.path
@@ -256,7 +175,7 @@ def _search(name: str, work: str, device: str, scale: str, budget: Budget) -> di
     best: tuple[float, Any, str, dict[str, Any]] | None = None
     for kernel in kernels[:2]:
         module = parse_kernel_module(kernel.source, kernel.name)
-        ctx = RewriteContext(module=module, original=module, device="cuda" if device == "cuda" else "cpu",
+        ctx = RewriteContext(module=module, original=module, device="cpu" if device == "cpu" else "cuda",
                              tier="memory-bound")
         variants = LaunchConfigFamily().variants(ctx)[:MAX_VARIANTS]
         record.setdefault("kernels", []).append({"name": kernel.name, "kind": kernel.kind, "variants": len(variants)})
@@ -264,9 +183,8 @@ def _search(name: str, work: str, device: str, scale: str, budget: Budget) -> di
             if budget.left() < TIMING_RESERVE_S + 20:
                 record["stopped"] = "budget"
                 break
-            config = CascadeConfig(device="cuda:0" if device == "cuda" else "cpu",
-                                   workdir=os.path.join(folder, "verify"), kernel_timing=False,
-                                   ab_rounds=None if device == "cuda" else 4)
+            config = CascadeConfig(device=device, workdir=os.path.join(folder, "verify"), kernel_timing=False,
+                                   ab_rounds=None if device != "cpu" else 4)
             try:
                 result = run_cascade(graph, {kernel.name: variant.source}, config)
             except Exception as exc:  # noqa: BLE001 - record and go on with the next variant
@@ -285,26 +203,26 @@ def _search(name: str, work: str, device: str, scale: str, budget: Budget) -> di
             break
     if best is not None:
         speedup, kernel, source, data = best
-        gpu = _environment(device).get("gpu", device)
+        gpu = environment(device).get("gpu") or device
         record["entry"] = entry_from_cascade(graph, kernel.name, source, data, gpu=str(gpu))
     return record
 
 
-def _deploy_timing(problem: str, store: str, device: str, scale: str, budget: Budget, work: str) -> dict[str, Any]:
+def _deploy_timing(problem: str, store: str, device: str, budget: Budget, work: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cache = os.path.join(work, "user_cache_ab")
-    ab, tail = _subprocess([sys.executable, "-c", AB_PROGRAM, problem, device],
-                           _child_env(scale, KERNELOPT_ACCEPTED_DIR=store, TORCHINDUCTOR_CACHE_DIR=cache),
-                           timeout=min(120.0, budget.left() - 5))
+    ab, tail = _program(AB_PROGRAM, [problem, device],
+                        _program_env(KERNELOPT_ACCEPTED_DIR=store, TORCHINDUCTOR_CACHE_DIR=cache),
+                        timeout=min(120.0, budget.left() - 5))
     out["in_process_ab"] = ab if ab is not None else {"error": tail[-3000:]}
     cache = os.path.join(work, "user_cache_two_process")
     for use in ("plain", "enable"):  # plain first: it leaves the FX graph cache warm for enable
         if budget.left() < 15:
             out[f"two_process_{use}"] = {"error": "budget"}
             continue
-        result, tail = _subprocess([sys.executable, "-c", ALONE_PROGRAM, problem, device, use],
-                                   _child_env(scale, KERNELOPT_ACCEPTED_DIR=store, TORCHINDUCTOR_CACHE_DIR=cache),
-                                   timeout=min(90.0, budget.left() - 5))
+        result, tail = _program(ALONE_PROGRAM, [problem, device, use],
+                                _program_env(KERNELOPT_ACCEPTED_DIR=store, TORCHINDUCTOR_CACHE_DIR=cache),
+                                timeout=min(90.0, budget.left() - 5))
         out[f"two_process_{use}"] = result if result is not None else {"error": tail[-3000:]}
     plain, enabled = out.get("two_process_plain", {}), out.get("two_process_enable", {})
     if "stats" in plain and "stats" in enabled:
@@ -315,22 +233,13 @@ def _deploy_timing(problem: str, store: str, device: str, scale: str, budget: Bu
     return out
 
 
-def run(out_dir: str) -> dict[str, Any]:
-    budget = Budget()
-    os.makedirs(out_dir, exist_ok=True)
-    try:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        device = "cpu"
-    scale = "h200" if device == "cuda" else "tiny"
-    if device == "cpu":
-        from kernelopt_core.backends import cpu_triton
-
-        cpu_triton.activate()
-    summary: dict[str, Any] = {"environment": _environment(device), "searches": [], "accepted": None,
-                               "deploy": None, "notes": []}
+def run(out_dir: str, device: str = "auto") -> dict[str, Any]:
+    budget = Budget.from_env(180.0)
+    out_dir = os.path.abspath(out_dir)
+    device = use_device(device)
+    os.environ["KERNELOPT_PROBLEM_SCALE"] = "tiny" if device == "cpu" else "h200"  # the programs inherit it
+    summary: dict[str, Any] = {"environment": {**environment(device), "mode": MODE}, "searches": [],
+                               "accepted": None, "deploy": None, "notes": []}
     if device == "cpu":
         summary["notes"].append("no GPU: a dry run on the CPU Triton backend at tiny sizes; times mean nothing")
     work = tempfile.mkdtemp(prefix="kernelopt-deploy-")
@@ -342,9 +251,9 @@ def run(out_dir: str) -> dict[str, Any]:
                 summary["notes"].append(f"budget: stopped the search before {name}")
                 break
             try:
-                record = _search(name, work, device, scale, budget)
+                record = _search(name, work, device, budget)
             except Exception as exc:  # noqa: BLE001 - record, try the next model
-                record = {"model": name, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+                record = {"model": name, **failure(exc)}
             entry = record.pop("entry", None)
             summary["searches"].append(record)
             if entry is not None:
@@ -355,22 +264,21 @@ def run(out_dir: str) -> dict[str, Any]:
                           "gate_speedup": entry.speedup, "gate_ci": entry.ci, "timing_path": entry.timing_path}
                 summary["accepted"] = chosen
                 break
-        _close_workers()
+        from kernelopt_core.measure.worker import close_all_workers
+
+        close_all_workers()  # the gates' worker holds device memory: free it before timing the user's program
         if chosen is None:
             summary["notes"].append("no launch-config variant passed all four gates in the budget: nothing to deploy")
         else:
-            summary["deploy"] = _deploy_timing(chosen["problem"], store, device, scale, budget, work)
+            summary["deploy"] = _deploy_timing(chosen["problem"], store, device, budget, work)
             summary["headline"] = _headline(chosen, summary["deploy"])
     except Exception as exc:  # noqa: BLE001
-        summary["error"] = f"{type(exc).__name__}: {exc}"
-        summary["traceback"] = traceback.format_exc()
+        summary.update(failure(exc))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary["seconds"] = round(time.monotonic() - budget.start, 1)
-    with open(os.path.join(out_dir, "deploy.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=1, default=str)
-    with open(os.path.join(out_dir, "deploy.md"), "w", encoding="utf-8") as handle:
-        handle.write(_markdown(summary))
+    summary["seconds"] = round(budget.elapsed(), 1)
+    write_record(out_dir, "deploy", summary, "Deploy: torch.compile(model) with and without kernelopt",
+                 _markdown(summary))
     return {"accepted": chosen, "headline": summary.get("headline"), "error": summary.get("error"),
             "seconds": summary["seconds"], "device": device}
 
@@ -391,54 +299,35 @@ def _headline(chosen: dict[str, Any], deploy: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _markdown(summary: dict[str, Any]) -> str:
-    env = summary["environment"]
-    lines = ["# Deploy: torch.compile(model) with and without kernelopt", "",
-             f"- device: {env.get('gpu', env.get('device'))}; torch {env.get('torch')}, triton {env.get('triton')}; "
-             f"mode {env.get('mode')}", f"- wall time: {summary.get('seconds')} s", ""]
-    for note in summary["notes"]:
-        lines.append(f"> {note}")
-    lines += ["", "## Search (launch-config variants through the four gates)", "",
-              "| model | kernel | variant | accepted | failed gate | speedup | CI | s |", "|---|---|---|---|---|---|---|---|"]
+def _markdown(summary: dict[str, Any]) -> list[str]:
+    lines = [f"Mode {summary['environment'].get('mode')}; wall time {summary.get('seconds')} s.", ""]
+    lines += [f"> {note}" for note in summary["notes"]]
+    rows = []
     for search in summary["searches"]:
         if "error" in search:
-            lines.append(f"| {search['model']} | error: {search['error'][:120]} | | | | | | |")
+            rows.append((search["model"], f"error: {cell(search['error'][:120])}", "", "", "", "", "", ""))
         for c in search.get("candidates", []):
             ci = c.get("ci")
-            lines.append(f"| {search['model']} | {c.get('kernel')} | {c.get('title')} | {c.get('accepted', '')} | "
-                         f"{c.get('failed_gate', '')} | {_fmt(c.get('speedup'))} | "
-                         f"{_fmt(ci[0]) + '-' + _fmt(ci[1]) if ci else ''} | {c.get('seconds', '')} |")
+            rows.append((search["model"], cell(c.get("kernel")), cell(c.get("title")), cell(c.get("accepted")),
+                         cell(c.get("failed_gate")), cell(c.get("speedup"), ".3f"),
+                         f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-", cell(c.get("seconds"))))
+    lines += ["", "## Search (launch-config variants through the four gates)", "",
+              *table(("model", "kernel", "variant", "accepted", "failed gate", "speedup", "CI", "s"), rows)]
     head = summary.get("headline")
     if head:
+        ci = head["ci"]
         lines += ["", "## The user's program", "",
                   f"- accepted entry {head['entry']} for `{head['kernel']}` ({head['model']})",
                   f"- substituted in the user's torch.compile: **{head['substituted']}**; "
                   f"on a warm FX graph cache in a fresh process: **{head['warm_cache_substituted']}** "
                   f"(FX cache hits {head['warm_cache_fx_hits']})",
-                  f"- interleaved A/B through `{head['path']}`: **{_fmt(head['speedup'])}x** "
-                  f"(95% CI {_fmt(head['ci'][0])}-{_fmt(head['ci'][1])})",
-                  f"- two separate processes (not interleaved, indicative): {_fmt(head['two_process_speedup'])}x",
+                  f"- interleaved A/B through `{head['path']}`: **{cell(head['speedup'], '.3f')}x** "
+                  f"(95% CI {cell(ci[0], '.3f')}-{cell(ci[1], '.3f')})",
+                  f"- two separate processes (not interleaved, indicative): {cell(head['two_process_speedup'], '.3f')}x",
                   f"- max |B - A| = {head['b_matches_a']}"]
     if summary.get("error"):
         lines += ["", f"**error**: {summary['error']}"]
-    return "\n".join(lines) + "\n"
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
-
-
-def _close_workers() -> None:
-    """The gates' worker holds device memory; free it before timing the user's program."""
-    try:
-        from kernelopt_core.measure import worker as worker_module
-
-        for name in ("close_all", "_close_all"):
-            if hasattr(worker_module, name):
-                getattr(worker_module, name)()
-                return
-    except Exception:  # noqa: BLE001
-        pass
+    return lines
 
 
 if __name__ == "__main__":

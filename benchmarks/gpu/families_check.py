@@ -1,7 +1,7 @@
 """A quick GPU check of the reduction families' candidates, outside the gates (issue 16).
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT families_check:400
-    PYTHONPATH=. python3 benchmarks/gpu/families_check.py OUT_DIR [problem ...]
+    PYTHONPATH=$PWD:$PWD/server python3 -m benchmarks.gpu.families_check OUT_DIR [problem ...]   # GPU only
 
 For each kbscale problem (max-autotune), every Triton reduction kernel's launch arguments are
 captured on the first call; each family's candidates (rewrite context as in families.py, with the
@@ -9,8 +9,10 @@ sm_90 compile probe) is then loaded (launchers through ``load_launcher``, plain 
 Inductor), run on copies of the captured arguments, compared with Inductor's kernel (max relative
 error of every written argument; NaN counted), re-run to check the outputs are bit-identical, and
 timed against Inductor's kernel (CUDA events, interleaved, median of ``REPS``). Writes
-``families_check.json`` after every problem. A cheaper first look than families.py (no gates): it
-answers "does it run, is it right, is it faster" in minutes.
+``families_check.{json,md}`` after every problem. A cheaper first look than families.py (no gates): it
+answers "does it run, is it right, is it faster" in minutes. Needs the GPU (it launches Inductor's
+CUDA kernels on captured arguments). Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 560),
+``KERNELOPT_CHECK_REPS`` (15), ``KERNELOPT_FAMILIES_PER_FAMILY`` (3).
 """
 
 from __future__ import annotations
@@ -20,27 +22,24 @@ import os
 import statistics
 import sys
 import time
-import traceback
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks.gpu.devicescript import (
+    KBSCALE,
+    Budget,
+    cell,
+    compile_largest_graph,
+    compile_probe,
+    env_int,
+    environment,
+    failure,
+    table,
+    write_record,
+)
 
-PROBLEMS_DIR = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
 DEFAULT = ("softmax_long_rows", "instance_norm", "l2_norm", "log_softmax_rows", "cross_entropy", "layer_norm_16_rows")
-REPS = int(os.environ.get("KERNELOPT_CHECK_REPS", "15"))
-PER_FAMILY = int(os.environ.get("KERNELOPT_FAMILIES_PER_FAMILY", "3"))
-
-
-def _probe(source: str) -> dict[str, Any] | None:
-    from kernelopt_core.gates.ptx_compile import shared_compiler
-    from kernelopt_core.search.rewrites import parse_kernel_module
-
-    result = shared_compiler().compile(parse_kernel_module(source).name, source)
-    first = (result.get("configs") or [None])[0] if result.get("ok") else None
-    return ({"regs": first.get("n_regs"), "spills": first.get("n_spills"), "shared_bytes": first.get("shared_bytes")}
-            if isinstance(first, dict) else None)
+REPS = env_int("KERNELOPT_CHECK_REPS", 15)
+PER_FAMILY = env_int("KERNELOPT_FAMILIES_PER_FAMILY", 3)
 
 
 def _time(fn: Any, reps: int) -> list[float]:
@@ -60,17 +59,15 @@ def _time(fn: Any, reps: int) -> list[float]:
 def check_problem(name: str, out_dir: str) -> dict[str, Any]:
     import torch
 
-    from kernelopt_core.artifacts import parse_output_code
-    from kernelopt_core.compile import compile_problem
     from kernelopt_core.graph_module import load_graph_module, make_inputs
     from kernelopt_core.measure.peaks import cached_peaks
 
     begin = time.monotonic()
     os.environ["KERNELOPT_PROBLEM_SCALE"] = "h200"
-    compiled = compile_problem(os.path.join(PROBLEMS_DIR, f"{name}.py"), os.path.join(out_dir, "work", name),
-                               "max-autotune", "cuda")
-    torch._dynamo.reset()
-    graph = max((parse_output_code(p) for p in compiled.graphs), key=lambda g: (len(g.launches), len(g.kernels)))
+    facts, graph = compile_largest_graph(os.path.join(KBSCALE, f"{name}.py"), os.path.join(out_dir, "work", name),
+                                         "cuda:0")
+    if graph is None:
+        return {"problem": name, **facts}
     module = load_graph_module(graph.path, "cuda")
     captured: dict[str, tuple[Any, ...]] = {}
     for kernel in graph.kernels:
@@ -93,7 +90,7 @@ def check_problem(name: str, out_dir: str) -> dict[str, Any]:
     for kname in captured:
         del getattr(module, kname).run  # the class's own run again
     peaks = cached_peaks(torch.cuda.get_device_name(0))
-    entry: dict[str, Any] = {"problem": name, "compile_s": compiled.compile_s, "kernels": []}
+    entry: dict[str, Any] = {"problem": name, "compile_s": facts["compile_s"], "kernels": []}
     for kernel in graph.kernels:
         if kernel.name in captured:
             entry["kernels"].append(_check_kernel(kernel, captured.pop(kernel.name), getattr(module, kernel.name),
@@ -113,7 +110,7 @@ def _check_kernel(kernel: Any, args: tuple[Any, ...], original: Any, peaks: Any,
     parsed = parse_kernel_module(kernel.source, kernel.name)
     evidence = rewrite_evidence(analyze_kernel(None, None, peaks, kernel, cpu=False), None)
     evidence["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
-    ctx = RewriteContext(module=parsed, original=parsed, device="cuda", evidence=evidence, compile_probe=_probe,
+    ctx = RewriteContext(module=parsed, original=parsed, device="cuda", evidence=evidence, compile_probe=compile_probe,
                          multiprocessors=evidence["sm_count"])
     written = [i for i, p in enumerate(parsed.params) if i < len(args) and isinstance(args[i], torch.Tensor)
                and p.startswith(("out_ptr", "in_out_ptr"))]
@@ -176,8 +173,7 @@ def _check_kernel(kernel: Any, args: tuple[Any, ...], original: Any, peaks: Any,
                 item.update(ms=statistics.median(t_cand), inductor_ms=statistics.median(t_base))
                 item["speedup"] = round(item["inductor_ms"] / item["ms"], 3)
             except Exception as exc:  # noqa: BLE001 - recorded per candidate
-                item["error"] = f"{type(exc).__name__}: {exc}"
-                item["traceback"] = traceback.format_exc()[-2500:]
+                item.update(failure(exc))
             row["candidates"].append(item)
             print(json.dumps({k: item.get(k) for k in ("family", "title", "rel_err", "nan", "bitwise_rerun", "ms",
                                                        "inductor_ms", "speedup", "error")}), flush=True)
@@ -190,27 +186,43 @@ def run(out_dir: str, problems: list[str] | None = None) -> dict[str, Any]:
 
     import torch
 
-    os.makedirs(out_dir, exist_ok=True)
-    budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "560"))
-    started = time.monotonic()
-    results: dict[str, Any] = {}
+    budget = Budget.from_env(560.0)
+    results: dict[str, Any] = {"environment": environment("cuda:0"), "problems": {}}
     for name in problems or list(DEFAULT):
-        if time.monotonic() - started > budget - 90:
-            results[name] = {"skipped": "out of time"}
+        if not budget.allows(90.0):
+            results["problems"][name] = {"skipped": "out of time"}
             continue
         try:
-            results[name] = check_problem(name, out_dir)
+            results["problems"][name] = check_problem(name, out_dir)
         except Exception as exc:  # noqa: BLE001 - recorded per problem
-            results[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
-        with open(os.path.join(out_dir, "families_check.json"), "w") as handle:
-            json.dump(results, handle, indent=1, default=str)
+            results["problems"][name] = failure(exc)
+        write_record(out_dir, "families_check", results, "The reduction families' candidates outside the gates",
+                     _markdown(results["problems"]))
         gc.collect()
         torch.cuda.empty_cache()
-    rows = [c for entry in results.values() for k in entry.get("kernels", []) for c in k.get("candidates", [])]
-    return {"problems": len(results), "candidates": len(rows),
-            "correct": sum(1 for c in rows if c.get("rel_err") is not None and c["rel_err"] < 1e-4 and not c["nan"]),
-            "bitwise_reruns": sum(1 for c in rows if c.get("bitwise_rerun")),
-            "faster": sorted(f"{c['family']}: {c['title']} {c['speedup']}x" for c in rows if (c.get("speedup") or 0) > 1.0)}
+    rows = _candidates(results["problems"])
+    return {"problems": len(results["problems"]), "candidates": len(rows),
+            "correct": sum(1 for *_, c in rows if c.get("rel_err") is not None and c["rel_err"] < 1e-4 and not c["nan"]),
+            "bitwise_reruns": sum(1 for *_, c in rows if c.get("bitwise_rerun")),
+            "faster": sorted(f"{c['family']}: {c['title']} {c['speedup']}x" for *_, c in rows
+                             if (c.get("speedup") or 0) > 1.0)}
+
+
+def _candidates(problems: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(name, kernel["name"], c) for name, entry in problems.items() for kernel in entry.get("kernels", [])
+            for c in kernel.get("candidates", [])]
+
+
+def _markdown(problems: dict[str, Any]) -> list[str]:
+    rows = [(name, kernel, c["family"], c["title"], cell(c.get("rel_err"), ".1e"), cell(c.get("nan")),
+             cell(c.get("bitwise_rerun")), cell(c.get("ms"), ".4f"), cell(c.get("inductor_ms"), ".4f"),
+             cell(c.get("speedup"), ".3f", "x"), cell(str(c.get("error") or "")[:160]))
+            for name, kernel, c in _candidates(problems)]
+    errors = [f"- {name}: {entry.get('error') or entry.get('skipped')}" for name, entry in problems.items()
+              if "error" in entry or "skipped" in entry]
+    return [f"Kernel times: CUDA events, interleaved, median of {REPS}; errors relative to Inductor's output.", "",
+            *table(("problem", "kernel", "family", "candidate", "rel. error", "NaN", "bitwise re-run", "ms",
+                    "Inductor ms", "speedup", "error"), rows), *([""] + errors if errors else [])]
 
 
 def main() -> int:

@@ -1,6 +1,11 @@
-"""Gates on the H200: the adversarial corpus on CUDA graphs, cascade wall time, and the A/A check.
+"""Gates on the GPU (issue 4): the A/A check, cascade wall time per fixture graph, the adversarial corpus on CUDA.
 
-    PYTHONPATH=.:server python benchmarks/gpu/gates.py OUT_DIR      (or through run_all.py gates:240)
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT gates:240
+    KERNELOPT_GATES_DEVICE=cpu python -m benchmarks.gpu.gates OUT_DIR    # the corpus part on the CPU backend
+
+A driver over the gates' public Python API (``kernelopt_core.gates.run_cascade``, what ``kernelopt
+verify`` runs): one worker serves every candidate, where the CLI would start one per call (about 4 s
+each on the H200, 20 times for the A/A check).
 
 Three parts, each guarded so a failure is recorded and the rest still runs, in this order:
 
@@ -12,53 +17,49 @@ Three parts, each guarded so a failure is recorded and the rest still runs, in t
    on the GPU, every corpus edit applied to the CUDA kernels, gates 1-3; an edit whose text the
    CUDA codegen does not contain is recorded as not applicable.
 
-Writes ``gates.json`` and ``gates.md`` into OUT_DIR and returns a summary. Needs torch, triton and
-this repository on sys.path; no GPU clock or setting is changed. Respects KERNELOPT_GPU_BUDGET_S.
+Writes ``gates.{json,md}`` into OUT_DIR after every part and returns a summary; no GPU clock or setting
+is changed. Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 280), ``KERNELOPT_GATES_SKIP_AA=1`` (the A/A
+check was recorded in an earlier call), ``KERNELOPT_GATES_DEVICE`` (default cuda; ``cpu`` runs the
+corpus part on the CPU backend, a local check of this script: the fixture parts need the GPU).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import traceback
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "inductor-h200-torch2.11")
+from benchmarks.gpu.devicescript import (
+    FIXTURE_DUMPS,
+    ROOT,
+    Budget,
+    env_flag,
+    env_text,
+    environment,
+    failure,
+    write_json,
+    write_record,
+)
+
 AA_GRAPH = "softmax"
 AA_TRIES = 20
 CASCADE_TARGET_S = 15.0
-# "cpu" runs the corpus part on the CPU backend (a local smoke test of this script); the fixture
-# parts need the GPU the fixtures were compiled for.
-DEVICE = os.environ.get("KERNELOPT_GATES_DEVICE", "cuda")
-
-for path in (ROOT, os.path.join(ROOT, "tests")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
-
-
-class Budget:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.total = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "280"))
-
-    def left(self) -> float:
-        return self.total - (time.monotonic() - self.start)
+DEVICE = env_text("KERNELOPT_GATES_DEVICE", "cuda")
+if os.path.join(ROOT, "tests") not in sys.path:  # the adversarial corpus and its runner live with the tests
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 
 def _fixture_graphs() -> list[str]:
-    return sorted(os.path.join(FIXTURES, name, "output_code.py") for name in os.listdir(FIXTURES)
-                  if os.path.isfile(os.path.join(FIXTURES, name, "output_code.py")))
+    return sorted(os.path.join(FIXTURE_DUMPS, name, "output_code.py") for name in os.listdir(FIXTURE_DUMPS)
+                  if os.path.isfile(os.path.join(FIXTURE_DUMPS, name, "output_code.py")))
 
 
 def aa_check(budget: Budget, work: str) -> dict[str, Any]:
     from kernelopt_core.artifacts import parse_output_code
     from kernelopt_core.gates import CascadeConfig, run_cascade
 
-    graph = parse_output_code(os.path.join(FIXTURES, AA_GRAPH, "output_code.py"))
+    graph = parse_output_code(os.path.join(FIXTURE_DUMPS, AA_GRAPH, "output_code.py"))
     kernel = graph.kernels[0]
     tries: list[dict[str, Any]] = []
     for attempt in range(AA_TRIES):
@@ -137,8 +138,7 @@ def cascade_times(budget: Budget, work: str) -> dict[str, Any]:
                 row["warm"] = {"candidate": candidates[1][1], **_cascade_row(graph, kernel, candidates[1][0], work)}
             rows.append(row)
         except Exception as exc:  # noqa: BLE001
-            rows.append({"graph": name, "error": f"{type(exc).__name__}: {exc}",
-                         "traceback": traceback.format_exc()[-2000:]})
+            rows.append({"graph": name, **failure(exc)})
     return {"rows": rows, "target_s": CASCADE_TARGET_S, "worker_start_s": worker_start_s,
             "worker_ready": started.ok, "worker_failure": started.failure.to_json() if started.failure else None}
 
@@ -169,8 +169,8 @@ def corpus_on_cuda(budget: Budget, work: str) -> dict[str, Any]:
             "case_table": case_table(results)}
 
 
-def _markdown(summary: dict[str, Any]) -> str:
-    lines = ["# Gates on the H200", ""]
+def _markdown(summary: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     aa = summary.get("aa", {})
     if "error" in aa:
         lines += ["## A/A", "", f"error: {aa['error']}", ""]
@@ -211,37 +211,26 @@ def _markdown(summary: dict[str, Any]) -> str:
                   "", corpus["case_table"], ""]
     elif "error" in corpus:
         lines += ["## Corpus on CUDA", "", f"error: {corpus['error']}", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def run(out_dir: str) -> dict[str, Any]:
-    os.makedirs(out_dir, exist_ok=True)
-    work = os.path.join(out_dir, "work")
+    work = os.path.join(os.path.abspath(out_dir), "work")
     os.makedirs(work, exist_ok=True)
-    budget = Budget()
-    summary: dict[str, Any] = {}
-    try:
-        import torch
-        import triton
-
-        summary["environment"] = {"torch": torch.__version__, "triton": triton.__version__,
-                                  "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    except Exception as exc:  # noqa: BLE001
-        summary["environment"] = {"error": repr(exc)}
+    budget = Budget.from_env(280.0)
+    summary: dict[str, Any] = {"environment": environment(DEVICE)}
     parts = [("aa", aa_check), ("cascade", cascade_times), ("corpus", corpus_on_cuda)]
-    if os.environ.get("KERNELOPT_GATES_SKIP_AA") == "1":  # A/A already recorded (20/20) in an earlier call
+    if env_flag("KERNELOPT_GATES_SKIP_AA"):  # A/A already recorded (20/20) in an earlier call
         parts = parts[1:]
     for key, part in parts:
         begin = time.monotonic()
         try:
             summary[key] = part(budget, work)
         except Exception as exc:  # noqa: BLE001 - record and go on
-            summary[key] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+            summary[key] = failure(exc)
         summary[key]["section_s"] = round(time.monotonic() - begin, 1)
-        with open(os.path.join(out_dir, "gates.json"), "w") as handle:
-            json.dump(summary, handle, indent=1, default=str)
-    with open(os.path.join(out_dir, "gates.md"), "w") as handle:
-        handle.write(_markdown(summary))
+        write_json(os.path.join(out_dir, "gates.json"), summary)
+    write_record(out_dir, "gates", summary, f"Gates on {DEVICE}", _markdown(summary))
     corpus = summary.get("corpus", {})
     cases = corpus.get("cases", [])
     return {
@@ -253,5 +242,6 @@ def run(out_dir: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/gates-gpu"
-    print(json.dumps(run(out), indent=1, default=str))
+    import json
+
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gates-gpu"), indent=1, default=str))

@@ -1,5 +1,7 @@
-"""The language server's job path on the H200, without the server itself (the GPU machine has no
-pygls/lsprotocol/watchdog): kernelopt_core.jobs runs the real CLI commands as the server does.
+"""The language server's job path on the GPU (issue 6), without the server itself (the GPU machine has
+no pygls/lsprotocol/watchdog): ``kernelopt_core.jobs`` runs the real CLI commands as the server does.
+
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT lsp_jobs:170
 
 1. ``kernelopt profile <H200 rmsnorm dump> --kernel K --device cuda:0 --events --json`` through
    the JobRunner: events streamed, the real ncu row read as the server reads it (results.py) and
@@ -8,7 +10,8 @@ pygls/lsprotocol/watchdog): kernelopt_core.jobs runs the real CLI commands as th
    cancelled mid-run: how long the cancel takes, and whether any process of the job's tree (the
    CLI, its measurement worker in its own session, ncu) survives or still holds the GPU.
 
-Never touches GPU clocks or settings. Run: PYTHONPATH=.:server python benchmarks/gpu/lsp_jobs.py OUT_DIR
+Writes ``lsp_jobs.{json,md}`` (and the profile's JSON result). Needs the GPU: the fixture dumps are
+CUDA graphs. Never touches GPU clocks or settings. Knob: ``KERNELOPT_GPU_BUDGET_S`` (default 170).
 """
 
 from __future__ import annotations
@@ -21,13 +24,10 @@ import sys
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-for _path in (ROOT, os.path.join(ROOT, "server")):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+from benchmarks.gpu.devicescript import FIXTURE_DUMPS, ROOT, Budget, environment, write_json, write_record
 
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "inductor-h200-torch2.11")
+if os.path.join(ROOT, "server") not in sys.path:  # kernelopt_lsp reads the profile as the server does
+    sys.path.insert(0, os.path.join(ROOT, "server"))
 
 
 def _kernel(dump: str) -> tuple[str, str]:
@@ -43,7 +43,7 @@ def profile_through_runner(out_dir: str, budget_s: float) -> dict[str, Any]:
 
     from kernelopt_core.jobs import JobRequest, run_job
 
-    dump = os.path.join(FIXTURES, "rmsnorm", "output_code.py")
+    dump = os.path.join(FIXTURE_DUMPS, "rmsnorm", "output_code.py")
     name, digest = _kernel(dump)
     events: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -56,8 +56,7 @@ def profile_through_runner(out_dir: str, budget_s: float) -> dict[str, Any]:
     if isinstance(job.result, dict) and job.result.get("error"):
         record["result_error"] = job.result["error"]  # the server shows this as a failed job
     elif job.state == "done":
-        with open(os.path.join(out_dir, "profile_result.json"), "w") as handle:
-            json.dump(job.result, handle, indent=1, default=str)
+        write_json(os.path.join(out_dir, "profile_result.json"), job.result)
         try:
             rows = profile_records(job.result, dump, {name: digest})
             record["diagnostic"] = profile_line(rows[0]) if rows else None
@@ -92,9 +91,9 @@ def _alive(pid: int) -> bool:
 
 
 async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
-    from kernelopt_core.jobs import JobRequest, JobRunner, _descendants
+    from kernelopt_core.jobs import JobRequest, JobRunner, descendants
 
-    dump = os.path.join(FIXTURES, "softmax", "output_code.py")
+    dump = os.path.join(FIXTURE_DUMPS, "softmax", "output_code.py")
     name, _ = _kernel(dump)
     runner = JobRunner(kill_grace_s=3.0)
     events: list[str] = []
@@ -106,13 +105,13 @@ async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
     tree: set[int] = set()
     while time.monotonic() < deadline and not job.finished:
         if job.pid:
-            tree |= _descendants(job.pid) | {job.pid}
+            tree |= descendants(job.pid) | {job.pid}
         if len(events) >= 3 and len(tree) > 1:
             break
         await asyncio.sleep(0.2)
     on_gpu_before = _gpu_pids()
     if job.pid:
-        tree |= _descendants(job.pid) | {job.pid}
+        tree |= descendants(job.pid) | {job.pid}
     cancel_at = time.monotonic()
     runner.cancel(job.id)
     await asyncio.wait_for(runner.wait(job.id), timeout=60)
@@ -127,9 +126,10 @@ async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
 
 
 def run(out_dir: str) -> dict[str, Any]:
+    out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "170"))
-    summary: dict[str, Any] = {}
+    budget = Budget.from_env(170.0).total_s
+    summary: dict[str, Any] = {"environment": environment("cuda:0")}
     for label, action in (("profile", lambda: profile_through_runner(out_dir, min(110.0, budget * 0.6))),
                           ("cancel", lambda: asyncio.run(_cancel_mid_run(out_dir, min(40.0, budget * 0.25))))):
         started = time.monotonic()
@@ -138,16 +138,11 @@ def run(out_dir: str) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - one failure must not hide the other
             summary[label] = {"error": f"{type(exc).__name__}: {exc}"}
         summary[label]["seconds"] = round(time.monotonic() - started, 1)
-    with open(os.path.join(out_dir, "lsp_jobs.json"), "w") as handle:
-        json.dump(summary, handle, indent=1, default=str)
-    lines = ["# Language-server job path on the GPU", "",
-             f"- profile: {summary['profile'].get('state')} in {summary['profile'].get('wall_s')} s; "
-             f"diagnostic: `{summary['profile'].get('diagnostic')}`",
-             f"- cancel: {summary['cancel'].get('state')} {summary['cancel'].get('cancel_to_finished_s')} s after "
-             f"the cancel; survivors {summary['cancel'].get('survivors')}; on the GPU after: "
-             f"{summary['cancel'].get('tree_on_gpu_after')}"]
-    with open(os.path.join(out_dir, "lsp_jobs.md"), "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    profile, cancel = summary["profile"], summary["cancel"]
+    write_record(out_dir, "lsp_jobs", summary, "Language-server job path on the GPU", [
+        f"- profile: {profile.get('state')} in {profile.get('wall_s')} s; diagnostic: `{profile.get('diagnostic')}`",
+        f"- cancel: {cancel.get('state')} {cancel.get('cancel_to_finished_s')} s after the cancel; survivors "
+        f"{cancel.get('survivors')}; on the GPU after: {cancel.get('tree_on_gpu_after')}"])
     return summary
 
 

@@ -1,24 +1,26 @@
 """Record a real Nsight Compute CSV with the speed-of-light metrics (issue 15's test fixture).
 
-    PYTHONPATH=.:server python benchmarks/gpu/ncu_metrics.py OUT_DIR   (or run_all.py ncu_metrics:90)
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT ncu_metrics:90
 
 Profiles an Inductor softmax over 4096 x 65536 floats (1 GiB in, 1 GiB out; a looped reduction
 that reads its rows twice) and a relu over the same input, with the SpeedOfLight section plus
 ``dram__bytes_read.sum``, ``dram__bytes_write.sum``, ``lts__t_sector_hit_rate.pct`` and
 ``gpu__time_duration.sum``, with ``--clock-control none``. Writes the CSV as ncu printed it
 (``ncu_sol_metrics.csv``) and a JSON with the command and ncu's version, so the parser's tests
-run on what ncu 2025.3 really writes.
+run on what ncu 2025.3 really writes. It runs ncu itself, not through kernelopt, so that the CSV is
+ncu's own. Needs the GPU. Knob: ``KERNELOPT_GPU_BUDGET_S`` (default 90).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from typing import Any
+
+from benchmarks.gpu.devicescript import Budget, environment, write_json
 
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
 PROGRAM = """
@@ -37,25 +39,25 @@ torch.cuda.cudart().cudaProfilerStop()
 
 
 def run(out_dir: str) -> dict[str, Any]:
+    from kernelopt_core.measure.ncu import find_ncu
+
     os.makedirs(out_dir, exist_ok=True)
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    budget = Budget.from_env(90.0)
+    ncu = find_ncu()
     script = os.path.join(out_dir, "ncu_program.py")
     with open(script, "w") as handle:
         handle.write(PROGRAM)
     command = [ncu, "--csv", "--clock-control", "none", "--target-processes", "all", "--profile-from-start", "off",
                "--section", "SpeedOfLight", "--metrics", METRICS, "-k", "regex:^triton_", sys.executable, script]
     began = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=float(os.environ.get(
-        "KERNELOPT_GPU_BUDGET_S", "90")) - 5)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=budget.left() - 5)
     wall = time.monotonic() - began
     with open(os.path.join(out_dir, "ncu_sol_metrics.csv"), "w") as handle:
         handle.write(done.stdout)
-    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    info = {"command": command[:-2] + ["python3", "ncu_program.py"], "returncode": done.returncode,
-            "wall_s": round(wall, 1), "ncu": version[-1] if version else None, "stderr_tail": done.stderr[-1500:],
+    info = {"environment": environment("cuda:0"), "command": command[:-2] + ["python3", "ncu_program.py"],
+            "returncode": done.returncode, "wall_s": round(wall, 1), "stderr_tail": done.stderr[-1500:],
             "csv_lines": done.stdout.count("\n")}
-    with open(os.path.join(out_dir, "ncu_sol_metrics.json"), "w") as handle:
-        json.dump(info, handle, indent=2)
+    write_json(os.path.join(out_dir, "ncu_sol_metrics.json"), info)
     return info
 
 

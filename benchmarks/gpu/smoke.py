@@ -1,49 +1,72 @@
-"""GPU smoke check: versions, compile + parse + reload a dump, and one ncu call.
+"""Smoke check of a device (issue 2): versions, then compile, inspect and run a dump through the CLI.
 
-Run on the device: PYTHONPATH=.:server python benchmarks/gpu/smoke.py OUT_DIR
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT smoke:240
+    KERNELOPT_PROBLEM_SCALE=tiny python -m benchmarks.gpu.smoke OUT_DIR        # on the CPU backend
+
+``kernelopt compile examples/gelu_mlp.py`` (max-autotune on a GPU), ``kernelopt inspect`` of the dump
+(kernels, vendor calls, classification) and ``kernelopt profile`` of it, which reloads the graph and
+runs it (ncu on a GPU, timing in a worker otherwise). Writes ``smoke.{json,md}``.
+Knobs: ``KERNELOPT_SMOKE_DEVICE`` (default auto), ``KERNELOPT_GPU_BUDGET_S`` (default 240).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
-import time
+from typing import Any
+
+from benchmarks.gpu.devicescript import ROOT, Budget, env_text, environment, kernelopt, table, write_record
+
+EXAMPLE = os.path.join(ROOT, "examples", "gelu_mlp.py")
 
 
-def run(out_dir: str) -> dict:
-    import torch
-    import triton
+def run(out_dir: str) -> dict[str, Any]:
+    budget = Budget.from_env(240.0)
+    out_dir = os.path.abspath(out_dir)
+    device = env_text("KERNELOPT_SMOKE_DEVICE", "auto")
+    dump = os.path.join(out_dir, "gelu_dump")
+    results: dict[str, Any] = {"environment": environment(device), "steps": {}}
+    steps = (("compile", [EXAMPLE, "--out", dump, "--device", device, "--mode", "max-autotune"]),
+             ("inspect", [dump]),
+             ("profile", [dump, "--device", device, "--no-cache"]))
+    for command, args in steps:
+        done = kernelopt([command, *args], timeout_s=budget.left() - 10, cwd=out_dir)
+        results["steps"][command] = {"ok": done.ok, "wall_s": done.wall_s, "result": done.data,
+                                     **({} if done.ok else {"error": done.why()})}
+        if not done.ok:
+            break
+    results["summary"] = _summary(results["steps"])
+    write_record(out_dir, "smoke", results, "Smoke check", _markdown(results["summary"]))
+    return results["summary"]
 
-    info: dict = {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]}
-    info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    try:
-        info["ncu"] = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()[-1]
-    except Exception as exc:  # noqa: BLE001
-        info["ncu"] = f"unavailable: {exc}"
-    from kernelopt_core.artifacts import discover
-    from kernelopt_core.compile import compile_problem
-    from kernelopt_core.graph_module import call_graph, load_graph_module, make_inputs
 
-    started = time.perf_counter()
-    result = compile_problem("examples/gelu_mlp.py", os.path.join(out_dir, "gelu_dump"), "max-autotune", "cuda")
-    info["compile_s"] = round(time.perf_counter() - started, 1)
-    info["compile_err"] = result.max_abs_err
-    graphs, problems = discover(os.path.join(out_dir, "gelu_dump"))
-    info["graphs"] = [{"name": g.name, "kernels": [(k.name, k.kind) for k in g.kernels],
-                       "extern": [c.op for c in g.extern_calls]} for g in graphs]
-    info["problems"] = [str(p) for p in problems]
-    module = load_graph_module(graphs[0].path, "cuda")
-    out = call_graph(module, make_inputs(module, 0))
-    torch.cuda.synchronize()
-    info["reload_ok"] = bool(torch.isfinite(out[0]).all().item())
-    return info
+def _summary(steps: dict[str, Any]) -> dict[str, Any]:
+    compiled = (steps.get("compile") or {}).get("result") or {}
+    graphs = ((steps.get("inspect") or {}).get("result") or {}).get("graphs") or []
+    profile = (steps.get("profile") or {}).get("result") or {}
+    return {
+        "ok": all(step["ok"] for step in steps.values()) and len(steps) == 3,
+        "seconds": {name: step["wall_s"] for name, step in steps.items()},
+        "errors": {name: step["error"] for name, step in steps.items() if "error" in step},
+        "compile_max_abs_err": compiled.get("max_abs_err"),
+        "graphs": [{"name": g["name"], "classification": g.get("classification"),
+                    "kernels": [(k["name"], k["kind"]) for k in g.get("kernels", [])],
+                    "extern": [c["op"] for c in g.get("extern_calls", [])]} for g in graphs],
+        "profile_source": profile.get("source"),
+        "profiled": [(k["name"], k.get("tier"), k.get("duration_ns")) for k in profile.get("kernels", [])],
+    }
+
+
+def _markdown(summary: dict[str, Any]) -> list[str]:
+    rows = [(g["name"], g["classification"], ", ".join(f"{n} ({kind})" for n, kind in g["kernels"]),
+             ", ".join(g["extern"])) for g in summary["graphs"]]
+    return [f"{'All three steps passed' if summary['ok'] else 'FAILED'}: seconds {summary['seconds']}; "
+            f"compile max |err| {summary['compile_max_abs_err']}; profile source {summary['profile_source']}.",
+            "", *table(("graph", "classification", "Triton kernels", "vendor calls"), rows),
+            *(f"- {name}: {error}" for name, error in summary["errors"].items())]
 
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/smoke"
-    os.makedirs(out, exist_ok=True)
-    print(json.dumps(run(out), indent=1, default=str))
+    import json
+
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "/tmp/smoke"), indent=1, default=str))

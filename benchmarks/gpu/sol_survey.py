@@ -1,11 +1,12 @@
 """Speed of light of the KernelBench-scale memory-bound set (issue 15), on the H200.
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT sol_survey:560
-    PYTHONPATH=. python benchmarks/gpu/sol_survey.py OUT_DIR                       # on the GPU
-    PYTHONPATH=. python benchmarks/gpu/sol_survey.py OUT_DIR --device cpu --scale tiny --problems relu
+    python -m benchmarks.gpu.sol_survey OUT_DIR --device cpu --scale tiny --problems relu   # CPU backend
 
 ``run(out_dir)`` measures the device peaks once (cached per GPU), then, for each problem of
-``benchmarks/problems/kbscale`` in its own process under a per-problem cap:
+``benchmarks/problems/kbscale`` in its own process under a per-problem cap (the public Python API
+of what ``kernelopt compile`` and ``kernelopt profile`` do, with ncu limited to the two sections the
+survey reads: a third of the full profile's time, so that more problems fit a device call):
 
 1. compiles it with max-autotune (``kernelopt_core.compile.compile_problem``);
 2. runs the graph once timed, recording every launch's arguments (the ideal bytes) and the graph's
@@ -22,7 +23,7 @@ timed module-call graph), into ``sol_survey.json`` and ``sol_survey.md`` after e
 A problem where the paper's rule said near-optimal and the new figures leave more than 25%
 headroom is flagged.
 
-Environment: ``KERNELOPT_GPU_BUDGET_S`` (default 560), ``KERNELOPT_SOL_PER_PROBLEM_S`` (default
+Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 560), ``KERNELOPT_SOL_PER_PROBLEM_S`` (default
 150), ``KERNELOPT_SOL_PROBLEMS=a,b`` (a subset), ``KERNELOPT_SOL_RESUME_FROM=earlier sol_survey.json``
 (finished problems are kept, not rerun), ``KERNELOPT_SOL_GPUS`` (problems side by side, one per GPU:
 a count or "all"; default 1: one problem at a time; with more, the ncu runs on different GPUs may
@@ -33,31 +34,39 @@ anthropic, pygls or watchdog); never changes GPU clocks or settings.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
-import traceback
-from dataclasses import dataclass
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks.gpu.devicescript import (
+    KBSCALE,
+    Budget,
+    CappedChild,
+    cell,
+    compile_largest_graph,
+    env_float,
+    env_list,
+    env_text,
+    environment,
+    failure,
+    kernel_time_ms,
+    measured_peaks,
+    peaks_line,
+    read_json,
+    time_graph,
+    use_device,
+    write_json,
+    write_record,
+)
 
-PROBLEMS_DIR = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
+PROBLEMS_DIR = KBSCALE
 # The issue's cases first: a short budget still records them.
 PRIORITY = ("softmax_long_rows", "layer_norm_16_rows", "max_pool2d_dilated", "avg_pool1d", "log_softmax_rows",
             "instance_norm", "group_norm", "frobenius_norm", "l1_norm", "l2_norm", "cross_entropy", "relu")
 SECTIONS = ("SpeedOfLight", "LaunchStats")
 HEADROOM_PCT = 25.0  # more than this below speed of light where the paper's rule said near-optimal
-BUDGET_S = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "560"))
-PER_PROBLEM_S = float(os.environ.get("KERNELOPT_SOL_PER_PROBLEM_S", "150"))
-RESULTS = "sol_survey.json"
+PER_PROBLEM_S = env_float("KERNELOPT_SOL_PER_PROBLEM_S", 150.0)
 
 
 def problem_names(wanted: list[str] | None = None) -> list[str]:
@@ -67,10 +76,6 @@ def problem_names(wanted: list[str] | None = None) -> list[str]:
     return [n for n in ordered if not wanted or n in wanted]
 
 
-def _failure(exc: BaseException) -> dict[str, Any]:
-    return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
-
-
 # --- one problem, in its own process --------------------------------------------------------------
 
 
@@ -78,41 +83,14 @@ def survey_problem(name: str, out_dir: str, device: str, scale: str, cap_s: floa
     """Compile, time, profile and analyse one problem (runs in the problem's own process)."""
     begin = time.monotonic()
     os.environ["KERNELOPT_PROBLEM_SCALE"] = scale
-    cuda = device.startswith("cuda")
-    if not cuda:
-        from kernelopt_core.backends import cpu_triton
-
-        cpu_triton.activate()
-    import gc
-
-    import torch
-
-    from kernelopt_core.artifacts import parse_output_code
-    from kernelopt_core.compile import compile_problem
-
-    entry: dict[str, Any] = {"problem": name, "device": device, "scale": scale}
-    work = os.path.join(out_dir, "work", name)
-    compiled = compile_problem(os.path.join(PROBLEMS_DIR, f"{name}.py"), work,
-                               "max-autotune" if cuda else "default", "cuda" if cuda else "cpu")
-    entry.update(compile_s=compiled.compile_s, max_rel_err=compiled.max_rel_err, mode=compiled.mode)
-    torch._dynamo.reset()
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-    if not compiled.graphs:
-        return {**entry, "error": "torch.compile wrote no graph"}
-    graphs = [parse_output_code(path) for path in compiled.graphs]
-    graph = max(graphs, key=lambda g: (len(g.launches), len(g.kernels)))
-    entry["graphs"] = len(graphs)
+    device = use_device(device)
+    facts, graph = compile_largest_graph(os.path.join(PROBLEMS_DIR, f"{name}.py"), os.path.join(out_dir, "work", name),
+                                         device)
+    entry: dict[str, Any] = {"problem": name, "device": device, "scale": scale, **facts}
+    if graph is None:
+        return entry
     entry["dump"] = os.path.relpath(graph.path, out_dir)
-
-    from kernelopt_core.measure.graph_jobs import time_launches_job
-    from kernelopt_core.measure.launch_timing import launch_timing_from_json
-
-    timing = launch_timing_from_json(time_launches_job({"dump": graph.path, "device": device, "overheads": False}))
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
+    timing = time_graph(graph, device)
     entry["timing"] = {"total_ms": timing.total_ms, "path": timing.path, "notes": timing.notes}
     from kernelopt_core.measure.peaks import peaks_in_process
 
@@ -125,7 +103,7 @@ def survey_problem(name: str, out_dir: str, device: str, scale: str, cap_s: floa
         with open(os.path.join(out_dir, "ncu", f"{name}.csv"), "w") as handle:
             handle.write(csv_text)
         entry["ncu"]["csv_file"] = f"ncu/{name}.csv"
-    entry.update(_analyse(graph, timing, metrics, peaks, cpu=not cuda))
+    entry.update(_analyse(graph, timing, metrics, peaks, cpu=not device.startswith("cuda")))
     entry["wall_s"] = round(time.monotonic() - begin, 1)
     return entry
 
@@ -141,7 +119,7 @@ def _ncu(graph: Any, device: str, timeout_s: float) -> tuple[dict[str, Any], dic
         profiled = profile_graph(graph, device=device, iters=1, warmup=1, use_cache=False, sections=SECTIONS,
                                  timeout_s=max(20.0, timeout_s))
     except (NcuError, ValueError, OSError) as exc:
-        return {}, {"wall_s": round(time.monotonic() - begin, 1), **_failure(exc)}
+        return {}, {"wall_s": round(time.monotonic() - begin, 1), **failure(exc)}
     return ({m.name: m for m in profiled.kernels},
             {"wall_s": round(profiled.wall_s, 1), "command": " ".join(profiled.command or []),
              "notes": profiled.notes, "csv": profiled.csv_text})
@@ -161,7 +139,7 @@ def _analyse(graph: Any, timing: Any, metrics: dict[str, Any], peaks: Any, cpu: 
                                   duration_source=f"timed launch, {timing.path} path", cpu=cpu)
         timed = speed_of_light(launch.ideal if launch is not None else None, duration_ms=timed_ms,
                                duration_source="timed launch", copy_bytes_per_s=copy, cpu=cpu)
-        kernel_ms = sum(timing.launch_times_ms.get(item.order, 0.0) for item in graph.launches_of(kernel.name))
+        kernel_ms = kernel_time_ms(graph, timing, kernel.name)
         rows.append({
             "name": kernel.name, "kind": kernel.kind, "launches": len(graph.launches_of(kernel.name)),
             "timed_ms": kernel_ms, "share": kernel_ms / timing.share_basis_ms if timing.share_basis_ms else None,
@@ -198,78 +176,11 @@ def _analyse(graph: Any, timing: Any, metrics: dict[str, Any], peaks: Any, cpu: 
 # --- the campaign ------------------------------------------------------------------------------------
 
 
-def _environment(device: str) -> dict[str, Any]:
-    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "python": sys.version.split()[0], "device": device,
-                            "clock_control": "none (ncu --clock-control none; GPU clocks left as they are)"}
-    try:
-        import torch
-        import triton
-
-        info.update(torch=torch.__version__, triton=triton.__version__,
-                    gpu=torch.cuda.get_device_name(0) if device.startswith("cuda") else None)
-    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
-        info["torch"] = f"unavailable: {exc}"
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
-        info["ncu"] = out.splitlines()[-1] if out else "unavailable"
-    except Exception as exc:  # noqa: BLE001
-        info["ncu"] = f"unavailable: {exc}"
-    return info
-
-
-@dataclass
-class _Running:
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Any
-    begin: float
-    cap_s: float
-
-
-def _child_env(gpu: str | None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)}
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu  # the child sees its GPU as cuda:0
-    return env
-
-
-def _start(args: list[str], log_path: str, gpu: str | None, name: str, cap_s: float) -> _Running:
-    """This script as a child in its own session (so the cap can kill it with ncu and all)."""
-    log = open(log_path, "w")  # noqa: SIM115 - closed by _stop
-    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=log,
-                               stderr=subprocess.STDOUT, env=_child_env(gpu), start_new_session=True)
-    return _Running(name, process, log, time.monotonic(), cap_s)
-
-
-def _stop(item: _Running) -> tuple[int | None, float]:
-    """Reap a finished child, or kill its whole group when it ran past its cap: (status or None, wall)."""
-    code = item.process.poll()
-    if code is None:
-        try:
-            os.killpg(item.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        item.process.wait()
-    item.log.close()
-    return code, time.monotonic() - item.begin
-
-
-def _child(args: list[str], timeout_s: float, log_path: str) -> tuple[int | None, float]:
-    item = _start(args, log_path, None, "peaks", timeout_s)
-    try:
-        item.process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        pass
-    return _stop(item)
-
-
 def gpu_slots(device: str) -> list[str | None]:
     """Problems run side by side, one per GPU (``KERNELOPT_SOL_GPUS``: a count, or "all"; default 1)."""
     if not device.startswith("cuda"):
         return [None]
-    wanted = os.environ.get("KERNELOPT_SOL_GPUS", "1").strip().lower()
+    wanted = env_text("KERNELOPT_SOL_GPUS", "1").lower()
     import torch
 
     visible = torch.cuda.device_count()
@@ -280,92 +191,72 @@ def gpu_slots(device: str) -> list[str | None]:
 
 
 def _save(out_dir: str, results: dict[str, Any]) -> None:
-    with open(os.path.join(out_dir, RESULTS), "w") as handle:
-        json.dump(results, handle, indent=1, default=str)
-    with open(os.path.join(out_dir, "sol_survey.md"), "w") as handle:
-        handle.write(markdown(results))
+    write_record(out_dir, "sol_survey", results, "Speed of light of the kbscale set", markdown(results).splitlines())
 
 
-def _resumed(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        with open(path) as handle:
-            earlier = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return {name: entry for name, entry in (earlier.get("problems") or {}).items()
+def _resumed(path: str) -> dict[str, Any]:
+    earlier = read_json(path) if path else None
+    return {name: entry for name, entry in ((earlier or {}).get("problems") or {}).items()
             if isinstance(entry, dict) and "error" not in entry and "baseline_sol_pct" in entry}
+
+
+def _child(name: str, out_dir: str, device: str, scale: str, cap_s: float, gpu: str | None) -> CappedChild:
+    """One problem in a process of its own (this file with --one), seeing its GPU as cuda:0."""
+    from benchmarks.gpu.devicescript import child_env
+
+    env = child_env(**({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+    return CappedChild([sys.executable, os.path.abspath(__file__), "--one", name, "--out", out_dir, "--device", device,
+                        "--scale", scale, "--cap", str(cap_s)], os.path.join(out_dir, "logs", f"{name}.log"), cap_s,
+                       env=env, label=name)
 
 
 def run(out_dir: str, device: str = "auto", scale: str = "h200", problems: list[str] | None = None,
         budget_s: float | None = None, per_problem_s: float | None = None) -> dict[str, Any]:
+    out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    if device == "auto":
-        import torch
-
-        device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    budget = budget_s or BUDGET_S
+    device = use_device(device)
+    budget = Budget(budget_s) if budget_s else Budget.from_env(560.0)
     cap = per_problem_s or PER_PROBLEM_S
-    wanted = problems or [p for p in os.environ.get("KERNELOPT_SOL_PROBLEMS", "").split(",") if p] or None
-    names = problem_names(wanted)
-    started = time.monotonic()
-    results: dict[str, Any] = {"environment": _environment(device), "scale": scale, "budget_s": budget,
-                               "per_problem_s": cap, "sections": list(SECTIONS), "peaks": None,
-                               "problems": _resumed(os.environ.get("KERNELOPT_SOL_RESUME_FROM")), "skipped": []}
-    logs = os.path.join(out_dir, "logs")
-    os.makedirs(logs, exist_ok=True)
-    if device.startswith("cuda"):
-        code, wall = _child(["--peaks", "--out", out_dir, "--device", device], min(180.0, budget / 3),
-                            os.path.join(logs, "peaks.log"))
-        results["peaks"] = _read_json(os.path.join(out_dir, "peaks.json")) or {"error": f"exit {code}"}
-        results["peaks_wall_s"] = round(wall, 1)
+    names = problem_names(problems or env_list("KERNELOPT_SOL_PROBLEMS") or None)
+    results: dict[str, Any] = {"environment": environment(device), "scale": scale, "budget_s": budget.total_s,
+                               "per_problem_s": cap, "sections": list(SECTIONS),
+                               "peaks": measured_peaks(device), "problems": _resumed(env_text("KERNELOPT_SOL_RESUME_FROM")),
+                               "skipped": []}
     _save(out_dir, results)
     pending = [n for n in names if n not in results["problems"]]
     slots = gpu_slots(device)
     child_device = device if slots == [None] else "cuda:0"
-    running: dict[str | None, _Running] = {}
+    running: dict[str | None, CappedChild] = {}
     while pending or running:
         for slot in [s for s in slots if s not in running]:
             if not pending:
                 break
-            left = budget - (time.monotonic() - started) - 15.0
+            left = budget.left() - 15.0
             if left < min(cap, 60.0):
                 results["skipped"] += [f"{n}: out of time" for n in pending]
                 pending.clear()
                 break
             name = pending.pop(0)
-            limit = min(cap, left)
-            running[slot] = _start(["--one", name, "--out", out_dir, "--device", child_device, "--scale", scale,
-                                    "--cap", str(limit)], os.path.join(logs, f"{name}.log"), slot, name, limit)
+            running[slot] = _child(name, out_dir, child_device, scale, min(cap, left), slot)
         time.sleep(0.5)
-        for slot, item in list(running.items()):
-            if item.process.poll() is None and time.monotonic() - item.begin < item.cap_s:
+        for slot, child in list(running.items()):
+            if child.running():
                 continue
             del running[slot]
-            code, wall = _stop(item)
-            entry = _read_json(os.path.join(out_dir, "problems", f"{item.name}.json"))
+            code = child.stop()
+            entry = read_json(os.path.join(out_dir, "problems", f"{child.label}.json"))
             if entry is None:
-                why = f"ran past its {item.cap_s:.0f} s cap" if code is None else f"exited with status {code}"
-                entry = {"problem": item.name, "error": f"the problem process {why}", "log": f"logs/{item.name}.log",
-                         "wall_s": round(wall, 1)}
+                why = f"ran past its {child.cap_s:.0f} s cap" if code is None else f"exited with status {code}"
+                entry = {"problem": child.label, "error": f"the problem process {why}",
+                         "log": f"logs/{child.label}.log", "wall_s": round(child.wall_s, 1)}
             if slot is not None:
                 entry["gpu_slot"] = slot
-            results["problems"][item.name] = entry
+            results["problems"][child.label] = entry
             _save(out_dir, results)
-    results["elapsed_s"] = round(time.monotonic() - started, 1)
+    results["elapsed_s"] = round(budget.elapsed(), 1)
     results["summary"] = summary(results)
     _save(out_dir, results)
     return results["summary"]
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path) as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
@@ -383,32 +274,18 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any, spec: str = "", suffix: str = "") -> str:
-    if value is None:
-        return "–"
-    return f"{value:{spec}}{suffix}" if spec else f"{value}{suffix}"
-
-
 def markdown(results: dict[str, Any]) -> str:
-    env = results["environment"]
-    peaks = results.get("peaks") or {}
-    lines = [f"# Speed of light of the kbscale set ({env.get('date')})", "",
-             f"GPU {env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}, ncu {env.get('ncu')}; "
-             f"sizes: {results['scale']}; max-autotune (default on the CPU backend); ncu sections {', '.join(results['sections'])} and the DRAM "
-             f"byte, L2 hit and sector-efficiency metrics; clocks: {env.get('clock_control')}.", ""]
-    if peaks.get("copy_bytes_per_s"):
-        lines.append(f"Measured copy bandwidth (2 GiB device-to-device, read + write): "
-                     f"{peaks['copy_bytes_per_s'] / 1e9:,.0f} GB/s.")
-        lines.append("")
-    lines += [
-        "SOL = the kernel's ideal bytes (each tensor it reads, once, plus each tensor it writes, once) over its "
-        "ncu duration at the measured copy bandwidth; traffic = ncu DRAM bytes over the ideal bytes; paper tier = "
-        "the old rule (SOL memory or compute > 80% is near-optimal). The main kernel is the graph's longest timed "
-        "Triton launch. Graph SOL: the graph's inputs and outputs once, over the sum of its kernels' ncu times, "
-        "and over the timed module-call graph.", "",
-        "| problem | main kernel | ncu ms | ideal GB | DRAM GB | traffic | SOL | graph SOL (kernels) "
-        "| graph SOL (module-call) | paper tier | new tier | causes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"Sizes: {results['scale']}; max-autotune (default on the CPU backend); ncu sections "
+             f"{', '.join(results['sections'])} and the DRAM byte, L2 hit and sector-efficiency metrics.", "",
+             peaks_line(results.get("peaks")), "",
+             "SOL = the kernel's ideal bytes (each tensor it reads, once, plus each tensor it writes, once) over its "
+             "ncu duration at the measured copy bandwidth; traffic = ncu DRAM bytes over the ideal bytes; paper tier "
+             "= the old rule (SOL memory or compute > 80% is near-optimal). The main kernel is the graph's longest "
+             "timed Triton launch. Graph SOL: the graph's inputs and outputs once, over the sum of its kernels' ncu "
+             "times, and over the timed module-call graph.", "",
+             "| problem | main kernel | ncu ms | ideal GB | DRAM GB | traffic | SOL | graph SOL (kernels) "
+             "| graph SOL (module-call) | paper tier | new tier | causes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["problems"].items():
         if "error" in entry:
             lines.append(f"| `{name}` | error: {str(entry['error'])[:120]} | | | | | | | | | | |")
@@ -416,11 +293,11 @@ def markdown(results: dict[str, Any]) -> str:
         main = next((k for k in entry.get("kernels", []) if k["name"] == entry.get("main_kernel")), {})
         flag = " ⚑" if entry.get("headroom_hidden") else ""
         lines.append(
-            f"| `{name}`{flag} | `{main.get('name', '–')}` | {_cell(main.get('ncu_ms'), '.3f')} "
-            f"| {_cell((main.get('ideal_bytes') or 0) / 1e9 or None, '.2f')} "
-            f"| {_cell((main.get('dram_bytes') or 0) / 1e9 or None, '.2f')} | {_cell(entry.get('traffic_ratio'), '.2f', 'x')} "
-            f"| {_cell(entry.get('baseline_sol_pct'), '.0f', '%')} | {_cell(entry.get('graph_sol_kernels_pct'), '.0f', '%')} "
-            f"| {_cell(entry.get('graph_sol_module_call_pct'), '.0f', '%')} | {entry.get('paper_tier', '–')} "
+            f"| `{name}`{flag} | `{main.get('name', '–')}` | {cell(main.get('ncu_ms'), '.3f')} "
+            f"| {cell((main.get('ideal_bytes') or 0) / 1e9 or None, '.2f')} "
+            f"| {cell((main.get('dram_bytes') or 0) / 1e9 or None, '.2f')} | {cell(entry.get('traffic_ratio'), '.2f', 'x')} "
+            f"| {cell(entry.get('baseline_sol_pct'), '.0f', '%')} | {cell(entry.get('graph_sol_kernels_pct'), '.0f', '%')} "
+            f"| {cell(entry.get('graph_sol_module_call_pct'), '.0f', '%')} | {entry.get('paper_tier', '–')} "
             f"| {entry.get('tier', '–')} | {', '.join(entry.get('causes') or []) or '–'} |")
     hidden = summary(results)["paper_near_optimal_with_over_25_pct_headroom"]
     lines += ["", f"⚑ the paper's rule said near-optimal, and the new figures leave more than {HEADROOM_PCT:.0f}% "
@@ -438,33 +315,25 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", help="output folder (the campaign)")
-    parser.add_argument("--out", dest="out_flag", help="output folder (child modes)")
+    parser.add_argument("--out", dest="out_flag", help="output folder (child mode)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--scale", default="h200")
     parser.add_argument("--problems", help="comma-separated subset")
     parser.add_argument("--one", help="child: survey this problem")
-    parser.add_argument("--peaks", action="store_true", help="child: measure and cache the device peaks")
     parser.add_argument("--cap", type=float, default=PER_PROBLEM_S)
     args = parser.parse_args(argv)
     out_dir = args.out_flag or args.out
     if not out_dir:
         parser.error("give an output folder")
-    if args.peaks:
-        from kernelopt_core.measure.peaks import peaks_in_process
-
-        peaks = peaks_in_process(args.device)
-        with open(os.path.join(out_dir, "peaks.json"), "w") as handle:
-            json.dump(peaks.to_json() if peaks is not None else {"error": "no peaks on this device"}, handle)
-        return 0
     if args.one:
-        os.makedirs(os.path.join(out_dir, "problems"), exist_ok=True)
         try:
             entry = survey_problem(args.one, out_dir, args.device, args.scale, args.cap)
         except Exception as exc:  # noqa: BLE001 - recorded for the campaign
-            entry = {"problem": args.one, **_failure(exc)}
-        with open(os.path.join(out_dir, "problems", f"{args.one}.json"), "w") as handle:
-            json.dump(entry, handle, indent=1, default=str)
+            entry = {"problem": args.one, **failure(exc)}
+        write_json(os.path.join(out_dir, "problems", f"{args.one}.json"), entry)
         os._exit(0)  # skip torch's slow teardown; the result is written
+    import json
+
     print(json.dumps(run(out_dir, args.device, args.scale, args.problems.split(",") if args.problems else None),
                      indent=1))
     return 0

@@ -3,7 +3,7 @@ examples in ``examples/user_kernels/`` (Triton tutorial 02's fused softmax, tuto
 norm forward), each through its own harness.
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT user_kernels:540
-    PYTHONPATH=. python benchmarks/gpu/user_kernels.py OUT_DIR [--device cpu]   # a local check
+    python -m benchmarks.gpu.user_kernels OUT_DIR --device cpu      # a local check (about 3 minutes)
 
 ``run(out_dir)`` copies the examples into ``OUT_DIR/workspace`` and, per kernel, runs the real
 CLI in a process of its own (so each gets a fresh worker, as a user's run does):
@@ -14,24 +14,20 @@ CLI in a process of its own (so each gets a fresh worker, as a user's run does):
    2 iterations, 2 plans, 2 retries): the same agents, rewrite families and four gates; a result
    is the decision, gate 4's speedup of the harness with its 95% CI, and the diff of the file.
 
-Records ``user_kernels.json`` and ``user_kernels.md`` (copy them to ``benchmarks/results/h200/``)
-and each run's ``final.diff`` and ``report.md``. Budget: ``KERNELOPT_GPU_BUDGET_S`` (default
-540 s); what does not fit is recorded as skipped. GPU clocks and settings are never touched.
+Records ``user_kernels.{json,md}`` (copy them to ``benchmarks/results/h200/``) and each run's
+``final.diff`` and ``report.md``. Knob: ``KERNELOPT_GPU_BUDGET_S`` (default 540); what does not fit
+is recorded as skipped. GPU clocks and settings are never touched.
 """
 
 from __future__ import annotations
 
-import datetime
 import glob
-import json
 import os
 import shutil
-import subprocess
-import sys
-import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.gpu.devicescript import ROOT, Budget, environment, kernelopt, write_record
+
 EXAMPLES = os.path.join(ROOT, "examples", "user_kernels")
 # (file, kernel, harness or None for the file's own `# kernelopt: harness=` comment)
 KERNELS = (("softmax.py", "softmax_kernel", None),
@@ -39,41 +35,6 @@ KERNELS = (("softmax.py", "softmax_kernel", None),
 SEARCH = ["--beam-width", "2", "--iterations", "2", "--plans", "2", "--retries", "2"]
 MARGIN_S = 20.0
 PROFILE_S = 90.0
-
-
-def _environment(device: str) -> dict[str, Any]:
-    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "device": device}
-    try:
-        from importlib.metadata import version
-
-        info.update(torch=version("torch"), triton=version("triton"))
-        smi = shutil.which("nvidia-smi")
-        if smi and device != "cpu":
-            info["gpu"] = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                                         capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception as exc:  # noqa: BLE001
-        info["error"] = repr(exc)
-    return info
-
-
-def _cli(args: list[str], cwd: str, timeout_s: float) -> tuple[dict[str, Any] | None, str, float, int]:
-    """Run ``kernelopt ARGS --json`` in its own process: (JSON result, stderr tail, wall s, exit status)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.path.join(ROOT, "server"),
-                                                                    os.environ.get("PYTHONPATH", "")) if p)}
-    begin = time.monotonic()
-    try:
-        done = subprocess.run([sys.executable, "-m", "kernelopt_core.cli.main", *args, "--json"], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=max(10.0, timeout_s))
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stderr or b"")[-3000:] if isinstance(exc.stderr, bytes) else str(exc.stderr or "")[-3000:]
-        return None, f"timed out after {timeout_s:.0f} s; {tail}", time.monotonic() - begin, -1
-    wall = time.monotonic() - begin
-    try:
-        data = json.loads(done.stdout) if done.stdout.strip() else None
-    except ValueError:
-        data = None
-    return data, done.stderr[-3000:], wall, done.returncode
 
 
 def _share(profile: dict[str, Any]) -> str:
@@ -110,22 +71,21 @@ def _optimize_row(data: dict[str, Any] | None, cwd: str) -> dict[str, Any]:
 
 
 def run(out_dir: str, device: str = "auto") -> dict[str, Any]:
-    os.makedirs(out_dir, exist_ok=True)
-    budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "540"))
-    begin = time.monotonic()
+    out_dir = os.path.abspath(out_dir)
+    budget = Budget.from_env(540.0)
     workspace = os.path.join(out_dir, "workspace")
     os.makedirs(workspace, exist_ok=True)
     for path in glob.glob(os.path.join(EXAMPLES, "*.py")):
         shutil.copy(path, workspace)
     os.environ.setdefault("KERNELOPT_CACHE_DIR", os.path.join(out_dir, "cache"))  # a fresh cross-run memory
-    results: dict[str, Any] = {"environment": _environment(device), "budget_s": budget,
+    results: dict[str, Any] = {"environment": environment(device), "budget_s": budget.total_s,
                                "search": " ".join(["--provider offline", *SEARCH]), "kernels": {}}
     for index, (file, kernel, harness) in enumerate(KERNELS):
         row: dict[str, Any] = {"file": file, "harness": harness or "the file's `# kernelopt: harness=` comment"}
         results["kernels"][kernel] = row
         target = [file, "--kernel", kernel, "--device", device, *(["--harness", harness] if harness else [])]
         for step in ("profile", "optimize"):
-            left = budget - (time.monotonic() - begin)
+            left = budget.left()
             if left < MARGIN_S + 30:
                 row[step] = {"status": "skipped", "reason": f"budget: {left:.0f} s left"}
                 continue
@@ -136,14 +96,15 @@ def run(out_dir: str, device: str = "auto") -> dict[str, Any]:
             cap = max(30.0, min(cap, left - MARGIN_S))
             extra = ["--provider", "offline", *SEARCH, "--run-root", os.path.join(out_dir, "runs")] \
                 if step == "optimize" else []
-            data, stderr, wall, code = _cli([step, *target, *extra], workspace, cap)
-            entry = _profile_row(data) if step == "profile" else _optimize_row(data, workspace)
-            entry.update(status="done" if data else "error", exit_status=code, wall_s=round(wall, 1))
-            if not data:
-                entry["stderr"] = stderr
+            done = kernelopt([step, *target, *extra], timeout_s=cap, cwd=workspace,
+                             log_path=os.path.join(out_dir, "logs", f"{step}_{kernel}.log"))
+            entry = _profile_row(done.data) if step == "profile" else _optimize_row(done.data, workspace)
+            entry.update(status="done" if done.data else "error", exit_status=done.returncode, wall_s=done.wall_s)
+            if not done.data:
+                entry["stderr"] = done.log
             row[step] = entry
             _save(out_dir, results)
-    results["total_s"] = round(time.monotonic() - begin, 1)
+    results["total_s"] = round(budget.elapsed(), 1)
     results["slower_than_original"] = [k for k, r in results["kernels"].items()
                                        if isinstance((r.get("optimize") or {}).get("final_speedup"), (int, float))
                                        and r["optimize"]["final_speedup"] < 1.0]
@@ -156,21 +117,16 @@ def run(out_dir: str, device: str = "auto") -> dict[str, Any]:
 
 
 def _save(out_dir: str, results: dict[str, Any]) -> None:
-    with open(os.path.join(out_dir, "user_kernels.json"), "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=1, default=str)
-    with open(os.path.join(out_dir, "user_kernels.md"), "w", encoding="utf-8") as handle:
-        handle.write(markdown(results))
+    write_record(out_dir, "user_kernels", results, "Hand-written Triton kernels: profile and offline optimize",
+                 markdown(results))
 
 
 def _number(value: Any, spec: str, suffix: str = "") -> str:
     return f"{value:{spec}}{suffix}" if isinstance(value, (int, float)) else "-"
 
 
-def markdown(results: dict[str, Any]) -> str:
-    env = results.get("environment", {})
-    lines = ["# Hand-written Triton kernels: profile and offline optimize", "",
-             f"{env.get('date')} · {env.get('gpu') or env.get('device')} · torch {env.get('torch')} · "
-             f"triton {env.get('triton')} · search {results.get('search')}", "",
+def markdown(results: dict[str, Any]) -> list[str]:
+    lines = [f"Search: `{results.get('search')}`.", "",
              "The examples of `examples/user_kernels/` (Triton tutorials 02 and 05) through their own harnesses. "
              "Profile: the kernel alone on its captured launch (ncu where available) and the harness call. "
              "Optimize: gate 4 times the harness on each side in its own process (timing path `harness`); "
@@ -205,12 +161,13 @@ def markdown(results: dict[str, Any]) -> str:
         if diff:
             lines += ["", f"### The accepted edit of `{name}`", "", "```diff", diff.rstrip("\n"), "```"]
     lines += ["", f"Slower than the original: {results.get('slower_than_original', [])} (must stay empty: only a "
-                  f"gate-4 acceptance changes the file). Total {results.get('total_s')} s.", ""]
-    return "\n".join(lines)
+                  f"gate-4 acceptance changes the file). Total {results.get('total_s')} s."]
+    return lines
 
 
 if __name__ == "__main__":
     import argparse
+    import json
 
     parser = argparse.ArgumentParser()
     parser.add_argument("out_dir")

@@ -1,10 +1,10 @@
 """The windowed and strided_access families on the H200: real max-autotune kernels in, verdicts out (issue 16).
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT window_families:560
-    PYTHONPATH=. python benchmarks/gpu/window_families.py OUT_DIR                     # on the GPU
-    PYTHONPATH=. python benchmarks/gpu/window_families.py OUT_DIR --device cpu --scale tiny --problems avg_pool1d
+    python -m benchmarks.gpu.window_families OUT_DIR --device cpu --scale tiny --problems avg_pool1d   # CPU backend
 
-For each problem, in its own process under a per-problem cap:
+For each problem, in its own process under a per-problem cap (a driver over the public Python API of
+the rewrite families and the gates, as families.py):
 
 1. compile it with ``torch.compile(mode="max-autotune")`` (``kernelopt_core.compile.compile_problem``);
 2. time the graph once with every launch's arguments recorded (``graph_jobs.time_launches_job``) and
@@ -18,34 +18,46 @@ For each problem, in its own process under a per-problem cap:
    (SOL before x kernel speedup; kernel figures stay kernel figures).
 
 Problems: the KernelBench-scale ``avg_pool1d``, ``max_pool2d_dilated``, ``sum_cols``, ``mean_cols``
-(benchmarks/problems/kbscale) and three written here at the explore sizes: ``max_pool2d_k4s1p1`` and
+(benchmarks/problems/kbscale) and three written here (they read ``KERNELOPT_PROBLEM_SCALE``, which
+``--scale`` sets) at the explore sizes: ``max_pool2d_k4s1p1`` and
 ``avg_pool2d_k3s1p1`` of (32, 64, 512, 512), ``nchw_to_nhwc`` of (64, 256, 128, 128)
 (``KERNELOPT_WINDOW_PROBLEMS=a,b`` for a subset). Writes ``window_families.json`` and
-``window_families.md`` after every problem. ``KERNELOPT_GPU_BUDGET_S`` (default 560) and
-``KERNELOPT_WINDOW_PER_PROBLEM_S`` (default 200) bound the run. Imports only torch, triton and
+``window_families.md`` after every problem. Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 560) and
+``KERNELOPT_WINDOW_PER_PROBLEM_S`` (default 200) bound the run; ``KERNELOPT_WINDOW_PROBLEMS``,
+``KERNELOPT_WINDOW_GATES``, ``KERNELOPT_WINDOW_VARIANTS``, ``KERNELOPT_WINDOW_NCU=1`` as above. Imports only torch, triton and
 kernelopt_core (no anthropic, pygls or watchdog); never changes GPU clocks or settings.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
-import traceback
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks.gpu.devicescript import (
+    KBSCALE,
+    Budget,
+    child_env,
+    compile_largest_graph,
+    env_flag,
+    env_float,
+    env_int,
+    env_list,
+    environment,
+    failure,
+    kernel_time_ms,
+    read_json,
+    rewrite_context,
+    run_capped,
+    time_graph,
+    use_device,
+    write_json,
+    write_record,
+)
 
-KBSCALE = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
 FAMILY_NAMES = ("windowed", "strided_access")
-RESULTS = "window_families.json"
 # name -> (forward expression, h200 shape, tiny shape) for the problems written here
 WRITTEN = {
     "max_pool2d_k4s1p1": ("F.max_pool2d(x, 4, 1, 1)", (32, 64, 512, 512), (2, 3, 11, 13)),
@@ -77,10 +89,6 @@ def get_init_inputs():
 '''
 
 
-def _failure(exc: BaseException) -> dict[str, Any]:
-    return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
-
-
 def problem_path(name: str, out_dir: str) -> str:
     if name in WRITTEN:
         expr, h200, tiny = WRITTEN[name]
@@ -101,37 +109,13 @@ def evaluate_problem(name: str, out_dir: str, device: str, scale: str, gates: tu
     """Compile one problem, analyse its main kernel, run the families' candidates through the gates."""
     begin = time.monotonic()
     os.environ["KERNELOPT_PROBLEM_SCALE"] = scale
-    cuda = device.startswith("cuda")
-    if not cuda:
-        from kernelopt_core.backends import cpu_triton
-
-        cpu_triton.activate()
-    import gc
-
-    import torch
-
-    from kernelopt_core.artifacts import parse_output_code
-    from kernelopt_core.compile import compile_problem
-
-    entry: dict[str, Any] = {"problem": name, "device": device, "scale": scale}
-    compiled = compile_problem(problem_path(name, out_dir), os.path.join(out_dir, "work", name),
-                               "max-autotune" if cuda else "default", "cuda" if cuda else "cpu")
-    entry.update(compile_s=compiled.compile_s, mode=compiled.mode)
-    torch._dynamo.reset()
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-    if not compiled.graphs:
-        return {**entry, "error": "torch.compile wrote no graph"}
-    graph = max((parse_output_code(p) for p in compiled.graphs), key=lambda g: (len(g.launches), len(g.kernels)))
+    device = use_device(device)
+    facts, graph = compile_largest_graph(problem_path(name, out_dir), os.path.join(out_dir, "work", name), device)
+    entry: dict[str, Any] = {"problem": name, "device": device, "scale": scale, **facts}
+    if graph is None:
+        return entry
     entry["dump"] = os.path.relpath(graph.path, out_dir)
-    from kernelopt_core.measure.graph_jobs import time_launches_job
-    from kernelopt_core.measure.launch_timing import launch_timing_from_json
-
-    timing = launch_timing_from_json(time_launches_job({"dump": graph.path, "device": device, "overheads": False}))
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
+    timing = time_graph(graph, device)
     kernel, ctx, analysis = _context(graph, timing, device)
     entry.update(kernel=kernel.name, kind=kernel.kind, tier=analysis.tier, causes=ctx.evidence.get("causes"),
                  sol_before_pct=ctx.evidence.get("sol_pct"), ideal_bytes=ctx.evidence.get("ideal_bytes"),
@@ -160,7 +144,7 @@ def evaluate_problem(name: str, out_dir: str, device: str, scale: str, gates: tu
                                                    workdir=os.path.join(out_dir, "restitched", name)))
                 row.update(_verdicts(result, kernel.name, ctx.evidence.get("sol_pct")))
             except CascadeSetupError as exc:
-                row.update(_failure(exc))
+                row.update(failure(exc))
             row["seconds"] = round(time.monotonic() - started, 1)
             entry["candidates"].append(row)
             print(f"  {name} {rewrite.title}: {row.get('verdict', row.get('error'))}", flush=True)
@@ -170,29 +154,13 @@ def evaluate_problem(name: str, out_dir: str, device: str, scale: str, gates: tu
 
 def _context(graph: Any, timing: Any, device: str) -> tuple[Any, Any, Any]:
     """The longest-running Triton kernel and the RewriteContext the search would build for it."""
-    from kernelopt_core.analyst import analyze_kernel, rewrite_evidence
-    from kernelopt_core.measure.traffic import kernel_launch
-    from kernelopt_core.search.rewrites import RewriteContext, parse_kernel_module
-
     cuda = device.startswith("cuda")
     from kernelopt_core.measure.peaks import peaks_in_process
 
     peaks = peaks_in_process(device) if cuda else None
-
-    def kernel_ms(kernel: Any) -> float:
-        return sum(timing.launch_times_ms.get(item.order, 0.0) for item in graph.launches_of(kernel.name))
-
-    kernel = max(graph.kernels, key=kernel_ms)
-    launch = kernel_launch(timing.launch_traffic.values(), kernel.name)
-    timed = timing.launch_times_ms.get(launch.order) if launch is not None else None
-    metrics = _ncu(graph, kernel, device) if cuda and os.environ.get("KERNELOPT_WINDOW_NCU") == "1" else None
-    analysis = analyze_kernel(metrics, None, peaks, kernel, launch_args=launch, duration_ms=timed,
-                              duration_source=f"timed launch, {timing.path} path", cpu=not cuda)
-    module = parse_kernel_module(kernel.source, kernel.name)
-    evidence = rewrite_evidence(analysis, launch)
-    sms = evidence.get("sm_count")
-    ctx = RewriteContext(module=module, original=module, device="cuda" if cuda else "cpu", tier=analysis.tier,
-                         evidence=evidence, **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms else {}))
+    kernel = max(graph.kernels, key=lambda k: kernel_time_ms(graph, timing, k.name))
+    metrics = _ncu(graph, kernel, device) if cuda and env_flag("KERNELOPT_WINDOW_NCU") else None
+    ctx, analysis = rewrite_context(graph, kernel, timing, peaks, device, metrics=metrics)
     return kernel, ctx, analysis
 
 
@@ -226,26 +194,8 @@ def _verdicts(result: Any, kernel_name: str, sol_before: float | None) -> dict[s
 # --- the campaign ------------------------------------------------------------------------------------
 
 
-def _environment(device: str) -> dict[str, Any]:
-    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "python": sys.version.split()[0], "device": device}
-    try:
-        import torch
-        import triton
-
-        info.update(torch=torch.__version__, triton=triton.__version__,
-                    gpu=torch.cuda.get_device_name(0) if device.startswith("cuda") else None)
-    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
-        info["torch"] = f"unavailable: {exc}"
-    return info
-
-
 def markdown(results: dict[str, Any]) -> str:
-    env = results.get("environment", {})
-    lines = ["# The windowed and strided_access families against max-autotune", "",
-             f"- {env.get('gpu') or env.get('device')}; torch {env.get('torch')}, triton {env.get('triton')}; "
-             f"{env.get('date')}",
-             f"- gates {results.get('gates')}; at most {results.get('per_family')} candidates per family; "
+    lines = [f"- gates {results.get('gates')}; at most {results.get('per_family')} candidates per family; "
              "SOL after = SOL before x the kernel-alone speedup (a kernel figure, not a graph claim)", "",
              "| problem | kernel | SOL before | causes | family | candidate | verdict | end-to-end | kernel | SOL after |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -280,59 +230,42 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def _save(out_dir: str, results: dict[str, Any]) -> None:
-    with open(os.path.join(out_dir, RESULTS), "w") as handle:
-        json.dump(results, handle, indent=1, default=str)
-    with open(os.path.join(out_dir, "window_families.md"), "w") as handle:
-        handle.write(markdown(results))
+    write_record(out_dir, "window_families", results, "The windowed and strided_access families against max-autotune",
+                 markdown(results).splitlines())
+
+
+def _gates() -> tuple[int, ...]:
+    return tuple(int(g) for g in env_list("KERNELOPT_WINDOW_GATES")) or (1, 2, 3, 4)
 
 
 def run(out_dir: str, device: str = "auto", scale: str = "h200", problems: list[str] | None = None) -> dict[str, Any]:
-    os.makedirs(out_dir, exist_ok=True)
-    if device == "auto":
-        import torch
-
-        device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "560"))
-    cap = float(os.environ.get("KERNELOPT_WINDOW_PER_PROBLEM_S", "200"))
-    gates = tuple(int(g) for g in os.environ.get("KERNELOPT_WINDOW_GATES", "1,2,3,4").split(",") if g.strip())
-    per_family = int(os.environ.get("KERNELOPT_WINDOW_VARIANTS", "3"))
-    wanted = problems or [p for p in os.environ.get("KERNELOPT_WINDOW_PROBLEMS", "").split(",") if p] or None
+    out_dir = os.path.abspath(out_dir)
+    device = use_device(device)
+    budget = Budget.from_env(560.0)
+    cap = env_float("KERNELOPT_WINDOW_PER_PROBLEM_S", 200.0)
+    per_family = env_int("KERNELOPT_WINDOW_VARIANTS", 3)
+    wanted = problems or env_list("KERNELOPT_WINDOW_PROBLEMS")
     names = [n for n in ORDER if not wanted or n in wanted]
-    started = time.monotonic()
-    results: dict[str, Any] = {"environment": _environment(device), "scale": scale, "gates": list(gates),
-                               "per_family": per_family, "budget_s": budget, "problems": {}, "skipped": []}
-    logs = os.path.join(out_dir, "logs")
-    os.makedirs(logs, exist_ok=True)
+    results: dict[str, Any] = {"environment": environment(device), "scale": scale, "gates": list(_gates()),
+                               "per_family": per_family, "budget_s": budget.total_s, "problems": {}, "skipped": []}
     _save(out_dir, results)
     for name in names:
-        left = budget - (time.monotonic() - started) - 10.0
+        left = budget.left() - 10.0
         if left < 60.0:
             results["skipped"].append(f"{name}: {left:.0f} s of the budget left")
             continue
         limit = min(cap, left)
         out_json = os.path.join(out_dir, "logs", f"{name}.json")
-        args = [os.path.abspath(__file__), out_dir, "--child", name, "--device", device, "--scale", scale,
-                "--result", out_json]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)}
-        print(f"[{time.monotonic() - started:5.0f} s] {name} (cap {limit:.0f} s)", flush=True)
-        with open(os.path.join(logs, f"{name}.log"), "w") as log:
-            process = subprocess.Popen([sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       start_new_session=True)
-            try:
-                process.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        try:
-            with open(out_json) as handle:
-                results["problems"][name] = json.load(handle)
-        except (OSError, ValueError):
-            results["problems"][name] = {"error": f"no result (status {process.returncode}; cap {limit:.0f} s); "
-                                                  f"see logs/{name}.log"}
-        if process.returncode not in (0, None) and "error" not in results["problems"][name]:
-            results["problems"][name]["note"] = f"the problem's process ended with status {process.returncode}"
+        print(f"[{budget.elapsed():5.0f} s] {name} (cap {limit:.0f} s)", flush=True)
+        code, _ = run_capped([sys.executable, os.path.abspath(__file__), out_dir, "--child", name, "--device", device,
+                              "--scale", scale, "--result", out_json], os.path.join(out_dir, "logs", f"{name}.log"),
+                             limit, env=child_env())
+        entry = read_json(out_json) or {"error": f"no result (status {code}; cap {limit:.0f} s); see logs/{name}.log"}
+        if code not in (0, None) and "error" not in entry:
+            entry["note"] = f"the problem's process ended with status {code}"
+        results["problems"][name] = entry
         _save(out_dir, results)
-    results["wall_s"] = round(time.monotonic() - started, 1)
+    results["wall_s"] = round(budget.elapsed(), 1)
     _save(out_dir, results)
     summary = {name: {"sol_before_pct": e.get("sol_before_pct"), "families": e.get("families"),
                       "best_kernel_speedup": max((r["kernel_speedup"] for r in e.get("candidates") or []
@@ -353,15 +286,15 @@ def main() -> None:
     parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        gates = tuple(int(g) for g in os.environ.get("KERNELOPT_WINDOW_GATES", "1,2,3,4").split(",") if g.strip())
-        per_family = int(os.environ.get("KERNELOPT_WINDOW_VARIANTS", "3"))
         try:
-            entry = evaluate_problem(args.child, args.out_dir, args.device, args.scale, gates, per_family)
+            entry = evaluate_problem(args.child, args.out_dir, args.device, args.scale, _gates(),
+                                     env_int("KERNELOPT_WINDOW_VARIANTS", 3))
         except Exception as exc:  # noqa: BLE001 - recorded for the campaign
-            entry = {"problem": args.child, **_failure(exc)}
-        with open(args.result, "w") as handle:
-            json.dump(entry, handle, indent=1, default=str)
+            entry = {"problem": args.child, **failure(exc)}
+        write_json(args.result, entry)
         return
+    import json
+
     wanted = [p for p in args.problems.split(",") if p] or None
     print(json.dumps(run(args.out_dir, args.device, args.scale, wanted), indent=1, default=str))
 

@@ -3,7 +3,7 @@
 Each :class:`Measured` is one configuration timed against Inductor's max-autotune kernel on one
 shape, in one *experiment* (the configurations timed together, on the same inputs). Two kinds:
 
-* the hand-written prototypes of ``benchmarks/gpu/explore_reductions.py`` and ``explore_windows.py``
+* the hand-written prototypes of ``benchmarks/explore/explore_reductions.py`` and ``explore_windows.py``
   (``benchmarks/results/h200/explore/``), written in the family's own parameters: ``coop_g{G}_w{W}``
   is ``chunk`` = the row over G, rounded up to a power of two, at W warps; ``single_w{W}`` one row per
   program (XBLOCK=1), ``rows{R}_w{W}`` R rows; ``split_s{S}`` S chunks per row;

@@ -1,8 +1,8 @@
 """Hand-written Triton alternatives to Inductor's reduction kernels, timed against max-autotune (issue 16).
 
-    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT explore_reductions:240
-    python3 benchmarks/gpu/explore_reductions.py OUT_DIR [--patterns a,b]   # directly, on the GPU
-    python3 benchmarks/gpu/explore_reductions.py --plan                      # the plan; no GPU needed
+    PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT explore/explore_reductions:240
+    python3 benchmarks/explore/explore_reductions.py OUT_DIR [--patterns a,b]   # directly, on the GPU
+    python3 benchmarks/explore/explore_reductions.py --plan                      # the plan; no GPU needed
 
 For each pattern (a KernelBench-scale reduction, inputs of 0.5-8.6 GB) the torch reference is compiled
 with ``torch.compile(mode="max-autotune-no-cudagraphs")`` and timed; then each variant (a plain

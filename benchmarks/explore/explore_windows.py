@@ -1,7 +1,7 @@
 """Windowed ops and strided access: hand-written Triton strategies against Inductor's max-autotune (issue 16).
 
-    PYTHONPATH=.:server python3 benchmarks/gpu/run_all.py --out $OUT explore_windows:180
-    python3 benchmarks/gpu/explore_windows.py OUT_DIR          (directly; budget from KERNELOPT_GPU_BUDGET_S)
+    PYTHONPATH=.:server python3 benchmarks/gpu/run_all.py --out $OUT explore/explore_windows:180
+    python3 benchmarks/explore/explore_windows.py OUT_DIR          (directly; budget from KERNELOPT_GPU_BUDGET_S)
 
 For each pattern (pooling, transposes, a row scan) at KernelBench scale (0.5-8 GB on the device):
 

@@ -1,0 +1,1 @@
+"""Benchmarks: problem sets, the device scripts (gpu/) and the exploration prototypes (explore/)."""

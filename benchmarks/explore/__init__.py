@@ -1,0 +1,1 @@
+"""One-off exploration prototypes (README.md); nothing in the product imports them."""
