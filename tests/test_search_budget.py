@@ -98,11 +98,11 @@ def test_the_search_stops_for_its_finalists_and_reports_at_the_deadline(tmp_path
     assert evaluator.finalized and kinds(journal, "finalist")  # the finalists ran after the search stopped
     assert result.decision == "optimized" and result.reason.startswith("budget reached")
     assert result.budget["reached"] and result.budget["seconds"] == 240.0
-    # planned from this run's own measurements: a candidate 12 s (x 1.25), the final gates at least 20 s
-    # (1.5 screens of 10 s, at the GPU's floor; not the device's 30-s prior) + 2 s for the files
+    # planned from this run's own measurements: a candidate 12 s (x 1.25), the final gates at the GPU's floor
+    # of 60 s (1.5 screens of 10 s is less; a GPU finalist also runs compute-sanitizer) + 2 s for the files
     assert stop["needed_s"] == pytest.approx(12.0 * 1.25) and stop["left_s"] < 15.0
     assert stop["detail"].startswith(f"{stop['left_s']:.0f} s left after the final gates' reserve")
-    assert 240.0 - (clock.now - start) + 30.0 - 22.0 == pytest.approx(stop["left_s"])  # the finalist used the reserve
+    assert 240.0 - (clock.now - start) + 30.0 - 62.0 == pytest.approx(stop["left_s"])  # the finalist used the reserve
 
     split = result.time_split
     screens, timings = evaluator.calls["screen"], evaluator.calls["time"]
@@ -188,3 +188,35 @@ def test_an_early_finalist_survives_a_later_kill(tmp_path: Path) -> None:
     assert "fixed_config" in (run_dir / "optimized_kernel.py").read_text()
     report = (run_dir / "report.md").read_text()
     assert "provisional" in report and "**decision: optimized**" in report
+
+
+class SanitizerLimitSeen(ClockedEvaluator):
+    """Records the compute-sanitizer limit each finalist was given (GateEvaluator's field of that name)."""
+
+    sanitizer_timeout_s = 600.0
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.limits: list[tuple[float, float]] = []  # (limit, seconds left on the clock) at each finalist
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        self.limits.append((self.sanitizer_timeout_s, self.deadline - self.clock.now))
+        return super().finalize(candidates, gates)
+
+
+def test_a_finalists_sanitizers_get_their_share_of_what_the_budget_leaves(tmp_path: Path) -> None:
+    from kernelopt_core.search.budget import SANITIZER_MAX_S, SANITIZER_MIN_S, SANITIZER_SHARE
+
+    clock = StandInClock()
+    evaluator = SanitizerLimitSeen(clock, latency=fixed_configs())
+    evaluator.deadline = clock.now + 400.0
+    result, _ = run(tmp_path, evaluator, Budget(400.0, clock), early_stop=False)
+    assert evaluator.limits, "no finalist ran"
+    for limit, left in evaluator.limits:
+        # one kernel, so no other kernel's reserve: the share of what is left, within the bounds
+        assert limit == pytest.approx(min(SANITIZER_MAX_S, max(SANITIZER_MIN_S, SANITIZER_SHARE * (left - 2.0))))
+        assert 2 * limit < left  # both tools together leave the finalist's other gates their time
+    unlimited = SanitizerLimitSeen(StandInClock(), latency=fixed_configs())
+    unlimited.deadline = float("inf")
+    run(tmp_path / "unlimited", unlimited, None, iterations=1, budget_s=0)  # --budget 0: no limit
+    assert unlimited.limits and all(limit == SANITIZER_MAX_S for limit, _ in unlimited.limits)

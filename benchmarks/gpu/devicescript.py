@@ -409,7 +409,7 @@ def kernelopt(args: Sequence[str], *, timeout_s: float, cwd: str = ROOT, log_pat
 
 # --- packing ----------------------------------------------------------------------------------------------
 
-PACKED_SUFFIXES = (".json", ".md", ".txt", ".csv", ".png", ".diff", ".log")
+PACKED_SUFFIXES = (".json", ".jsonl", ".md", ".txt", ".csv", ".png", ".diff", ".log")  # .jsonl: run journals
 MAX_PACKED_BYTES = 4 * 1024 * 1024
 UNPACKED_FOLDERS = ("inductor_cache", "runtime_inductor_cache", "__pycache__")
 

@@ -19,8 +19,10 @@ inherit: orphans included, the next problem's own processes excluded); beside th
 (``processes_ended``, ``device_memory``). Success: ``ok`` true, i.e. the middle problem timed out
 mid-job, the bench ended its worker, the bench found the device memory back at its baseline after
 every problem, the third problem ran, nothing of ours was left after any problem, and after the
-campaign the memory in use is within 256 MiB of the baseline. On the CPU the memory part is a note
-(no nvidia-smi).
+campaign the memory in use is within 256 MiB of the baseline; and, on a GPU, the memory reading taken
+while the middle problem holds its memory shows it (a reader that always said 0 would prove nothing).
+Processes seen after a problem count only if they are still there 2 s later (the bench's own nvidia-smi
+read is not a leftover). On the CPU the memory part is a note (no nvidia-smi).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -123,17 +126,40 @@ def _memory(gpu: str | None, baseline: float | None) -> dict[str, Any]:
             "processes": [p.describe() for p in reading.processes]}
 
 
-def _left(tag: str, bench_pid: int, running: str | None) -> dict[int, str]:
-    """Our processes other than the bench itself and the problem now running (``running``: its name)."""
+def _left(tag: str, bench_pid: int, running: str | None, confirm_s: float = 2.0) -> dict[int, str]:
+    """Our processes other than the bench itself and the problem now running (``running``: its name)
+    that are still there ``confirm_s`` later: a short-lived command the bench itself runs at that moment
+    (its nvidia-smi memory read, seen on the H200) is not a leftover."""
     from kernelopt_core.process_lifetime import descendants
 
-    ours = _ours(tag)
-    ours.pop(bench_pid, None)
-    for pid, command in list(ours.items()):
-        if "kernelopt_core.bench.problem_job" in command and running and f"/{running.replace('/', '__')}/" in command:
-            for below in [pid, *descendants(pid)]:
-                ours.pop(below, None)
-    return ours
+    def look() -> dict[int, str]:
+        ours = _ours(tag)
+        ours.pop(bench_pid, None)
+        for pid, command in list(ours.items()):
+            if "kernelopt_core.bench.problem_job" in command and running and \
+                    f"/{running.replace('/', '__')}/" in command:
+                for below in [pid, *descendants(pid)]:
+                    ours.pop(below, None)
+        return ours
+
+    first = look()
+    if not first:
+        return first
+    time.sleep(confirm_s)
+    again = look()
+    return {pid: command for pid, command in first.items() if again.get(pid) == command}
+
+
+def _watch_the_hold(marker: str, gpu: str | None, base_mib: float | None, seen: dict[str, Any],
+                    stop: threading.Event) -> None:
+    """Once the holder says it holds its memory, read the device memory: the reading that shows the bench's
+    memory check can see what a leftover would hold (a reader that always said 0 would prove nothing)."""
+    while not stop.is_set():
+        if os.path.exists(marker):
+            time.sleep(1.0)  # the allocation is done before the marker is written; let the reading settle
+            seen.update(_memory(gpu, base_mib))
+            return
+        stop.wait(0.5)
 
 
 def _gpu() -> str | None:
@@ -176,6 +202,11 @@ def run(out_dir: str) -> dict[str, Any]:
            RUN_ENV: tag}
     started = time.monotonic()
     snapshots: list[dict[str, Any]] = []
+    during_hold: dict[str, Any] = {}
+    stop_watch = threading.Event()
+    watcher = threading.Thread(target=_watch_the_hold, args=(marker, gpu, base_mib, during_hold, stop_watch),
+                               daemon=True)
+    watcher.start()
     with open(os.path.join(out_dir, "bench_stderr.log"), "w", encoding="utf-8") as log:
         bench = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
         assert bench.stdout is not None
@@ -191,6 +222,8 @@ def run(out_dir: str) -> dict[str, Any]:
             print(f"[hygiene] after {done[-1]}: {len(snapshots[-1]['left'])} process(es) left, "
                   f"memory {snapshots[-1]['memory']}", flush=True)
         code = bench.wait()
+    stop_watch.set()
+    watcher.join(timeout=5.0)
     time.sleep(2.0)  # the driver frees a dead context within moments
     final = {"left": _ours(tag), "memory": _memory(gpu, base_mib)}
     problems = _problems(campaign)
@@ -209,10 +242,14 @@ def run(out_dir: str) -> dict[str, Any]:
                              and problems.get(names[2], {}).get("outcome") not in (None, "error"),
         "nothing_left_after_any_problem": all(not s["left"] for s in snapshots) and not final["left"],
         "memory_back_to_baseline_after_campaign": over is None or over <= MEMORY_TOLERANCE_MIB,
+        # on a GPU the reader must see the held memory, or the checks above would prove nothing
+        "memory_seen_while_held": gpu is None or (during_hold.get("over_baseline_mib") or 0.0)
+        >= 0.9 * HOLD_GIB * 1024,
     }
     result = {"ok": all(checks.values()), "checks": checks, "device": f"cuda (GPU {gpu})" if gpu else "cpu",
               "command": " ".join(command), "exit_status": code, "hold_gib": HOLD_GIB if gpu else 0.25,
-              "timeout_s": timeout_s, "baseline": baseline, "after_each_problem": snapshots, "after_campaign": final,
+              "timeout_s": timeout_s, "baseline": baseline, "during_hold": during_hold or None,
+              "after_each_problem": snapshots, "after_campaign": final,
               "problems": problems, "wall_s": round(time.monotonic() - started, 1)}
     with open(os.path.join(out_dir, "hygiene_check.json"), "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1, default=str)

@@ -207,7 +207,7 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
     payload: dict[str, Any] = {"graph": os.path.abspath(graph.path), "restitched": restitched,
                                "kernels": sorted(candidates), "device": device, "sources": dict(candidates),
                                "low_memory": config.low_memory, "families": config.families,
-                               "sanitize": config.sanitize,
+                               "sanitize": config.sanitize, "sanitizer_timeout_s": config.sanitizer_timeout_s,
                                # A hung candidate is the candidate process's to lose, inside the job's time.
                                "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
     if gate == 2:

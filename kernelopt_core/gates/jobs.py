@@ -457,23 +457,28 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.process import SandboxError
     from .float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
     from .model import check_seed, judge_structure
+    from .step_clock import StepClock
 
     device = _device(payload)
     seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
     tolerance = float(payload.get("tolerance", 1e-4))
     _reset_peak(device)
-    baseline = _load_baseline(payload, device)
+    clock = StepClock(device)  # where gate 3's time goes (a finalist's cost, which the search's budget plans by)
+    with clock("load_baseline"):
+        baseline = _load_baseline(payload, device)
     try:
-        process = _candidate(payload, device)
-        if not _CANDIDATE.get("graph_loaded"):
-            reply = process.call("load_graph", path=payload["restitched"])
-            if not reply.get("ok"):
-                return _candidate_failure(reply, "the re-stitched graph fails to load")
-            _CANDIDATE["graph_loaded"] = True
+        with clock("load_candidate"):
+            process = _candidate(payload, device)
+            if not _CANDIDATE.get("graph_loaded"):
+                reply = process.call("load_graph", path=payload["restitched"])
+                if not reply.get("ok"):
+                    return _candidate_failure(reply, "the re-stitched graph fails to load")
+                _CANDIDATE["graph_loaded"] = True
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
-    sanitizer = _sanitize(payload, device)
+    with clock("sanitizer"):
+        sanitizer = _sanitize(payload, device)
     if sanitizer.errors:
         return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
                         containment=containment)
@@ -502,20 +507,26 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         what = f"seed {seed}" + (f" (inputs: {family})" if family else "")
         arena = ExchangeArena(device)
         try:
-            inputs = inputs_for(seed, family)
-            refs, args = _share_inputs(arena, inputs)
+            with clock("inputs"):
+                inputs = inputs_for(seed, family)
+            with clock("share_inputs"):
+                refs, args = _share_inputs(arena, inputs)
             try:
-                reply = process.call("run_graph", refs=refs, args=args,
-                                     timeout_s=float(payload.get("run_timeout_s", 600.0)))
+                with clock("candidate_run"):
+                    reply = process.call("run_graph", refs=refs, args=args,
+                                         timeout_s=float(payload.get("run_timeout_s", 600.0)))
             except SandboxError as exc:
                 return _sandbox_failure(exc, f"the re-stitched graph on {what}")
             if not reply.get("ok"):
                 verdict = _candidate_failure(reply, f"the re-stitched graph fails on {what}")
-                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
+                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment,
+                                          steps_s=clock.rounded())
                 return verdict
-            candidate_out = _candidate_outputs(process, reply)
+            with clock("candidate_outputs"):
+                candidate_out = _candidate_outputs(process, reply)
             try:
-                baseline_out = call_graph(baseline, inputs)
+                with clock("baseline_run"):
+                    baseline_out = call_graph(baseline, inputs)
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(exc):
                     raise
@@ -524,27 +535,34 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
             if reference is None and reference_error is None:
                 path = find_fx_graph_runnable(payload["graph"], payload.get("fx_graph_runnable"))
                 try:
-                    if path is None:
-                        raise ReferenceUnavailable("no fx_graph_runnable.py beside the dump")
-                    reference = load_reference(path, device)
-                    _check_reference_arguments(reference, payload["graph"])
+                    with clock("load_reference"):
+                        if path is None:
+                            raise ReferenceUnavailable("no fx_graph_runnable.py beside the dump")
+                        reference = load_reference(path, device)
+                        _check_reference_arguments(reference, payload["graph"])
                 except ReferenceUnavailable as exc:
                     reference_error = str(exc)
-            check = check_seed(seed, baseline_out, candidate_out, tolerance, reference,
-                               lambda seed=seed, family=family: inputs_for(seed, family), reference_error)
+            with clock("compare"):
+                check = check_seed(seed, baseline_out, candidate_out, tolerance, reference,
+                                   lambda seed=seed, family=family: inputs_for(seed, family), reference_error)
             check.label = family
             if check.passed and structure and reference is not None and family in (None, *STRUCTURE_FAMILIES):
                 try:
-                    check = judge_structure(check, baseline_out, candidate_out, reference(inputs_for(seed, family)))
+                    with clock("reference_run"):
+                        r64 = reference(inputs_for(seed, family))
+                    with clock("structure"):
+                        check = judge_structure(check, baseline_out, candidate_out, r64)
+                    del r64
                 except Exception as exc:  # noqa: BLE001 - the reference's own failure: measured nothing
                     if _is_oom(exc):
                         raise
                     check.notes.append(f"error structure not measured: {type(exc).__name__}: {exc}")
             checks.append(check)
             del baseline_out, candidate_out
-            memory = process.call("memory", reset=True)
-            child_peak = max(child_peak, int(memory.get("peak_bytes") or 0))
-            process.call("release")
+            with clock("release"):
+                memory = process.call("memory", reset=True)
+                child_peak = max(child_peak, int(memory.get("peak_bytes") or 0))
+                process.call("release")
             if not check.passed:
                 break
         finally:
@@ -552,7 +570,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
             arena.close()
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-                               "containment": containment,
+                               "containment": containment, "steps_s": clock.rounded(),
                                "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
                                "memory": {"device_peak_bytes": _peak_device_bytes(device),
                                           "candidate_process_peak_bytes": child_peak or None}}

@@ -70,6 +70,9 @@ class CascadeConfig:
     # follows at once (the search's screen); the next candidate's cascade closes it either way.
     keep_candidate: bool = False
     sanitize: bool = True  # on a GPU, gate 3 runs compute-sanitizer on the candidate's captured launch
+    # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
+    # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)
+    sanitizer_timeout_s: float = 600.0
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -38,9 +38,14 @@ DEFAULT_BUDGET_S = 600.0
 # starts a candidate, whose measured screen then replaces the guess.
 PRIORS_S: dict[str, dict[str, float]] = {
     "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
-    "cuda": {"finalize": 30.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
+    "cuda": {"finalize": 75.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
 }
-FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 20.0}
+FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 60.0}  # on a GPU a finalist also runs compute-sanitizer's two tools
+# Each compute-sanitizer tool on a GPU finalist gets this share of the time the budget leaves after the
+# reserve of the kernels after it (at least SANITIZER_MIN_S, at most SANITIZER_MAX_S): a tool that does not
+# finish is a note in the verdict, and the finalist's other gates still have their time.
+SANITIZER_SHARE = 0.25
+SANITIZER_MIN_S, SANITIZER_MAX_S = 25.0, 600.0
 # A finalist against a screen: on today's CPU runs gates 3-4 took 0.6 of the screen (gate 2's full battery
 # was the screen); with gate 2's fast screen the finalist runs the battery again. The H200's time split
 # (finalize_s against screen_s in results.json) is what to tune this and PRIORS_S by.
@@ -192,6 +197,13 @@ class Schedule:
         self._stop("finalists", kernel, max(0.0, left), need,
                    f"{max(0.0, left):.0f} s left, a finalist (full gate 2, gates 3-4) takes about {need:.0f} s")
         return False
+
+    def sanitizer_limit_s(self, kernels_after: int) -> float:
+        """Each compute-sanitizer tool's limit on the next finalist: its share of what the budget leaves."""
+        if not self.budget.limited:
+            return SANITIZER_MAX_S
+        left = self.budget.left() - self.reserve_s(kernels_after)
+        return min(SANITIZER_MAX_S, max(SANITIZER_MIN_S, SANITIZER_SHARE * left))
 
     def may_check_config(self) -> bool:
         if not self.budget.limited:

@@ -44,7 +44,7 @@ class FinalistStage:
             return
         if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
             return
-        self._finalize(search, node, "early finalist")
+        self._finalize(search, node, "early finalist", kernels_after)
 
     def final(self, search: KernelSearch, kernels_after: int) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
@@ -56,12 +56,15 @@ class FinalistStage:
             self.ctx.sink.check_cancelled()
             if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
                 return
-            if self._finalize(search, node, "finalist") and search.accepted is node:
+            if self._finalize(search, node, "finalist", kernels_after) and search.accepted is node:
                 return
 
-    def _finalize(self, search: KernelSearch, node: BeamNode, what: str) -> bool:
+    def _finalize(self, search: KernelSearch, node: BeamNode, what: str, kernels_after: int) -> bool:
         """Run the final gates on ``node``; True when it passed them (whether or not it replaced another)."""
         ctx, name = self.ctx, search.brief.name
+        inner = getattr(ctx.evaluator, "inner", ctx.evaluator)
+        if hasattr(inner, "sanitizer_timeout_s"):  # the sanitizers' share of what the budget leaves
+            inner.sanitizer_timeout_s = ctx.schedule.sanitizer_limit_s(kernels_after)
         title = search.titles.get(node.id, node.id)
         ctx.progress(f"{name}: {what} {node.id} ({title}) through the full gate 2 and gates 3-4", stage="gate",
                      kernel=name, candidate=node.id)
