@@ -24,14 +24,14 @@ from .static_literals import check_literal_windows
 from .static_names import HEURISTIC_DECORATORS, kernel_namespace
 from .static_reloads import RULE as RELOAD_RULE
 from .static_reloads import check_reloads
-from .static_rules import (
+from .static_rules import ModuleChecker
+from .static_tables import (
     FORBIDDEN_CALLS,
     FORBIDDEN_MODULES,
     FORBIDDEN_NAMES,
     GRID_TYPES,
     STREAM_ATTRIBUTES,
     Dialect,
-    ModuleChecker,
     StaticFinding,
     check_signature_types,
 )

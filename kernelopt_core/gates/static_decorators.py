@@ -14,10 +14,19 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import static_names as names
-from .static_rules import AUTOTUNE_KEYWORDS, CONFIG_KEYWORDS, GRID_TYPES, IDENTIFIER, Ref, is_dunder, short
+from .static_tables import (
+    AUTOTUNE_KEYWORDS,
+    CONFIG_KEYWORDS,
+    GRID_TYPES,
+    IDENTIFIER,
+    ModuleFacts,
+    Ref,
+    is_dunder,
+    short,
+)
 
 if TYPE_CHECKING:
-    from .static_rules import ModuleChecker, ModuleFacts
+    from .static_rules import ModuleChecker
 
 
 class DecoratorRules:

@@ -2,7 +2,7 @@
 
 Calls resolve to the Triton language, ``triton_helpers``, ``libdevice``, ``tl_math``, ``math``,
 ``triton.cdiv``/``next_power_of_2``, plain ``@triton.jit`` helpers of the module, the builtins in
-:data:`.static_rules.JIT_BUILTINS` and the tensor methods in :data:`.static_rules.TENSOR_METHODS`;
+:data:`.static_tables.JIT_BUILTINS` and the tensor methods in :data:`.static_tables.TENSOR_METHODS`;
 statements are the ones Triton compiles. Pure :mod:`ast`; used by :class:`.static_rules.ModuleChecker`.
 """
 
@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import static_names as names
-from .static_rules import JIT_BUILTINS, TENSOR_ATTRIBUTES, TENSOR_METHODS, Ref, is_dunder, short
+from .static_tables import JIT_BUILTINS, TENSOR_ATTRIBUTES, TENSOR_METHODS, Ref, is_dunder, short
 
 if TYPE_CHECKING:
     from .static_rules import ModuleChecker

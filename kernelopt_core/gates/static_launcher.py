@@ -37,7 +37,8 @@ from typing import Any
 
 from . import static_names as names
 from .static_names import Member
-from .static_rules import ModuleChecker, Ref, is_dunder, local_names, short
+from .static_rules import ModuleChecker
+from .static_tables import Ref, is_dunder, local_names, short
 
 MAX_PLANS = 16
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
