@@ -37,7 +37,7 @@ from typing import Any
 
 from . import static_names as names
 from .static_names import Member
-from .static_rules import ModuleChecker
+from .static_resolution import NameResolver
 from .static_tables import Ref, is_dunder, local_names, short
 
 MAX_PLANS = 16
@@ -152,18 +152,18 @@ def fixed_sizes(original: ast.FunctionDef | None) -> dict[str, int]:
 class LauncherChecker:
     """Checks the launcher function and collects the compile plans of its launches."""
 
-    def __init__(self, checker: ModuleChecker, func: ast.FunctionDef, signature: dict[str, Any] | None,
+    def __init__(self, resolver: NameResolver, func: ast.FunctionDef, signature: dict[str, Any] | None,
                  sizes: dict[str, int] | None = None):
-        self.checker = checker
+        self.resolver = resolver
         self.func = func
         self.local = local_names(func)
         self.env: dict[str, Value] = parameter_values(func, signature, sizes)
         self.facts = LauncherFacts()
         self.context = "in the launcher"
-        self.kernels = {f.name: f for f in checker.facts.jit_functions}
+        self.kernels = {f.name: f for f in resolver.facts.jit_functions}
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
-        self.checker.add(rule, message, node)
+        self.resolver.add(rule, message, node)
 
     def reject(self, node: ast.AST, what: str) -> None:
         self.add("launcher", f"{what} {self.context}: a launcher reads its parameters, computes with ints, "
@@ -209,7 +209,7 @@ class LauncherChecker:
                 return
             current = self.env.get(stmt.target.id)
             if current is None:
-                self.checker.reject_name(stmt.target.id, stmt.target)
+                self.resolver.reject_name(stmt.target.id, stmt.target)
                 return
             self.env[stmt.target.id] = self.binop(stmt.op, current, self.expression(stmt.value), stmt)
             return
@@ -250,7 +250,7 @@ class LauncherChecker:
     def _for(self, stmt: ast.For) -> None:
         call = stmt.iter
         is_range = (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"
-                    and "range" not in self.local and "range" not in self.checker.facts.symbols and not call.keywords
+                    and "range" not in self.local and "range" not in self.resolver.facts.symbols and not call.keywords
                     and 1 <= len(call.args) <= 3)
         if not is_range or not isinstance(stmt.target, ast.Name) or stmt.orelse:
             self.reject(stmt, f"`for {short(stmt.target)} in {short(stmt.iter)}` (only `for i in range(...)`)")
@@ -276,7 +276,7 @@ class LauncherChecker:
     def assign(self, target: ast.AST, value: Value, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Name):
             if is_dunder(target.id):
-                self.checker.reject_name(target.id, target)
+                self.resolver.reject_name(target.id, target)
             self.env[target.id] = value
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -369,9 +369,9 @@ class LauncherChecker:
             return self.env[node.id]
         if node.id in self.local:
             return UNKNOWN  # assigned on another path (the checker does not follow every order)
-        ref = self.checker.resolve_name(node.id, frozenset())
+        ref = self.resolver.resolve_name(node.id, frozenset())
         if ref.kind == "constant":
-            symbol = self.checker.facts.symbols[node.id]
+            symbol = self.resolver.facts.symbols[node.id]
             value = getattr(symbol.node, "value", None)
             try:
                 return _scalar(ast.literal_eval(value)) if value is not None else UNKNOWN
@@ -393,7 +393,7 @@ class LauncherChecker:
         if ref.kind == "builtin" and node.id in ("min", "max", "range"):
             self.reject(node, f"`{node.id}` used other than in a call")
             return UNKNOWN
-        self.checker.reject_name(node.id, node)
+        self.resolver.reject_name(node.id, node)
         return UNKNOWN
 
     def binop(self, op: ast.operator, left: Value, right: Value, node: ast.AST) -> Value:
@@ -435,9 +435,9 @@ class LauncherChecker:
         if is_dunder(node.attr):
             self.add("forbidden-call", f"dunder attribute `.{node.attr}` (getattr tricks)", node)
             return UNKNOWN
-        chain = self.checker.chain(node)
+        chain = self.resolver.chain(node)
         if chain is not None and chain[0].id not in self.env and chain[0].id not in self.local:
-            ref = self.checker.resolve_chain(node, frozenset())
+            ref = self.resolver.resolve_chain(node, frozenset())
             if ref is None:
                 return UNKNOWN
             if ref.member is not None and ref.member.kind == names.DTYPE:
@@ -471,7 +471,7 @@ class LauncherChecker:
             return UNKNOWN
         func = node.func
         if isinstance(func, ast.Name) and func.id in ("min", "max") and func.id not in self.local \
-                and func.id not in self.checker.facts.symbols:
+                and func.id not in self.resolver.facts.symbols:
             if node.keywords or not node.args:
                 self.reject(node, f"`{short(node)}` (min/max of numbers)")
                 return UNKNOWN
@@ -483,9 +483,9 @@ class LauncherChecker:
                     return UNKNOWN
             return Value("float", "fp32") if any(v.kind == "float" for v in values) else Value("int", "i32")
         if isinstance(func, ast.Attribute):
-            chain = self.checker.chain(func)
+            chain = self.resolver.chain(func)
             if chain is not None and chain[0].id not in self.env and chain[0].id not in self.local:
-                ref = self.checker.resolve_chain(func, frozenset())
+                ref = self.resolver.resolve_chain(func, frozenset())
                 if ref is None:
                     return UNKNOWN
                 member = ref.member
@@ -508,18 +508,18 @@ class LauncherChecker:
                 self.reject(node, f"the call `{short(node)}`")
             return UNKNOWN
         if isinstance(func, ast.Name):
-            ref = self.checker.resolve_name(func.id, self.local)
+            ref = self.resolver.resolve_name(func.id, self.local)
             if ref.kind == "builtin" and func.id == "range":
                 self.reject(node, "range(...) outside `for i in range(...)`")
             elif ref.kind == "builtin":
-                self.checker.reject_name(func.id, func)
+                self.resolver.reject_name(func.id, func)
             elif ref.kind == "member" and ref.member is not None and ref.member.kind in (names.HOST_INT, names.SCRATCH):
                 return self.host_int(ref.member, node) if ref.member.kind == names.HOST_INT else \
                     self.scratch(ref.member, node)
             elif ref.kind == "member":
                 self._reject_member(ref, func)
             elif ref.kind == "undefined":
-                self.checker.reject_name(func.id, func)
+                self.resolver.reject_name(func.id, func)
             else:
                 self.reject(node, f"the call `{short(node)}`")
             return UNKNOWN
@@ -665,8 +665,8 @@ class LauncherChecker:
             if isinstance(node, ast.Call):
                 func = node.func
                 ok = (isinstance(func, ast.Name) and func.id in ("min", "max")) or (
-                    isinstance(func, ast.Attribute) and self.checker.chain(func) is not None
-                    and (ref := self.checker.resolve_chain(func, frozenset())) is not None
+                    isinstance(func, ast.Attribute) and self.resolver.chain(func) is not None
+                    and (ref := self.resolver.resolve_chain(func, frozenset())) is not None
                     and ref.member is not None and ref.member.kind == names.HOST_INT)
                 if not ok or node.keywords:
                     self.reject(node, f"the call `{short(node)}` in a grid function")
@@ -684,14 +684,14 @@ class LauncherChecker:
 
     def _constexprs(self, kernel: ast.FunctionDef) -> set[str]:
         return {a.arg for a in kernel.args.args
-                if a.annotation is not None and self.checker._is_constexpr_annotation(a.annotation)}
+                if a.annotation is not None and self.resolver.is_constexpr_annotation(a.annotation)}
 
     def _configs(self, kernel: ast.FunctionDef) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(meta-parameters, launch options) of each @triton.autotune config; one empty pair without."""
         for deco in kernel.decorator_list:
             if not isinstance(deco, ast.Call):
                 continue
-            ref = self.checker.resolve_chain(deco.func, frozenset()) if self.checker.chain(deco.func) else None
+            ref = self.resolver.resolve_chain(deco.func, frozenset()) if self.resolver.chain(deco.func) else None
             if ref is None or ref.member is None or ref.member.target != "triton.autotune":
                 continue
             configs = next((kw.value for kw in deco.keywords if kw.arg == "configs"), None)
@@ -713,9 +713,9 @@ class LauncherChecker:
     def _heuristic_values(self, kernel: ast.FunctionDef, known: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for deco in kernel.decorator_list:
-            if not (isinstance(deco, ast.Call) and self.checker.chain(deco.func)):
+            if not (isinstance(deco, ast.Call) and self.resolver.chain(deco.func)):
                 continue
-            ref = self.checker.resolve_chain(deco.func, frozenset())
+            ref = self.resolver.resolve_chain(deco.func, frozenset())
             if ref is None or ref.member is None or ref.member.target != "triton.heuristics" or not deco.args:
                 continue
             table = deco.args[0]
@@ -848,10 +848,10 @@ def _arith(node: ast.AST, param: str, known: dict[str, Any]) -> Any:
     raise ValueError("not arithmetic")
 
 
-def check_launcher(checker: ModuleChecker, func: ast.FunctionDef, original: ast.FunctionDef | None,
+def check_launcher(resolver: NameResolver, func: ast.FunctionDef, original: ast.FunctionDef | None,
                    original_signature: dict[str, Any] | None) -> LauncherFacts:
-    """Check a launcher body (findings go to ``checker``) and return its compile plans and notes."""
-    return LauncherChecker(checker, func, original_signature, fixed_sizes(original)).run()
+    """Check a launcher body (findings go to ``resolver``) and return its compile plans and notes."""
+    return LauncherChecker(resolver, func, original_signature, fixed_sizes(original)).run()
 
 
 __all__ = ["LauncherFacts", "Value", "check_launcher", "fixed_sizes", "parameter_values"]
