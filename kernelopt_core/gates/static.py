@@ -99,7 +99,7 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
         if dialect is Dialect.LAUNCHER and facts.launcher is not None:
             original_signature = (_decorator_meta(original, "triton_meta") or {}).get("signature") \
                 if original is not None else None
-            launched = check_launcher(checker.names, facts.launcher, original, original_signature)
+            launched = check_launcher(checker.resolver, facts.launcher, original, original_signature)
             report.launch_plans = launched.plans
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics

@@ -29,47 +29,47 @@ from __future__ import annotations
 import ast
 
 from . import static_names as names
-from .static_decorators import DecoratorRules
+from .static_functions import FunctionShapeRules
 from .static_jit import JitBodyChecker
 from .static_names import KernelNamespace, Member
 from .static_resolution import NameResolver
 from .static_tables import (
     FORBIDDEN_CALLS,
     FORBIDDEN_NAMES,
-    JIT_KEYWORDS,
     POLICIES,
     Dialect,
     ModuleFacts,
-    Ref,
     StaticFinding,
     Symbol,
     allowlist_text,
-    is_dunder,
     local_names,
     short,
 )
 
 
 class ModuleChecker:
-    """Checks one kernel module; findings go to ``findings``, facts to ``facts``."""
+    """Checks one kernel module; findings go to ``findings``, facts to ``facts``.
+
+    The module level (imports, constants, expressions) is checked here; its functions' shape by
+    :class:`.static_functions.FunctionShapeRules`, their ``@triton.jit`` bodies by
+    :class:`.static_jit.JitBodyChecker`, every name by one :class:`.static_resolution.NameResolver`.
+    """
 
     def __init__(self, namespace: KernelNamespace, dialect: Dialect, kernel_name: str | None = None):
-        self.dialect = dialect
         self.policy = POLICIES[dialect]
-        self.kernel_name = kernel_name
-        self.names = NameResolver(namespace, self.policy)
-        self.decorators = DecoratorRules(self.names)
+        self.resolver = NameResolver(namespace, self.policy)
+        self.functions = FunctionShapeRules(self.resolver, dialect, kernel_name)
 
     @property
     def findings(self) -> list[StaticFinding]:
-        return self.names.findings
+        return self.resolver.findings
 
     @property
     def facts(self) -> ModuleFacts:
-        return self.names.facts
+        return self.resolver.facts
 
     def add(self, rule: str, message: str, node: ast.AST | None) -> None:
-        self.names.add(rule, message, node)
+        self.resolver.add(rule, message, node)
 
     # --- the module ---------------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ class ModuleChecker:
         for stmt in tree.body:
             self._top_level(stmt)
         for func in self.facts.jit_functions:
-            JitBodyChecker(self.names, func, local_names(func)).run()
+            JitBodyChecker(self.resolver, func, local_names(func)).run()
         return self.facts
 
     def _top_level(self, stmt: ast.stmt) -> None:
@@ -86,7 +86,7 @@ class ModuleChecker:
         elif isinstance(stmt, ast.ImportFrom):
             self._import_from(stmt)
         elif isinstance(stmt, ast.FunctionDef):
-            self._function(stmt)
+            self.functions.check(stmt)
         elif isinstance(stmt, ast.Expr):
             self._top_level_expression(stmt)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -107,20 +107,20 @@ class ModuleChecker:
 
     def _import(self, stmt: ast.Import) -> None:
         for alias in stmt.names:
-            if not self.names.module_allowed(alias.name) or not self.names.ns.is_module(alias.name):
+            if not self.resolver.module_allowed(alias.name) or not self.resolver.ns.is_module(alias.name):
                 self._reject_import(alias.name, stmt)
                 continue
             if alias.asname:
-                self.names.bind(alias.asname, Symbol("import", stmt, Member(names.MODULE, alias.name)), stmt)
+                self.resolver.bind(alias.asname, Symbol("import", stmt, Member(names.MODULE, alias.name)), stmt)
                 continue
             top = alias.name.split(".")[0]  # `import a.b` binds `a`
-            if not self.names.module_allowed(top) or not self.names.ns.is_module(top):
+            if not self.resolver.module_allowed(top) or not self.resolver.ns.is_module(top):
                 self._reject_import(alias.name, stmt, binds=top)
                 continue
             symbol = self.facts.symbols.get(top)
             if symbol is not None and symbol.kind == "import" and symbol.member == Member(names.MODULE, top):
                 continue  # `import triton` then `import triton.language`: the same binding
-            self.names.bind(top, Symbol("import", stmt, Member(names.MODULE, top)), stmt)
+            self.resolver.bind(top, Symbol("import", stmt, Member(names.MODULE, top)), stmt)
 
     def _reject_import(self, module: str, stmt: ast.stmt, binds: str | None = None) -> None:
         what = f"import of `{module}`" + (f" (it binds `{binds}`)" if binds else "")
@@ -135,7 +135,7 @@ class ModuleChecker:
         if stmt.level:
             self.add("forbidden-import", "relative imports are not allowed", stmt)
             return
-        if not self.names.module_allowed(module) or not self.names.ns.is_module(module):
+        if not self.resolver.module_allowed(module) or not self.resolver.ns.is_module(module):
             self.add("forbidden-import", f"import from `{module}` is outside the allowlist "
                                          f"({allowlist_text(self.policy)})", stmt)
             return
@@ -143,7 +143,7 @@ class ModuleChecker:
             if alias.name == "*":
                 self.add("forbidden-import", f"`from {module} import *` hides what the kernel uses", stmt)
                 continue
-            member = self.names.ns.member(module, alias.name)
+            member = self.resolver.ns.member(module, alias.name)
             if member is None or (member.target == names.TORCH and not self.policy.torch_import):
                 if alias.name in FORBIDDEN_NAMES:
                     self.add("forbidden-import", f"`from {module} import {alias.name}` imports torch", stmt)
@@ -151,15 +151,15 @@ class ModuleChecker:
                     self.add("forbidden-import", f"`from {module} import {alias.name}`: `{module}.{alias.name}` is not "
                                                  "in the allowed set", stmt)
                 continue
-            self.names.bind(alias.asname or alias.name, Symbol("import", stmt, member), stmt)
+            self.resolver.bind(alias.asname or alias.name, Symbol("import", stmt, member), stmt)
 
     def _top_level_expression(self, stmt: ast.Expr) -> None:
         value = stmt.value
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             return  # a docstring
         if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) \
-                and self.names.chain(value.func) is not None:
-            ref = self.names.resolve_chain(value.func, frozenset())
+                and self.resolver.chain(value.func) is not None:
+            ref = self.resolver.resolve_chain(value.func, frozenset())
             if ref is None:
                 return
             if ref.member is not None and ref.member.kind == names.DRIVER and not value.args and not value.keywords:
@@ -180,7 +180,7 @@ class ModuleChecker:
             else:
                 self.add("top-level", f"module-level `{short(stmt)}`: one name per constant", stmt)
             return
-        if isinstance(stmt, ast.AnnAssign) and not self.names.is_constexpr_annotation(stmt.annotation):
+        if isinstance(stmt, ast.AnnAssign) and not self.resolver.is_constexpr_annotation(stmt.annotation):
             self.add("top-level", f"annotation `{short(stmt.annotation)}` runs at import; only tl.constexpr", stmt)
             return
         value = stmt.value
@@ -193,130 +193,9 @@ class ModuleChecker:
             self.add("global-state", f"global mutable state: module-level `{short(stmt)}` can cache results between "
                                      "calls", stmt)
             return
-        if not self.names.is_constant(value):
+        if not self.resolver.is_constant(value):
             self.add("top-level", f"module-level assignment `{short(stmt)}` is not a constant (numbers, strings, "
                                   "tuples of them, tl.constexpr(...), math constants)", stmt)
             return
-        self.names.bind(targets[0].id, Symbol("constant", stmt), stmt)
+        self.resolver.bind(targets[0].id, Symbol("constant", stmt), stmt)
 
-    # --- functions and decorators -------------------------------------------------------------
-
-    def _function(self, func: ast.FunctionDef) -> None:
-        if not func.decorator_list:
-            if self.policy.launcher and func.name == self.kernel_name:
-                self.names.bind(func.name, Symbol("launcher", func), func)
-                self.facts.launcher = func
-                self._signature(func, launcher=True)
-                return
-            where = " (in a launcher module only the function named after the kernel)" if self.policy.launcher else ""
-            self.add("top-level", f"undecorated module-level function `{func.name}` runs as plain Python; a kernel "
-                                  f"module defines @triton.jit functions{where}", func)
-            return
-        *outer, innermost = func.decorator_list
-        if not self._is_jit_decorator(innermost):
-            self.add("contract", f"function {func.name} must be decorated with @triton.jit directly above its def "
-                                 f"(found `@{short(innermost)}`)", innermost)
-            return
-        kinds = [self._outer_decorator(deco, func) for deco in outer]
-        if any(kind is None for kind in kinds):
-            return
-        for kind in set(kinds):
-            if kinds.count(kind) > 1:
-                self.add("decorator", f"function {func.name} has more than one `{kind}` decorator", func)
-        if "inductor" in kinds and len(kinds) > 1:
-            self.add("decorator", f"function {func.name}: the @triton_heuristics decorator is the only one above "
-                                  "@triton.jit", func)
-        self.names.bind(func.name, Symbol("jit", func, wrapped=bool(kinds)), func)
-        self.facts.jit_functions.append(func)
-        self._signature(func, launcher=False)
-
-    def _signature(self, func: ast.FunctionDef, launcher: bool) -> None:
-        args = func.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            self.add("contract", f"function {func.name} takes *args/**kwargs/keyword-only parameters", func)
-        for default in [*args.defaults, *args.kw_defaults]:
-            if default is not None and (launcher or not self.names.is_constant(default)):
-                what = "default arguments" if launcher else "a mutable or computed default argument"
-                self.add("global-state", f"function {func.name} has {what} (`{short(default)}`)", default)
-        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            if is_dunder(arg.arg):
-                self.add("forbidden-call", f"parameter `{arg.arg}` of {func.name} (dunder names)", arg)
-            if arg.annotation is not None and (launcher or not self.names.is_constexpr_annotation(arg.annotation)):
-                self.add("top-level", f"annotation `{short(arg.annotation)}` of {func.name}({arg.arg}) runs at "
-                                      "import; parameters are annotated with tl.constexpr or not at all", arg)
-        if func.returns is not None:
-            self.add("top-level", f"return annotation `{short(func.returns)}` of {func.name} runs at import", func)
-
-    def _decorator_ref(self, deco: ast.AST) -> Ref | None:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        if not isinstance(target, (ast.Name, ast.Attribute)) or self.names.chain(target) is None:
-            self.add("decorator", f"decorator `@{short(deco)}` is not a name; only @triton.jit and the listed launch "
-                                  "decorators are allowed", deco)
-            return None
-        return self.names.resolve_chain(target, frozenset())
-
-    def _is_jit_decorator(self, deco: ast.AST) -> bool:
-        ref = self._decorator_ref(deco) if isinstance(deco, (ast.Name, ast.Attribute, ast.Call)) else None
-        if ref is None or ref.member is None or ref.member.target != "triton.jit":
-            return False
-        if isinstance(deco, ast.Call):
-            if deco.args:
-                self.add("decorator", "@triton.jit(...) takes keyword arguments only", deco)
-            for kw in deco.keywords:
-                if kw.arg not in JIT_KEYWORDS:
-                    self.add("decorator", f"@triton.jit({kw.arg}=...) is not allowed (use {', '.join(sorted(JIT_KEYWORDS))})",
-                             deco)
-                else:
-                    self.decorators.check_data(kw.value, "@triton.jit")
-        return True
-
-    def _outer_decorator(self, deco: ast.AST, func: ast.FunctionDef) -> str | None:
-        """Checks a decorator above @triton.jit; its kind ("inductor", "autotune", "heuristics") or None."""
-        ref = self._decorator_ref(deco)
-        if ref is None:
-            return None
-        target = ref.member.target if ref.member is not None else None
-        if ref.member is not None and ref.member.kind == names.DECORATOR and target is not None \
-                and target.startswith(names.HEURISTICS + "."):
-            if not self.policy.inductor_decorator:
-                self.add("decorator", f"`@{short(deco)}` is Inductor's launcher; a {self.dialect.value} module launches "
-                                      "its kernels itself (kernel[grid](...))", deco)
-                return None
-            if not isinstance(deco, ast.Call):
-                self.add("decorator", f"`@{short(deco)}` must be called with its launch metadata", deco)
-                return None
-            if self.kernel_name is not None and func.name != self.kernel_name:
-                self.add("decorator", f"only the kernel {self.kernel_name} carries a @triton_heuristics decorator "
-                                      f"({func.name} is a helper: plain @triton.jit)", deco)
-            what = f"@{short(deco.func)}"
-            for arg in deco.args:
-                self.decorators.check_data(arg, what)
-            for kw in deco.keywords:
-                if kw.arg is None:
-                    self.add("decorator", f"`**` in {what} hides what it passes", deco)
-                else:
-                    self.decorators.check_data(kw.value, what)
-                    if kw.arg == "inductor_meta":
-                        self.decorators.inductor_meta_code(kw.value, func)
-                    if kw.arg in ("config", "configs"):
-                        self.decorators.config_values(kw.value, what)
-            return "inductor"
-        if target in ("triton.autotune", "triton.heuristics"):
-            if not self.policy.triton_autotune:
-                self.add("decorator", f"`@{short(deco.func if isinstance(deco, ast.Call) else deco)}` is for launcher "
-                                      "modules; a plain candidate is launched by its @triton_heuristics decorator",
-                         deco)
-                return None
-            if not isinstance(deco, ast.Call):
-                self.add("decorator", f"`@{short(deco)}` must be called with its arguments", deco)
-                return None
-            if target == "triton.autotune":
-                self.decorators.autotune(deco)
-                return "autotune"
-            self.decorators.heuristics(deco)
-            return "heuristics"
-        self.add("decorator", f"function {func.name} has decorator `@{short(deco)}`"
-                              + (f" (`{target}`)" if target else "") + "; only @triton.jit and "
-                              + ("the triton_heuristics launch decorators" if self.policy.inductor_decorator
-                                 else "@triton.autotune/@triton.heuristics") + " are allowed", deco)
-        return None
