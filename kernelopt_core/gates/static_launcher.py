@@ -26,8 +26,8 @@ becomes a *compile plan* (signature, constants, ``num_warps``/``num_stages``) th
 for sm_90; a launch that depends on runtime values (a block size computed from ``r0_numel``) is
 not compiled, with a note saying why (gate 2 runs it): :mod:`.static_launcher_plans`.
 
-This module walks the launcher's statements and launches; its expressions are
-:mod:`.static_launcher_expressions`'.
+This module walks the launcher's statements and launches; the expressions in them are checked
+by :mod:`.static_launcher_expressions`.
 """
 
 from __future__ import annotations
