@@ -5,7 +5,7 @@ Literals and containers of literals, ``__file__``, ``DeviceProperties(...)`` wit
 literal arguments (no hooks), and for ``@triton.heuristics`` lambdas of arithmetic on
 ``args['NAME']``. Inductor turns some metadata strings into code it executes (``precomputed_grids``
 expressions, ``fixed_grid`` names, launch-config values formatted into grid code): those must be
-integer arithmetic, identifiers and numbers. Pure :mod:`ast`; used by :class:`.static_rules.ModuleChecker`.
+integer arithmetic, identifiers and numbers. Pure :mod:`ast`; used by :class:`.static_functions.FunctionShapeRules`.
 """
 
 from __future__ import annotations
