@@ -3,10 +3,12 @@
 The tree (docs/architecture.md, "Ownership of processes")::
 
     CLI / kernelopt-lsp job / bench problem process
-       └─ worker                  parent-death signal; exits on request-pipe EOF, even mid-job
-            ├─ zygote             parent-death signal
-            │    └─ candidates    die with the zygote
-            └─ ncu / compute-sanitizer, in the worker's process group
+       ├─ worker                  parent-death signal; exits on request-pipe EOF, even mid-job
+       │    ├─ zygote (cpu|cuda)  parent-death signal
+       │    │    └─ candidates    die with the zygote
+       │    └─ compute-sanitizer, in the worker's process group
+       ├─ zygote (compile)        parent-death signal; its compile processes die with it
+       └─ ncu                     its target watches the process that started ncu
 
 Three layers, because each alone has a gap:
 

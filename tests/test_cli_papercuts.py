@@ -180,7 +180,7 @@ class StandInUserEvaluator:
         return {"kernels": {name: {"configs": []} for name in kernels}}
 
     def launch_timing(self) -> dict[str, Any]:
-        from kernelopt_core.userkernels.evaluator import timing_from_profile
+        from kernelopt_core.search.user_kernel_evaluation import timing_from_profile
 
         return timing_from_profile(self.target, self.profile_reply)
 
@@ -204,9 +204,9 @@ class StandInUserEvaluator:
 def own_kernel_run(own_kernels: Path, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> tuple[str, Path]:
     """``kernelopt optimize scale_kernels.py`` (its harness from the comment), measured by the stand-in."""
-    from kernelopt_core.userkernels.target import UserKernelTarget
+    from kernelopt_core.search import user_kernel_evaluation
 
-    monkeypatch.setattr(UserKernelTarget, "evaluator", lambda self, *a, **k: StandInUserEvaluator(self))
+    monkeypatch.setattr(user_kernel_evaluation, "UserKernelEvaluator", lambda target, *a, **k: StandInUserEvaluator(target))
     assert main(["optimize", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--iterations", "1",
                  "--plans", "1", "--beam-width", "1", "--no-memory", "--run-root", str(own_kernels / "runs")]) == 0
     out = capsys.readouterr().out
@@ -258,9 +258,9 @@ class AcceptingUserEvaluator(StandInUserEvaluator):
 
 def test_an_optimized_own_kernel_comes_back_as_a_diff_of_the_file(own_kernels: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelopt_core.userkernels.target import UserKernelTarget
+    from kernelopt_core.search import user_kernel_evaluation
 
-    monkeypatch.setattr(UserKernelTarget, "evaluator", lambda self, *a, **k: AcceptingUserEvaluator(self))
+    monkeypatch.setattr(user_kernel_evaluation, "UserKernelEvaluator", lambda target, *a, **k: AcceptingUserEvaluator(target))
     original = (own_kernels / "scale_kernels.py").read_text()
     assert main(["optimize", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--iterations", "1",
                  "--plans", "1", "--beam-width", "1", "--no-memory", "--run-root", str(own_kernels / "runs"),

@@ -12,14 +12,13 @@ import pytest
 import torch
 
 from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.artifacts.kernel_arguments import argument_roles, runtime_parameters
 from kernelopt_core.gates.kernel import (
     KernelRun,
-    argument_roles,
     compare_reruns,
     compare_runs,
     fingerprint,
     random_arguments,
-    runtime_parameters,
 )
 from kernelopt_core.sandbox.guarded_buffers import bits, fill_poison, guarded_copy, poison_bits
 

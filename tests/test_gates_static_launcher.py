@@ -12,7 +12,7 @@ import pytest
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.gates import static_names
 from kernelopt_core.gates.static import check_source, run_static_gate
-from kernelopt_core.gates.static_rules import Dialect
+from kernelopt_core.gates.static_tables import Dialect
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "tests" / "fixtures" / "inductor-h200-torch2.11"

@@ -127,8 +127,8 @@ def small_graphs(work: str) -> dict[str, Any]:
     from adversarial.runner import compile_problems
 
     from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.artifacts.kernel_arguments import runtime_parameters
     from kernelopt_core.gates import CascadeConfig, run_cascade
-    from kernelopt_core.gates.kernel import runtime_parameters
 
     graphs = compile_problems(os.path.join(work, "corpus"), device=DEVICE)
     out: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 
 # What the gates can check today. The adversarial corpus skips (and names) the cases that need
 # something not listed here; whoever lands a capability adds its name:
-#   "gate1-resolution"     gate 1 resolves every name against a listed namespace (static_rules.py)
+#   "gate1-resolution"     gate 1 resolves every name against a listed namespace (static_resolution.py)
 #   "launcher-dialect"     gate 1 checks launcher modules and compiles their kernels (static_launcher.py)
 #   "launcher-candidates"  gates 2-4 load and run launcher candidates (kernelopt_core/launchers.py)
 #   "input-families"       gates 2 and 3 run the input families of input_families.py and compare with its rule

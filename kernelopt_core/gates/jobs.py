@@ -200,10 +200,11 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from ..artifacts import parse_output_code
+    from ..artifacts.kernel_arguments import argument_roles, runtime_parameters
     from ..graph_module import make_inputs
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
-    from .kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES, argument_roles, runtime_parameters
+    from .kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
     from .kernel_gate import BATTERIES, check_kernel
     from .launch_capture import capture_launches
     from .step_clock import StepClock
@@ -839,9 +840,10 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from ..artifacts import parse_output_code
+    from ..artifacts.kernel_arguments import argument_roles, runtime_parameters
     from ..graph_module import make_inputs
     from ..sandbox.exchange import ExchangeArena
-    from .kernel import Side, argument_roles, run_original, runtime_parameters
+    from .kernel import Side, run_original
     from .kernel_gate import CandidateSide
     from .launch_capture import capture_launches
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts.kernel_arguments import Role
 from ..sandbox.exchange import ExchangeArena, TensorView
 from ..sandbox.process import SandboxError, SandboxProcess
 from .chunks import aligned_flat
@@ -20,7 +21,6 @@ from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
     ExtraSet,
-    Role,
     RunCheck,
     Side,
     StructureCheck,

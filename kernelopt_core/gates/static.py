@@ -24,14 +24,14 @@ from .static_literals import check_literal_windows
 from .static_names import HEURISTIC_DECORATORS, kernel_namespace
 from .static_reloads import RULE as RELOAD_RULE
 from .static_reloads import check_reloads
-from .static_rules import (
+from .static_rules import ModuleChecker
+from .static_tables import (
     FORBIDDEN_CALLS,
     FORBIDDEN_MODULES,
     FORBIDDEN_NAMES,
     GRID_TYPES,
     STREAM_ATTRIBUTES,
     Dialect,
-    ModuleChecker,
     StaticFinding,
     check_signature_types,
 )
@@ -99,7 +99,7 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
         if dialect is Dialect.LAUNCHER and facts.launcher is not None:
             original_signature = (_decorator_meta(original, "triton_meta") or {}).get("signature") \
                 if original is not None else None
-            launched = check_launcher(checker, facts.launcher, original, original_signature)
+            launched = check_launcher(checker.resolver, facts.launcher, original, original_signature)
             report.launch_plans = launched.plans
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics

@@ -5,7 +5,7 @@ Literals and containers of literals, ``__file__``, ``DeviceProperties(...)`` wit
 literal arguments (no hooks), and for ``@triton.heuristics`` lambdas of arithmetic on
 ``args['NAME']``. Inductor turns some metadata strings into code it executes (``precomputed_grids``
 expressions, ``fixed_grid`` names, launch-config values formatted into grid code): those must be
-integer arithmetic, identifiers and numbers. Pure :mod:`ast`; used by :class:`.static_rules.ModuleChecker`.
+integer arithmetic, identifiers and numbers. Pure :mod:`ast`; used by :class:`.static_functions.FunctionShapeRules`.
 """
 
 from __future__ import annotations
@@ -14,30 +14,39 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import static_names as names
-from .static_rules import AUTOTUNE_KEYWORDS, CONFIG_KEYWORDS, GRID_TYPES, IDENTIFIER, Ref, is_dunder, short
+from .static_tables import (
+    AUTOTUNE_KEYWORDS,
+    CONFIG_KEYWORDS,
+    GRID_TYPES,
+    IDENTIFIER,
+    ModuleFacts,
+    Ref,
+    is_dunder,
+    short,
+)
 
 if TYPE_CHECKING:
-    from .static_rules import ModuleChecker, ModuleFacts
+    from .static_resolution import NameResolver
 
 
 class DecoratorRules:
-    """The decorator-argument checks of one module (findings go to the module's checker)."""
+    """The decorator-argument checks of one module (findings go to its name resolver)."""
 
-    def __init__(self, checker: ModuleChecker):
-        self.checker = checker
+    def __init__(self, resolver: NameResolver):
+        self.resolver = resolver
 
     def add(self, rule: str, message: str, node: ast.AST | None) -> None:
-        self.checker.add(rule, message, node)
+        self.resolver.add(rule, message, node)
 
     def chain(self, node: ast.AST) -> tuple[ast.Name, list[ast.Attribute]] | None:
-        return self.checker.chain(node)
+        return self.resolver.chain(node)
 
     def resolve_chain(self, node: ast.Name | ast.Attribute, local: frozenset[str] | set[str]) -> Ref | None:
-        return self.checker.resolve_chain(node, local)
+        return self.resolver.resolve_chain(node, local)
 
     @property
     def facts(self) -> ModuleFacts:
-        return self.checker.facts
+        return self.resolver.facts
 
     def check_data(self, node: ast.AST, where: str) -> None:
         """Decorator arguments are data: nothing in them may run other code."""

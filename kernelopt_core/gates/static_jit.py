@@ -2,8 +2,9 @@
 
 Calls resolve to the Triton language, ``triton_helpers``, ``libdevice``, ``tl_math``, ``math``,
 ``triton.cdiv``/``next_power_of_2``, plain ``@triton.jit`` helpers of the module, the builtins in
-:data:`.static_rules.JIT_BUILTINS` and the tensor methods in :data:`.static_rules.TENSOR_METHODS`;
-statements are the ones Triton compiles. Pure :mod:`ast`; used by :class:`.static_rules.ModuleChecker`.
+:data:`.static_tables.JIT_BUILTINS` and the tensor methods in :data:`.static_tables.TENSOR_METHODS`;
+statements are the ones Triton compiles. Pure :mod:`ast`; used by :class:`.static_rules.ModuleChecker`, names resolved by
+:class:`.static_resolution.NameResolver`.
 """
 
 from __future__ import annotations
@@ -12,62 +13,62 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import static_names as names
-from .static_rules import JIT_BUILTINS, TENSOR_ATTRIBUTES, TENSOR_METHODS, Ref, is_dunder, short
+from .static_tables import JIT_BUILTINS, TENSOR_ATTRIBUTES, TENSOR_METHODS, Ref, is_dunder, short
 
 if TYPE_CHECKING:
-    from .static_rules import ModuleChecker
+    from .static_resolution import NameResolver
 
 
-def check_call_target(checker: ModuleChecker, call: ast.Call, local: set[str], context: str) -> Ref | None:
+def check_call_target(resolver: NameResolver, call: ast.Call, local: set[str], context: str) -> Ref | None:
     """The function a call in a @triton.jit body resolves to (a finding when it is not allowed)."""
     func = call.func
-    if isinstance(func, (ast.Name, ast.Attribute)) and checker.chain(func) is not None:
-        ref = checker.resolve_chain(func, local)
+    if isinstance(func, (ast.Name, ast.Attribute)) and resolver.chain(func) is not None:
+        ref = resolver.resolve_chain(func, local)
         if ref is None:
             return None
         if ref.kind == "value":
             *attrs, method = ref.name.split(".")
             bad = [a for a in attrs if a not in TENSOR_ATTRIBUTES]
             if bad or method not in TENSOR_METHODS:
-                checker.add("forbidden-call", f"`{short(func)}(...)`: `.{bad[0] if bad else method}` is not a Triton "
+                resolver.add("forbidden-call", f"`{short(func)}(...)`: `.{bad[0] if bad else method}` is not a Triton "
                                            f"tensor method {context} uses", call)
                 return None
             return ref
         if ref.kind == "member" and ref.member is not None:
             if ref.member.target.startswith(names.TORCH + ".") and not ref.member.target.startswith(names.RUNTIME):
-                checker.add("torch", f"`{short(func)}` calls torch (`{ref.member.target}`) {context}", call)
+                resolver.add("torch", f"`{short(func)}` calls torch (`{ref.member.target}`) {context}", call)
                 return None
             if ref.member.kind in (names.DEVICE, names.HOST_INT, names.MATH_FUNCTION):
                 if ref.member.target.rsplit(".", 1)[-1].startswith("atomic_"):
-                    checker.facts.uses_atomics = True
+                    resolver.facts.uses_atomics = True
                 return ref
-            checker.add("forbidden-call", f"`{short(func)}` (`{ref.member.target}`) cannot be called {context}", call)
+            resolver.add("forbidden-call", f"`{short(func)}` (`{ref.member.target}`) cannot be called {context}", call)
             return None
         if ref.kind == "jit":
-            symbol = checker.facts.symbols[ref.name]
+            symbol = resolver.facts.symbols[ref.name]
             if symbol.wrapped:
-                checker.add("forbidden-call", f"`{ref.name}` is a launched kernel (it has a launch decorator); "
+                resolver.add("forbidden-call", f"`{ref.name}` is a launched kernel (it has a launch decorator); "
                                            "only plain @triton.jit helpers are called from a kernel", call)
                 return None
             return ref
         if ref.kind == "builtin":
             if ref.name in JIT_BUILTINS:
                 return ref
-            checker.reject_name(ref.name, func)
+            resolver.reject_name(ref.name, func)
             return None
         what = {"local": "a local variable", "constant": "a module-level constant",
                 "launcher": "the launcher"}.get(ref.kind, ref.kind)
-        checker.add("forbidden-call", f"`{short(func)}(...)` calls {what}", call)
+        resolver.add("forbidden-call", f"`{short(func)}(...)` calls {what}", call)
         return None
     if isinstance(func, ast.Attribute):
         if is_dunder(func.attr):
-            checker.add("forbidden-call", f"dunder attribute `.{func.attr}` (getattr tricks)", func)
+            resolver.add("forbidden-call", f"dunder attribute `.{func.attr}` (getattr tricks)", func)
             return None
         if func.attr not in TENSOR_METHODS:
-            checker.add("forbidden-call", f"`.{func.attr}(...)` is not a Triton tensor method {context} uses", call)
+            resolver.add("forbidden-call", f"`.{func.attr}(...)` is not a Triton tensor method {context} uses", call)
             return None
         return Ref("value", name=func.attr)
-    checker.add("forbidden-call", f"`{short(func)}(...)` calls a computed value", call)
+    resolver.add("forbidden-call", f"`{short(func)}(...)` calls a computed value", call)
     return None
 
 
@@ -80,14 +81,14 @@ _JIT_EXPRESSIONS = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, 
 class JitBodyChecker:
     """One @triton.jit body: statements and expressions of the Triton language only."""
 
-    def __init__(self, checker: ModuleChecker, func: ast.FunctionDef, local: set[str]):
-        self.checker = checker
+    def __init__(self, resolver: NameResolver, func: ast.FunctionDef, local: set[str]):
+        self.resolver = resolver
         self.func = func
         self.local = local
         self.context = "inside a @triton.jit function"
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
-        self.checker.add(rule, message, node)
+        self.resolver.add(rule, message, node)
 
     def run(self) -> None:
         for stmt in self.func.body:
@@ -120,7 +121,7 @@ class JitBodyChecker:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
                 self.target(target, stmt)
-            if isinstance(stmt, ast.AnnAssign) and not self.checker._is_constexpr_annotation(stmt.annotation):
+            if isinstance(stmt, ast.AnnAssign) and not self.resolver.is_constexpr_annotation(stmt.annotation):
                 self.add("top-level", f"annotation `{short(stmt.annotation)}`: only tl.constexpr", stmt)
             if stmt.value is not None:
                 self.expression(stmt.value)
@@ -143,7 +144,7 @@ class JitBodyChecker:
     def target(self, target: ast.AST, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Name):
             if is_dunder(target.id):
-                self.checker.reject_name(target.id, target)
+                self.resolver.reject_name(target.id, target)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
@@ -157,9 +158,9 @@ class JitBodyChecker:
 
     def expression(self, node: ast.AST) -> None:
         if isinstance(node, ast.Call):
-            check_call_target(self.checker, node, self.local, self.context)
+            check_call_target(self.resolver, node, self.local, self.context)
             func = node.func
-            if isinstance(func, ast.Attribute) and self.checker.chain(func) is None:
+            if isinstance(func, ast.Attribute) and self.resolver.chain(func) is None:
                 self.expression(func.value)  # the tensor the method is called on
             elif not isinstance(func, (ast.Name, ast.Attribute)):
                 pass  # already rejected
@@ -173,11 +174,11 @@ class JitBodyChecker:
                     self.add("construct", f"`**{short(kw.value)}` in a call {self.context}", kw.value)
                     continue
                 if is_dunder(kw.arg):
-                    self.checker.reject_name(kw.arg, kw.value)
+                    self.resolver.reject_name(kw.arg, kw.value)
                 self.expression(kw.value)
             return
-        if isinstance(node, (ast.Name, ast.Attribute)) and self.checker.chain(node) is not None:
-            ref = self.checker.resolve_chain(node, self.local)
+        if isinstance(node, (ast.Name, ast.Attribute)) and self.resolver.chain(node) is not None:
+            ref = self.resolver.resolve_chain(node, self.local)
             if ref is None:
                 return
             if ref.kind == "value":
@@ -194,7 +195,7 @@ class JitBodyChecker:
             elif ref.kind == "launcher":
                 self.add("forbidden-call", f"`{short(node)}`: the launcher used {self.context}", node)
             elif ref.kind == "builtin" and ref.name not in JIT_BUILTINS and ref.name not in ("True", "False", "None"):
-                self.checker.reject_name(ref.name, node)
+                self.resolver.reject_name(ref.name, node)
             return
         if isinstance(node, ast.Attribute):
             if is_dunder(node.attr):

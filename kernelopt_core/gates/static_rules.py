@@ -1,11 +1,8 @@
 """Gate 1's source rules: a kernel module may use only what it can be shown to reach.
 
-Every import, alias, attribute chain, call target and decorator expression is resolved to a
-qualified name (``tl.load`` -> ``triton.language.load``, ``triton_helpers.maximum`` ->
-``torch._inductor.runtime.triton_helpers.maximum``) and looked up in the allowed namespace of
-:mod:`.static_names`; everything else is rejected with the line and the construct. Names are
-never trusted: an allowed module imported under another name is the same module, a name bound to
-something else is that something else.
+Every name is resolved to what it refers to and looked up in the allowed namespace of
+:mod:`.static_names` (:mod:`.static_resolution`); everything else is rejected with the line and
+the construct.
 
 What a module may contain depends on its :class:`Dialect`:
 
@@ -18,10 +15,11 @@ What a module may contain depends on its :class:`Dialect`:
 * ``USER`` (hand-written kernels, issue 19): ``@triton.jit``/``@triton.autotune`` kernels without
   Inductor's decorator and without a launcher. Its rules are in place; its contract is not.
 
-This module resolves names and checks the module level and the functions' shape; the
-``@triton.jit`` bodies are checked by :mod:`.static_jit`, decorator arguments by
-:mod:`.static_decorators`, a launcher's body by :mod:`.static_launcher`. No dunder names anywhere
-(``__file__`` in decorator arguments aside).
+This module checks the module level and the functions' shape; names are resolved by
+:mod:`.static_resolution`, the ``@triton.jit`` bodies are checked by :mod:`.static_jit`, decorator
+arguments by :mod:`.static_decorators`, a launcher's body by :mod:`.static_launcher`; the tables
+they share are in :mod:`.static_tables`. No dunder names anywhere (``__file__`` in decorator
+arguments aside).
 
 Pure Python (:mod:`ast`): no torch, nothing of the candidate runs.
 """
@@ -29,301 +27,58 @@ Pure Python (:mod:`ast`): no torch, nothing of the candidate runs.
 from __future__ import annotations
 
 import ast
-import builtins
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
 
 from . import static_names as names
+from .static_functions import FunctionShapeRules
+from .static_jit import JitBodyChecker
 from .static_names import KernelNamespace, Member
-
-FORBIDDEN_NAMES = frozenset({"torch", "extern_kernels", "aten"})
-# Named in messages (they are rejected like any other unknown name).
-FORBIDDEN_MODULES = frozenset({
-    "os", "sys", "subprocess", "socket", "ctypes", "threading", "multiprocessing", "shutil", "pathlib", "io",
-    "builtins", "importlib", "pickle", "marshal", "signal", "inspect", "gc", "weakref", "functools", "asyncio",
-    "concurrent", "urllib", "http", "requests", "tempfile", "glob", "cffi", "numpy", "random", "time", "atexit",
-    "runtime", "driver", "compiler", "backends", "testing",
-})
-FORBIDDEN_CALLS = {
-    "open": "file I/O", "eval": "eval", "exec": "exec", "compile": "compile()", "__import__": "__import__",
-    "getattr": "getattr tricks", "setattr": "setattr tricks", "delattr": "delattr tricks",
-    "globals": "globals()", "locals": "locals()", "vars": "vars()", "input": "input()",
-    "breakpoint": "breakpoint()", "print": "print (I/O)", "exit": "exit()", "quit": "quit()",
-    "memoryview": "memoryview", "id": "id() (identity caching)", "hash": "hash() (identity caching)",
-    "type": "type() (builds classes)", "object": "object", "super": "super()", "dir": "dir()",
-}
-STREAM_ATTRIBUTES = frozenset({"Stream", "ExternalStream", "set_stream", "current_stream", "stream",
-                               "get_current_stream", "set_current_stream", "Event", "synchronize"})
-# Builtins Inductor's kernels and templates call inside @triton.jit bodies.
-JIT_BUILTINS = frozenset({"range", "min", "max", "float", "int", "bool", "abs", "len"})
-# Methods and attributes of Triton values (tensors, constexprs, dtypes) inside @triton.jit bodies.
-TENSOR_METHODS = frozenset({
-    "to", "reshape", "broadcast_to", "trans", "permute", "view", "expand_dims", "split", "ravel", "sum", "max",
-    "min", "argmax", "argmin", "cumsum", "cumprod", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs",
-    "sigmoid", "softmax", "erf", "floor", "ceil", "cos", "sin", "xor_sum", "reduce_or", "flip", "sort",
-    "histogram", "logical_and", "logical_or", "cast", "reduce", "associative_scan", "is_floating", "is_int",
-    "is_fp32", "is_fp16", "is_bf16", "is_fp64", "is_bool", "is_ptr", "is_int_signed", "is_int_unsigned",
-})
-TENSOR_ATTRIBUTES = frozenset({"dtype", "shape", "T", "type", "element_ty", "value", "numel",
-                               "primitive_bitwidth", "scalar"})
-JIT_KEYWORDS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
-AUTOTUNE_KEYWORDS = frozenset({"configs", "key", "reset_to_zero", "restore_value", "warmup", "rep", "cache_results"})
-CONFIG_KEYWORDS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
-GRID_TYPES = frozenset({"Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow", "BatchMatmulGrid3D",
-                        "FixedGrid", "PrecomputedGrid", "CooperativeReductionGrid", "SplitScanGrid",
-                        "MixOrderReductionGrid"})
-_SIGNATURE_TYPE = re.compile(r"^(constexpr|\*?k?(fp|bf|i|u)\d+(e\d+)?(nv|b\d+|fn|fnuz)?|B|\*?i1|nvTmaDesc)$")
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_BUILTIN_NAMES = frozenset(dir(builtins))
-
-
-class Dialect(str, Enum):
-    INDUCTOR = "inductor"  # a plain candidate (Inductor's kernel-module contract)
-    LAUNCHER = "launcher"  # @triton.jit kernels and one launcher function (docs/launchers.md)
-    USER = "user"  # hand-written @triton.jit/@triton.autotune kernels (issue 19; no contract yet)
-
-
-@dataclass(frozen=True)
-class DialectPolicy:
-    torch_import: bool  # `import torch` (for the launcher's scratch allocations)
-    inductor_decorator: bool  # @triton_heuristics.<kind>(...)
-    triton_autotune: bool  # @triton.autotune(...) / @triton.heuristics({...})
-    launcher: bool  # one undecorated function with the kernel's name
-
-
-POLICIES: dict[Dialect, DialectPolicy] = {
-    Dialect.INDUCTOR: DialectPolicy(torch_import=False, inductor_decorator=True, triton_autotune=False,
-                                    launcher=False),
-    Dialect.LAUNCHER: DialectPolicy(torch_import=True, inductor_decorator=False, triton_autotune=True,
-                                    launcher=True),
-    Dialect.USER: DialectPolicy(torch_import=False, inductor_decorator=False, triton_autotune=True,
-                                launcher=False),
-}
-
-
-@dataclass
-class StaticFinding:
-    rule: str  # syntax, contract, torch, forbidden-import, forbidden-call, try-except, stream, global-state,
-    # top-level, decorator, construct, undefined, launcher
-    message: str
-    line: int | None = None  # 1-based line in the candidate source
-
-    def describe(self) -> str:
-        return f"line {self.line}: {self.message}" if self.line else self.message
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "message": self.message, "line": self.line}
-
-
-@dataclass
-class Symbol:
-    """A module-level name: an import (its resolved member), a constant, or a function."""
-
-    kind: str  # "import", "constant", "jit", "launcher"
-    node: ast.AST
-    member: Member | None = None  # imports
-    wrapped: bool = False  # jit functions under @triton.autotune/@triton.heuristics/@triton_heuristics
-
-
-@dataclass
-class Ref:
-    """What an expression resolves to."""
-
-    kind: str  # member, local, constant, jit, launcher, builtin, undefined
-    member: Member | None = None
-    name: str = ""
-
-
-@dataclass
-class ModuleFacts:
-    """What the rules learned on the way (the contract and the compile step read it)."""
-
-    symbols: dict[str, Symbol] = field(default_factory=dict)
-    jit_functions: list[ast.FunctionDef] = field(default_factory=list)
-    launcher: ast.FunctionDef | None = None
-    uses_atomics: bool = False
-
-
-def short(node: ast.AST, limit: int = 60) -> str:
-    text = ast.unparse(node).replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def is_dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__")
+from .static_resolution import NameResolver
+from .static_tables import (
+    FORBIDDEN_CALLS,
+    FORBIDDEN_NAMES,
+    POLICIES,
+    Dialect,
+    ModuleFacts,
+    StaticFinding,
+    Symbol,
+    allowlist_text,
+    local_names,
+    short,
+)
 
 
 class ModuleChecker:
-    """Checks one kernel module; findings go to ``findings``, facts to ``facts``."""
+    """Checks one kernel module; findings go to ``findings``, facts to ``facts``.
+
+    The module level (imports, constants, expressions) is checked here; its functions' shape by
+    :class:`.static_functions.FunctionShapeRules`, their ``@triton.jit`` bodies by
+    :class:`.static_jit.JitBodyChecker`, every name by one :class:`.static_resolution.NameResolver`.
+    """
 
     def __init__(self, namespace: KernelNamespace, dialect: Dialect, kernel_name: str | None = None):
-        self.ns = namespace
-        self.dialect = dialect
         self.policy = POLICIES[dialect]
-        self.kernel_name = kernel_name
-        self.findings: list[StaticFinding] = []
-        self.facts = ModuleFacts()
-        from .static_decorators import DecoratorRules
+        self.resolver = NameResolver(namespace, self.policy)
+        self.functions = FunctionShapeRules(self.resolver, dialect, kernel_name)
 
-        self.decorators = DecoratorRules(self)
+    @property
+    def findings(self) -> list[StaticFinding]:
+        return self.resolver.findings
+
+    @property
+    def facts(self) -> ModuleFacts:
+        return self.resolver.facts
 
     def add(self, rule: str, message: str, node: ast.AST | None) -> None:
-        line = getattr(node, "lineno", None) if node is not None else None
-        self.findings.append(StaticFinding(rule, message, line))
-
-    # --- resolution -------------------------------------------------------------------------
-
-    def resolve_qualified(self, qualified: str) -> Member | None:
-        """``a.b.c`` as an import names it: the longest known module prefix, then its members."""
-        parts = qualified.split(".")
-        for cut in range(len(parts), 0, -1):
-            module = ".".join(parts[:cut])
-            if self.ns.is_module(module):
-                member = Member(names.MODULE, module)
-                for part in parts[cut:]:
-                    if member.kind != names.MODULE:
-                        return None
-                    found = self.ns.member(member.target, part)
-                    if found is None:
-                        return None
-                    member = found
-                return member
-        return None
-
-    def module_allowed(self, module: str) -> bool:
-        if module == names.TORCH:
-            return self.policy.torch_import
-        return module in self.ns.importable
-
-    def member_of(self, base: Member, attr: str, node: ast.AST, text: str, rest: tuple[str, ...] = ()) -> Member | None:
-        """``base.attr`` for a module ``base``; a finding when it is not allowed (``rest``: the attributes after)."""
-        found = self.ns.member(base.target, attr)
-        if found is not None and (found.target != names.TORCH or self.policy.torch_import):
-            return found
-        self.reject_member(base.target, attr, node, text, rest)
-        return None
-
-    def reject_member(self, module: str, attr: str, node: ast.AST, text: str, rest: tuple[str, ...] = ()) -> None:
-        qualified = f"{module}.{attr}"
-        if any(a in STREAM_ATTRIBUTES for a in rest):
-            self.add("stream", f"`{text}.{'.'.join(rest)}`: kernels launch on the stream the wrapper gives them; new "
-                               "streams, events and synchronisation escape the timer", node)
-        if is_dunder(attr):
-            self.add("forbidden-call", f"dunder attribute `.{attr}` in `{text}` (reaches the interpreter's "
-                                       "internals)", node)
-        elif module == names.TORCH:
-            self.add("torch", f"`{text}` (`{qualified}`): a launcher uses torch only for scratch (torch.empty, "
-                              "empty_like, zeros, zeros_like) and dtypes", node)
-        elif attr in FORBIDDEN_NAMES:
-            self.add("torch", f"`{text}` reaches torch (`{qualified}`) from inside the kernel module", node)
-        elif attr in STREAM_ATTRIBUTES:
-            self.add("stream", f"`{text}`: kernels launch on the stream the wrapper gives them; new streams, "
-                               "events and synchronisation escape the timer", node)
-        else:
-            self.add("forbidden-import", f"`{text}` resolves to `{qualified}`, which is not in the allowed set of "
-                                         f"`{module}`", node)
-
-    def resolve_name(self, name: str, local: frozenset[str] | set[str]) -> Ref:
-        if name in local:
-            return Ref("local", name=name)
-        symbol = self.facts.symbols.get(name)
-        if symbol is not None:
-            if symbol.kind == "import":
-                return Ref("member", symbol.member, name)
-            return Ref(symbol.kind, name=name)
-        if name in _BUILTIN_NAMES:
-            return Ref("builtin", name=name)
-        return Ref("undefined", name=name)
-
-    def reject_name(self, name: str, node: ast.AST) -> None:
-        """A name that is not a local, a module-level name or an allowed builtin here."""
-        if name in FORBIDDEN_NAMES:
-            self.add("torch", f"`{name}` used inside the kernel module: a candidate is Triton only, with no torch "
-                              "or vendor-library calls", node)
-        elif name in FORBIDDEN_CALLS:
-            self.add("forbidden-call", f"`{name}` is not allowed ({FORBIDDEN_CALLS[name]})", node)
-        elif is_dunder(name):
-            self.add("forbidden-call", f"`{name}` (dunder names reach the interpreter's internals)", node)
-        elif name in FORBIDDEN_MODULES:
-            self.add("forbidden-import", f"`{name}` is not allowed in a kernel module", node)
-        elif name in _BUILTIN_NAMES:
-            self.add("forbidden-call", f"the builtin `{name}` is not allowed here", node)
-        else:
-            self.add("undefined", f"`{name}` is not defined in the module (not a parameter, a local, an import "
-                                  "or a module-level constant)", node)
-
-    def chain(self, node: ast.AST) -> tuple[ast.Name, list[ast.Attribute]] | None:
-        """``a.b.c`` as (Name a, [.b, .c]); None when the base is not a name."""
-        attrs: list[ast.Attribute] = []
-        while isinstance(node, ast.Attribute):
-            attrs.append(node)
-            node = node.value
-        if isinstance(node, ast.Name):
-            return node, list(reversed(attrs))
-        return None
-
-    def resolve_chain(self, node: ast.Name | ast.Attribute, local: frozenset[str] | set[str]) -> Ref | None:
-        """Resolve ``a.b.c`` (a finding and None when it leaves the allowed set)."""
-        found = self.chain(node)
-        assert found is not None
-        base, attrs = found
-        if is_dunder(base.id):
-            self.reject_name(base.id, base)
-            return None
-        ref = self.resolve_name(base.id, local)
-        if ref.kind == "undefined":
-            self.reject_name(base.id, base)
-            return None
-        for position, attr in enumerate(attrs):
-            if is_dunder(attr.attr):
-                self.add("forbidden-call", f"dunder attribute `.{attr.attr}` in `{short(node)}` (getattr tricks)",
-                         attr)
-                return None
-            if ref.kind == "member" and ref.member is not None and ref.member.kind == names.MODULE:
-                member = self.member_of(ref.member, attr.attr, attr, short(attr),
-                                        tuple(a.attr for a in attrs[position + 1:]))
-                if member is None:
-                    return None
-                ref = Ref("member", member, attr.attr)
-                continue
-            if ref.kind in ("local", "constant", "value"):
-                # attributes of a value: the caller decides (tensor attributes, methods)
-                rest = [a.attr for a in attrs[position:]]
-                return Ref("value", name=".".join(rest))
-            what = {"member": f"`{ref.member.target if ref.member else ref.name}`", "jit": "a @triton.jit function",
-                    "launcher": "the launcher", "builtin": f"the builtin `{ref.name}`"}.get(ref.kind, ref.kind)
-            if attr.attr in STREAM_ATTRIBUTES:
-                self.add("stream", f"`{short(attr)}`: new streams, events and synchronisation escape the timer", attr)
-            else:
-                self.add("forbidden-import", f"`{short(attr)}` takes the attribute `.{attr.attr}` of {what}; only "
-                                             "listed modules have attributes a kernel may use", attr)
-            return None
-        return ref
+        self.resolver.add(rule, message, node)
 
     # --- the module ---------------------------------------------------------------------------
 
     def check_module(self, tree: ast.Module) -> ModuleFacts:
-        from .static_jit import JitBodyChecker
-
         for stmt in tree.body:
             self._top_level(stmt)
         for func in self.facts.jit_functions:
-            JitBodyChecker(self, func, local_names(func)).run()
+            JitBodyChecker(self.resolver, func, local_names(func)).run()
         return self.facts
-
-    def _bind(self, name: str, symbol: Symbol, node: ast.AST) -> None:
-        if is_dunder(name):
-            self.add("forbidden-call", f"module-level name `{name}` (dunder names reach the interpreter's "
-                                       "internals)", node)
-            return
-        if name in self.facts.symbols:
-            self.add("top-level", f"`{name}` is bound twice at module level (the second silently replaces the "
-                                  "first)", node)
-            return
-        self.facts.symbols[name] = symbol
 
     def _top_level(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Import):
@@ -331,7 +86,7 @@ class ModuleChecker:
         elif isinstance(stmt, ast.ImportFrom):
             self._import_from(stmt)
         elif isinstance(stmt, ast.FunctionDef):
-            self._function(stmt)
+            self.functions.check(stmt)
         elif isinstance(stmt, ast.Expr):
             self._top_level_expression(stmt)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -352,20 +107,20 @@ class ModuleChecker:
 
     def _import(self, stmt: ast.Import) -> None:
         for alias in stmt.names:
-            if not self.module_allowed(alias.name) or not self.ns.is_module(alias.name):
+            if not self.resolver.module_allowed(alias.name) or not self.resolver.ns.is_module(alias.name):
                 self._reject_import(alias.name, stmt)
                 continue
             if alias.asname:
-                self._bind(alias.asname, Symbol("import", stmt, Member(names.MODULE, alias.name)), stmt)
+                self.resolver.bind(alias.asname, Symbol("import", stmt, Member(names.MODULE, alias.name)), stmt)
                 continue
             top = alias.name.split(".")[0]  # `import a.b` binds `a`
-            if not self.module_allowed(top) or not self.ns.is_module(top):
+            if not self.resolver.module_allowed(top) or not self.resolver.ns.is_module(top):
                 self._reject_import(alias.name, stmt, binds=top)
                 continue
             symbol = self.facts.symbols.get(top)
             if symbol is not None and symbol.kind == "import" and symbol.member == Member(names.MODULE, top):
                 continue  # `import triton` then `import triton.language`: the same binding
-            self._bind(top, Symbol("import", stmt, Member(names.MODULE, top)), stmt)
+            self.resolver.bind(top, Symbol("import", stmt, Member(names.MODULE, top)), stmt)
 
     def _reject_import(self, module: str, stmt: ast.stmt, binds: str | None = None) -> None:
         what = f"import of `{module}`" + (f" (it binds `{binds}`)" if binds else "")
@@ -380,7 +135,7 @@ class ModuleChecker:
         if stmt.level:
             self.add("forbidden-import", "relative imports are not allowed", stmt)
             return
-        if not self.module_allowed(module) or not self.ns.is_module(module):
+        if not self.resolver.module_allowed(module) or not self.resolver.ns.is_module(module):
             self.add("forbidden-import", f"import from `{module}` is outside the allowlist "
                                          f"({allowlist_text(self.policy)})", stmt)
             return
@@ -388,7 +143,7 @@ class ModuleChecker:
             if alias.name == "*":
                 self.add("forbidden-import", f"`from {module} import *` hides what the kernel uses", stmt)
                 continue
-            member = self.ns.member(module, alias.name)
+            member = self.resolver.ns.member(module, alias.name)
             if member is None or (member.target == names.TORCH and not self.policy.torch_import):
                 if alias.name in FORBIDDEN_NAMES:
                     self.add("forbidden-import", f"`from {module} import {alias.name}` imports torch", stmt)
@@ -396,15 +151,15 @@ class ModuleChecker:
                     self.add("forbidden-import", f"`from {module} import {alias.name}`: `{module}.{alias.name}` is not "
                                                  "in the allowed set", stmt)
                 continue
-            self._bind(alias.asname or alias.name, Symbol("import", stmt, member), stmt)
+            self.resolver.bind(alias.asname or alias.name, Symbol("import", stmt, member), stmt)
 
     def _top_level_expression(self, stmt: ast.Expr) -> None:
         value = stmt.value
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             return  # a docstring
         if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) \
-                and self.chain(value.func) is not None:
-            ref = self.resolve_chain(value.func, frozenset())
+                and self.resolver.chain(value.func) is not None:
+            ref = self.resolver.resolve_chain(value.func, frozenset())
             if ref is None:
                 return
             if ref.member is not None and ref.member.kind == names.DRIVER and not value.args and not value.keywords:
@@ -425,7 +180,7 @@ class ModuleChecker:
             else:
                 self.add("top-level", f"module-level `{short(stmt)}`: one name per constant", stmt)
             return
-        if isinstance(stmt, ast.AnnAssign) and not self._is_constexpr_annotation(stmt.annotation):
+        if isinstance(stmt, ast.AnnAssign) and not self.resolver.is_constexpr_annotation(stmt.annotation):
             self.add("top-level", f"annotation `{short(stmt.annotation)}` runs at import; only tl.constexpr", stmt)
             return
         value = stmt.value
@@ -438,201 +193,9 @@ class ModuleChecker:
             self.add("global-state", f"global mutable state: module-level `{short(stmt)}` can cache results between "
                                      "calls", stmt)
             return
-        if not self.is_constant(value):
+        if not self.resolver.is_constant(value):
             self.add("top-level", f"module-level assignment `{short(stmt)}` is not a constant (numbers, strings, "
                                   "tuples of them, tl.constexpr(...), math constants)", stmt)
             return
-        self._bind(targets[0].id, Symbol("constant", stmt), stmt)
+        self.resolver.bind(targets[0].id, Symbol("constant", stmt), stmt)
 
-    def _is_constexpr_annotation(self, node: ast.AST) -> bool:
-        if isinstance(node, (ast.Name, ast.Attribute)) and self.chain(node) is not None:
-            ref = self.resolve_chain(node, frozenset())
-            return ref is not None and ref.member is not None and ref.member.target == f"{names.TL}.constexpr"
-        return False
-
-    def is_constant(self, node: ast.AST) -> bool:
-        """Immutable values computed from literals, earlier constants, math and tl.constexpr(...)."""
-        if isinstance(node, ast.Constant):
-            return True
-        if isinstance(node, ast.Tuple):
-            return all(self.is_constant(e) for e in node.elts)
-        if isinstance(node, ast.UnaryOp):
-            return self.is_constant(node.operand)
-        if isinstance(node, ast.BinOp):
-            return self.is_constant(node.left) and self.is_constant(node.right)
-        if isinstance(node, ast.BoolOp):
-            return all(self.is_constant(v) for v in node.values)
-        if isinstance(node, ast.Compare):
-            return self.is_constant(node.left) and all(self.is_constant(c) for c in node.comparators)
-        if isinstance(node, ast.Name):
-            symbol = self.facts.symbols.get(node.id)
-            if symbol is not None and symbol.kind == "constant":
-                return True
-        if isinstance(node, (ast.Name, ast.Attribute)) and self.chain(node) is not None:
-            found = self.chain(node)
-            assert found is not None
-            symbol = self.facts.symbols.get(found[0].id)
-            if symbol is None or symbol.kind != "import":
-                return False
-            ref = self.resolve_chain(node, frozenset())
-            return ref is not None and ref.member is not None and ref.member.kind == names.MATH_VALUE
-        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) \
-                and self.chain(node.func) is not None and not node.keywords:
-            symbol = self.facts.symbols.get(self.chain(node.func)[0].id)  # type: ignore[index]
-            if symbol is None or symbol.kind != "import":
-                return False
-            ref = self.resolve_chain(node.func, frozenset())
-            if ref is None or ref.member is None:
-                return False
-            if ref.member.kind == names.MATH_FUNCTION or ref.member.target == f"{names.TL}.constexpr":
-                return all(self.is_constant(a) for a in node.args)
-        return False
-
-    # --- functions and decorators -------------------------------------------------------------
-
-    def _function(self, func: ast.FunctionDef) -> None:
-        if not func.decorator_list:
-            if self.policy.launcher and func.name == self.kernel_name:
-                self._bind(func.name, Symbol("launcher", func), func)
-                self.facts.launcher = func
-                self._signature(func, launcher=True)
-                return
-            where = " (in a launcher module only the function named after the kernel)" if self.policy.launcher else ""
-            self.add("top-level", f"undecorated module-level function `{func.name}` runs as plain Python; a kernel "
-                                  f"module defines @triton.jit functions{where}", func)
-            return
-        *outer, innermost = func.decorator_list
-        if not self._is_jit_decorator(innermost):
-            self.add("contract", f"function {func.name} must be decorated with @triton.jit directly above its def "
-                                 f"(found `@{short(innermost)}`)", innermost)
-            return
-        kinds = [self._outer_decorator(deco, func) for deco in outer]
-        if any(kind is None for kind in kinds):
-            return
-        for kind in set(kinds):
-            if kinds.count(kind) > 1:
-                self.add("decorator", f"function {func.name} has more than one `{kind}` decorator", func)
-        if "inductor" in kinds and len(kinds) > 1:
-            self.add("decorator", f"function {func.name}: the @triton_heuristics decorator is the only one above "
-                                  "@triton.jit", func)
-        self._bind(func.name, Symbol("jit", func, wrapped=bool(kinds)), func)
-        self.facts.jit_functions.append(func)
-        self._signature(func, launcher=False)
-
-    def _signature(self, func: ast.FunctionDef, launcher: bool) -> None:
-        args = func.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            self.add("contract", f"function {func.name} takes *args/**kwargs/keyword-only parameters", func)
-        for default in [*args.defaults, *args.kw_defaults]:
-            if default is not None and (launcher or not self.is_constant(default)):
-                what = "default arguments" if launcher else "a mutable or computed default argument"
-                self.add("global-state", f"function {func.name} has {what} (`{short(default)}`)", default)
-        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            if is_dunder(arg.arg):
-                self.add("forbidden-call", f"parameter `{arg.arg}` of {func.name} (dunder names)", arg)
-            if arg.annotation is not None and (launcher or not self._is_constexpr_annotation(arg.annotation)):
-                self.add("top-level", f"annotation `{short(arg.annotation)}` of {func.name}({arg.arg}) runs at "
-                                      "import; parameters are annotated with tl.constexpr or not at all", arg)
-        if func.returns is not None:
-            self.add("top-level", f"return annotation `{short(func.returns)}` of {func.name} runs at import", func)
-
-    def _decorator_ref(self, deco: ast.AST) -> Ref | None:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        if not isinstance(target, (ast.Name, ast.Attribute)) or self.chain(target) is None:
-            self.add("decorator", f"decorator `@{short(deco)}` is not a name; only @triton.jit and the listed launch "
-                                  "decorators are allowed", deco)
-            return None
-        return self.resolve_chain(target, frozenset())
-
-    def _is_jit_decorator(self, deco: ast.AST) -> bool:
-        ref = self._decorator_ref(deco) if isinstance(deco, (ast.Name, ast.Attribute, ast.Call)) else None
-        if ref is None or ref.member is None or ref.member.target != "triton.jit":
-            return False
-        if isinstance(deco, ast.Call):
-            if deco.args:
-                self.add("decorator", "@triton.jit(...) takes keyword arguments only", deco)
-            for kw in deco.keywords:
-                if kw.arg not in JIT_KEYWORDS:
-                    self.add("decorator", f"@triton.jit({kw.arg}=...) is not allowed (use {', '.join(sorted(JIT_KEYWORDS))})",
-                             deco)
-                else:
-                    self.decorators.check_data(kw.value, "@triton.jit")
-        return True
-
-    def _outer_decorator(self, deco: ast.AST, func: ast.FunctionDef) -> str | None:
-        """Checks a decorator above @triton.jit; its kind ("inductor", "autotune", "heuristics") or None."""
-        ref = self._decorator_ref(deco)
-        if ref is None:
-            return None
-        target = ref.member.target if ref.member is not None else None
-        if ref.member is not None and ref.member.kind == names.DECORATOR and target is not None \
-                and target.startswith(names.HEURISTICS + "."):
-            if not self.policy.inductor_decorator:
-                self.add("decorator", f"`@{short(deco)}` is Inductor's launcher; a {self.dialect.value} module launches "
-                                      "its kernels itself (kernel[grid](...))", deco)
-                return None
-            if not isinstance(deco, ast.Call):
-                self.add("decorator", f"`@{short(deco)}` must be called with its launch metadata", deco)
-                return None
-            if self.kernel_name is not None and func.name != self.kernel_name:
-                self.add("decorator", f"only the kernel {self.kernel_name} carries a @triton_heuristics decorator "
-                                      f"({func.name} is a helper: plain @triton.jit)", deco)
-            what = f"@{short(deco.func)}"
-            for arg in deco.args:
-                self.decorators.check_data(arg, what)
-            for kw in deco.keywords:
-                if kw.arg is None:
-                    self.add("decorator", f"`**` in {what} hides what it passes", deco)
-                else:
-                    self.decorators.check_data(kw.value, what)
-                    if kw.arg == "inductor_meta":
-                        self.decorators.inductor_meta_code(kw.value, func)
-                    if kw.arg in ("config", "configs"):
-                        self.decorators.config_values(kw.value, what)
-            return "inductor"
-        if target in ("triton.autotune", "triton.heuristics"):
-            if not self.policy.triton_autotune:
-                self.add("decorator", f"`@{short(deco.func if isinstance(deco, ast.Call) else deco)}` is for launcher "
-                                      "modules; a plain candidate is launched by its @triton_heuristics decorator",
-                         deco)
-                return None
-            if not isinstance(deco, ast.Call):
-                self.add("decorator", f"`@{short(deco)}` must be called with its arguments", deco)
-                return None
-            if target == "triton.autotune":
-                self.decorators.autotune(deco)
-                return "autotune"
-            self.decorators.heuristics(deco)
-            return "heuristics"
-        self.add("decorator", f"function {func.name} has decorator `@{short(deco)}`"
-                              + (f" (`{target}`)" if target else "") + "; only @triton.jit and "
-                              + ("the triton_heuristics launch decorators" if self.policy.inductor_decorator
-                                 else "@triton.autotune/@triton.heuristics") + " are allowed", deco)
-        return None
-
-
-def local_names(func: ast.FunctionDef) -> set[str]:
-    """Parameters and every name the function assigns (Python makes them local everywhere in it)."""
-    local = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
-    for node in walk_function(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            local.add(node.id)
-    return local
-
-
-def walk_function(func: ast.FunctionDef) -> Iterator[ast.AST]:
-    """Every node of a function's body (not its decorators, defaults or annotations)."""
-    for stmt in func.body:
-        yield from ast.walk(stmt)
-
-
-def allowlist_text(policy: DialectPolicy) -> str:
-    text = ("triton, triton.language, math, torch._inductor.runtime.{triton_helpers, triton_heuristics, hints}, "
-            "libdevice from triton_helpers or triton.language.extra(.cuda)")
-    return text + (", torch (launcher scratch only)" if policy.torch_import else "")
-
-
-def check_signature_types(signature: dict[str, Any]) -> list[str]:
-    """Signature type strings that are not Triton type names (Triton evaluates parts of some)."""
-    return [f"{name}: {value!r}" for name, value in signature.items()
-            if not isinstance(value, str) or not _SIGNATURE_TYPE.match(value)]

@@ -4,7 +4,7 @@ bytes and time measured. Pure arithmetic: no torch (workers, the CLI and the edi
 * **Per launch:** every distinct tensor the launch reads, once, plus every tensor it writes, once.
   A tensor's bytes are its stride-aware storage extent, ``(1 + sum((size - 1) * |stride|)) * itemsize``,
   so a broadcast bias (stride 0) counts its real size and a transposed view its whole storage.
-  Read or written comes from the kernel source (:func:`kernelopt_core.gates.kernel.argument_roles`):
+  Read or written comes from the kernel source (:func:`kernelopt_core.artifacts.kernel_arguments.argument_roles`):
   ``in_ptr`` is read, ``out_ptr`` written, ``in_out_ptr`` written and read only when the kernel loads it.
   Arguments that alias (one buffer passed twice, overlapping views) count once per direction: the
   byte ranges of one storage are merged.
@@ -130,8 +130,8 @@ def graph_ideal_bytes(inputs: Iterable[LaunchArg], outputs: Iterable[LaunchArg],
 def name_and_role(args: list[LaunchArg], kernel_source: str, kernel_name: str,
                   mutated: list[str] | None = None) -> list[LaunchArg]:
     """Names the positional arguments after the kernel's runtime parameters and gives each its role
-    (shared with gate 2: :func:`kernelopt_core.gates.kernel.argument_roles`)."""
-    from ..gates.kernel import argument_roles, runtime_parameters
+    (shared with gate 2: :func:`kernelopt_core.artifacts.kernel_arguments.argument_roles`)."""
+    from ..artifacts.kernel_arguments import argument_roles, runtime_parameters
 
     params = runtime_parameters(kernel_source, kernel_name)
     roles = argument_roles(kernel_source, kernel_name, list(mutated or []))

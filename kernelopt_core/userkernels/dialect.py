@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from ..gates.static import MAX_SOURCE_BYTES, SourceReport, StaticFinding, check_source
-from ..gates.static_rules import Dialect
+from ..gates.static_tables import Dialect
 from ..gates.verdict import GateVerdict
 from .parse import Aliases, parse_user_kernels
 

@@ -5,8 +5,9 @@
 :class:`UserKernelTarget`: the parsed kernel, the harness spec, the extracted kernel module and
 the device. The target also speaks the optimizer's language: :meth:`graph` is the
 :class:`~kernelopt_core.artifacts.model.CompiledGraph` view the search pipeline reads (one
-kernel, one launch), :meth:`evaluator` its gates and measurements, :meth:`rewrite` puts
-accepted kernels into the user's file text. Nothing here imports torch.
+kernel, one launch), :meth:`rewrite` puts accepted kernels into the user's file text; the
+search measures and gates it with its own evaluator
+(:mod:`kernelopt_core.search.user_kernel_evaluation`). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -133,13 +134,6 @@ class UserKernelTarget:
         share = report.share_of(self.kernel)
         return (f"{self.kernel} is {share:.0%} of a harness call ({self.harness.describe()}); the harness's own "
                 f"work outside it is {1 - share:.0%}")
-
-    def evaluator(self, workdir: str, *, ab_rounds: int | None = None, kernel_rounds: int | None = None,
-                  sink: Any = None, worker: Any = None) -> Any:
-        from .evaluator import UserKernelEvaluator
-
-        return UserKernelEvaluator(self, workdir, ab_rounds=ab_rounds, kernel_rounds=kernel_rounds, sink=sink,
-                                   worker=worker)
 
     def rewrite(self, text: str, sources: dict[str, str]) -> str:
         """The file ``text`` with the accepted kernel module(s) put in (raises ApplyError)."""

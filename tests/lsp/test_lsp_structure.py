@@ -2,13 +2,18 @@
 import circle inside ``kernelopt_lsp``, and no class that holds a whole subsystem.
 
 Imports are read from the source with ``ast`` (every import: module level, in functions, under
-TYPE_CHECKING), so a circle that only bites at run time is caught too.
+TYPE_CHECKING), so a circle that only bites at run time is caught too; the reader is
+tests/import_graph.py, which tests/test_import_graph.py uses for the layers of the whole project.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from import_graph import find_cycle as _cycle
+from import_graph import imports as _imports
+from import_graph import module_files
 
 PACKAGE = Path(__file__).resolve().parents[2] / "server" / "kernelopt_lsp"
 SHELL = "kernelopt_lsp.server"
@@ -17,60 +22,12 @@ CLASS_MAX_LINES = 300
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's own modules that ``name`` imports."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, *([base] if base else [])])
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        out |= {t for t in targets if t in known}
-    out.discard(name)
-    return out
+    return module_files(PACKAGE)
 
 
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
-            if nxt not in state and (found := visit(nxt)) is not None:
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)) is not None:
-            return found
-    return None
 
 
 def test_the_import_graph_reads_relative_and_nested_imports():

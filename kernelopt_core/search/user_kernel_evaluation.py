@@ -1,11 +1,14 @@
 """The search pipeline's evaluator for a user kernel: the same protocol as
 :class:`kernelopt_core.search.evaluation.GateEvaluator`, on the harness instead of a graph.
 
+The search makes it for a :class:`~kernelopt_core.userkernels.target.UserKernelTarget`
+(:mod:`.run_context`); the target itself knows nothing of the search.
+
 * ``launch_timing``: the kernel alone on its captured launch and the harness, timed in the
   worker; the harness's time outside the kernel is an overhead item, so the kernel's share is
   its share of the harness;
-* ``profile``: ncu on a GPU, running the harness (:mod:`.ncu_run`);
-* ``screen`` / ``finalize``: the user-kernel gates (:mod:`.cascade`);
+* ``profile``: ncu on a GPU, running the harness (:mod:`kernelopt_core.userkernels.ncu_run`);
+* ``screen`` / ``finalize``: the user-kernel gates (:mod:`kernelopt_core.userkernels.cascade`);
 * ``time``: kernel-alone A/B of a candidate against the original, each in its own process.
 
 Nothing here imports torch.
@@ -19,10 +22,10 @@ from typing import Any
 from ..events import EventSink
 from ..gates.cascade import CascadeSetupError
 from ..gates.verdict import CascadeConfig, CascadeResult
-from ..search.evaluation import EvaluationError, KernelTime, Screen
-from .cascade import facts as capture_facts
-from .cascade import job_caller, run_user_cascade
-from .target import UserKernelTarget
+from ..userkernels.cascade import facts as capture_facts
+from ..userkernels.cascade import job_caller, run_user_cascade
+from ..userkernels.target import UserKernelTarget
+from .evaluation import EvaluationError, KernelTime, Screen
 
 
 class UserKernelEvaluator:
@@ -94,7 +97,7 @@ class UserKernelEvaluator:
         if not self.device.startswith("cuda"):
             return {"error": "ncu needs a CUDA GPU; the CPU backend has no hardware counters"}
         from ..measure.ncu import NcuError
-        from .ncu_run import profile_user_kernel_ncu
+        from ..userkernels.ncu_run import profile_user_kernel_ncu
 
         try:
             metrics = profile_user_kernel_ncu(self.target, sections=sections,
@@ -110,7 +113,7 @@ class UserKernelEvaluator:
                       quarantined=result.quarantined, containment=result.containment)
 
     def time(self, kernel: str, source: str, screen: Screen) -> KernelTime:
-        from .dialect import candidate_configs
+        from ..userkernels.dialect import candidate_configs
 
         payload = self.target.payload(candidate=source, candidate_configs=candidate_configs(source, kernel),
                                       workdir=self._root(), rounds=self.kernel_rounds)
