@@ -67,3 +67,74 @@ def test_the_sanitizer_report_is_read(tmp_path: Path, monkeypatch: pytest.Monkey
     if errors:
         assert "Race reported" in run.summary
     assert not [p for p in os.listdir(tmp_path) if p.startswith("kernelopt-sanitize-")]  # scratch removed
+
+
+PLAIN = '''
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_heuristics
+
+@triton_heuristics.pointwise(size_hints={'x': 1024}, inductor_meta={'kernel_name': 'triton_poi_fused_relu_0'})
+@triton.jit
+def triton_poi_fused_relu_0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    x0 = xoffset + tl.arange(0, XBLOCK)
+    tl.store(out_ptr0 + x0, tl.maximum(tl.load(in_ptr0 + x0, x0 < xnumel), 0), x0 < xnumel)
+'''
+
+LAUNCHER = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def _partial(in_ptr, partial_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+@triton.jit
+def _partial_finish(partial_ptr, out_ptr, BLOCK: tl.constexpr):
+    pass
+
+def triton_red_fused_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel):
+    partials = torch.empty((64,), dtype=torch.float32, device=in_ptr0.device)
+    _partial[(64,)](in_ptr0, partials, r0_numel, BLOCK=1024)
+    _partial_finish[(1,)](partials, out_ptr0, BLOCK=64)
+'''
+
+
+def test_only_the_candidates_kernels_are_instrumented() -> None:
+    """The candidate's @triton.jit functions get the suffix the sanitizer filters on; the baseline's
+    kernel of the same name (which the capture runs) does not match it."""
+    from kernelopt_core.gates.sanitize import CHECKED_SUFFIX, checked_source
+    from kernelopt_core.launchers import is_launcher_source
+
+    plain, renames = checked_source(PLAIN)
+    assert renames == {"triton_poi_fused_relu_0": "triton_poi_fused_relu_0" + CHECKED_SUFFIX}
+    assert "def triton_poi_fused_relu_0_kosan_checked(" in plain and "def triton_poi_fused_relu_0(" not in plain
+    compile(plain, "plain", "exec")
+    launcher, renames = checked_source(LAUNCHER)
+    assert set(renames) == {"_partial", "_partial_finish"}  # the launcher's own function keeps its name
+    assert is_launcher_source(launcher, "triton_red_fused_sum_0")
+    assert "_partial_kosan_checked[(64,)]" in launcher and "_partial_finish_kosan_checked[(1,)]" in launcher
+    assert "_partial_finish_kosan_checked_kosan_checked" not in launcher
+    compile(launcher, "launcher", "exec")
+    assert checked_source("def not_a_kernel(): pass\n") == ("def not_a_kernel(): pass\n", {})
+
+
+def test_the_sanitizer_is_told_to_check_only_the_candidate_and_says_where_a_slow_run_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "compute-sanitizer"
+    seen = tmp_path / "argv.txt"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {seen}\necho \"PYTORCH_NO_CUDA_MEMORY_CACHING=$PYTORCH_NO_CUDA_MEMORY_CACHING\" >> {seen}\n"
+                    "echo 'SANITIZE-STEP import_torch_and_start_cuda 6.25'\necho 'SANITIZE-STEP load_the_graph 3.50'\n"
+                    "exec sleep 30\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("KERNELOPT_COMPUTE_SANITIZER", str(fake))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    run = run_sanitizer("memcheck", "g.py", "r.py", "k", "cuda:0", timeout_s=2)
+    assert not run.ran and run.errors is None
+    assert run.summary == ("did not finish within 2 s (steps done: import torch and start cuda 6.2 s, "
+                           "load the graph 3.5 s)")
+    argv, env_line = seen.read_text().splitlines()
+    assert "--tool memcheck --print-limit 20 --kernel-name kns=_kosan_checked " in argv
+    assert env_line == "PYTORCH_NO_CUDA_MEMORY_CACHING=1"  # each tensor its own allocation

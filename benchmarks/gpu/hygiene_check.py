@@ -10,7 +10,7 @@ that allocates ``KERNELOPT_HYGIENE_HOLD_GIB`` (16) GiB on the GPU and sleeps, as
 worker did when the campaign of the issue lost 103 GB to a timed-out problem. The campaign's
 ``--timeout`` (``KERNELOPT_HYGIENE_TIMEOUT_S``: 180 s on the GPU, 150 s on the CPU) ends it. The
 two real problems around it run the optimizer with a small beam (``--no-optimize`` on the CPU,
-where the interpreter is slow); the third must run normally.
+where the interpreter is slow, and with ``KERNELOPT_HYGIENE_OPTIMIZE=0``); the third must run normally.
 
 Recorded: at the baseline, at each problem's end (seen on the campaign's event stream) and after
 the campaign: the device memory in use (nvidia-smi; this process never initialises CUDA) and every
@@ -194,7 +194,9 @@ def run(out_dir: str) -> dict[str, Any]:
     timeout_s = float(os.environ.get("KERNELOPT_HYGIENE_TIMEOUT_S", "180" if gpu else "150"))
     command = [sys.executable, "-m", "kernelopt_core.cli.main", "bench", suite, "--out", campaign, "--events",
                "--no-plot", "--timeout", str(timeout_s), "--device", "cuda" if gpu else "cpu"]
-    command += SMALL_BEAM if gpu else ["--no-optimize", "--scale", "tiny"]
+    # KERNELOPT_HYGIENE_OPTIMIZE=0: the real problems only measure (their workers still start and end)
+    optimize = gpu and os.environ.get("KERNELOPT_HYGIENE_OPTIMIZE", "1") != "0"
+    command += SMALL_BEAM if optimize else ["--no-optimize"] + ([] if gpu else ["--scale", "tiny"])
     tag = f"{os.getpid()}-{time.time_ns()}"
     baseline = _memory(gpu, None)
     base_mib = baseline.get("used_mib")

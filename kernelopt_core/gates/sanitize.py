@@ -5,7 +5,17 @@ shows only now and then, needs the sanitizer. For every finalist (a candidate th
 gate 3) on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` and ``--tool racecheck``
 (issue 28: both, always, each timed) on a small program (:func:`main`) that captures the kernel's
 first launch from the baseline graph, applies the candidate-process policy, loads the candidate
-and launches it once on copies of the captured arguments.
+and launches it once per config on copies of the captured arguments.
+
+Only the candidate is instrumented. Its ``@triton.jit`` functions are renamed with
+:data:`CHECKED_SUFFIX` and the sanitizer is told ``--kernel-name kns=<suffix>``: the baseline's
+kernels (which the capture runs, autotuning included) run at full speed. On the H200 at KernelBench
+sizes, instrumenting the whole graph made neither tool finish within 25 s. Each of the candidate's
+configs is launched once instead of autotuned (autotuning under the tool costs configs x benchmark
+runs, and the one it picks is not known in advance). PyTorch's caching allocator is off in the
+target (``PYTORCH_NO_CUDA_MEMORY_CACHING``), so that each tensor is its own allocation and a store
+past a tensor's end is one memcheck sees. The target prints when each step ends; a run that does
+not finish says which step it was in.
 
 What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
 go through it). A race through global memory, a program loading what its own threads stored with
@@ -38,6 +48,44 @@ from ..process_lifetime import die_with_owner, end_tree, owned_command, start_ow
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error", re.IGNORECASE)
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazard", re.IGNORECASE)
+# Appended to the candidate's @triton.jit functions under the sanitizer; the baseline has none of it.
+CHECKED_SUFFIX = "_kosan_checked"
+_STEP = re.compile(r"^SANITIZE-STEP (\S+) ([0-9.]+)$", re.MULTILINE)
+
+
+def jit_function_names(source: str) -> list[str]:
+    """The module-level functions of a kernel module decorated with ``@triton.jit`` (or ``@jit``)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                text = ast.unparse(target)
+                if text in ("triton.jit", "jit"):
+                    names.append(node.name)
+    return names
+
+
+def checked_source(source: str, suffix: str = CHECKED_SUFFIX) -> tuple[str, dict[str, str]]:
+    """The kernel module with each of its @triton.jit functions (and every use of their names) renamed
+    with ``suffix``, and the renames. A plain Inductor module's one kernel gets a new name; a launcher's
+    own (undecorated) function keeps its name and launches the renamed kernels."""
+    renames = {name: name + suffix for name in jit_function_names(source)}
+    if not renames:
+        return source, {}
+    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(renames, key=len, reverse=True)) + r")\b")
+    return pattern.sub(lambda match: renames[match.group(1)], source), renames
+
+
+def steps_line(text: str) -> str:
+    """The target's steps as printed, e.g. "import torch 6.1 s, load the graph 9.8 s"; "" for none."""
+    return ", ".join(f"{name.replace('_', ' ')} {float(seconds):.1f} s" for name, seconds in _STEP.findall(text))
 
 
 @dataclass
@@ -47,6 +95,7 @@ class SanitizerRun:
     errors: int | None
     seconds: float
     summary: str  # the report's lines that name a problem, or why it did not run
+    steps: str = ""  # where the target's time went, as it printed it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,8 +175,9 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
            "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
            "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
            "TRITON_CACHE_MANAGER": "kernelopt_core.sandbox.triton_cache:ReadThroughCacheManager",
-           "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir()}
-    command = [sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "kernelopt_core.gates.sanitize",
+           "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    command = [sanitizer, "--tool", tool, "--print-limit", "20", "--kernel-name", f"kns={CHECKED_SUFFIX}",
+               sys.executable, "-m", "kernelopt_core.gates.sanitize",
                "--graph", graph, "--restitched", restitched, "--kernel", kernel, "--device", device,
                "--scratch", scratch]
     begin = time.monotonic()
@@ -138,9 +188,11 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         end_tree(process.pid)  # the sanitizer and its target
-        process.communicate()
+        stdout, stderr = process.communicate()
         shutil.rmtree(scratch, ignore_errors=True)
-        return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s")
+        steps = steps_line((stdout or "") + "\n" + (stderr or ""))
+        return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
+                            + (f" (steps done: {steps})" if steps else " (no step done)"))
     seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
     done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
@@ -157,7 +209,20 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
     if "SANITIZE-TARGET-OK" not in text and errors == 0:
         tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
         return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}")
-    return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors")
+    return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors",
+                        steps=steps_line(text))
+
+
+class _Steps:
+    """Prints when each step of the target ends (read back by :func:`steps_line`, even after a timeout)."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        print(f"SANITIZE-STEP {name} {now - self.last:.2f}", flush=True)
+        self.last = now
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", required=True)
     args = parser.parse_args(argv)
     die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
+    steps = _Steps()
     import torch
 
     from ..artifacts import parse_output_code
@@ -179,27 +245,62 @@ def main(argv: list[str] | None = None) -> int:
     from .launch_capture import capture_launches, clone_value
 
     torch.cuda.set_device(torch.device(args.device))
+    torch.empty(1, device=args.device)  # the CUDA context, timed apart from the graph
+    steps.done("import_torch_and_start_cuda")
     baseline = load_graph_module(args.graph, args.device)
+    steps.done("load_the_graph")
     launches, _ = capture_launches(baseline, [args.kernel], make_inputs(baseline, seed=0), limit=1)
+    steps.done("capture_the_launch")
     if not launches:
         print(f"{args.kernel} was not launched", file=sys.stderr)
         return 3
     source = parse_output_code(args.restitched).kernel(args.kernel)
     assert source is not None
     apply_policy(SandboxPolicy(scratch=args.scratch))
-    if is_launcher_source(source.source, args.kernel):
-        kernel = load_launcher(args.kernel, source.source, "cuda", directory=os.path.join(args.scratch, "launchers"))
+    checked, renames = checked_source(source.source)
+    if not renames:
+        print(f"the candidate for {args.kernel} has no @triton.jit function to check", file=sys.stderr)
+        return 3
+    if is_launcher_source(checked, args.kernel):
+        kernel: Any = load_launcher(args.kernel, checked, "cuda", directory=os.path.join(args.scratch, "launchers"))
+        runs = [kernel]
     else:
         from torch._inductor.async_compile import AsyncCompile
 
-        kernel = AsyncCompile().triton(args.kernel, source.source, "cuda")
+        kernel = AsyncCompile().triton(renames.get(args.kernel, args.kernel), checked, "cuda")
         kernel = kernel.result() if hasattr(kernel, "result") else kernel
+        runs = _one_launcher_each(kernel)
+    steps.done("compile_the_candidate")
     launch = launches[0]
-    values = [clone_value(v) for v in launch.args]
-    kernel.run(*values, **launch.kwargs)
-    torch.cuda.synchronize()
+    for run in runs:
+        values = [clone_value(v) for v in launch.args]
+        run.run(*values, **launch.kwargs)
+        torch.cuda.synchronize()
+        del values
+    steps.done(f"launch_{len(runs)}_config{'s' if len(runs) != 1 else ''}")
     print("SANITIZE-TARGET-OK")
     return 0
+
+
+def _one_launcher_each(kernel: Any) -> list[Any]:
+    """Inductor's kernel once per config, each a copy whose only launcher is that config (so ``run``
+    launches it instead of autotuning); the kernel itself where its launchers cannot be listed."""
+    import copy
+
+    if hasattr(kernel, "precompile") and not getattr(kernel, "launchers", None):
+        kernel.precompile()
+    launchers = list(getattr(kernel, "launchers", None) or [])
+    each = []
+    for launcher in launchers or [None]:
+        single = copy.copy(kernel)
+        if launcher is not None:
+            single.launchers = [launcher]
+        if hasattr(single, "_cached_launcher"):
+            single._cached_launcher = None
+        if isinstance(getattr(single, "inductor_meta", None), dict):  # no coordinate-descent tuning either
+            single.inductor_meta = {**single.inductor_meta, "coordinate_descent_tuning": False}
+        each.append(single)
+    return each
 
 
 if __name__ == "__main__":
