@@ -42,7 +42,13 @@ def test_profile_through_the_harness_comment(here: Path, capsys: pytest.CaptureF
     data = _json(capsys)
     [row] = data["kernels"]
     assert row["name"] == "softmax_kernel" and row["graph"] == str(here / "softmax.py")
-    assert row["source"] == "timing" and row["time_share_of"] == "harness" and 0 < row["time_share"] <= 1
+    assert row["source"] == "timing" and row["time_share_of"] == "harness"
+    # the kernel is nearly all of this harness: on a busy machine its own median can come out above the
+    # harness's, and then there is no share figure but a note with both spreads (paper cut 8)
+    if row["time_share"] is None:
+        assert "alone took" in row["time_share_note"] and "IQR" in row["time_share_note"]
+    else:
+        assert 0 < row["time_share"] <= 1
     assert row["harness"] == "bench_softmax() in softmax.py" and row["duration_ns"] > 0
     assert row["grid"] == [6] and row["meta"] == {"num_warps": 4, "BLOCK_SIZE": 128}
     roles = {a["name"]: a.get("role") for a in row["user_launches"][0]["args"]}

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -136,8 +137,13 @@ def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled:
     parts: list[str] = []
     for name in kernels:
         shared = shared_memory_bytes(compiled.get(name))
-        for tool in TOOLS:
-            run = run_sanitizer(tool, graph, restitched, name, device, timeout_s=timeout_s)
+        # The two tools side by side: most of a run is the target's start (importing torch, loading and
+        # running the graph), which the GPU does not limit, so together they take about one's time.
+        with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
+            futures = [pool.submit(run_sanitizer, tool, graph, restitched, name, device, timeout_s=timeout_s)
+                       for tool in TOOLS]
+        for tool, future in zip(TOOLS, futures, strict=True):
+            run = future.result()
             runs.append({"kernel": name, **run.to_json(), "shared_memory": shared})
             if run.ran and run.errors:
                 errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
@@ -204,11 +210,13 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
                                                                            "out of bounds", "Race"))]
     if match is None:
         tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
-        return SanitizerRun(tool, False, None, seconds, f"no summary (exit {done.returncode}): {tail[-500:]}")
+        return SanitizerRun(tool, False, None, seconds, f"no summary (exit {done.returncode}): {tail[-500:]}",
+                            steps=steps_line(text))
     errors = int(match.group(1))
     if "SANITIZE-TARGET-OK" not in text and errors == 0:
         tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
-        return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}")
+        return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}",
+                            steps=steps_line(text))
     return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors",
                         steps=steps_line(text))
 
@@ -283,24 +291,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_launcher_each(kernel: Any) -> list[Any]:
-    """Inductor's kernel once per config, each a copy whose only launcher is that config (so ``run``
-    launches it instead of autotuning); the kernel itself where its launchers cannot be listed."""
-    import copy
-
+    """Inductor's kernel once per config: the same kernel object, its launchers cut to one config at a
+    time (so ``run`` launches that config instead of autotuning; Inductor's kernels cannot be copied
+    once their launchers exist). The kernel alone where its launchers cannot be listed."""
     if hasattr(kernel, "precompile") and not getattr(kernel, "launchers", None):
         kernel.precompile()
     launchers = list(getattr(kernel, "launchers", None) or [])
-    each = []
-    for launcher in launchers or [None]:
-        single = copy.copy(kernel)
-        if launcher is not None:
-            single.launchers = [launcher]
-        if hasattr(single, "_cached_launcher"):
-            single._cached_launcher = None
-        if isinstance(getattr(single, "inductor_meta", None), dict):  # no coordinate-descent tuning either
-            single.inductor_meta = {**single.inductor_meta, "coordinate_descent_tuning": False}
-        each.append(single)
-    return each
+    if isinstance(getattr(kernel, "inductor_meta", None), dict):  # no coordinate-descent tuning either
+        kernel.inductor_meta = {**kernel.inductor_meta, "coordinate_descent_tuning": False}
+    if len(launchers) <= 1:
+        return [kernel]
+    return [_OneConfig(kernel, launcher) for launcher in launchers]
+
+
+class _OneConfig:
+    """Runs ``kernel`` with ``launcher`` as its only config."""
+
+    def __init__(self, kernel: Any, launcher: Any) -> None:
+        self.kernel, self.launcher = kernel, launcher
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.kernel.launchers = [self.launcher]
+        if hasattr(self.kernel, "_cached_launcher"):
+            self.kernel._cached_launcher = None
+        return self.kernel.run(*args, **kwargs)
 
 
 if __name__ == "__main__":
