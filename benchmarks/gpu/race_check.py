@@ -80,7 +80,7 @@ def _record(label: str, case_id: str, gates: tuple[int, ...], result: Any, secon
     third = result.verdict(3)
     if third is not None:
         runs = third.numbers.get("sanitizer") or []
-        record["sanitizer"] = [{k: r.get(k) for k in ("kernel", "tool", "ran", "errors", "seconds", "summary",
+        record["sanitizer"] = [{k: r.get(k) for k in ("kernel", "tool", "ran", "errors", "seconds", "summary", "steps",
                                                        "shared_memory")} for r in runs]
         record["sanitizer_note"] = third.numbers.get("sanitizer_note")
         record["sanitizer_seconds"] = round(sum(float(r.get("seconds") or 0.0) for r in runs), 2)
