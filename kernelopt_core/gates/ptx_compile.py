@@ -65,6 +65,7 @@ class _Outcome:
     answer: dict[str, Any]
     containment: dict[str, Any] | None = None
     from_cache: bool = False
+    steps_s: dict[str, float] = field(default_factory=dict)  # where a compiled unit's time went
 
 
 class PtxCompiler:
@@ -159,10 +160,12 @@ class PtxCompiler:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return _Outcome({"failure": _failure("crash", "the Triton compile did not finish within the time limit")})
+        begin = time.monotonic()
         try:
             process = SandboxProcess.start("compile", "cpu", zygote=self._zygote)
         except (SandboxError, OSError) as exc:  # OSError: no scratch folder or socket could be made
             return _Outcome({"failure": _failure("start", f"the compile process could not start: {exc}")})
+        started = time.monotonic()
         self.stats.count(compiled=1)
         try:
             reply = process.call("call", timeout_s=max(0.1, deadline - time.monotonic()), callable=COMPILE_CALLABLE,
@@ -175,7 +178,9 @@ class PtxCompiler:
         containment = {"pid": process.pid, **process.containment.to_json()}
         result = reply.get("result")
         if reply.get("ok") and isinstance(result, dict) and ("failure" in result or "total" in result):
-            return _Outcome(result, containment)
+            steps = {"start_s": round(started - begin, 4), "call_s": round(time.monotonic() - started, 4),
+                     **(result.pop("steps_s", None) or {})}
+            return _Outcome(result, containment, steps_s=steps)
         if reply.get("ok") or reply.get("checker_error"):
             return _Outcome({"failure": _failure("crash", f"the compile process failed: {reply.get('error')}")})
         # The candidate's module raised past the compile: it tried to leave the process, or was refused something.
@@ -186,6 +191,9 @@ class PtxCompiler:
         result = {**result, "seconds": round(time.monotonic() - begin, 3),
                   "cache": {"hits": sum(o.from_cache for o in outcomes),
                             "compiled": sum(not o.from_cache for o in outcomes)}}
+        units = [o.steps_s for o in outcomes if o.steps_s]
+        if units:  # each compiled unit's process start, its call, and within it the import and the compile
+            result["units_s"] = units
         ran = [o.containment for o in outcomes if o.containment is not None]
         if ran:  # the least contained of its processes speaks for the compile
             result["containment"] = next((c for c in ran if not c.get("contained")), ran[0])

@@ -53,20 +53,28 @@ def compile_unit(kernel_name: str, source: str, unit: dict[str, Any]) -> dict[st
     Answers ``{"total": n, "config": entry}`` (no "config" for a count), or ``{"failure": {...}}``
     when the module as a whole fails, as :func:`compile_source` would report it.
     """
+    import time
+
     workdir = tempfile.mkdtemp(prefix="compile-")  # beneath the process's scratch folder (its TMPDIR)
+    begin = time.monotonic()
+    steps: dict[str, float] = {}
     try:
         module = _load_module(kernel_name, source, workdir)
+        steps["load_module_s"] = round(time.monotonic() - begin, 4)
         if "plan" in unit:
-            return {"total": None, "config": _compile_plan(module, dict(unit["plan"]))}
-        autotuner = _heuristics_kernel(module, kernel_name)
-        configs = list(autotuner.configs)
-        if unit.get("count"):
-            return {"total": len(configs)}
-        index = int(unit["index"])
-        if not 0 <= index < len(configs):
-            raise ModuleFailure(f"{kernel_name} has {len(configs)} launch config(s), not a config {index}",
-                                stage="config")
-        return {"total": len(configs), "config": _compile_config(autotuner, configs[index])}
+            answer: dict[str, Any] = {"total": None, "config": _compile_plan(module, dict(unit["plan"]))}
+        else:
+            autotuner = _heuristics_kernel(module, kernel_name)
+            configs = list(autotuner.configs)
+            if unit.get("count"):
+                return {"total": len(configs), "steps_s": steps}
+            index = int(unit["index"])
+            if not 0 <= index < len(configs):
+                raise ModuleFailure(f"{kernel_name} has {len(configs)} launch config(s), not a config {index}",
+                                    stage="config")
+            answer = {"total": len(configs), "config": _compile_config(autotuner, configs[index])}
+        steps["compile_s"] = round(time.monotonic() - begin - steps["load_module_s"], 4)
+        return {**answer, "steps_s": steps}
     except ModuleFailure as failure:
         return {"failure": failure.to_json()}
 
