@@ -185,3 +185,19 @@ def test_an_uncontained_fallback_says_so() -> None:
         assert p.containment.filesystem == "NOT restricted"
         assert "the policy broke the driver" in p.containment.notes[0]
         assert p.pid != os.getpid()
+
+
+def test_only_a_cuda_zygote_gives_up_forking_when_the_driver_was_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU machine Inductor's imports ask the driver for its devices, and a forked child can then no
+    longer use CUDA. Only cuda children need it: compile and cpu children still fork (spawned, each one
+    re-imported torch: 7.5-11 s per gate-1 compile process on the H200)."""
+    from kernelopt_core.sandbox import zygote
+
+    monkeypatch.setattr(zygote, "_fork_is_safe", lambda: False)
+    monkeypatch.delenv("KERNELOPT_ZYGOTE_SPAWN", raising=False)
+    assert zygote.forks_children("compile") and zygote.forks_children("cpu")
+    assert not zygote.forks_children("cuda")
+    monkeypatch.setattr(zygote, "_fork_is_safe", lambda: True)
+    assert zygote.forks_children("cuda")
+    monkeypatch.setenv("KERNELOPT_ZYGOTE_SPAWN", "1")  # asked for: every flavour spawns
+    assert not any(zygote.forks_children(f) for f in zygote.FLAVORS)
