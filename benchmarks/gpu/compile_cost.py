@@ -11,7 +11,7 @@ H200, 17-25 s of it gate 1 compiling one launch config that takes 0.4 s on a 2-c
    context (``torch.cuda.init``, on a GPU), Inductor's runtime imports, and compiling and launching
    one kernel through ``AsyncCompile.triton`` (twice: cold, then the same process again).
 
-Writes ``compile_cost.{json,md}``. Changes no GPU setting.
+Writes ``compile_cost.{json,md}``. Knob: ``KERNELOPT_GPU_BUDGET_S`` (the second part runs only with a minute left; default 300). Changes no GPU setting.
 """
 
 from __future__ import annotations
