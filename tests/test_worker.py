@@ -57,6 +57,13 @@ def exit_job(payload: dict) -> None:
     os._exit(7)
 
 
+def leaves_memory_job(payload: dict) -> dict:
+    """As gate 2 does when device memory stays allocated after it freed its buffers."""
+    from kernelopt_core.measure.job_context import RECYCLE_KEY
+
+    return {"pid": os.getpid(), "passed": True, RECYCLE_KEY: "gate 2 left 5.00 GiB allocated"}
+
+
 # --- tests -----------------------------------------------------------------------------------
 
 
@@ -130,6 +137,26 @@ def test_cuda_error_poisons_the_worker_which_is_replaced(worker: Worker) -> None
     assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
 
 
+def test_a_job_that_leaves_memory_behind_keeps_its_result_and_gets_its_worker_replaced(worker: Worker) -> None:
+    outcome = worker.call(f"{JOBS}:leaves_memory_job", {}, timeout_s=120)
+    assert outcome.ok and outcome.value["passed"] is True  # the result stands
+    pid = outcome.value["pid"]
+    assert worker.recycled and worker.recycled[-1] == f"pid {pid} after {JOBS}:leaves_memory_job: gate 2 left 5.00 GiB allocated"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid)  # the process that held the memory is gone, not merely forgotten
+    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_exit_is_a_crash_with_status(worker: Worker) -> None:
     outcome = worker.call(f"{JOBS}:exit_job", {}, timeout_s=60)
     assert outcome.failure is not None and outcome.failure.kind == "crash"
@@ -185,3 +212,28 @@ def test_bad_device_is_a_startup_crash_not_an_exception() -> None:
 def test_get_worker_shares_one_per_device() -> None:
     assert get_worker("cpu") is get_worker("cpu")
     assert get_worker("cpu") is not get_worker("cuda:0")
+
+
+def test_gate2_asks_for_a_fresh_worker_only_when_it_left_a_working_set_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the H200 every gate-2 screen of a 5.4 GB max-pool left one working set allocated in the worker
+    (38 GB after six candidates); what it leaves is recorded, and past slack the worker is replaced."""
+    import torch
+
+    from kernelopt_core.gates.jobs import RETAINED_SLACK_BYTES, _retained_memory
+
+    gib = 2**30
+    allocated = [0]
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: allocated[0])
+    memory: dict = {}
+    allocated[0] = 1 * gib + 5 * gib
+    reason = _retained_memory("cuda:0", 1 * gib, 5 * gib, memory)
+    assert memory["retained_after_bytes"] == 5 * gib
+    assert reason and "gate 2 left 5.00 GiB allocated" in reason and "replaced" in reason
+    assert memory["worker_replaced"] == reason  # the verdict's memory record says so
+    allocated[0] = 1 * gib + RETAINED_SLACK_BYTES  # a loaded graph's caches: slack, kept
+    assert _retained_memory("cuda:0", 1 * gib, 64 * 2**20, memory) is None
+    assert memory["retained_after_bytes"] == RETAINED_SLACK_BYTES
+    cpu: dict = {}
+    assert _retained_memory("cpu", None, 5 * gib, cpu) is None and cpu == {}

@@ -27,6 +27,8 @@ import time
 from types import ModuleType
 from typing import Any
 
+from ..measure.job_context import RECYCLE_KEY
+
 _LOCK = threading.Lock()
 _CANDIDATE: dict[str, Any] = {}  # "key", "process", "graph_loaded", "kernels", "inputs"
 _BASELINES: dict[str, Any] = {}  # graph path -> {"process", "kernels", "inputs"}
@@ -304,10 +306,46 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         _release_mappings(process)  # before the arena frees its buffers: a mapped buffer cannot be freed
         for launch in launches:  # the captured values, and the original's buffers standing in for them
             launch.args.clear()
+        arena_peak = arena.peak_bytes
         arena.close()  # (it also hands the allocator's cached blocks back to the device)
     steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
-    numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery,
-               "memory": _gate2_memory(clock, working, peak_tracked, candidate_peak), "containment": containment}
+    memory = _gate2_memory(clock, working, peak_tracked, candidate_peak)
+    recycle = _retained_memory(device, clock.allocated_before, arena_peak, memory)
+    numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
+               "containment": containment}
+    verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
+    if recycle:
+        verdict[RECYCLE_KEY] = recycle
+    return verdict
+
+
+def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any]) -> str | None:
+    """What gate 2 left allocated in the worker after it freed everything it made (recorded in ``memory``),
+    and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) every
+    screen of a 5.4 GB max-pool left one working set behind (exchange buffers the candidate process still
+    mapped cannot be freed while it does, nor ever once it is gone): 38 GB after six candidates."""
+    if before is None or not device.startswith("cuda"):
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.ipc_collect()
+    retained = int(torch.cuda.memory_allocated()) - before
+    memory["retained_after_bytes"] = retained
+    if retained <= max(RETAINED_SLACK_BYTES, arena_peak // 4):
+        return None
+    reason = (f"gate 2 left {retained / 2**30:.2f} GiB allocated after freeing its buffers (the exchange buffers "
+              "a candidate process still maps); the worker is replaced so that it is given back")
+    memory["worker_replaced"] = reason
+    return reason
+
+
+# Device memory gate 2 may leave allocated in the worker (caches of a loaded graph) before it is replaced.
+RETAINED_SLACK_BYTES = 256 * 2**20
+
+
+def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery: str,
+                   seeds: tuple[int, ...]) -> dict[str, Any]:
     unverifiable = [v for v in per_kernel.values() if v.get("could_not_run")]
     stage = BATTERY_NAMES[battery]
     if unverifiable:

@@ -24,6 +24,7 @@ class StepClock:
     peak_reserved: int | None = None
     in_use_before: int | None = None  # every process's device memory when the clock started
     in_use_peak: int | None = None
+    allocated_before: int | None = None  # the worker's allocator when the clock started
 
     def __post_init__(self) -> None:
         self._cuda = self.device.startswith("cuda")
@@ -32,7 +33,7 @@ class StepClock:
 
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-            self.peak_allocated = int(torch.cuda.memory_allocated())
+            self.peak_allocated = self.allocated_before = int(torch.cuda.memory_allocated())
             self.peak_reserved = int(torch.cuda.memory_reserved())
             self.in_use_before = self.in_use_peak = _in_use()
 

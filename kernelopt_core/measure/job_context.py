@@ -36,3 +36,9 @@ def worker_shared_memory() -> str | None:
     """The worker's own folder in /dev/shm (removed with the worker), or None."""
     folder = os.environ.get(SHARED_MEMORY_ENV)
     return folder if folder and os.path.isdir(folder) else None
+
+
+# A job whose result (a dict) holds this key, with a reason, asks for its worker to be replaced after
+# it: the job left something in the process that only the process's end gives back (gate 2: device
+# memory that a candidate process still maps). The result stands.
+RECYCLE_KEY = "recycle_worker"

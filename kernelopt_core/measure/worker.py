@@ -213,6 +213,7 @@ class Worker:
         self._next_id = 0
         self.starts = 0  # worker processes started so far (a restart is any start after the first)
         self.resolved_device: str | None = None  # what "auto" became, once started
+        self.recycled: list[str] = []  # workers replaced at a job's request, and why
 
     @property
     def restarts(self) -> int:
@@ -282,6 +283,9 @@ class Worker:
             if message.get("id") != job_id:
                 continue
             if message.get("ok"):
+                if message.get("recycle"):  # the result stands; the next job gets a fresh worker
+                    self.recycled.append(f"pid {process.pid} after {job}: {message['recycle']}")
+                    self._discard(kill=True)
                 return JobOutcome(ok=True, value=message.get("value"), failure=None,
                                   wall_s=time.monotonic() - begin)
             kind = message.get("kind", "error")

@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from ..process_lifetime import die_with_owner, end_self
-from .job_context import DEVICE_ENV
+from .job_context import DEVICE_ENV, RECYCLE_KEY
 
 _FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
 _CUDA_ERROR_MARKERS = ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError",
@@ -105,7 +105,10 @@ def _run_job(request: dict[str, Any]) -> dict[str, Any]:
         function = _resolve(job)
         value = function(request.get("payload") or {})
         text = json.dumps(value)  # must be JSON-able; checked here, where the traceback makes sense
-        return {"id": job_id, "ok": True, "value": json.loads(text)}
+        reply: dict[str, Any] = {"id": job_id, "ok": True, "value": json.loads(text)}
+        if isinstance(value, dict) and value.get(RECYCLE_KEY):
+            reply["recycle"] = str(value[RECYCLE_KEY])  # the result stands; this process should not go on
+        return reply
     except BaseException as exc:  # noqa: BLE001 - report everything; SystemExit included
         if isinstance(exc, KeyboardInterrupt):
             raise
