@@ -138,3 +138,16 @@ def test_the_sanitizer_is_told_to_check_only_the_candidate_and_says_where_a_slow
     argv, env_line = seen.read_text().splitlines()
     assert "--tool memcheck --print-limit 20 --kernel-name kns=_kosan_checked " in argv
     assert env_line == "PYTORCH_NO_CUDA_MEMORY_CACHING=1"  # each tensor its own allocation
+
+
+def test_a_clean_racecheck_reads_no_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its summary line names "hazards"; a clean run is "no errors", not that line (seen on the H200)."""
+    fake = tmp_path / "compute-sanitizer"
+    (tmp_path / "printed.txt").write_text("SANITIZE-TARGET-OK\n"
+                                          "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'printed.txt'}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("KERNELOPT_COMPUTE_SANITIZER", str(fake))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    run = run_sanitizer("racecheck", "g.py", "r.py", "k", "cuda:0", timeout_s=30)
+    assert run.ran and run.errors == 0 and run.summary == "no errors"

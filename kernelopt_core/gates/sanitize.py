@@ -206,8 +206,8 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
     match = _RACE_SUMMARY.search(text) if tool == "racecheck" else None
     match = match or _SUMMARY.search(text)
     problems = [line.strip() for line in text.splitlines()
-                if line.startswith("=========") and any(w in line for w in ("Invalid", "Hazard", "hazard", "Error",
-                                                                           "out of bounds", "Race"))]
+                if line.startswith("=========") and "SUMMARY" not in line
+                and any(w in line for w in ("Invalid", "Hazard", "hazard", "Error", "out of bounds", "Race"))]
     if match is None:
         tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
         return SanitizerRun(tool, False, None, seconds, f"no summary (exit {done.returncode}): {tail[-500:]}",
