@@ -198,7 +198,7 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
         shutil.rmtree(scratch, ignore_errors=True)
         steps = steps_line((stdout or "") + "\n" + (stderr or ""))
         return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
-                            + (f" (steps done: {steps})" if steps else " (no step done)"))
+                            + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
     seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
     done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
