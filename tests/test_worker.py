@@ -138,23 +138,17 @@ def test_cuda_error_poisons_the_worker_which_is_replaced(worker: Worker) -> None
 
 
 def test_a_job_that_leaves_memory_behind_keeps_its_result_and_gets_its_worker_replaced(worker: Worker) -> None:
+    from conftest import running  # here, not at the top: the worker imports this module for its jobs
+
     outcome = worker.call(f"{JOBS}:leaves_memory_job", {}, timeout_s=120)
     assert outcome.ok and outcome.value["passed"] is True  # the result stands
     pid = outcome.value["pid"]
     assert worker.recycled and worker.recycled[-1] == f"pid {pid} after {JOBS}:leaves_memory_job: gate 2 left 5.00 GiB allocated"
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and running(pid):
         time.sleep(0.05)
-    assert not _alive(pid)  # the process that held the memory is gone, not merely forgotten
+    assert not running(pid)  # the process that held the memory is gone, not merely forgotten
     assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_exit_is_a_crash_with_status(worker: Worker) -> None:
