@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.gpu.devicescript import FIXTURE_DUMPS, Budget, environment, write_record
+from benchmarks.gpu.devicescript import FIXTURE_DUMPS, Budget, environment, table, write_record
 
 GRAPHS = ("softmax", "elementwise")
 VARIANTS = 3
@@ -58,17 +58,14 @@ print(json.dumps({k: round(v, 3) for k, v in steps.items()}))
 
 def _kernels() -> list[tuple[str, str, str]]:
     """(graph, kernel name, source) of each fixture graph's first Triton kernel."""
-    import glob
-
     from kernelopt_core.artifacts import parse_output_code
 
     found = []
     for graph in GRAPHS:
-        paths = sorted(glob.glob(os.path.join(FIXTURE_DUMPS, graph, "**", "output_code.py"), recursive=True))
-        if not paths:
-            continue
-        kernel = parse_output_code(paths[0]).kernels[0]
-        found.append((graph, kernel.name, kernel.source))
+        path = os.path.join(FIXTURE_DUMPS, graph, "output_code.py")
+        if os.path.isfile(path):
+            kernel = parse_output_code(path).kernels[0]
+            found.append((graph, kernel.name, kernel.source))
     return found
 
 
@@ -125,21 +122,19 @@ def run(out_dir: str) -> dict[str, Any]:
 
 
 def _write(out_dir: str, data: dict[str, Any]) -> None:
-    body = ["## Gate 1's compile (no disk cache), each unit: process start + call (import, compile) s", "",
-            "| graph | variant | seconds | units: start / call (import, compile) |", "|---|---|---|---|"]
-    for row in data["gate1"]:
-        if "graph" not in row:
-            continue
-        units = "; ".join(f"{u.get('start_s')} / {u.get('call_s')} ({u.get('load_module_s')}, {u.get('compile_s')})"
-                          for u in row.get("units_s") or [])
-        body.append(f"| {row['graph']} | {row['variant']} | {row['seconds']} | {units} |")
-    body += ["", "## A fresh process (what a gate-2 candidate process repeats), seconds", "",
-             "| run | wall | import torch | CUDA context | Inductor imports | compile cold | compile again |",
-             "|---|---|---|---|---|---|---|"]
-    for row in data["fresh_process"]:
-        body.append(f"| {row['run']} | {row['wall_s']} | {row.get('import_torch_s')} | {row.get('cuda_context_s')} | "
-                    f"{row.get('inductor_imports_s')} | {row.get('compile_cold_s')} | {row.get('compile_again_s')} |"
-                    + (f" error: {row['error'][-200:]}" if row.get("error") else ""))
+    def units(row: dict[str, Any]) -> str:
+        return "; ".join(f"{u.get('start_s')} / {u.get('call_s')} ({u.get('load_module_s')}, {u.get('compile_s')})"
+                         for u in row.get("units_s") or [])
+
+    body = ["## Gate 1's compile (no disk cache), each unit: process start + call (import, compile) s", ""]
+    body += table(("graph", "variant", "seconds", "units: start / call (import, compile)"),
+                  [(r["graph"], r["variant"], r["seconds"], units(r)) for r in data["gate1"] if "graph" in r])
+    body += ["", "## A fresh process (what a gate-2 candidate process repeats), seconds", ""]
+    body += table(("run", "wall", "import torch", "CUDA context", "Inductor imports", "compile cold", "compile again",
+                   "error"),
+                  [(r["run"], r["wall_s"], r.get("import_torch_s"), r.get("cuda_context_s"), r.get("inductor_imports_s"),
+                    r.get("compile_cold_s"), r.get("compile_again_s"), (r.get("error") or "")[-200:] or None)
+                   for r in data["fresh_process"]])
     write_record(out_dir, "compile_cost", data, "Where a candidate's compile time goes", body)
 
 

@@ -40,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.devicescript import environment, write_record  # noqa: E402 - after the path is set
+from benchmarks.gpu.devicescript import environment, table, write_record  # noqa: E402 - after the path is set
 
 HOLD_GIB = float(os.environ.get("KERNELOPT_HYGIENE_HOLD_GIB", "16"))
 GPU_PROBLEMS = ("level1/leaky_relu_softplus.py", "level1/rms_norm.py")  # about 35 s each in the H200 campaign
@@ -269,16 +269,17 @@ def _body(result: dict[str, Any]) -> list[str]:
     held = result.get("during_hold") or {}
     lines = [f"`kernelopt {result['command'].split(' -m kernelopt_core.cli.main ', 1)[-1]}`: the middle problem "
              f"holds {result['hold_gib']:g} GiB mid-job and is timed out at {result['timeout_s']:g} s. "
-             f"Wall {result['wall_s']} s.", "", "| check | passed |", "|---|---|"]
-    lines += [f"| {name.replace('_', ' ')} | {'yes' if passed else '**no**'} |" for name, passed in result["checks"].items()]
+             f"Wall {result['wall_s']} s.", ""]
+    lines += table(("check", "passed"), [(name.replace("_", " "), "yes" if passed else "**no**")
+                                         for name, passed in result["checks"].items()])
     lines += ["", f"Device memory in use (nvidia-smi): baseline {_mib(result['baseline'].get('used_mib'))} MiB; while the "
               f"middle problem held its memory {_mib(held.get('used_mib'))} MiB "
-              f"({'; '.join(held.get('processes') or []) or 'no process named'}).", "",
-              "| after | at s | processes of ours left | memory in use MiB | over baseline MiB |", "|---|---|---|---|---|"]
+              f"({'; '.join(held.get('processes') or []) or 'no process named'}).", ""]
     rows = [(s["after"], s["at_s"], s["left"], s["memory"]) for s in result["after_each_problem"]]
     rows.append(("the campaign", result["wall_s"], result["after_campaign"]["left"], result["after_campaign"]["memory"]))
-    lines += [f"| {after} | {at} | {len(left)} | {_mib(memory.get('used_mib'))} | {_mib(memory.get('over_baseline_mib'))} |"
-              for after, at, left, memory in rows]
+    lines += table(("after", "at s", "processes of ours left", "memory in use MiB", "over baseline MiB"),
+                   [(after, at, len(left), _mib(memory.get("used_mib")), _mib(memory.get("over_baseline_mib")))
+                    for after, at, left, memory in rows])
     return lines
 
 
