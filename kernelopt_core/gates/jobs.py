@@ -319,6 +319,10 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return verdict
 
 
+# Device memory gate 2 may leave allocated in the worker (caches of a loaded graph) before it is replaced.
+RETAINED_SLACK_BYTES = 256 * 2**20
+
+
 def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any]) -> str | None:
     """What gate 2 left allocated in the worker after it freed everything it made (recorded in ``memory``),
     and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) every
@@ -338,10 +342,6 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
               "a candidate process still maps); the worker is replaced so that it is given back")
     memory["worker_replaced"] = reason
     return reason
-
-
-# Device memory gate 2 may leave allocated in the worker (caches of a loaded graph) before it is replaced.
-RETAINED_SLACK_BYTES = 256 * 2**20
 
 
 def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery: str,

@@ -21,6 +21,7 @@ import io
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,8 +54,6 @@ def compile_unit(kernel_name: str, source: str, unit: dict[str, Any]) -> dict[st
     Answers ``{"total": n, "config": entry}`` (no "config" for a count), or ``{"failure": {...}}``
     when the module as a whole fails, as :func:`compile_source` would report it.
     """
-    import time
-
     workdir = tempfile.mkdtemp(prefix="compile-")  # beneath the process's scratch folder (its TMPDIR)
     begin = time.monotonic()
     steps: dict[str, float] = {}
