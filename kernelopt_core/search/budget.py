@@ -142,9 +142,10 @@ class Schedule:
     def candidate_s(self) -> float:
         """One candidate from plan to timing: the slowest of the last few this run measured after its
         first, else a share of the first, else the prior. The run's first candidate pays its one-time
-        costs (the compile pool's and the worker's start, loading the baseline graph): on the H200 at
-        KernelBench sizes (2026-12-02) its screen took 35 s, 22.8 s of it gate 1's cold compile, and
-        taking it for the next one's cost stopped every search after one candidate."""
+        costs (the compile pool's and the worker's start, loading the baseline graph): on the H200
+        (2026-12-02, benchmarks/results/h200/session5/compile_cost.json) the compile zygote's start alone
+        was 16 s of the first gate-1 compile, about 1 s of each later one; taking the first for the next
+        one's cost stopped the H200 searches after one candidate."""
         measured = self.times.candidate_seconds()
         if len(measured) >= 2:
             return max(measured[1:][-8:]) * MEASURED_MARGIN
