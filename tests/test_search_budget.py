@@ -224,7 +224,7 @@ def test_a_finalists_sanitizers_get_their_share_of_what_the_budget_leaves(tmp_pa
 
 def test_the_runs_first_candidate_does_not_set_the_cost_of_the_next() -> None:
     """The first candidate pays the run's one-time costs (on the H200 the compile zygote's 16 s start, in
-    its gate-1 compile); planning the next at that cost stopped the searches after one candidate."""
+    its gate-1 compile); planning the next at that cost leaves room for too few."""
     from kernelopt_core.search.budget import FIRST_CANDIDATE_SHARE, MEASURED_MARGIN, PRIORS_S, Schedule
     from kernelopt_core.search.time_split import CandidateTime, TimeSplit
 

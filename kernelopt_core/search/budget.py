@@ -145,7 +145,7 @@ class Schedule:
         costs (the compile pool's and the worker's start, loading the baseline graph): on the H200
         (2026-12-02, benchmarks/results/h200/session5/compile_cost.json) the compile zygote's start alone
         was 16 s of the first gate-1 compile, about 1 s of each later one; taking the first for the next
-        one's cost stopped the H200 searches after one candidate."""
+        one's cost leaves room for too few."""
         measured = self.times.candidate_seconds()
         if len(measured) >= 2:
             return max(measured[1:][-8:]) * MEASURED_MARGIN
