@@ -220,14 +220,40 @@ def test_gate2_asks_for_a_fresh_worker_only_when_it_left_a_working_set_behind(mo
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: allocated[0])
+    from kernelopt_core.measure import allocator_census
+
+    pools: list = []
+    monkeypatch.setattr(allocator_census, "census", lambda names: pools.append(dict(names)) or {"blocks": 1})
     memory: dict = {}
     allocated[0] = 1 * gib + 5 * gib
-    reason = _retained_memory("cuda:0", 1 * gib, 5 * gib, memory)
+    reason = _retained_memory("cuda:0", 1 * gib, 5 * gib, memory, (1, 7))
     assert memory["retained_after_bytes"] == 5 * gib
+    assert pools == [{(1, 7): "exchange arena"}] and memory["retained_census"] == {"blocks": 1}
     assert reason and "gate 2 left 5.00 GiB allocated" in reason and "replaced" in reason
     assert memory["worker_replaced"] == reason  # the verdict's memory record says so
     allocated[0] = 1 * gib + RETAINED_SLACK_BYTES  # a loaded graph's caches: slack, kept
     assert _retained_memory("cuda:0", 1 * gib, 64 * 2**20, memory) is None
-    assert memory["retained_after_bytes"] == RETAINED_SLACK_BYTES
+    assert memory["retained_after_bytes"] == RETAINED_SLACK_BYTES and len(pools) == 1  # no census under slack
     cpu: dict = {}
     assert _retained_memory("cpu", None, 5 * gib, cpu) is None and cpu == {}
+
+
+def test_allocator_census_sums_live_blocks_by_pool_and_by_our_first_frame() -> None:
+    """The diagnosis of retained gate-2 memory: which pool (the exchange arena's or the default) and, with
+    allocation history, which line of ours allocated what is still live."""
+    from kernelopt_core.measure.allocator_census import summarize
+
+    ours = [{"filename": "/x/torch/cuda/memory.py", "line": 3, "name": "empty"},
+            {"filename": "/repo/kernelopt_core/sandbox/exchange.py", "line": 195, "name": "allocate"}]
+    segments = [
+        {"segment_pool_id": (1, 7), "blocks": [{"size": 4 << 30, "state": "active_allocated", "frames": ours},
+                                               {"size": 1 << 30, "state": "inactive", "frames": ours}]},
+        {"segment_pool_id": (0, 0), "blocks": [{"size": 1 << 20, "state": "active_allocated", "frames": []},
+                                               {"size": 2 << 20, "state": "active_pending_free"}]},
+    ]
+    summary = summarize(segments, {(1, 7): "exchange arena"})
+    assert summary["blocks"] == 2
+    assert summary["by_pool_bytes"] == {"exchange arena": 4 << 30, "default": 1 << 20}
+    assert summary["by_origin"][0] == {"where": "kernelopt_core/sandbox/exchange.py:195 allocate",
+                                       "bytes": 4 << 30, "blocks": 1}
+    assert "KERNELOPT_MEMORY_HISTORY=1" in summary["by_origin"][1]["where"]

@@ -143,6 +143,7 @@ def run(out_dir: str) -> dict[str, Any]:
                 row: dict[str, Any] = {"kernel": kernel.name, "candidate": candidate}
                 try:
                     row.update(gate2_run(graph, kernel.name, source, battery, device, workdir, left() - 30))
+                    row["workers_replaced"] = _workers_replaced(device)
                 except Exception as exc:  # noqa: BLE001 - one run's failure is recorded, the rest still run
                     row.update(battery=battery, error=f"{type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc()[-2000:])
@@ -159,6 +160,13 @@ def run(out_dir: str) -> dict[str, Any]:
     return {k: report[k] for k in ("problem", "device", "scale", "wall_s", "verdicts_as_expected") if k in report}
 
 
+def _workers_replaced(device: str) -> list[str]:
+    """The shared worker's replacements so far (gate 2 asks for one when it left memory allocated)."""
+    from kernelopt_core.measure.worker import get_worker
+
+    return list(get_worker(device).recycled)
+
+
 def _gb(value: Any) -> str:
     if not isinstance(value, (int, float)):
         return "-"
@@ -171,12 +179,12 @@ def _markdown(report: dict[str, Any]) -> str:
              f"<= {TARGETS['device_peak_ratio']:g}x the working set. Compile {report.get('compile_s', '-')} s, "
              f"wall {report.get('wall_s', '-')} s.", "",
              "| kernel | candidate | battery | verdict | gate 2 s | checks s | runs (orig/cand) | working set GB | "
-             "tracked x | device peak x (worker + candidate) | worker peak GB | in use before/peak GB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "tracked x | device peak x (worker + candidate) | worker peak GB | in use before/peak GB | retained GB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["runs"]:
         if "skipped" in row or "error" in row:
             lines.append(f"| {row['kernel']} | {row['candidate']} | {row.get('battery')} | "
-                         f"{row.get('skipped') or row.get('error')} | | | | | | | | |")
+                         f"{row.get('skipped') or row.get('error')} | | | | | | | | | |")
             continue
         memory = row.get("memory") or {}
         steps = row.get("steps_s") or {}
@@ -186,12 +194,19 @@ def _markdown(report: dict[str, Any]) -> str:
                      f"{steps.get('checks_s', '-')} | {runs.get('original', '-')}/{runs.get('candidate', '-')} | "
                      f"{_gb(memory.get('working_set_bytes'))} | {memory.get('ratio_to_working_set', '-')} | "
                      f"{memory.get('device_peak_ratio', '-')} | {_gb(memory.get('device_peak_bytes'))} | "
-                     f"{_gb(memory.get('device_in_use_before_bytes'))}/{_gb(memory.get('device_in_use_peak_bytes'))} |")
+                     f"{_gb(memory.get('device_in_use_before_bytes'))}/{_gb(memory.get('device_in_use_peak_bytes'))} | "
+                     f"{_gb(memory.get('retained_after_bytes'))} |")
     lines += ["", "Seconds per step (gate 2's `steps_s`):", ""]
     for row in report["runs"]:
         if row.get("steps_s"):
             steps = ", ".join(f"{k[:-2]} {v:.3g}" for k, v in row["steps_s"].items())
             lines.append(f"- {row['kernel']}, {row['candidate']}, {row['battery']}: {steps}")
+    for row in report["runs"]:
+        census = (row.get("memory") or {}).get("retained_census")
+        if census:  # what the worker still held after the run, by pool and by where it was allocated
+            lines.append(f"- retained after {row['candidate']} {row['battery']}: {json.dumps(census)[:1500]}")
+    replaced = next((r["workers_replaced"] for r in reversed(report["runs"]) if r.get("workers_replaced")), [])
+    lines += [f"- worker replaced: {reason}" for reason in replaced]
     if report.get("error"):
         lines += ["", f"Error: {report['error']}"]
     return "\n".join(lines) + "\n"

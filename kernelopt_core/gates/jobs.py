@@ -306,11 +306,11 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         _release_mappings(process)  # before the arena frees its buffers: a mapped buffer cannot be freed
         for launch in launches:  # the captured values, and the original's buffers standing in for them
             launch.args.clear()
-        arena_peak = arena.peak_bytes
+        arena_peak, arena_pool = arena.peak_bytes, arena.pool_id
         arena.close()  # (it also hands the allocator's cached blocks back to the device)
     steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
     memory = _gate2_memory(clock, working, peak_tracked, candidate_peak)
-    recycle = _retained_memory(device, clock.allocated_before, arena_peak, memory)
+    recycle = _retained_memory(device, clock.allocated_before, arena_peak, memory, arena_pool)
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
                "containment": containment}
     verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
@@ -323,23 +323,31 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 RETAINED_SLACK_BYTES = 256 * 2**20
 
 
-def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any]) -> str | None:
+def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any],
+                     arena_pool: tuple[int, int] | None = None) -> str | None:
     """What gate 2 left allocated in the worker after it freed everything it made (recorded in ``memory``),
     and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) every
-    screen of a 5.4 GB max-pool left one working set behind (exchange buffers the candidate process still
-    mapped cannot be freed while it does, nor ever once it is gone): 38 GB after six candidates."""
+    screen of a 5.4 GB max-pool left about one working set behind: 38 GB after six candidates. Past slack the
+    record also says which pool and, with allocation history on, which line of ours holds it
+    (:mod:`..measure.allocator_census`)."""
     if before is None or not device.startswith("cuda"):
         return None
+    import gc
+
     import torch
 
+    gc.collect()  # a reference cycle of ours is not retention
     torch.cuda.synchronize()
     torch.cuda.ipc_collect()
     retained = int(torch.cuda.memory_allocated()) - before
     memory["retained_after_bytes"] = retained
     if retained <= max(RETAINED_SLACK_BYTES, arena_peak // 4):
         return None
-    reason = (f"gate 2 left {retained / 2**30:.2f} GiB allocated after freeing its buffers (the exchange buffers "
-              "a candidate process still maps); the worker is replaced so that it is given back")
+    from ..measure.allocator_census import census
+
+    memory["retained_census"] = census({arena_pool: "exchange arena"} if arena_pool else {})
+    reason = (f"gate 2 left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "
+              "replaced so that it is given back")
     memory["worker_replaced"] = reason
     return reason
 

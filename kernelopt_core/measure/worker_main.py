@@ -21,6 +21,7 @@ import traceback
 from typing import Any
 
 from ..process_lifetime import die_with_owner, end_self
+from .allocator_census import start_history
 from .job_context import DEVICE_ENV, RECYCLE_KEY
 
 _FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         _write(response_fd, {"startup_error": f"{type(exc).__name__}: {exc}"})
         return 3
     os.environ[DEVICE_ENV] = device
+    start_history(device)  # only with KERNELOPT_MEMORY_HISTORY=1: where retained memory came from
     _write(response_fd, {"ready": True, "pid": os.getpid(), "device": device})
     requests = _Requests(args.request_fd)
     while (raw := requests.next()) is not None:

@@ -371,6 +371,9 @@ def _release(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         state.input_sets.clear()
     if message.get("buffers"):
         state.buffers.clear()
+        import gc
+
+        gc.collect()  # a mapped buffer kept by a reference cycle could never be freed by the checker
     if state.device.startswith("cuda"):
         import torch
 

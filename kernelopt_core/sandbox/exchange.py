@@ -180,6 +180,11 @@ class ExchangeArena:
         elif self.folder is None:
             self.folder = shared_folder()
 
+    @property
+    def pool_id(self) -> tuple[int, int] | None:
+        """The private CUDA pool's id (what an allocator snapshot names it by), while the arena is open."""
+        return tuple(self._pool.id) if self._pool is not None else None  # type: ignore[return-value]
+
     def allocate(self, nbytes: int) -> tuple[Any, SharedRef]:
         import torch
 
