@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -257,3 +258,31 @@ def test_allocator_census_sums_live_blocks_by_pool_and_by_our_first_frame() -> N
     assert summary["by_origin"][0] == {"where": "kernelopt_core/sandbox/exchange.py:195 allocate",
                                        "bytes": 4 << 30, "blocks": 1}
     assert "KERNELOPT_MEMORY_HISTORY=1" in summary["by_origin"][1]["where"]
+
+
+def test_worker_job_memory_log_writes_a_line_per_job_and_a_census_past_slack(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """KERNELOPT_MEMORY_HISTORY=<folder>: whichever job left memory allocated in the worker says so."""
+    import json
+
+    import torch
+
+    from kernelopt_core.measure import allocator_census
+    from kernelopt_core.measure.allocator_census import LOG_SLACK_BYTES, JobMemoryLog
+
+    monkeypatch.setenv(allocator_census.HISTORY_ENV, str(tmp_path / "memory"))
+    assert JobMemoryLog.from_env("cpu") is None  # the CPU has no device allocator to watch
+    log = JobMemoryLog.from_env("cuda:0")
+    assert log is not None
+    allocated = [10]
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: allocated[0])
+    monkeypatch.setattr(allocator_census, "census", lambda names: {"blocks": 3})
+    log.record("gates.jobs:run_kernel_gate", 10)
+    allocated[0] = 10 + LOG_SLACK_BYTES + 1
+    log.record("gates.jobs:time_candidate_kernel", 10)
+    lines = [json.loads(line) for line in (tmp_path / "memory" / allocator_census.LOG_NAME).read_text().splitlines()]
+    assert [line["job"] for line in lines] == ["gates.jobs:run_kernel_gate", "gates.jobs:time_candidate_kernel"]
+    assert "census" not in lines[0] and lines[1]["census"] == {"blocks": 3}
+    assert lines[1]["allocated_after"] - lines[1]["allocated_before"] == LOG_SLACK_BYTES + 1

@@ -9,19 +9,27 @@ max-pool on the H200 left one working set behind each time). Live blocks are sum
 * by the first frame of ours that allocated them, when the worker records allocation history
   (``KERNELOPT_MEMORY_HISTORY=1``: a debugging knob, it slows every allocation a little).
 
+With ``KERNELOPT_MEMORY_HISTORY=<folder>`` the worker also appends one line per job to
+``<folder>/worker-jobs.jsonl`` (:class:`JobMemoryLog`): its allocation before and after the job, and a
+census when the job left more than slack behind, whichever job it was.
+
 Runs inside a worker (torch imported inside the functions). :func:`summarize` is pure, for tests.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 HISTORY_ENV = "KERNELOPT_MEMORY_HISTORY"
 DEFAULT_POOL = (0, 0)
 _HISTORY_ENTRIES = 200_000
 _OUR_PACKAGE = "kernelopt_core"
+LOG_NAME = "worker-jobs.jsonl"
+LOG_SLACK_BYTES = 256 * 2**20  # what a job may leave (a loaded graph's caches) before the log takes a census
 
 
 def start_history(device: str) -> bool:
@@ -81,4 +89,40 @@ def _origin(frames: list[Mapping[str, Any]]) -> str:
     return "unknown (no allocation history: set KERNELOPT_MEMORY_HISTORY=1)" if not frames else "outside kernelopt"
 
 
-__all__ = ["HISTORY_ENV", "census", "start_history", "summarize"]
+@dataclass
+class JobMemoryLog:
+    """One line per worker job: the allocator before and after it, and a census past slack."""
+
+    path: str
+
+    @classmethod
+    def from_env(cls, device: str) -> JobMemoryLog | None:
+        folder = os.environ.get(HISTORY_ENV, "")
+        if folder in ("", "0", "1") or not device.startswith("cuda"):
+            return None
+        os.makedirs(folder, exist_ok=True)
+        return cls(os.path.join(folder, LOG_NAME))
+
+    @staticmethod
+    def allocated() -> int:
+        import torch
+
+        return int(torch.cuda.memory_allocated())
+
+    def record(self, job: str, before: int) -> None:
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.ipc_collect()
+        after = self.allocated()
+        entry: dict[str, Any] = {"pid": os.getpid(), "job": job, "allocated_before": before, "allocated_after": after}
+        if after - before > LOG_SLACK_BYTES:
+            entry["census"] = census({})
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+
+__all__ = ["HISTORY_ENV", "JobMemoryLog", "census", "start_history", "summarize"]

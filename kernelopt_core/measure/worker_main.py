@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from ..process_lifetime import die_with_owner, end_self
-from .allocator_census import start_history
+from .allocator_census import JobMemoryLog, start_history
 from .job_context import DEVICE_ENV, RECYCLE_KEY
 
 _FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         _write(response_fd, {"startup_error": f"{type(exc).__name__}: {exc}"})
         return 3
     os.environ[DEVICE_ENV] = device
-    start_history(device)  # only with KERNELOPT_MEMORY_HISTORY=1: where retained memory came from
+    start_history(device)  # only with KERNELOPT_MEMORY_HISTORY set: where retained memory came from
+    memory_log = JobMemoryLog.from_env(device)
     _write(response_fd, {"ready": True, "pid": os.getpid(), "device": device})
     requests = _Requests(args.request_fd)
     while (raw := requests.next()) is not None:
@@ -192,7 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         if request.get("shutdown"):
             break
         requests.job_starts()
+        before = memory_log.allocated() if memory_log else 0
         reply = _run_job(request)
+        if memory_log:
+            try:
+                memory_log.record(str(request.get("job", "")), before)
+            except Exception as exc:  # noqa: BLE001 - a diagnosis never fails the job it follows
+                sys.stderr.write(f"kernelopt worker: memory log: {type(exc).__name__}: {exc}\n")
         requests.job_ended()
         _write(response_fd, reply)
         if reply.get("poisoned"):
