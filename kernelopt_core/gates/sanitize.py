@@ -148,10 +148,9 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
                      enabled: bool = True) -> SanitizerReport:
     """Both tools on each kernel through ``run`` (on a GPU), side by side; the verdict's errors and note.
     ``shared``: each kernel's shared memory from gate 1's compile (None: not known)."""
-    if not device.startswith("cuda"):
-        return SanitizerReport([], [], NOT_ON_CPU)
-    if not enabled:
-        return SanitizerReport([], [], "races and stray accesses not checked: compute-sanitizer was turned off")
+    skipped = not_checked(device, enabled)
+    if skipped is not None:
+        return skipped
     report = SanitizerReport([], [], "")
     parts: list[str] = []
     for name in kernels:
@@ -163,6 +162,15 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
             parts.append(_judge(report, name, future.result(), (shared or {}).get(name)))
     report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
     return report
+
+
+def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:
+    """The report when no tool runs here (the CPU, or turned off); None when they do run."""
+    if not device.startswith("cuda"):
+        return SanitizerReport([], [], NOT_ON_CPU)
+    if not enabled:
+        return SanitizerReport([], [], "races and stray accesses not checked: compute-sanitizer was turned off")
+    return None
 
 
 def _judge(report: SanitizerReport, name: str, run: SanitizerRun, shared: int | None) -> str:
