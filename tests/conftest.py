@@ -66,6 +66,7 @@ LONGEST_FIRST = (
     "tests/test_gates_cascade.py",  # ~100
     "tests/test_window_families.py",  # ~90
     "tests/test_reduction_families.py",  # ~80
+    "tests/test_userkernels_sanitize.py",  # ~75 (2026-12-03)
     "tests/test_rewrites.py",  # ~55
     "tests/lsp/test_lsp_user_kernels.py",  # ~40
     "tests/adversarial/test_family_probe.py",  # ~35

@@ -26,6 +26,11 @@ A sanitizer that finds errors rejects the candidate; one that is missing or cann
 in the verdict (never a rejection, never silently skipped); on the CPU the verdict says races were
 not checked. The worker side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing
 heavy; :func:`main` runs only under the sanitizer.
+
+The machinery is shared with user kernels (:mod:`kernelopt_core.userkernels.sanitize_target`, whose
+target runs the user's harness once with the candidate): a :class:`SanitizerTarget` names the
+program, :func:`run_target` runs one tool over it and reads its report, and :func:`sanitize_kernels`
+runs both tools side by side per kernel and words the verdict's errors and note.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,37 +131,59 @@ class SanitizerReport:
     note: str  # one line for the verdict: what ran and how long it took, or why nothing did
 
 
+# One tool over one kernel's target: (tool, kernel) -> its run.
+ToolRun = Callable[[str, str], SanitizerRun]
+
+
 def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled: dict[str, Any], device: str,
                       timeout_s: float = 600.0, enabled: bool = True) -> SanitizerReport:
     """memcheck and racecheck on each kernel's captured launch (on a GPU), timed; what was not checked, said."""
+    shared = {name: shared_memory_bytes(compiled.get(name)) for name in kernels}
+    return sanitize_kernels(kernels, device, lambda tool, name: run_sanitizer(tool, graph, restitched, name, device,
+                                                                              timeout_s=timeout_s),
+                            shared, enabled)
+
+
+def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict[str, int | None] | None = None,
+                     enabled: bool = True) -> SanitizerReport:
+    """Both tools on each kernel through ``run`` (on a GPU), side by side; the verdict's errors and note.
+    ``shared``: each kernel's shared memory from gate 1's compile (None: not known)."""
+    skipped = not_checked(device, enabled)
+    if skipped is not None:
+        return skipped
+    report = SanitizerReport([], [], "")
+    parts: list[str] = []
+    for name in kernels:
+        # The two tools side by side: most of a run is the target's start (importing torch, loading and
+        # running the graph or harness), which the GPU does not limit, so together they take about one's time.
+        with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
+            futures = [pool.submit(run, tool, name) for tool in TOOLS]
+        for future in futures:
+            parts.append(_judge(report, name, future.result(), (shared or {}).get(name)))
+    report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
+    return report
+
+
+def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:
+    """The report when no tool runs here (the CPU, or turned off); None when they do run."""
     if not device.startswith("cuda"):
         return SanitizerReport([], [], NOT_ON_CPU)
     if not enabled:
         return SanitizerReport([], [], "races and stray accesses not checked: compute-sanitizer was turned off")
-    runs: list[dict[str, Any]] = []
-    errors: list[str] = []
-    parts: list[str] = []
-    for name in kernels:
-        shared = shared_memory_bytes(compiled.get(name))
-        # The two tools side by side: most of a run is the target's start (importing torch, loading and
-        # running the graph), which the GPU does not limit, so together they take about one's time.
-        with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
-            futures = [pool.submit(run_sanitizer, tool, graph, restitched, name, device, timeout_s=timeout_s)
-                       for tool in TOOLS]
-        for tool, future in zip(TOOLS, futures, strict=True):
-            run = future.result()
-            runs.append({"kernel": name, **run.to_json(), "shared_memory": shared})
-            if run.ran and run.errors:
-                errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
-            what = "hazards" if tool == "racecheck" else "errors"
-            if not run.ran:
-                parts.append(f"{tool} did not run ({run.summary}): {'races' if tool == 'racecheck' else 'stray accesses'}"
-                             " not checked")
-            else:
-                scope = "; the kernel uses no shared memory" if tool == "racecheck" and shared == 0 else ""
-                parts.append(f"{tool} {run.errors} {what} ({run.seconds:.1f} s{scope})")
-    return SanitizerReport(runs, errors, "compute-sanitizer: " + ", ".join(parts) if parts else
-                           "compute-sanitizer: no kernel to check")
+    return None
+
+
+def _judge(report: SanitizerReport, name: str, run: SanitizerRun, shared: int | None) -> str:
+    """Record one tool's run in ``report`` (an error rejects); its part of the note."""
+    tool = run.tool
+    report.runs.append({"kernel": name, **run.to_json(), "shared_memory": shared})
+    if run.ran and run.errors:
+        report.errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
+    if not run.ran:
+        return f"{tool} did not run ({run.summary}): {'races' if tool == 'racecheck' else 'stray accesses'} not checked"
+    what = "hazards" if tool == "racecheck" else "errors"
+    scope = "; the kernel uses no shared memory" if tool == "racecheck" and shared == 0 else ""
+    return f"{tool} {run.errors} {what} ({run.seconds:.1f} s{scope})"
 
 
 def shared_memory_bytes(compiled: dict[str, Any] | None) -> int | None:
@@ -166,30 +194,58 @@ def shared_memory_bytes(compiled: dict[str, Any] | None) -> int | None:
     return max(int(config.get("shared_bytes") or 0) for config in configs)
 
 
+@dataclass(frozen=True)
+class SanitizerTarget:
+    """The program a tool runs: ``python -m <module> <args> --scratch <folder>``. It contains itself before
+    loading the candidate, prints ``SANITIZE-STEP <name> <seconds>`` as each step ends (:class:`Steps`) and
+    ``SANITIZE-TARGET-OK`` once the candidate's launch completed."""
+
+    module: str
+    args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def inductor_target(graph: str, restitched: str, kernel: str, device: str) -> SanitizerTarget:
+    """This module's :func:`main`: the kernel's first launch captured from the baseline graph, the candidate's."""
+    return SanitizerTarget("kernelopt_core.gates.sanitize", ("--graph", graph, "--restitched", restitched,
+                                                             "--kernel", kernel, "--device", device))
+
+
 def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: str,
                   timeout_s: float = 600.0) -> SanitizerRun:
     """One sanitizer tool over the candidate's captured launch, from the worker."""
-    sanitizer = find_sanitizer()
-    if sanitizer is None:
-        return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
-    scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-", dir=worker_scratch())
+    return run_target(tool, inductor_target(graph, restitched, kernel, device), timeout_s)
+
+
+def _target_env(scratch: str) -> dict[str, str]:
     from ..sandbox.process import _triton_cache_dir
 
     # The target contains itself before loading the candidate: every cache it writes is in scratch
     # (Triton's reads through to the user's cache), as in the candidate processes of gates 2-4.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
-           "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-           "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
-           "TRITON_CACHE_MANAGER": "kernelopt_core.sandbox.triton_cache:ReadThroughCacheManager",
-           "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    return {**os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+            "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
+            "TRITON_CACHE_MANAGER": "kernelopt_core.sandbox.triton_cache:ReadThroughCacheManager",
+            "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+
+
+def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> SanitizerRun:
+    """One sanitizer tool over ``target``, from the worker; only the candidate's renamed kernels are instrumented."""
+    sanitizer = find_sanitizer()
+    if sanitizer is None:
+        return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
+    scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-", dir=worker_scratch())
     command = [sanitizer, "--tool", tool, "--print-limit", "20", "--kernel-name", f"kns={CHECKED_SUFFIX}",
-               sys.executable, "-m", "kernelopt_core.gates.sanitize",
-               "--graph", graph, "--restitched", restitched, "--kernel", kernel, "--device", device,
-               "--scratch", scratch]
+               sys.executable, "-m", target.module, *target.args, "--scratch", scratch]
     begin = time.monotonic()
-    # In the worker's process group and ending with the worker (process_lifetime); the target
-    # under it watches the worker too.
-    process = start_owned(owned_command(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # In the worker's process group and ending with the worker (process_lifetime); the target
+        # under it watches the worker too.
+        process = start_owned(owned_command(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_target_env(scratch))
+    except OSError as exc:  # a sanitizer that cannot be started: a note, as a missing one
+        shutil.rmtree(scratch, ignore_errors=True)
+        return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -201,27 +257,29 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
                             + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
     seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
-    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-    text = (done.stdout or "") + "\n" + (done.stderr or "")
+    return read_report(tool, (stdout or "") + "\n" + (stderr or ""), process.returncode, seconds)
+
+
+def read_report(tool: str, text: str, returncode: int | None, seconds: float) -> SanitizerRun:
+    """A finished tool's run from what it and its target printed."""
     match = _RACE_SUMMARY.search(text) if tool == "racecheck" else None
     match = match or _SUMMARY.search(text)
     problems = [line.strip() for line in text.splitlines()
                 if line.startswith("=========") and "SUMMARY" not in line
                 and any(w in line for w in ("Invalid", "Hazard", "hazard", "Error", "out of bounds", "Race"))]
+    tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
     if match is None:
-        tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
-        return SanitizerRun(tool, False, None, seconds, f"no summary (exit {done.returncode}): {tail[-500:]}",
+        return SanitizerRun(tool, False, None, seconds, f"no summary (exit {returncode}): {tail[-500:]}",
                             steps=steps_line(text))
     errors = int(match.group(1))
     if "SANITIZE-TARGET-OK" not in text and errors == 0:
-        tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
         return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}",
                             steps=steps_line(text))
     return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors",
                         steps=steps_line(text))
 
 
-class _Steps:
+class Steps:
     """Prints when each step of the target ends (read back by :func:`steps_line`, even after a timeout)."""
 
     def __init__(self) -> None:
@@ -243,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", required=True)
     args = parser.parse_args(argv)
     die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
-    steps = _Steps()
+    steps = Steps()
     import torch
 
     from ..artifacts import parse_output_code

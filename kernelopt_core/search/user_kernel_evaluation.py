@@ -43,6 +43,7 @@ class UserKernelEvaluator:
         self._call = job_caller(self.device, worker, job_timeout_s, sink)
         self._plan: dict[str, Any] | None = None
         self._profile: dict[str, Any] | None = None
+        self.sanitizer_timeout_s = 600.0  # each compute-sanitizer tool's limit on a finalist (the search sets it)
 
     def _job(self, job: str, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self._call(job, payload)
@@ -66,7 +67,8 @@ class UserKernelEvaluator:
 
     def _config(self, gates: tuple[int, ...]) -> CascadeConfig:
         return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
-                             workdir=os.path.join(self._root(), "candidates"), job_timeout_s=self.job_timeout_s)
+                             workdir=os.path.join(self._root(), "candidates"), job_timeout_s=self.job_timeout_s,
+                             sanitizer_timeout_s=self.sanitizer_timeout_s)
 
     # --- the protocol -------------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 1. static: the user-kernel dialect (:mod:`.dialect`) and the compile for sm_90 (this process,
    plus a contained compile process);
 2. kernel: the candidate against the original on the captured launch and on fresh seeds;
-3. model: the harness output with the candidate against the original's, by the float64 rule
-   where the harness runs in float64, else at the kernel tolerance;
+3. model: on a GPU, compute-sanitizer's memcheck and racecheck on the harness run with the
+   candidate (each limited to ``config.sanitizer_timeout_s``, which the search sets from its
+   budget); then the harness output with the candidate against the original's, by the float64
+   rule where the harness runs in float64, else at the kernel tolerance;
 4. perf: the harness timed on each side, through the ``harness`` path.
 
 Gates 2-4 run as worker jobs (:mod:`.jobs`); the candidate runs in its own contained process.
@@ -140,6 +142,7 @@ def _workdir(target: UserKernelTarget, candidate: str, config: CascadeConfig) ->
 def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str, payload: dict[str, Any],
                plan: dict[str, Any] | None, config: CascadeConfig, call: JobCaller, sink: EventSink | None,
                result: CascadeResult, begin: float) -> bool:
+    compiled: dict[str, Any] | None = None  # gate 1's compile numbers: the sanitizer's note reads its shared memory
     for position, gate in enumerate(gates):
         if sink is not None:
             sink.check_cancelled()
@@ -148,11 +151,13 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
         if gate == 1:
             verdict = run_user_static_gate(target.module.source, target.kernel, candidate, plan,
                                            config.compile_timeout_s, device=target.device)
+            compiled = verdict.numbers.get("compile") if isinstance(verdict.numbers.get("compile"), dict) else None
         else:
             job = {**payload, "seeds": list(config.seeds_kernel if gate == 2 else config.seeds_model),
                    "reruns": config.determinism_reruns, "tolerance": config.model_tolerance,
                    "rounds": config.ab_rounds, "min_speedup": config.min_speedup,
-                   "kernel_timing": config.kernel_timing}
+                   "kernel_timing": config.kernel_timing, "sanitize": config.sanitize,
+                   "sanitizer_timeout_s": config.sanitizer_timeout_s, "compiled": compiled}
             started = time.monotonic()
             reply = call(_GATE_JOBS[gate], job)
             if "setup_error" in reply:

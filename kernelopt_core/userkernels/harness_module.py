@@ -96,16 +96,21 @@ class HarnessRuntime:
         config = json.loads(config_json)
         self.harness = LoadedHarness(HarnessSpec.from_json(config["harness"]), config["kernel_file"],
                                      config["kernel"], config["device"])
-        original = self.harness.kernel_object
-        prepare_kernel(original)
-        self.candidate = None
+        prepare_kernel(self.harness.kernel_object)
+        self.candidate: Any = None
         if config.get("candidate_file"):
-            module = import_file(config["candidate_file"], "kernelopt_candidate")
-            candidate = getattr(module, config["kernel"], None)
-            if candidate is None:
-                raise ValueError(f"the candidate module defines no {config['kernel']}")
-            self.candidate = prepare_kernel(candidate)
-            substitute(original, candidate)
+            self.install_candidate(config["candidate_file"], config["kernel"])
+
+    def install_candidate(self, path: str, name: str) -> Any:
+        """Import the candidate module at ``path`` and put its kernel ``name`` wherever a module holds the
+        original kernel (the sanitizer's target does this after containing itself, with a renamed kernel)."""
+        module = import_file(path, "kernelopt_candidate")
+        candidate = getattr(module, name, None)
+        if candidate is None:
+            raise ValueError(f"the candidate module defines no {name}")
+        self.candidate = prepare_kernel(candidate)
+        substitute(self.harness.kernel_object, candidate)
+        return candidate
 
     def get_args(self) -> list[Any]:
         import torch

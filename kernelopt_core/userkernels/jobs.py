@@ -11,16 +11,18 @@ closed before the next candidate starts, as for Inductor kernels:
   candidate, on guarded, poisoned exchange buffers the checker lays out
   (:func:`kernelopt_core.gates.kernel_gate.check_kernel`); the original runs here, pinned to
   the launch it made (its autotuner's choice included);
-* gate 3: the harness with the candidate in place of the kernel (:mod:`.harness_module`)
-  against the original's output here, with the float64 rule of gate 3 where the harness runs in
-  float64, else at the kernel tolerance;
+* gate 3: on a GPU first compute-sanitizer, memcheck and racecheck, on the harness run once with
+  the candidate (:mod:`.sanitize_target`); then the harness with the candidate in place of the
+  kernel (:mod:`.harness_module`) against the original's output here, with the float64 rule of
+  gate 3 where the harness runs in float64, else at the kernel tolerance;
 * gate 4: the harness timed on each side in its own process, through the ``harness`` path.
 
 Payload keys: ``file``, ``kernel``, ``harness`` (a HarnessSpec's JSON), ``device``, ``module``
 (the original kernel module), ``loaded`` (parameters the kernel loads from, from the source),
 ``workdir``; with a candidate: ``candidate`` (its module), ``candidate_configs`` (its literal
 autotune configs); per gate ``seeds``, ``reruns``, ``tolerance``, ``rounds``, ``min_speedup``,
-``run_timeout_s``. Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
+``run_timeout_s``; for gate 3's sanitizer ``sanitize``, ``sanitizer_timeout_s`` and ``compiled`` (gate
+1's compile numbers). Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
 when the check itself failed, or ``{"setup_error": str}`` when the original cannot run.
 """
 
@@ -565,6 +567,10 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         verdict = _failure(failed, "the harness with the candidate fails to load")
         verdict["numbers"].update(containment=containment)
         return verdict
+    sanitizer = _sanitize(payload, device)
+    if sanitizer.errors:
+        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
+                        containment=containment)
     reference: Any = None
     reference_error: str | None = None
     if pytest_kind:
@@ -613,7 +619,7 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "float64_reference": reference is not None, "reference_error": reference_error,
                                "containment": containment, "compared_with": "the original kernel in the same harness",
-                               "sanitizer": [], "sanitizer_note": _not_sanitized(device)}
+                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
         worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
@@ -631,14 +637,12 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
                     **numbers)
 
 
-def _not_sanitized(device: str) -> str:
-    """What gate 3 says about races for a user kernel: compute-sanitizer runs Inductor's finalists only so far."""
-    from ..gates.sanitize import NOT_ON_CPU
+def _sanitize(payload: dict[str, Any], device: str) -> Any:
+    """compute-sanitizer memcheck and racecheck on the harness run with the candidate (on a GPU; the
+    payload's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
+    from .sanitize_target import sanitize_user_finalist
 
-    if not device.startswith("cuda"):
-        return NOT_ON_CPU
-    return ("races and stray accesses not checked: compute-sanitizer does not run a user kernel's launch yet "
-            "(gate 1's race rule reads the source; gate 2's guards catch stores near a tensor)")
+    return sanitize_user_finalist(payload, device, os.path.join(_workdir(payload), "sanitize"))
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------

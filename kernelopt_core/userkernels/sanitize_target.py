@@ -1,0 +1,148 @@
+"""compute-sanitizer on a user kernel's finalist: the user's harness run once with the candidate (GPU only).
+
+Gate 3 of a user kernel (:mod:`.jobs`) runs ``compute-sanitizer --tool memcheck`` and ``--tool
+racecheck`` on every finalist, as for Inductor's: the command, the report's reading, the two tools
+side by side, the time limit and the verdict's wording are :mod:`kernelopt_core.gates.sanitize`'s.
+Only the target differs. This one (:func:`main`, run under the tool):
+
+1. loads the user's kernel file and harness (the user's code, which the checker imports too);
+2. contains itself with the candidate process's policy (:mod:`kernelopt_core.sandbox.policy`);
+3. imports the candidate with its ``@triton.jit`` functions renamed with ``CHECKED_SUFFIX`` (the
+   tool is told to instrument those alone: other kernels the harness runs go at full speed) and
+   puts it wherever a module holds the original kernel, as gate 3's candidate process does;
+4. runs the harness once on its seed-0 inputs. An autotuned candidate launches each config once
+   while it tunes (one run, not a benchmark: under the tool a benchmark costs minutes).
+
+It prints ``SANITIZE-STEP`` lines as each step ends and ``SANITIZE-TARGET-OK`` when the harness
+ran and launched the candidate. On the CPU it runs as a plain process on Triton's interpreter
+(the tests do; there is no sanitizer there). The worker side (:func:`sanitize_user_finalist`,
+:func:`user_sanitizer_target`) imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..gates.sanitize import (
+    CHECKED_SUFFIX,
+    SanitizerReport,
+    SanitizerTarget,
+    Steps,
+    checked_source,
+    not_checked,
+    run_target,
+    sanitize_kernels,
+    shared_memory_bytes,
+)
+from ..process_lifetime import die_with_owner
+from .harness_module import write_candidate_module
+
+TARGET_MODULE = "kernelopt_core.userkernels.sanitize_target"
+
+
+def user_sanitizer_target(payload: dict[str, Any], device: str, folder: str) -> SanitizerTarget | str:
+    """The target for the payload's candidate, its renamed module written under ``folder``; or why there
+    is nothing to instrument."""
+    kernel = str(payload["kernel"])
+    checked, renames = checked_source(str(payload.get("candidate") or ""))
+    if kernel not in renames:
+        return f"the candidate defines no @triton.jit {kernel} to instrument"
+    path = write_candidate_module(folder, renames[kernel], checked)
+    return SanitizerTarget(TARGET_MODULE, ("--kernel-file", os.path.abspath(str(payload["file"])), "--kernel", kernel,
+                                           "--harness", json.dumps(payload["harness"]), "--candidate", path,
+                                           "--device", device))
+
+
+def sanitize_user_finalist(payload: dict[str, Any], device: str, folder: str) -> SanitizerReport:
+    """memcheck and racecheck on the harness run with the candidate (on a GPU), each limited to the
+    payload's ``sanitizer_timeout_s``; on the CPU or turned off, the note says what was not checked."""
+    skipped = not_checked(device, payload.get("sanitize") is not False)
+    if skipped is not None:
+        return skipped
+    target = user_sanitizer_target(payload, device, folder)
+    if isinstance(target, str):
+        return SanitizerReport([], [], f"races and stray accesses not checked: {target}")
+    timeout_s = float(payload.get("sanitizer_timeout_s", 600.0))
+    kernel = str(payload["kernel"])
+    return sanitize_kernels([kernel], device, lambda tool, _: run_target(tool, target, timeout_s),
+                            {kernel: shared_memory_bytes(payload.get("compiled"))})
+
+
+# --- under the sanitizer --------------------------------------------------------------------------
+
+
+def launch_each_config_once(obj: Any) -> list[float]:
+    """Make every autotuner over the candidate run each config once (wall clock; which one it then picks
+    does not matter here) instead of benchmarking it. The list fills with each tried config's time (ms)."""
+    from .runtime import autotuners
+
+    tried: list[float] = []
+
+    def one_run(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+        begin = time.perf_counter()
+        kernel_call()
+        tried.append((time.perf_counter() - begin) * 1e3)
+        return [tried[-1]] * len(quantiles) if quantiles else tried[-1]
+
+    for tuner in autotuners(obj):
+        tuner.__dict__["do_bench"] = one_run  # an instance entry takes precedence over the cached_property
+    return tried
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the harness (the user's code), contain ourselves, run the harness once with the candidate."""
+    parser = argparse.ArgumentParser(prog="kernelopt-user-sanitize-target")
+    parser.add_argument("--kernel-file", required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--harness", required=True, help="a HarnessSpec's JSON")
+    parser.add_argument("--candidate", required=True, help="the candidate module, its jit functions renamed")
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--scratch", required=True)
+    args = parser.parse_args(argv)
+    die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
+    steps = Steps()
+    cuda = args.device.startswith("cuda")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # a plain run on the CPU: Triton's interpreter
+    import torch
+
+    from ..sandbox.policy import SandboxPolicy, apply_policy
+    from .capture import capturing
+    from .harness_module import HarnessRuntime
+
+    if cuda:
+        torch.cuda.set_device(torch.device(args.device))
+        torch.empty(1, device=args.device)  # the CUDA context, timed apart from the harness
+    steps.done("import_torch_and_start_cuda" if cuda else "import_torch")
+    runtime = HarnessRuntime(json.dumps({"kernel_file": args.kernel_file, "kernel": args.kernel,
+                                         "harness": json.loads(args.harness), "device": args.device}))
+    steps.done("load_the_harness")
+    apply_policy(SandboxPolicy(scratch=args.scratch))
+    candidate = runtime.install_candidate(args.candidate, args.kernel + CHECKED_SUFFIX)
+    tried = launch_each_config_once(candidate)
+    inputs = runtime.harness.make_inputs(0)
+    steps.done("load_the_candidate_and_make_inputs")
+    with capturing(candidate, limit=0) as capture:  # counts the candidate's launches, keeps none
+        runtime.harness.run(inputs)
+        if cuda:
+            torch.cuda.synchronize()
+    tuned = f",_{len(tried)}_config{'s' if len(tried) != 1 else ''}_tried_once" if tried else ""
+    steps.done(f"run_the_harness_({capture.count}_launch{'es' if capture.count != 1 else ''}{tuned})")
+    if not capture.count:  # nothing was checked: never a pass
+        print(f"the harness never launched the candidate's {args.kernel}", file=sys.stderr)
+        return 3
+    print("SANITIZE-TARGET-OK")
+    return 0
+
+
+__all__ = ["TARGET_MODULE", "launch_each_config_once", "main", "sanitize_user_finalist", "user_sanitizer_target"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
