@@ -222,6 +222,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
     with clock("load_baseline"):
         baseline = _load_baseline(payload, device)
+    resident = _allocated(device)  # what the loaded graph keeps (its constants): never counted as retained
     kernels: dict[str, Any] = {}
     for name in names:
         kernel = graph.kernel(name)
@@ -310,7 +311,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         arena.close()  # (it also hands the allocator's cached blocks back to the device)
     steps = {**clock.rounded(), "checks_s": round(time.perf_counter() - checks_begin, 4)}  # checks_s: all the runs
     memory = _gate2_memory(clock, working, peak_tracked, candidate_peak)
-    recycle = _retained_memory(device, clock.allocated_before, arena_peak, memory, arena_pool)
+    recycle = _retained_memory(device, resident, arena_peak, memory, arena_pool)
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
                "containment": containment}
     verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
@@ -325,7 +326,8 @@ RETAINED_SLACK_BYTES = 256 * 2**20
 
 def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any],
                      arena_pool: tuple[int, int] | None = None) -> str | None:
-    """What gate 2 left allocated in the worker after it freed everything it made (recorded in ``memory``),
+    """What a job (gate 2, kernel timing) left allocated in the worker after it freed everything it made,
+    beyond what its loaded graph keeps (recorded in ``memory``),
     and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) every
     screen of a 5.4 GB max-pool left about one working set behind: 38 GB after six candidates. Past slack the
     record also says which pool and, with allocation history on, which line of ours holds it
@@ -346,7 +348,7 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
     from ..measure.allocator_census import census
 
     memory["retained_census"] = census({arena_pool: "exchange arena"} if arena_pool else {})
-    reason = (f"gate 2 left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "
+    reason = (f"the job left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "
               "replaced so that it is given back")
     memory["worker_replaced"] = reason
     return reason
@@ -375,6 +377,16 @@ def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery:
 
 # How a gate-2 verdict names the battery it ran (the search's screen, or every check before acceptance).
 BATTERY_NAMES = {"screen": "screen (captured launch, one seed)", "full": "full battery"}
+
+
+def _allocated(device: str) -> int | None:
+    """This worker's allocated device memory (None on the CPU)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    return int(torch.cuda.memory_allocated())
 
 
 def _release_cached(device: str) -> None:
@@ -845,11 +857,13 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
     if original is None:
         return {"error": f"{payload['graph']} has no kernel {name}"}
     module = _load_baseline(payload, device)
+    resident = _allocated(device)
     launches, output = capture_launches(module, [name], make_inputs(module, seed=2000), limit=1)
     del output
     if not launches:
         return {"error": f"{name} was not launched by the graph"}
     launch = launches[0]
+    arena_peak, arena_pool = 0, None
     try:
         process = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
         failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
@@ -866,19 +880,29 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
         try:
             refs, args = _share_inputs(arena, launch.args)
             launch.args.clear()  # the exchange buffers hold the copies now
+            _allocated(device)  # the copies are complete before another process reads them
             request = {"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": _child_kwargs(launch.kwargs)}
             timing = time_processes(baseline["process"], process, device, payload.get("rounds"), request, path="kernel")
         finally:
             _release_mappings(baseline["process"])
             _release_mappings(process)
+            arena_peak, arena_pool = arena.peak_bytes, arena.pool_id
             arena.close()
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc)}
     finally:
         with _LOCK:
             _close_candidate_locked()
-    return {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high], "baseline_ms": timing.a.median_ms,
-            "ms": timing.b.median_ms, "timed_by": "the checker's clock, each side in its own process"}
+    out: dict[str, Any] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
+                           "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
+                           "timed_by": "the checker's clock, each side in its own process"}
+    memory: dict[str, Any] = {}
+    recycle = _retained_memory(device, resident, arena_peak, memory, arena_pool)
+    if memory:
+        out["memory"] = memory
+    if recycle:
+        out[RECYCLE_KEY] = recycle
+    return out
 
 
 def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:

@@ -58,6 +58,7 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
     and are timed on this process's clock (:func:`kernelopt_core.gates.jobs.time_candidate_kernel`).
     """
     from ..gates.jobs import time_candidate_kernel
+    from ..measure.job_context import RECYCLE_KEY
 
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
@@ -65,7 +66,11 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
             out[candidate_id] = time_candidate_kernel({**payload, "restitched": str(path)})
         except Exception as exc:  # noqa: BLE001 - one bad candidate must not lose the others
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
-    return {"candidates": out}
+    result: dict[str, Any] = {"candidates": out}
+    recycle = next((v.pop(RECYCLE_KEY) for v in out.values() if isinstance(v, dict) and v.get(RECYCLE_KEY)), None)
+    if recycle:  # memory this worker could not give back: the timings stand, the next job gets a fresh worker
+        result[RECYCLE_KEY] = recycle
+    return result
 
 
 def compare_kernel_outputs(payload: dict[str, Any]) -> dict[str, Any]:
