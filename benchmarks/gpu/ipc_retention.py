@@ -9,7 +9,8 @@ one fresh candidate process; kernel timing shares them with the candidate's proc
 baseline's long-lived timing process. This script plays each pattern in this process (standing in for
 the worker) with the elementwise fixture kernel on three 64 MB buffers, and records this process's
 allocator after the arena closed (``torch.cuda.ipc_collect`` included) and again after the consumer
-processes were closed. A scenario that keeps memory names its holder. Knobs: ``KERNELOPT_GPU_BUDGET_S``
+processes were closed. A scenario that keeps memory names its holder. The last scenario is kernel timing as
+it runs since (``time_kernel_pair``: each process on its own copy, in an arena of its own). Knobs: ``KERNELOPT_GPU_BUDGET_S``
 (default 120), ``KERNELOPT_IPC_DEVICE`` (default cuda:0).
 """
 
@@ -88,6 +89,24 @@ def _scenario(device: str, name: str, consumers: list[Any], command: str, close:
             "retained_after_arena_close_bytes": after_close, "retained_after_processes_closed_bytes": after_exit}
 
 
+def _pair_scenario(device: str, name: str, baseline: Any, candidate: Any) -> dict[str, Any]:
+    """Kernel timing as the search runs it now (:func:`kernelopt_core.gates.jobs.time_kernel_pair`)."""
+    import torch
+
+    from kernelopt_core.gates.jobs import time_kernel_pair
+
+    before = _allocated(device)
+    values = [torch.randn(NUMEL, device=device), torch.randn(NUMEL, device=device), torch.empty(NUMEL, device=device),
+              NUMEL]
+    timing, peak = time_kernel_pair(baseline, candidate, device, 3, KERNEL, values, {"stream": "__current_stream__"})
+    del values
+    after_close = _allocated(device) - before
+    candidate.close()
+    return {"scenario": name, "command": "repeat", "consumers": 2, "arena_peak_bytes": peak,
+            "speedup": round(timing.speedup, 3), "retained_after_arena_close_bytes": after_close,
+            "retained_after_processes_closed_bytes": _allocated(device) - before}
+
+
 def run(out_dir: str) -> dict[str, Any]:
     device = os.environ.get("KERNELOPT_IPC_DEVICE", "cuda:0")
     os.makedirs(out_dir, exist_ok=True)
@@ -137,6 +156,15 @@ def run(out_dir: str) -> dict[str, Any]:
                 row = {"scenario": name, "error": f"{type(exc).__name__}: {exc}"}
             row["seconds"] = round(time.monotonic() - begin, 2)
             record(row)
+        begin = time.monotonic()
+        try:
+            graph_holder = graph_holder or _process(device, graph=True)
+            row = _pair_scenario(device, "fresh + long-lived graph process, an arena each (time_kernel_pair, the fix)",
+                                 graph_holder, _process(device, graph=False))
+        except Exception as exc:  # noqa: BLE001
+            row = {"scenario": "time_kernel_pair", "error": f"{type(exc).__name__}: {exc}"}
+        row["seconds"] = round(time.monotonic() - begin, 2)
+        record(row)
         for process in (persistent, graph_holder):
             if process is not None:
                 before = _allocated(device)

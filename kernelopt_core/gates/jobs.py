@@ -24,6 +24,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -492,6 +493,38 @@ def _share_inputs(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], 
     return refs, args
 
 
+def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | None, name: str, values: list[Any],
+                     kwargs: dict[str, Any], share: Callable[..., Any] | None = None) -> tuple[Any, int]:
+    """Kernel-alone A/B of two processes, each on its own copy of the launch's arguments in an exchange arena
+    of its own: (the timing, the arenas' peak bytes).
+
+    Never one buffer for both: on the H200 (torch 2.11) a CUDA IPC buffer that two processes had mapped stayed
+    allocated in the worker after both let go of it, and after both ended (``benchmarks/gpu/ipc_retention.py``;
+    a buffer mapped by one process at a time is given back). A search's kernel timing lost one working set per
+    candidate that way. Separate copies also keep a candidate that writes its inputs from touching the
+    baseline's."""
+    from ..sandbox.exchange import ExchangeArena
+    from .perf import time_processes
+
+    share = share or _share_inputs
+    arenas = [ExchangeArena(device), ExchangeArena(device)]
+    try:
+        requests = []
+        for arena in arenas:
+            refs, args = share(arena, values)
+            requests.append({"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs})
+        _allocated(device)  # the copies are complete before another process reads them
+        timing = time_processes(baseline, candidate, device, rounds, requests[0], path="kernel",
+                                candidate_request=requests[1])
+    finally:
+        _release_mappings(baseline)
+        _release_mappings(candidate)
+        peak = sum(arena.peak_bytes for arena in arenas)
+        for arena in arenas:
+            arena.close()
+    return timing, peak
+
+
 def _candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
     from ..sandbox.exchange import SharedRef, TensorView, open_shared, view_of
 
@@ -785,9 +818,7 @@ def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, A
     """Each kernel alone, on its captured arguments in exchange memory both processes map."""
     from ..artifacts import parse_output_code
     from ..graph_module import make_inputs
-    from ..sandbox.exchange import ExchangeArena
     from .launch_capture import capture_launches
-    from .perf import time_processes
 
     graph = parse_output_code(payload["graph"])
     module = _load_baseline(payload, device)
@@ -805,20 +836,12 @@ def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, A
             if not reply.get("ok"):
                 raise RuntimeError(f"the original {launch.kernel} fails to load in its timing process")
             baseline["kernels"].add(launch.kernel)
-        arena = ExchangeArena(device)
-        try:
-            refs, args = _share_inputs(arena, launch.args)
-            launch.args.clear()  # the exchange buffers hold the copies now
-            from .kernel_gate import _child_kwargs
+        from .kernel_gate import _child_kwargs
 
-            request = {"what": "kernel", "name": launch.kernel, "refs": refs, "args": args,
-                       "kwargs": _child_kwargs(launch.kwargs)}
-            timing = time_processes(baseline["process"], process, device, rounds, request, path="kernel")
-            speedups[launch.kernel] = timing.speedup
-        finally:
-            _release_mappings(baseline["process"])
-            _release_mappings(process)
-            arena.close()
+        timing, _ = time_kernel_pair(baseline["process"], process, device, rounds, launch.kernel, launch.args,
+                                     _child_kwargs(launch.kwargs))
+        launch.args.clear()
+        speedups[launch.kernel] = timing.speedup
     return speedups
 
 
@@ -842,11 +865,9 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
     """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
     from ..artifacts import parse_output_code
     from ..graph_module import make_inputs
-    from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .kernel_gate import _child_kwargs
     from .launch_capture import capture_launches
-    from .perf import time_processes
 
     device = _device(payload)
     name = str(payload["kernel"])
@@ -863,7 +884,7 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
     if not launches:
         return {"error": f"{name} was not launched by the graph"}
     launch = launches[0]
-    arena_peak, arena_pool = 0, None
+    arena_peak = 0
     try:
         process = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
         failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
@@ -876,18 +897,11 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
             if not reply.get("ok"):
                 return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
             baseline["kernels"].add(name)
-        arena = ExchangeArena(device)
-        try:
-            refs, args = _share_inputs(arena, launch.args)
-            launch.args.clear()  # the exchange buffers hold the copies now
-            _allocated(device)  # the copies are complete before another process reads them
-            request = {"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": _child_kwargs(launch.kwargs)}
-            timing = time_processes(baseline["process"], process, device, payload.get("rounds"), request, path="kernel")
-        finally:
-            _release_mappings(baseline["process"])
-            _release_mappings(process)
-            arena_peak, arena_pool = arena.peak_bytes, arena.pool_id
-            arena.close()
+        values = list(launch.args)
+        launch.args.clear()
+        timing, arena_peak = time_kernel_pair(baseline["process"], process, device, payload.get("rounds"), name,
+                                              values, _child_kwargs(launch.kwargs))
+        del values
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc)}
     finally:
@@ -897,7 +911,7 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
                            "timed_by": "the checker's clock, each side in its own process"}
     memory: dict[str, Any] = {}
-    recycle = _retained_memory(device, resident, arena_peak, memory, arena_pool)
+    recycle = _retained_memory(device, resident, arena_peak, memory)
     if memory:
         out["memory"] = memory
     if recycle:

@@ -50,20 +50,24 @@ MAX_REPS = 500
 
 
 def time_processes(baseline: Any, candidate: Any, device: str, rounds: int | None, request: dict[str, Any],
-                   path: str = TimingPath.MODULE_CALL.value, timeout_s: float = 600.0) -> Any:
+                   path: str = TimingPath.MODULE_CALL.value, timeout_s: float = 600.0,
+                   candidate_request: dict[str, Any] | None = None) -> Any:
     """Interleaved A/B of the same request to two processes, timed on this process's clock.
 
     ``request`` is a ``repeat`` request of :mod:`kernelopt_core.sandbox.child` (``what`` is
     "graph" or "kernel"); each side answers after running it ``reps`` times and synchronizing.
-    Raises RuntimeError when a side fails (the caller turns it into a verdict).
+    ``candidate_request``, when given, is the candidate's (the same work on its own copy of the
+    arguments). Raises RuntimeError when a side fails (the caller turns it into a verdict).
     """
     from ..measure.statistics import ab_speedup
 
     cuda = device.startswith("cuda")
     sides = {"a": baseline, "b": candidate}
+    requests = {"a": request, "b": candidate_request or request}
 
     def timed(side: str, reps: int) -> float:
-        reply, seconds = sides[side].timed_call("repeat", timeout_s=timeout_s, reps=reps, flush_l2=cuda, **request)
+        reply, seconds = sides[side].timed_call("repeat", timeout_s=timeout_s, reps=reps, flush_l2=cuda,
+                                                **requests[side])
         if not reply.get("ok"):
             who = "the baseline" if side == "a" else "the candidate"
             raise RuntimeError(f"{who} failed while being timed: {reply.get('error')}")

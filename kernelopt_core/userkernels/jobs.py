@@ -735,9 +735,7 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int | None) -> Any:
     """The candidate's kernel against the original's on the captured launch, each in its own process."""
-    from ..gates.perf import time_processes
-    from ..measure.paths import TimingPath
-    from ..sandbox.exchange import ExchangeArena
+    from ..gates.jobs import time_kernel_pair
 
     kernel = str(payload["kernel"])
     baseline = _baseline(payload, device)
@@ -749,14 +747,9 @@ def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int
                             device)
     if failed is not None:
         raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
-    arena = ExchangeArena(device)
-    try:
-        refs, args = _share_inputs(arena, built.values)
-        request = {"what": "kernel", "name": LAUNCHER_NAME, "refs": refs, "args": args, "kwargs": {}}
-        return time_processes(baseline["process"], candidate["process"], device, rounds, request,
-                              path=TimingPath.KERNEL.value)
-    finally:
-        arena.close()
+    timing, _ = time_kernel_pair(baseline["process"], candidate["process"], device, rounds, LAUNCHER_NAME,
+                                 list(built.values), {}, share=_share_inputs)
+    return timing
 
 
 def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
