@@ -16,13 +16,14 @@ of the full battery.
    captures the graph in the worker), then its full battery, then the wrong one's screen and full
    battery.
 
-Per run it records the verdict, the wall time, gate 2's seconds per step (``steps_s``: loading,
-capture, fills, candidate and original runs, comparisons, draws, families...), the runs per side,
-each check's seconds, and the memory figures against the working set: the tracked peak (gate 2's own
-buffers), the worker's allocator peak plus the candidate process's (``device_peak_ratio``), and the
-device's memory in use by every process, sampled per step. Targets (H200, ~12 GB working set): full
-battery <= 10 s, screen <= 3 s, device peak <= 3x the working set. Writes ``gate2_scale.json`` and
-``gate2_scale.md``.
+Per run it records the verdict, the wall time, how its candidate's process was got
+(``candidate_process``: from the spare a screen keeps ready, or started fresh, and the seconds it
+took), gate 2's seconds per step (``steps_s``: loading, capture, fills, candidate and original runs,
+comparisons, draws, families...), the runs per side, each check's seconds, and the memory figures
+against the working set: the tracked peak (gate 2's own buffers), the worker's allocator peak plus
+the candidate process's (``device_peak_ratio``), and the device's memory in use by every process,
+sampled per step. Targets (H200, ~12 GB working set): full battery <= 10 s, screen <= 3 s, device
+peak <= 3x the working set. Writes ``gate2_scale.json`` and ``gate2_scale.md``.
 
 Environment: ``KERNELOPT_GPU_BUDGET_S`` (default 540), ``KERNELOPT_GATE2_DEVICE`` (default cuda),
 ``KERNELOPT_PROBLEM_SCALE`` (default h200; tiny for a local try), ``KERNELOPT_GATE2_PROBLEM`` (default
@@ -84,7 +85,7 @@ def gate2_run(graph: Any, kernel: str, source: str, battery: str, device: str, w
     from kernelopt_core.gates import CascadeConfig, run_cascade
 
     config = CascadeConfig(device=device, run_gates=(2,), gate2_battery=battery, workdir=workdir,
-                           job_timeout_s=max(60.0, timeout_s))
+                           job_timeout_s=max(60.0, timeout_s), spare_candidate=battery == "screen")  # as the search
     begin = time.monotonic()
     result = run_cascade(graph, {kernel: source}, config)
     wall = time.monotonic() - begin
@@ -95,6 +96,7 @@ def gate2_run(graph: Any, kernel: str, source: str, battery: str, device: str, w
             "reason": result.reason[:600], "wall_s": round(wall, 3),
             "gate_s": round(verdict.seconds, 3) if verdict else None, "steps_s": numbers.get("steps_s"),
             "memory": numbers.get("memory"), "runs": per_kernel.get("runs"),
+            "candidate_process": numbers.get("candidate_process"),  # from the spare or not, and its seconds
             "checks": [{"label": c.get("label"), "passed": c.get("passed"), "seconds": c.get("seconds")}
                        for c in per_kernel.get("checks") or []]}
 
@@ -200,7 +202,7 @@ def _markdown(report: dict[str, Any]) -> str:
     for row in report["runs"]:
         if row.get("steps_s"):
             steps = ", ".join(f"{k[:-2]} {v:.3g}" for k, v in row["steps_s"].items())
-            lines.append(f"- {row['kernel']}, {row['candidate']}, {row['battery']}: {steps}")
+            lines.append(f"- {row['kernel']}, {row['candidate']}, {row['battery']}: {steps}{_process(row)}")
     for row in report["runs"]:
         census = (row.get("memory") or {}).get("retained_census")
         if census:  # what the worker still held after the run, by pool and by where it was allocated
@@ -210,6 +212,15 @@ def _markdown(report: dict[str, Any]) -> str:
     if report.get("error"):
         lines += ["", f"Error: {report['error']}"]
     return "\n".join(lines) + "\n"
+
+
+def _process(row: dict[str, Any]) -> str:
+    """How the candidate's process was got: the screens' spare (started ahead) or a fresh start."""
+    how = row.get("candidate_process") or {}
+    if not how:
+        return ""
+    where = "from the spare" if how.get("from_spare") else "started fresh"
+    return f" (its process {where} in {how.get('seconds', '-')} s)"
 
 
 def _write(out_dir: str, report: dict[str, Any]) -> None:

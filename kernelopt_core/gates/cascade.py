@@ -77,11 +77,13 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
     except (RestitchError, OSError) as exc:
         raise CascadeSetupError(str(exc)) from None
     call = _job_caller(device, worker, config, sink) if any(g > 1 for g in gates) else None
+    ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
     try:
         finished = _run_gates(gates, graph, candidates, config, path, device, call, sink, result, begin)
+        ended = True
     finally:
         if call is not None and not (config.keep_candidate and result.failed_gate is None):
-            _close_candidate(call)
+            _close_candidate(call, keep_spare=config.spare_candidate and ended)
     if finished:
         result.accepted = True
         skipped = [g for g in GATE_NAMES if g not in gates]
@@ -158,9 +160,9 @@ def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
         result.quarantined = True
 
 
-def _close_candidate(call: JobCaller) -> None:
+def _close_candidate(call: JobCaller, keep_spare: bool = False) -> None:
     try:
-        call("close_candidate", {})
+        call("close_candidate", {"keep_spare": keep_spare})
     except Exception:  # noqa: BLE001 - closing is best effort; the next candidate closes it anyway
         pass
 
@@ -212,7 +214,7 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
                                "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
     if gate == 2:
         payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
-                       battery=gate2_battery(config, gates))
+                       battery=gate2_battery(config, gates), spare=config.spare_candidate)
     elif gate == 3:
         payload.update(seeds=list(config.seeds_model), tolerance=config.model_tolerance,
                        fx_graph_runnable=graph.fx_graph_runnable)

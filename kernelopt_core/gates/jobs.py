@@ -4,7 +4,9 @@ They run inside a worker (``Worker.call("kernelopt_core.gates.jobs:run_kernel_ga
 or in-process (tests); torch is imported inside the functions. The worker is the *checker*: it
 loads the baseline graph, prepares arguments and compares results. The candidate itself is never
 imported here: it runs in a fresh contained process (:mod:`kernelopt_core.sandbox`), one per
-candidate, kept for that candidate's gates 2-4 and closed before the next candidate starts.
+candidate, kept for that candidate's gates 2-4 and closed before the next candidate starts. Gate 2
+takes a spare process started ahead of time when one is ready (:mod:`kernelopt_core.sandbox.spare`:
+a fresh process all the same, only started earlier) and, for the search's screens, starts the next.
 
 Each job returns ``{"passed": bool, "reason": str, "numbers": {...}}``; ``"could_not_verify":
 True`` when the check itself failed (out of memory, the candidate process could not start, the
@@ -15,7 +17,8 @@ Payload keys: ``graph`` (the original output_code.py), ``restitched`` (the candi
 re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (their candidate
 sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
 launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
-``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4).
+``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
+(2: keep a spare process ready for the next candidate).
 """
 
 from __future__ import annotations
@@ -109,9 +112,14 @@ def _empty_cache(payload: dict[str, Any]) -> None:
 # --- the candidate's process -----------------------------------------------------------------
 
 
-def _candidate(payload: dict[str, Any], device: str) -> Any:
-    """This candidate's contained process (a fresh one; the previous candidate's is closed)."""
+def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> Any:
+    """This candidate's contained process (a fresh one; the previous candidate's is closed).
+
+    ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``payload["spare"]``
+    (the search's screens, where another candidate follows) the next spare is started at once.
+    """
     from ..sandbox.process import SandboxError, SandboxProcess
+    from ..sandbox.spare import take_process
 
     key = str(payload["restitched"])
     with _LOCK:
@@ -119,11 +127,18 @@ def _candidate(payload: dict[str, Any], device: str) -> Any:
                 and not _CANDIDATE["process"].closed:
             return _CANDIDATE["process"]
         _close_candidate_locked()
+        begin = time.monotonic()
         try:
-            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+            if from_spare:
+                taken = take_process(_flavor(device), device, payload.get("scratch_root"),
+                                     keep_spare=bool(payload.get("spare")))
+                process, how = taken.process, taken.to_json()
+            else:
+                process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+                how = {"pid": process.pid, "from_spare": False, "seconds": round(time.monotonic() - begin, 4)}
         except SandboxError as exc:
             raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
-        _CANDIDATE.update(key=key, process=process, graph_loaded=False, kernels=set(), inputs=False)
+        _CANDIDATE.update(key=key, process=process, graph_loaded=False, kernels=set(), inputs=False, how=how)
         return process
 
 
@@ -135,10 +150,29 @@ def _close_candidate_locked() -> None:
 
 
 def close_candidate(payload: dict[str, Any]) -> dict[str, Any]:
-    """Job: end the current candidate's process (the cascade calls this when it is done)."""
+    """Job: end the current candidate's process (the cascade calls this when it is done), and the spare
+    process too unless ``keep_spare`` (a screen that ended normally: the next candidate takes it)."""
+    from ..sandbox.spare import close_spare
+
     with _LOCK:
         _close_candidate_locked()
+    if not payload.get("keep_spare"):
+        close_spare()
     return {"closed": True}
+
+
+def spare_candidate_status(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job: the spare candidate process's pid (None until it is ready) and state, for tests and reports."""
+    from ..sandbox.spare import spare_status
+
+    return spare_status()
+
+
+def _settle_spare() -> None:
+    """Before timing: let a spare that is starting finish, so that its start-up does not share the machine."""
+    from ..sandbox.spare import settle_spare
+
+    settle_spare()
 
 
 def _containment(process: Any) -> dict[str, Any]:
@@ -196,7 +230,16 @@ def _reset_peak(device: str) -> None:
 
 
 def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_kernel_gate, payload)
+    from ..sandbox.spare import close_spare
+
+    try:
+        verdict = _guarded(_kernel_gate, payload)
+    except BaseException:
+        close_spare()  # the check itself failed: nothing it started stays behind
+        raise
+    if "setup_error" in verdict or verdict.get("could_not_verify"):
+        close_spare()  # the search may stop here, and a retry with less memory wants the spare's memory too
+    return verdict
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
@@ -247,14 +290,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
             raise
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
     try:
-        with clock("load_candidate"):
-            process = _candidate(payload, device)
+        with clock("load_candidate"):  # getting the process (the spare, or a fresh one) and loading the kernels
+            process = _candidate(payload, device, from_spare=True)
             failed = _load_candidate_kernels(process, payload, names, graph.device or "cuda")
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
+    candidate_process = _CANDIDATE.get("how")  # from the spare or not, and the seconds getting it took
     if failed is not None:
-        failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery)
+        failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery,
+                                 candidate_process=candidate_process)
         return failed
     loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
     candidate_peak = loading_peak
@@ -314,7 +359,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     memory = _gate2_memory(clock, working, peak_tracked, candidate_peak)
     recycle = _retained_memory(device, resident, arena_peak, memory, arena_pool)
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
-               "containment": containment}
+               "containment": containment, "candidate_process": candidate_process}
     verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
     if recycle:
         verdict[RECYCLE_KEY] = recycle
@@ -770,6 +815,7 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
     names: list[str] = list(payload.get("kernels") or [])
     min_speedup = float(payload.get("min_speedup", 1.03))
     rounds = payload.get("rounds")
+    _settle_spare()
     try:
         baseline = _baseline_process(payload, device, inputs=True)
         process = _candidate(payload, device)
@@ -885,6 +931,7 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"{name} was not launched by the graph"}
     launch = launches[0]
     arena_peak = 0
+    _settle_spare()
     try:
         process = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
         failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
@@ -974,4 +1021,5 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
             _close_candidate_locked()
 
 
-__all__ = ["close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate"]
+__all__ = ["close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate",
+           "spare_candidate_status"]

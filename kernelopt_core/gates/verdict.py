@@ -69,6 +69,9 @@ class CascadeConfig:
     # Keep the candidate's process after the cascade, for a kernel timing of the same candidate that
     # follows at once (the search's screen); the next candidate's cascade closes it either way.
     keep_candidate: bool = False
+    # Keep a spare candidate process ready for the next candidate (the search's screens, one after another):
+    # gate 2 takes it and starts the next at once; off, each candidate's process is started when it is needed.
+    spare_candidate: bool = False
     sanitize: bool = True  # on a GPU, gate 3 runs compute-sanitizer on the candidate's captured launch
     # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
     # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)

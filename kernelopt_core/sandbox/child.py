@@ -16,6 +16,9 @@ Commands (``{"command": ..., ...}`` -> ``{"ok": bool, ...}``):
 * ``repeat``        run a kernel or the graph ``reps`` times, then synchronize: the checker
                     times the whole request on its own clock
 * ``memory``        peak device memory of this process; ``release``; ``shutdown``
+* ``warm``          pay what any candidate's first load pays (Inductor's and the sandbox's imports;
+                    on a GPU the compilers' source hashes and Triton's driver), before any candidate
+                    is known: a spare process does this while it waits for its candidate
 * ``call``          run a function named by its import path (``"package.module:function"``) with
                     the request's keyword arguments; its JSON-able return value is the reply's
                     ``result`` (gate 1's compile for sm_90 runs this way, in a "compile" process).
@@ -382,6 +385,34 @@ def _release(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# What every candidate's first load imports (the cpu and compile zygotes import them before they fork;
+# a cuda child imports them itself, because on a GPU machine some ask the driver for its devices).
+_WARM_MODULES = ("torch._inductor.async_compile", "torch._inductor.runtime.triton_heuristics",
+                 "torch._inductor.codecache", "kernelopt_core.launchers", "kernelopt_core.graph_module",
+                 "kernelopt_core.backends.cpu_triton", "kernelopt_core.sandbox.guarded_buffers")
+
+
+def _warm(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    """Candidate-independent warm-up: nothing here reads the candidate, and a failure is the checker's."""
+    import importlib
+
+    begin = time.perf_counter()
+    for name in _WARM_MODULES:
+        importlib.import_module(name)
+    if state.device.startswith("cuda"):
+        # A CUDA kernel's load keys its caches by hashes of torch's and Triton's sources (about a second
+        # each) and launches through Triton's driver helpers: paid here once, as the compile zygote does.
+        from triton.runtime import driver
+
+        from .zygote import hash_the_compilers_once
+
+        hash_the_compilers_once()
+        active = driver.active
+        active.get_current_target()
+        getattr(active, "utils", None)  # builds or loads Triton's CUDA helper module (cached)
+    return {"seconds": time.perf_counter() - begin}
+
+
 def _named_function(path: str) -> Any:
     """The function at ``"package.module:function"`` (a dotted attribute path after the colon)."""
     import importlib
@@ -407,7 +438,7 @@ def _call(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     return {"result": _candidate(lambda: function(**kwargs), path)}
 
 
-_COMMANDS = {"call": _call, "load_kernel": _load_kernel, "run_kernel": _run_kernel, "load_graph": _load_graph,
+_COMMANDS = {"warm": _warm, "call": _call, "load_kernel": _load_kernel, "run_kernel": _run_kernel, "load_graph": _load_graph,
              "make_inputs": _make_inputs, "run_graph": _run_graph, "repeat": _repeat, "memory": _memory,
              "release": _release}
 

@@ -70,14 +70,14 @@ def _preload(flavor: str) -> None:
         # Kernel modules pick a driver when imported; compiling for a target needs none.
         triton_helpers.set_driver_to_gpu = lambda: None
         triton_helpers.set_driver_to_cpu = lambda: None
-        _hash_the_compilers_once()
+        hash_the_compilers_once()
     import importlib
 
     for module in filter(None, os.environ.get(PRELOAD_VARIABLE, "").split(",")):
         importlib.import_module(module.strip())
 
 
-def _hash_the_compilers_once() -> None:
+def hash_the_compilers_once() -> None:
     """Loading an Inductor kernel module keys its autotune cache by a hash of torch's sources, and
     Triton keys each compile by a hash of its own sources and library: about a second each, paid by
     every compile process unless the zygote computes them once for all its children (both are

@@ -132,7 +132,8 @@ class GateEvaluator:
         return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
                              workdir=os.path.join(self.workdir, "restitched"),
                              kernel_timing=self.kernel_timing_in_gate4, gate2_battery=gate2_battery,
-                             keep_candidate=gates == (1, 2), sanitizer_timeout_s=self.sanitizer_timeout_s)  # the kernel timing that follows reuses it
+                             keep_candidate=gates == (1, 2), sanitizer_timeout_s=self.sanitizer_timeout_s,  # the kernel timing that follows reuses it
+                             spare_candidate=gate2_battery == "screen")  # screens follow one another
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).

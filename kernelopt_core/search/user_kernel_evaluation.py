@@ -68,7 +68,8 @@ class UserKernelEvaluator:
     def _config(self, gates: tuple[int, ...]) -> CascadeConfig:
         return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
                              workdir=os.path.join(self._root(), "candidates"), job_timeout_s=self.job_timeout_s,
-                             sanitizer_timeout_s=self.sanitizer_timeout_s)
+                             sanitizer_timeout_s=self.sanitizer_timeout_s,
+                             spare_candidate=gates == (1, 2))  # the screens, one after another
 
     # --- the protocol -------------------------------------------------------------------------------
 

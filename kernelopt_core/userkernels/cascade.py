@@ -107,16 +107,18 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
     call = call or job_caller(target.device, worker, config.job_timeout_s, sink)
     payload = target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, target.kernel),
                              workdir=os.path.dirname(workdir), run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
+    ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
     try:
         if plan is None:
             plan = facts(target, call, payload["workdir"]).get("plan")
         finished = _run_gates(gates, target, candidate, payload, plan, config, call, sink, result, begin)
+        ended = True
     except CascadeSetupError as exc:
         result.seconds = time.monotonic() - begin
         raise CascadeSetupError(str(exc), partial=result) from None
     finally:
         try:
-            call("close_user_candidate", {})
+            call("close_user_candidate", {"keep_spare": config.spare_candidate and ended})
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
     if finished:
@@ -157,7 +159,8 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
                    "reruns": config.determinism_reruns, "tolerance": config.model_tolerance,
                    "rounds": config.ab_rounds, "min_speedup": config.min_speedup,
                    "kernel_timing": config.kernel_timing, "sanitize": config.sanitize,
-                   "sanitizer_timeout_s": config.sanitizer_timeout_s, "compiled": compiled}
+                   "sanitizer_timeout_s": config.sanitizer_timeout_s, "compiled": compiled,
+                   "spare": gate == 2 and config.spare_candidate}
             started = time.monotonic()
             reply = call(_GATE_JOBS[gate], job)
             if "setup_error" in reply:

@@ -34,6 +34,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,20 +325,30 @@ def _candidate_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256((_session_key(payload) + "\0" + str(payload.get("candidate", ""))).encode()).hexdigest()[:24]
 
 
-def _candidate(payload: dict[str, Any], device: str) -> dict[str, Any]:
-    """This candidate's contained process (a fresh one; the previous candidate's is closed)."""
+def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> dict[str, Any]:
+    """This candidate's contained process (a fresh one; the previous candidate's is closed). ``from_spare``
+    (gate 2): a spare started ahead of time when one is ready, and the next one started with ``payload["spare"]``
+    (:mod:`kernelopt_core.sandbox.spare`, shared with the Inductor gates)."""
     from ..sandbox.process import SandboxError, SandboxProcess
+    from ..sandbox.spare import take_process
 
     key = _candidate_key(payload)
     with _LOCK:
         if _CANDIDATE.get("key") == key and not _CANDIDATE["process"].closed:
             return _CANDIDATE
         _close_candidate_locked()
+        begin = time.monotonic()
         try:
-            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+            if from_spare:
+                taken = take_process(_flavor(device), device, payload.get("scratch_root"),
+                                     keep_spare=bool(payload.get("spare")))
+                process, how = taken.process, taken.to_json()
+            else:
+                process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
+                how = {"pid": process.pid, "from_spare": False, "seconds": round(time.monotonic() - begin, 4)}
         except SandboxError as exc:
             raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
-        _CANDIDATE.update(key=key, process=process, launcher=False, harness=False)
+        _CANDIDATE.update(key=key, process=process, launcher=False, harness=False, how=how)
         return _CANDIDATE
 
 
@@ -349,8 +360,13 @@ def _close_candidate_locked() -> None:
 
 
 def close_user_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """End the candidate's process, and the spare too unless ``keep_spare`` (a screen that ended normally)."""
+    from ..sandbox.spare import close_spare
+
     with _LOCK:
         _close_candidate_locked()
+    if not (payload or {}).get("keep_spare"):
+        close_spare()
     return {"closed": True}
 
 
@@ -425,7 +441,16 @@ def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, c
 
 
 def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_kernel_gate, payload)
+    from ..sandbox.spare import close_spare
+
+    try:
+        verdict = _guarded(_kernel_gate, payload)
+    except BaseException:
+        close_spare()  # the check itself failed: nothing it started stays behind
+        raise
+    if "setup_error" in verdict or verdict.get("could_not_verify"):
+        close_spare()
+    return verdict
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
@@ -440,15 +465,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     kernel = str(payload["kernel"])
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
     try:
-        entry = _candidate(payload, device)
+        entry = _candidate(payload, device, from_spare=True)
         failed = _load_launcher(entry, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
                                 device)
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(entry["process"])
+    candidate_process = entry.get("how")  # from the spare or not, and the seconds getting it took
     if failed is not None:
         verdict = _failure(failed, f"{kernel} fails to load")
-        verdict["numbers"].update(containment=containment)
+        verdict["numbers"].update(containment=containment, candidate_process=candidate_process)
         return verdict
     # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
     # tensor's last dimension: a user kernel's reduction length is not written into its source.
@@ -467,7 +493,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         "kernels": {kernel: {"passed": failed_check is None, "checks": [c.to_json() for c in outcome.checks],
                              "roles": dict(zip(built.names, built.roles, strict=True)),
                              "launches": len(built.capture.launches)}},
-        "containment": containment, "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),
+        "containment": containment, "candidate_process": candidate_process,
+        "max_abs_diff": max((c.max_abs_diff for c in outcome.checks), default=0.0),
         "memory": {"working_set_bytes": outcome.working_set_bytes, "tracked_peak_bytes": outcome.peak_bytes},
     }
     if failed_check is not None:
@@ -697,10 +724,12 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.perf import perf_decision, time_processes
     from ..measure.paths import TimingPath
     from ..sandbox.process import SandboxError
+    from ..sandbox.spare import settle_spare
 
     built = session(payload)
     device = built.device
     min_speedup = float(payload.get("min_speedup", 1.03))
+    settle_spare()  # a spare still starting would share the machine with the timing
     try:
         sides = _prepare_harness_sides(payload, device)
         if isinstance(sides, dict):
@@ -736,8 +765,10 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
 def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int | None) -> Any:
     """The candidate's kernel against the original's on the captured launch, each in its own process."""
     from ..gates.jobs import time_kernel_pair
+    from ..sandbox.spare import settle_spare
 
     kernel = str(payload["kernel"])
+    settle_spare()  # a spare still starting would share the machine with the timing
     baseline = _baseline(payload, device)
     failed = _load_launcher(baseline, launcher_source(built.module, kernel, built.plan), device)
     if failed is not None:
@@ -762,7 +793,7 @@ def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
     except (_SetupError, _CouldNotVerify, SandboxError, RuntimeError) as exc:
         return {"error": str(exc)}
     finally:
-        close_user_candidate()
+        close_user_candidate({"keep_spare": True})  # the candidate's process; a spare waits for the next screen
     return {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high], "baseline_ms": timing.a.median_ms,
             "ms": timing.b.median_ms, "timed_by": "the checker's clock, each side in its own process"}
 
