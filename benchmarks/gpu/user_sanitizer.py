@@ -9,8 +9,12 @@ edits of Triton tutorial 02's softmax (``softmax.py``, its ``bench_softmax`` har
 
 1. ``exp2``: a correct rewrite (exp as exp2) through gates 1-3, as a finalist goes; on a GPU its gate 3
    verdict carries memcheck and racecheck on the harness run once with the candidate, each timed;
-2. on a GPU only, ``shifted-store``: each row stored one row further on (the last row past the output's
-   end) through gate 3 alone: memcheck must reject it before any seed runs.
+2. on a GPU only, ``shifted-store``: each row stored one row further on (the last row, 3 KB, past the
+   output's end) through gate 3 alone. On the H200 memcheck did not report it (2026-12-02: an overrun that
+   stays inside the output's allocation, which the driver rounds up, is not a stray access to the tool);
+   gate 3's seeds reject it, and gate 2's guard regions catch such stores before;
+3. on a GPU only, ``far-store``: every row stored 1 GiB past the output, outside every allocation, through
+   gate 3 alone: memcheck must reject it before any seed runs.
 
 On the CPU every gate 3 verdict says races and stray accesses were not checked. Records
 ``user_sanitizer.{json,md}``: per run the decision, the reason, each tool's verdict and seconds, the
@@ -41,7 +45,8 @@ EXAMPLES = os.path.join(ROOT, "examples", "user_kernels")
 FILE, KERNEL, HARNESS = "softmax.py", "softmax_kernel", "bench_softmax"
 # (label, gates, the edit of the kernel module, GPU only)
 EDITS = (("exp2", (1, 2, 3), ("tl.exp(row_minus_max)", "tl.exp2(row_minus_max * 1.4426950408889634)"), False),
-         ("shifted-store", (3,), ("tl.store(output_ptrs,", "tl.store(output_ptrs + n_cols,"), True))
+         ("shifted-store", (3,), ("tl.store(output_ptrs,", "tl.store(output_ptrs + n_cols,"), True),
+         ("far-store", (3,), ("tl.store(output_ptrs,", "tl.store(output_ptrs + 268435456,"), True))
 RUN_S = 70.0  # what one cascade is given at least (worker start, gate 1's compile, the sanitizers, the seeds)
 
 
