@@ -14,7 +14,8 @@ sizes, instrumenting the whole graph made neither tool finish within 25 s. Each 
 configs is launched once instead of autotuned (autotuning under the tool costs configs x benchmark
 runs, and the one it picks is not known in advance). PyTorch's caching allocator is off in the
 target (``PYTORCH_NO_CUDA_MEMORY_CACHING``), so that each tensor is its own allocation and a store
-past a tensor's end is one memcheck sees. The target prints when each step ends; a run that does
+beyond it is one memcheck sees (a short overrun that stays inside the allocation's rounding is not:
+gate 2's guard regions catch those). The target prints when each step ends; a run that does
 not finish says which step it was in.
 
 What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
