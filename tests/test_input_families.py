@@ -169,3 +169,27 @@ def test_integer_outputs_must_be_equal() -> None:
     candidate[3] = 4
     verdict = compare_outputs(candidate, original, atol=1.0, rtol=1.0)
     assert not verdict.ok and verdict.first_index == (3,)
+
+
+def test_near_max_tolerance_follows_the_outputs_beyond_the_cap() -> None:
+    """An average of values near 3e35 whose terms cancel rounds by ~1e28 when reordered: a correct rewrite.
+    At the old cap (an absolute tolerance of 1e6 x 1e-3) it was rejected; scaled by the original's outputs it
+    passes, a wrong result still fails, and a normalising kernel (outputs near 1) keeps the cap."""
+    from kernelopt_core.gates.kernel_gate import INPUT_SCALE_CAP, family_tolerance_scale
+
+    big = 3.3e35
+    assert family_tolerance_scale(1.0, big, 2.9e35) == pytest.approx(2.9e35)
+    assert family_tolerance_scale(1.0, big, 1.0) == INPUT_SCALE_CAP  # a softmax's outputs: the cap stands
+    assert family_tolerance_scale(1.0, big, 1e38) == big  # never beyond the inputs
+    assert family_tolerance_scale(8.0, 4.0, 1e9) == 8.0  # below the cap: the inputs, as before
+    generator = torch.Generator().manual_seed(0)
+    window = (torch.rand(4096, 3, generator=generator) * 2 - 1) * big
+    window[:64, 2] = -(window[:64, 0] + window[:64, 1])  # rows whose terms cancel
+    original = (window[:, 0] + window[:, 1] + window[:, 2]) / 3
+    reordered = window[:, 2] / 3 + (window[:, 1] / 3 + window[:, 0] / 3)  # the same average, in another order
+    wrong = original * 1.01
+    tol = 1e-3
+    assert not compare_outputs(reordered, original, atol=tol * INPUT_SCALE_CAP, rtol=tol).ok
+    scale = family_tolerance_scale(1.0, big, float(original.abs().max()))
+    assert compare_outputs(reordered, original, atol=tol * scale, rtol=tol).ok
+    assert not compare_outputs(wrong, original, atol=tol * scale, rtol=tol).ok
