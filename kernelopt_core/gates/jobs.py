@@ -118,7 +118,7 @@ def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -
     ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``payload["spare"]``
     (the search's screens, where another candidate follows) the next spare is started at once.
     """
-    from ..sandbox.process import SandboxError, SandboxProcess
+    from ..sandbox.process import SandboxError
     from ..sandbox.spare import take_process
 
     key = str(payload["restitched"])
@@ -127,15 +127,10 @@ def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -
                 and not _CANDIDATE["process"].closed:
             return _CANDIDATE["process"]
         _close_candidate_locked()
-        begin = time.monotonic()
         try:
-            if from_spare:
-                taken = take_process(_flavor(device), device, payload.get("scratch_root"),
-                                     keep_spare=bool(payload.get("spare")))
-                process, how = taken.process, taken.to_json()
-            else:
-                process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
-                how = {"pid": process.pid, "from_spare": False, "seconds": round(time.monotonic() - begin, 4)}
+            taken = take_process(_flavor(device), device, payload.get("scratch_root"),
+                                 keep_spare=bool(payload.get("spare")), use_spare=from_spare)
+            process, how = taken.process, taken.to_json()
         except SandboxError as exc:
             raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
         _CANDIDATE.update(key=key, process=process, graph_loaded=False, kernels=set(), inputs=False, how=how)
@@ -549,6 +544,7 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     candidate that way. Separate copies also keep a candidate that writes its inputs from touching the
     baseline's."""
     from ..sandbox.exchange import ExchangeArena
+    from ..sandbox.process import settle_device_work
     from .perf import time_processes
 
     share = share or _share_inputs
@@ -558,7 +554,7 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
         for arena in arenas:
             refs, args = share(arena, values)
             requests.append({"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs})
-        _allocated(device)  # the copies are complete before another process reads them
+        settle_device_work()  # the copies are complete before another process reads them
         timing = time_processes(baseline, candidate, device, rounds, requests[0], path="kernel",
                                 candidate_request=requests[1])
     finally:

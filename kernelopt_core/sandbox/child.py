@@ -404,7 +404,7 @@ def _warm(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         # each) and launches through Triton's driver helpers: paid here once, as the compile zygote does.
         from triton.runtime import driver
 
-        from .zygote import hash_the_compilers_once
+        from .compiler_hashes import hash_the_compilers_once
 
         hash_the_compilers_once()
         active = driver.active

@@ -184,6 +184,10 @@ class SpareKeeper:
             self._begin_spare(key)
         return Taken(process, from_spare, time.monotonic() - begin, age if from_spare else None, note)
 
+    def start_fresh(self, flavor: str, device: str, scratch_root: str | None = None) -> SandboxProcess:
+        """A fresh process, the spare left as it is (the jobs that need one whatever is kept)."""
+        return self._start(flavor, device, scratch_root)
+
     def _begin_spare(self, key: ProcessKey) -> None:
         spare = _Spare(key)
         with self._lock:
@@ -221,8 +225,13 @@ class SpareKeeper:
 _KEEPER = SpareKeeper()
 
 
-def take_process(flavor: str, device: str, scratch_root: str | None = None, *, keep_spare: bool = False) -> Taken:
-    """This process's keeper: a candidate's process, from the spare where there is one."""
+def take_process(flavor: str, device: str, scratch_root: str | None = None, *, keep_spare: bool = False,
+                 use_spare: bool = True) -> Taken:
+    """This process's keeper: a candidate's process, from the spare where there is one (``use_spare``),
+    else a fresh one. Raises :class:`SandboxError` when no process can be started."""
+    if not use_spare:
+        begin = time.monotonic()
+        return Taken(_KEEPER.start_fresh(flavor, device, scratch_root), False, time.monotonic() - begin)
     return _KEEPER.take(flavor, device, scratch_root, keep_spare=keep_spare)
 
 

@@ -36,6 +36,7 @@ from ..process_lifetime import (
     set_parent_death_signal,
     start_owned,
 )
+from .compiler_hashes import hash_the_compilers_once
 
 FLAVORS = ("cpu", "cuda", "compile")
 PRELOAD_VARIABLE = "KERNELOPT_ZYGOTE_PRELOAD"  # the client's modules, comma-separated
@@ -75,23 +76,6 @@ def _preload(flavor: str) -> None:
 
     for module in filter(None, os.environ.get(PRELOAD_VARIABLE, "").split(",")):
         importlib.import_module(module.strip())
-
-
-def hash_the_compilers_once() -> None:
-    """Loading an Inductor kernel module keys its autotune cache by a hash of torch's sources, and
-    Triton keys each compile by a hash of its own sources and library: about a second each, paid by
-    every compile process unless the zygote computes them once for all its children (both are
-    cached in the process; neither starts a thread)."""
-    import importlib
-
-    for module, function in (("torch._inductor.codecache", "torch_key"), ("triton.runtime.cache", "triton_key"),
-                             ("triton.compiler.compiler", "triton_key")):
-        try:
-            getattr(importlib.import_module(module), function)()
-            if function == "triton_key":
-                break  # Triton 3.9 has it in runtime.cache, older ones in compiler.compiler
-        except Exception:  # noqa: BLE001 - another torch or Triton: each child hashes for itself
-            continue
 
 
 def _child_main(request: dict[str, Any], flavor: str, zygote: int) -> None:

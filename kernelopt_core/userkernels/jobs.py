@@ -34,7 +34,6 @@ import os
 import re
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,7 +328,7 @@ def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -
     """This candidate's contained process (a fresh one; the previous candidate's is closed). ``from_spare``
     (gate 2): a spare started ahead of time when one is ready, and the next one started with ``payload["spare"]``
     (:mod:`kernelopt_core.sandbox.spare`, shared with the Inductor gates)."""
-    from ..sandbox.process import SandboxError, SandboxProcess
+    from ..sandbox.process import SandboxError
     from ..sandbox.spare import take_process
 
     key = _candidate_key(payload)
@@ -337,15 +336,10 @@ def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -
         if _CANDIDATE.get("key") == key and not _CANDIDATE["process"].closed:
             return _CANDIDATE
         _close_candidate_locked()
-        begin = time.monotonic()
         try:
-            if from_spare:
-                taken = take_process(_flavor(device), device, payload.get("scratch_root"),
-                                     keep_spare=bool(payload.get("spare")))
-                process, how = taken.process, taken.to_json()
-            else:
-                process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
-                how = {"pid": process.pid, "from_spare": False, "seconds": round(time.monotonic() - begin, 4)}
+            taken = take_process(_flavor(device), device, payload.get("scratch_root"),
+                                 keep_spare=bool(payload.get("spare")), use_spare=from_spare)
+            process, how = taken.process, taken.to_json()
         except SandboxError as exc:
             raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
         _CANDIDATE.update(key=key, process=process, launcher=False, harness=False, how=how)
