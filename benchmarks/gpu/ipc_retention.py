@@ -47,14 +47,18 @@ def _process(device: str, graph: bool) -> Any:
     from kernelopt_core.sandbox.process import SandboxProcess
 
     process = SandboxProcess.start("cuda" if device.startswith("cuda") else "cpu", device)
-    if graph:  # as the baseline's timing process is: the whole graph loaded first
-        reply = process.call("load_graph", path=os.path.abspath(FIXTURE))
+    try:
+        if graph:  # as the baseline's timing process is: the whole graph loaded first
+            reply = process.call("load_graph", path=os.path.abspath(FIXTURE))
+            assert reply.get("ok"), reply
+        kernel = parse_output_code(FIXTURE).kernel(KERNEL)
+        assert kernel is not None
+        reply = process.call("load_kernel", name=KERNEL, source=kernel.source,
+                             device_str="cuda" if device.startswith("cuda") else "cpu")
         assert reply.get("ok"), reply
-    kernel = parse_output_code(FIXTURE).kernel(KERNEL)
-    assert kernel is not None
-    reply = process.call("load_kernel", name=KERNEL, source=kernel.source,
-                         device_str="cuda" if device.startswith("cuda") else "cpu")
-    assert reply.get("ok"), reply
+    except BaseException:
+        process.close()  # its scratch folder goes with it
+        raise
     return process
 
 
