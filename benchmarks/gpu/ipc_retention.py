@@ -30,16 +30,11 @@ NUMEL = 16_777_216  # the fixture's launch: three float32 tensors of this many e
 
 
 def _allocated(device: str) -> int:
-    import torch
-
     if not device.startswith("cuda"):
         return 0
-    import gc
+    from kernelopt_core.measure.allocator_census import settled_allocated
 
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.ipc_collect()
-    return int(torch.cuda.memory_allocated())
+    return settled_allocated()
 
 
 def _process(device: str, graph: bool) -> Any:

@@ -225,16 +225,9 @@ def _reset_peak(device: str) -> None:
 
 
 def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..sandbox.spare import close_spare
+    from ..sandbox.spare import closing_spare_unless_verdict
 
-    try:
-        verdict = _guarded(_kernel_gate, payload)
-    except BaseException:
-        close_spare()  # the check itself failed: nothing it started stays behind
-        raise
-    if "setup_error" in verdict or verdict.get("could_not_verify"):
-        close_spare()  # the search may stop here, and a retry with less memory wants the spare's memory too
-    return verdict
+    return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
@@ -369,24 +362,19 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
                      arena_pool: tuple[int, int] | None = None) -> str | None:
     """What a job (gate 2, kernel timing) left allocated in the worker after it freed everything it made,
     beyond what its loaded graph keeps (recorded in ``memory``),
-    and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) every
-    screen of a 5.4 GB max-pool left about one working set behind: 38 GB after six candidates. Past slack the
+    and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) kernel
+    timing left one working set behind per candidate (4.3 GB each on a max-pool), until each process got its
+    own copy (:func:`time_kernel_pair`); this stays as the backstop. Past slack the
     record also says which pool and, with allocation history on, which line of ours holds it
     (:mod:`..measure.allocator_census`)."""
     if before is None or not device.startswith("cuda"):
         return None
-    import gc
+    from ..measure.allocator_census import census, settled_allocated
 
-    import torch
-
-    gc.collect()  # a reference cycle of ours is not retention
-    torch.cuda.synchronize()
-    torch.cuda.ipc_collect()
-    retained = int(torch.cuda.memory_allocated()) - before
+    retained = settled_allocated() - before
     memory["retained_after_bytes"] = retained
     if retained <= max(RETAINED_SLACK_BYTES, arena_peak // 4):
         return None
-    from ..measure.allocator_census import census
 
     memory["retained_census"] = census({arena_pool: "exchange arena"} if arena_pool else {})
     reason = (f"the job left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "

@@ -89,6 +89,19 @@ def _origin(frames: list[Mapping[str, Any]]) -> str:
     return "unknown (no allocation history: set KERNELOPT_MEMORY_HISTORY=1)" if not frames else "outside kernelopt"
 
 
+def settled_allocated() -> int:
+    """This process's allocated CUDA memory once nothing is left to give back: reference cycles
+    collected, queued work done, and exchange buffers whose borrowers let go released."""
+    import gc
+
+    import torch
+
+    gc.collect()  # a reference cycle of ours is not retention
+    torch.cuda.synchronize()
+    torch.cuda.ipc_collect()
+    return int(torch.cuda.memory_allocated())
+
+
 @dataclass
 class JobMemoryLog:
     """One line per worker job: the allocator before and after it, and a census past slack."""
@@ -110,14 +123,7 @@ class JobMemoryLog:
         return int(torch.cuda.memory_allocated())
 
     def record(self, job: str, before: int) -> None:
-        import gc
-
-        import torch
-
-        gc.collect()
-        torch.cuda.synchronize()
-        torch.cuda.ipc_collect()
-        after = self.allocated()
+        after = settled_allocated()
         entry: dict[str, Any] = {"pid": os.getpid(), "job": job, "allocated_before": before, "allocated_after": after}
         if after - before > LOG_SLACK_BYTES:
             entry["census"] = census({})
@@ -125,4 +131,4 @@ class JobMemoryLog:
             handle.write(json.dumps(entry) + "\n")
 
 
-__all__ = ["HISTORY_ENV", "JobMemoryLog", "census", "start_history", "summarize"]
+__all__ = ["HISTORY_ENV", "JobMemoryLog", "census", "settled_allocated", "start_history", "summarize"]

@@ -239,6 +239,20 @@ def close_spare() -> None:
     _KEEPER.close()
 
 
+def closing_spare_unless_verdict(check: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A gate-2 job's ``check``; the spare is closed when it gives no verdict on the candidate: the check
+    raised (nothing it started stays behind), or it hit a setup error or could not verify (the search may
+    stop there, and a retry with less memory wants the spare's memory too)."""
+    try:
+        verdict = check()
+    except BaseException:
+        close_spare()
+        raise
+    if "setup_error" in verdict or verdict.get("could_not_verify"):
+        close_spare()
+    return verdict
+
+
 def settle_spare(timeout_s: float = CLAIM_WAIT_S) -> None:
     _KEEPER.settle(timeout_s)
 
@@ -251,5 +265,5 @@ def spare_status() -> dict[str, Any]:
 # shut down and its scratch removed, rather than only killed with its zygote.
 atexit.register(close_spare)
 
-__all__ = ["SPARE_ENV", "SpareKeeper", "Taken", "close_spare", "settle_spare", "spare_enabled", "spare_status",
+__all__ = ["SPARE_ENV", "SpareKeeper", "Taken", "close_spare", "closing_spare_unless_verdict", "settle_spare", "spare_enabled", "spare_status",
            "take_process"]

@@ -435,16 +435,9 @@ def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, c
 
 
 def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..sandbox.spare import close_spare
+    from ..sandbox.spare import closing_spare_unless_verdict
 
-    try:
-        verdict = _guarded(_kernel_gate, payload)
-    except BaseException:
-        close_spare()  # the check itself failed: nothing it started stays behind
-        raise
-    if "setup_error" in verdict or verdict.get("could_not_verify"):
-        close_spare()
-    return verdict
+    return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
