@@ -26,18 +26,21 @@ class BeamStage:
         self.candidates = CandidateStage(ctx)
         self.finalists = finalists
 
-    def search(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
-        """Search kernel ``index`` of ``count`` (the budget shares the search time among them)."""
+    def search(self, brief: KernelBrief, avoid: set[str], index: int, count: int,
+               weight: float | None = None) -> KernelSearch:
+        """Search kernel ``index`` of ``count``; ``weight`` is its share of the graph time among the kernels left,
+        which sets its share of the search time."""
         ctx = self.ctx
         times = ctx.times
         begin, inner = times.clock(), {name: times.stages.get(name, 0.0) for name in ("screen", "time", "finalize")}
         try:
-            return self._search(brief, avoid, index, count)
+            return self._search(brief, avoid, index, count, weight)
         finally:  # the loop's own time (plans, proposals, memory): the whole less its screens, timings, finalists
             spent = times.clock() - begin - sum(times.stages.get(name, 0.0) - before for name, before in inner.items())
             times.add("beam", max(0.0, spent))
 
-    def _search(self, brief: KernelBrief, avoid: set[str], index: int, count: int) -> KernelSearch:
+    def _search(self, brief: KernelBrief, avoid: set[str], index: int, count: int,
+                weight: float | None) -> KernelSearch:
         ctx, config = self.ctx, self.ctx.config
         search = KernelSearch(brief)
         baseline = brief.baseline_ms if brief.baseline_ms and brief.baseline_ms > 0 else 1.0
@@ -49,7 +52,7 @@ class BeamStage:
             ctx.journal.record("note", message=f"{brief.name}: cannot be rewritten ({exc})")
             return search
         kernels_left = count - index
-        deadline = ctx.schedule.kernel_deadline(kernels_left)
+        deadline = ctx.schedule.kernel_deadline(kernels_left, weight)
         if math.isfinite(deadline):
             ctx.journal.record("budget_share", kernel=brief.name, seconds=round(deadline - ctx.budget.now(), 3),
                                left_s=round(ctx.budget.left(), 3), reserve_s=round(ctx.schedule.reserve_s(kernels_left), 3))
@@ -100,7 +103,7 @@ class BeamStage:
                         children.append(child)
                         if best_child is None or child.latency_ms < best_child.latency_ms:
                             best_child = child
-                        self.finalists.early(search, child, kernels_left - 1)
+                        self.finalists.early(search, child)
                 record_visit(search.nodes, node.id, best_child.speedup if best_child else 0.0)
             search.nodes.extend(children)
             pool = search.nodes

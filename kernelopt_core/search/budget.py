@@ -4,10 +4,16 @@ A :class:`Budget` is an argument of the search, never a global: tests hand it a 
 the run's decisions follow that clock. :class:`Schedule` answers the questions the stages ask:
 
 * may another candidate start? Only while the time left covers one more candidate (its measured
-  duration in this run, else a prior) *and* the final gates every searched kernel still needs;
-* how long may this kernel's beam run? An equal share of what is left after that reserve, so a
-  second and third kernel are searched too (time one kernel leaves unused goes to the next);
+  duration in this run, else a prior) *and* one finalist of the kernel being searched;
+* how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve,
+  so a second and third kernel are searched too (time one kernel leaves unused goes to the next);
 * is there time for a finalist (full gate 2, gates 3-4), an ncu profile, a configuration check?
+
+The reserve holds one finalist, never one per kernel still to search: kernels are searched largest
+share first, and a smaller kernel's finalist is worth less than the larger kernel's candidates. On the
+H200 (2026-12-02) a reserve of a finalist per kernel starved layer_norm_16_rows' main kernel (77% of the
+graph) of every candidate: 152 s of reserve for three kernels against 128 s of budget, of which 67 s
+went unused.
 
 Durations come from this run's own measurements where it has any (:class:`TimeSplit`), else from
 the conservative priors per device below. Nothing here imports torch.
@@ -42,7 +48,7 @@ PRIORS_S: dict[str, dict[str, float]] = {
 }
 FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 60.0}  # on a GPU a finalist also runs compute-sanitizer's two tools
 # compute-sanitizer's two tools run side by side on a GPU finalist, each limited to this share of the time
-# the budget leaves after the reserve of the kernels after it (at least SANITIZER_MIN_S, at most
+# the budget leaves (at least SANITIZER_MIN_S, at most
 # SANITIZER_MAX_S): a tool that does not finish is a note in the verdict, and the finalist's other gates
 # still have their time. The floor is what a tool's target took on the H200 (2026-12-02) to start: about
 # 38 s to import torch, load and run the graph and compile the candidate under the tool.
@@ -161,18 +167,21 @@ class Schedule:
         return self._prior("config")
 
     def reserve_s(self, kernels_left: int) -> float:
-        """What must stay in hand: one finalist per kernel not yet finalized, the configuration check,
+        """What must stay in hand while ``kernels_left`` kernels (this one included) are still to search:
+        one finalist for the kernel being searched (none once all are done), the configuration check,
         the decision and the files."""
-        return (max(0, kernels_left) * self.finalize_s() + (self.config_s() if self.config_check else 0.0)
-                + CLOSING_S)
+        finalists = 1 if kernels_left > 0 else 0
+        return finalists * self.finalize_s() + (self.config_s() if self.config_check else 0.0) + CLOSING_S
 
-    def kernel_deadline(self, kernels_left: int) -> float:
-        """The clock time this kernel's beam stops starting candidates: its share of what the reserve leaves
-        (the last kernel has no share: it may use everything but the reserve, as measured at each start)."""
+    def kernel_deadline(self, kernels_left: int, weight: float | None = None) -> float:
+        """The clock time this kernel's beam stops starting candidates: its ``weight`` (its share of the
+        graph time among the kernels left; default an equal share) of what the reserve leaves. The last
+        kernel has no deadline of its own: it may use everything but the reserve, measured at each start."""
         if not self.budget.limited or kernels_left <= 1:
             return math.inf
+        share = 1.0 / kernels_left if weight is None else min(1.0, max(0.0, weight))
         spare = max(0.0, self.budget.left() - self.reserve_s(kernels_left))
-        return self.budget.now() + spare / max(1, kernels_left)
+        return self.budget.now() + spare * share
 
     def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float) -> bool:
         if not self.budget.limited:
@@ -200,23 +209,24 @@ class Schedule:
                    f"candidate take about {need:.0f} s")
         return False
 
-    def may_finalize(self, kernel: str, kernels_after: int) -> bool:
-        """Time for one more finalist of this kernel, keeping the reserve of the kernels after it."""
+    def may_finalize(self, kernel: str) -> bool:
+        """Time for one more finalist of this kernel. A kernel in hand goes before the kernels after it:
+        they are searched with whatever its finalists leave."""
         if not self.budget.limited:
             return True
         need = self.finalize_s()
-        left = self.budget.left() - self.reserve_s(kernels_after)
+        left = self.budget.left() - self.reserve_s(0)
         if left >= need:
             return True
         self._stop("finalists", kernel, max(0.0, left), need,
                    f"{max(0.0, left):.0f} s left, a finalist (full gate 2, gates 3-4) takes about {need:.0f} s")
         return False
 
-    def sanitizer_limit_s(self, kernels_after: int) -> float:
+    def sanitizer_limit_s(self) -> float:
         """Each compute-sanitizer tool's limit on the next finalist: its share of what the budget leaves."""
         if not self.budget.limited:
             return SANITIZER_MAX_S
-        left = self.budget.left() - self.reserve_s(kernels_after)
+        left = self.budget.left() - self.reserve_s(0)
         return min(SANITIZER_MAX_S, max(SANITIZER_MIN_S, SANITIZER_SHARE * left))
 
     def may_check_config(self) -> bool:

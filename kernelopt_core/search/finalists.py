@@ -38,15 +38,15 @@ class FinalistStage:
             return False
         return search.accepted is None or low > search.accepted.speedup
 
-    def early(self, search: KernelSearch, node: BeamNode, kernels_after: int) -> None:
+    def early(self, search: KernelSearch, node: BeamNode) -> None:
         """Finalize ``node`` now when it clears the margin and the budget has a finalist's time."""
         if not self.clears_margin(search, node):
             return
-        if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
+        if not self.ctx.schedule.may_finalize(search.brief.name):
             return
-        self._finalize(search, node, "early finalist", kernels_after)
+        self._finalize(search, node, "early finalist")
 
-    def final(self, search: KernelSearch, kernels_after: int) -> None:
+    def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
         accepted = search.accepted
         ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
@@ -54,17 +54,17 @@ class FinalistStage:
                         key=lambda n: (n.latency_ms, n.id))
         for node in ranked[: max(1, self.ctx.config.finalists)]:
             self.ctx.sink.check_cancelled()
-            if not self.ctx.schedule.may_finalize(search.brief.name, kernels_after):
+            if not self.ctx.schedule.may_finalize(search.brief.name):
                 return
-            if self._finalize(search, node, "finalist", kernels_after) and search.accepted is node:
+            if self._finalize(search, node, "finalist") and search.accepted is node:
                 return
 
-    def _finalize(self, search: KernelSearch, node: BeamNode, what: str, kernels_after: int) -> bool:
+    def _finalize(self, search: KernelSearch, node: BeamNode, what: str) -> bool:
         """Run the final gates on ``node``; True when it passed them (whether or not it replaced another)."""
         ctx, name = self.ctx, search.brief.name
         inner = getattr(ctx.evaluator, "inner", ctx.evaluator)
         if hasattr(inner, "sanitizer_timeout_s"):  # the sanitizers' share of what the budget leaves
-            inner.sanitizer_timeout_s = ctx.schedule.sanitizer_limit_s(kernels_after)
+            inner.sanitizer_timeout_s = ctx.schedule.sanitizer_limit_s()
         title = search.titles.get(node.id, node.id)
         ctx.progress(f"{name}: {what} {node.id} ({title}) through the full gate 2 and gates 3-4", stage="gate",
                      kernel=name, candidate=node.id)
@@ -117,7 +117,7 @@ class FinalistStage:
         if len(accepted) >= 2:
             candidates = {s.brief.name: s.accepted.source for s in accepted if s.accepted is not None}
             combined: CascadeResult | None = None
-            if ctx.schedule.may_finalize("combined", 0):
+            if ctx.schedule.may_finalize("combined"):
                 ctx.progress(f"{len(candidates)} accepted kernels verified together", stage="gate")
                 with ctx.times.stage("combine"):
                     combined = ctx.evaluator.finalize(candidates, self.gates())

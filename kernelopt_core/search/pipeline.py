@@ -103,9 +103,10 @@ class Pipeline:
             kernels_left = len(targets) - index
             brief = briefs.make(kernel, share, facts.get(kernel.name, {}), kernels_left)
             ctx.experience.brief = brief
-            search = beam.search(brief, avoid, index, len(targets))
+            rest = sum(s for _, s in targets[index:])
+            search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)
             self.searches.append(search)
-            self.finalists.final(search, kernels_left - 1)
+            self.finalists.final(search)
             ctx.journal.record("kernel_done", kernel=kernel.name, accepted=search.accepted is not None,
                                candidates=search.candidates, screened_ok=search.screened_ok)
         final = self.finalists.combine(self.searches)
