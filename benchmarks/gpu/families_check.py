@@ -12,7 +12,8 @@ timed against Inductor's kernel (CUDA events, interleaved, median of ``REPS``). 
 ``families_check.{json,md}`` after every problem. A cheaper first look than families.py (no gates): it
 answers "does it run, is it right, is it faster" in minutes. Needs the GPU (it launches Inductor's
 CUDA kernels on captured arguments). Knobs: ``KERNELOPT_GPU_BUDGET_S`` (default 560),
-``KERNELOPT_CHECK_REPS`` (15), ``KERNELOPT_FAMILIES_PER_FAMILY`` (3).
+``KERNELOPT_CHECK_REPS`` (15), ``KERNELOPT_FAMILIES_PER_FAMILY`` (3), ``KERNELOPT_FAMILIES_PROBLEMS``
+(comma-separated problems; default the six below).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from benchmarks.gpu.devicescript import (
     compile_largest_graph,
     compile_probe,
     env_int,
+    env_list,
     environment,
     failure,
     table,
@@ -188,7 +190,7 @@ def run(out_dir: str, problems: list[str] | None = None) -> dict[str, Any]:
 
     budget = Budget.from_env(560.0)
     results: dict[str, Any] = {"environment": environment("cuda:0"), "problems": {}}
-    for name in problems or list(DEFAULT):
+    for name in problems or env_list("KERNELOPT_FAMILIES_PROBLEMS") or list(DEFAULT):
         if not budget.allows(90.0):
             results["problems"][name] = {"skipped": "out of time"}
             continue

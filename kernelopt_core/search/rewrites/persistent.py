@@ -44,12 +44,15 @@ def unroll_row_loops(module: KernelModule, row_block: int) -> str:
 
 def share_repeated_loads(text: str) -> str:
     """Replace a load identical to an earlier one (same pointer, mask and ``other``, no store in
-    between) by the earlier value: what a persistent kernel gains over Inductor's multi-pass loop."""
+    between) by the earlier value: what a persistent kernel gains over Inductor's multi-pass loop.
+    The load kept streams (``evict_last`` -> ``evict_first``): Inductor asked L2 to keep the row for its
+    next pass, which now reads registers; the hint would only hold the row in L2 against the output."""
     tree = ast.parse(text)
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
-    seen: dict[str, tuple[str, str, set[str]]] = {}  # load key -> (value name, pointer base, names used)
+    seen: dict[str, tuple[str, str, set[str], int]] = {}  # load key -> (value, pointer base, names used, line)
     values: dict[str, str] = {}  # name -> the expression last assigned to it
     edits: list[tuple[int, str]] = []
+    kept: set[int] = set()  # lines of the loads whose value is reused
     for stmt in func.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name, dumped = stmt.targets[0].id, ast.dump(stmt.value)
@@ -80,14 +83,20 @@ def share_repeated_loads(text: str) -> str:
         used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
         if key in seen:
             edits.append((stmt.lineno, f"{stmt.targets[0].id} = {seen[key][0]}"))
+            kept.add(seen[key][3])
         else:
-            seen[key] = (stmt.targets[0].id, base, used)
+            seen[key] = (stmt.targets[0].id, base, used, stmt.lineno)
     lines = text.splitlines(keepends=True)
+    for lineno in kept:
+        lines[lineno - 1] = _KEEP_IN_L2.sub("eviction_policy='evict_first'", lines[lineno - 1])
     for lineno, replacement in edits:
         old = lines[lineno - 1]
         indent = old[: len(old) - len(old.lstrip())]
         lines[lineno - 1] = f"{indent}{replacement}  # kernelopt: reuses the row already loaded\n"
     return "".join(lines)
+
+
+_KEEP_IN_L2 = re.compile(r"eviction_policy\s*=\s*['\"]evict_last['\"]")
 
 
 def _is_call(node: ast.expr, attr: str) -> bool:

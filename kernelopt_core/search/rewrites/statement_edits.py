@@ -73,11 +73,14 @@ def _conjoin(mask: ast.expr, extra: ast.expr) -> ast.expr:
 def share_loads(stmts: list[ast.stmt]) -> int:
     """Replace, in place, each load identical to an earlier one (same address, mask and ``other``,
     nothing it depends on reassigned, its pointer not stored to in between) by the earlier value.
+    A load whose value is reused streams (``evict_last`` becomes ``evict_first``): the later passes read
+    registers, so Inductor's request to keep the data in L2 for them would only crowd out the rest.
 
     Compound statements (``if``/``for``) are not looked into: what they assign or store forgets
     the loads that depend on it. Returns the number of loads shared.
     """
     seen: dict[str, tuple[str, str | None, frozenset[str]]] = {}  # key -> (value name, pointer, names used)
+    calls: dict[str, ast.Call] = {}  # key -> the load kept
     values: dict[str, str] = {}  # name -> dump of the expression last assigned to it
     shared = 0
 
@@ -118,10 +121,20 @@ def share_loads(stmts: list[ast.stmt]) -> int:
         if key in seen and seen[key][0] != target:
             node.value = ast.Name(seen[key][0], ast.Load())
             values[target] = ast.dump(node.value)
+            _stream(calls[key])
             shared += 1
         else:
             seen[key] = (target, pointer_base(value.args[0]), names_read(value))
+            calls[key] = value
     return shared
+
+
+def _stream(call: ast.Call) -> None:
+    """``eviction_policy='evict_last'`` -> ``'evict_first'`` on a load read once for every pass."""
+    for keyword in call.keywords:
+        if (keyword.arg == "eviction_policy" and isinstance(keyword.value, ast.Constant)
+                and keyword.value.value == "evict_last"):
+            keyword.value = ast.Constant("evict_first")
 
 
 def _load_key(call: ast.Call) -> str:
