@@ -361,6 +361,10 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
                   f"{usage.get('retries', 0)} retries; cost "
                   + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown for this model")]
     lines += _time_section(result.get("time_split") or {}, budget)
+    skipped = [e for e in journal.entries if e.get("kind") == "finalist_skipped"]
+    if skipped:
+        lines += ["", "Not sent to the final gates (the end-to-end gate was out of their reach):"]
+        lines += [f"- `{e.get('node')}` (`{e.get('kernel')}`): {e.get('reason')}" for e in skipped]
     if result.get("suggestions"):
         lines += ["", "## Suggestions outside the kernels", ""]
         lines += [f"- {s}" for s in result["suggestions"]]

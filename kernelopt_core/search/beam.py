@@ -35,6 +35,7 @@ class BeamNode:
     visits: int = 1
     reward_sum: float = 0.0
     ci_low: float | None = None  # the lower bound of its kernel speedup's confidence interval, when timed
+    ci_high: float | None = None  # and its upper bound
 
     def __post_init__(self) -> None:
         if self.reward_sum == 0.0:

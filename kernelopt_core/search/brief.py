@@ -16,10 +16,13 @@ class BriefStage:
         self.ctx = ctx
         self.launch_timing = launch_timing or {}  # the dispatch timing: launch times and arguments
 
-    def make(self, kernel: TritonKernel, share: float, facts: dict[str, Any], kernels_left: int) -> KernelBrief:
+    def make(self, kernel: TritonKernel, share: float, facts: dict[str, Any], kernels_left: int,
+             share_timed: bool = False) -> KernelBrief:
+        """``share_timed``: ``share`` is of measured graph time (else of the launch count)."""
         ctx = self.ctx
         brief = KernelBrief(name=kernel.name, kind=kernel.kind, device=ctx.device_kind, original_source=kernel.source,
-                            share=share, baseline_ms=facts.get("ms"), inductor_configs=facts.get("configs", []),
+                            share=share, share_timed=share_timed, baseline_ms=facts.get("ms"),
+                            inductor_configs=facts.get("configs", []),
                             aten_ops=list(kernel.aten_ops))
         metrics = None
         if ctx.config.use_ncu and ctx.device_kind == "cuda":

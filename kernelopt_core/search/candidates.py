@@ -170,7 +170,7 @@ class CandidateStage:
         node = BeamNode(label, proposal.source, digest, latency, timing.speedup,
                         chain=label if parent.id == "root" else parent.chain, parent=parent.id, iteration=iteration,
                         family=proposal.family, direction=plan.direction,
-                        ci_low=timing.ci[0] if timing.ci else None)
+                        ci_low=timing.ci[0] if timing.ci else None, ci_high=timing.ci[1] if timing.ci else None)
         search.titles[label] = proposal.title
         search.timings.append(VariantTiming(proposal.family, dict(proposal.params), timing.speedup))
         ctx.journal.record("node", kernel=brief.name, node=node.to_json(), title=proposal.title,

@@ -54,10 +54,17 @@ def _decide(searches: list[KernelSearch], final: CascadeResult | None, config: O
         reason = (f"{ok} correct candidate(s), but none cleared the {config.min_speedup:.2f}x end-to-end gate "
                   f"({perf} rejected by gate 4: {final.reason if final else ''})")
         return "matched", reason + "; the compiler's code is kept"
-    waiting = [n for s in searches for n in s.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in s.finalized]
+    waiting = [n for s in searches for n in s.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in s.finalized
+               and n.id not in s.out_of_reach]
     if budget_cut and waiting and best is not None:
         return "matched", (f"{ok} correct candidate(s); the fastest (kernel speedup {best:.3f}x) did not go through "
                            "the final gates within the budget; the compiler's code is kept")
+    out_of_reach = [(n, s.out_of_reach[n.id]) for s in searches for n in s.nodes if n.id in s.out_of_reach]
+    if out_of_reach and not any(s.finalized for s in searches):
+        node, why = max(out_of_reach, key=lambda pair: (pair[0].speedup, pair[0].id))
+        return "matched", (f"{ok} correct candidate(s), none fast enough for the {config.min_speedup:.2f}x end-to-end "
+                           f"gate (the fastest, {node.id}: {why}), so none went through the final gates; the "
+                           "compiler's code is kept")
     correct_model = any(s.correct for s in searches)
     if final is not None and not final.accepted and final.failed_gate in (2, 3) and not correct_model:
         # gate 2 here is its full battery, which finalists run before gate 3 (the screen ran only part of it)

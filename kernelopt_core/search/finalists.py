@@ -9,6 +9,12 @@
   than an accepted one, if there is one) go through, the first accepted winning, while the budget
   leaves time for one more.
 * **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
+
+A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the rest
+of the graph is unchanged, so the kernel's share of the graph time bounds what it can give (Amdahl's
+law, at the upper end of its confidence interval). On the H200 (2026-12-02,
+benchmarks/results/h200/session6/budget_six_avg_pool1d_180s_run_report.md) a 1.001x candidate spent 62 s
+of a 180-s budget in the final gates before gate 4 measured it at 1.000x.
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ from .run_context import RunContext
 EARLY_MARGIN = 1.15  # kernel speedup (and its CI's lower bound) that sends a candidate to the final gates at once
 
 
+def end_to_end_bound(kernel_speedup: float, share: float | None) -> float:
+    """The most a kernel ``kernel_speedup`` times faster can speed up the whole when it takes ``share`` of
+    the time (None: all of it) and the rest is unchanged (Amdahl's law)."""
+    part = 1.0 if share is None else min(1.0, max(0.0, share))
+    if kernel_speedup <= 0:
+        return 0.0
+    return 1.0 / ((1.0 - part) + part / kernel_speedup)
+
+
 class FinalistStage:
     def __init__(self, ctx: RunContext, on_verified: Callable[[KernelSearch], None] = lambda search: None):
         self.ctx = ctx
@@ -31,10 +46,31 @@ class FinalistStage:
     def gates(self) -> tuple[int, ...]:
         return (3, 4) if self.ctx.config.use_perf_gate else (3,)
 
+    def out_of_reach(self, search: KernelSearch, node: BeamNode) -> str | None:
+        """Why ``node`` cannot pass the end-to-end gate whatever the other gates say (None: it can). With
+        gate 4 off (an ablation), the kernel speedup itself must reach ``min_speedup``."""
+        config, brief = self.ctx.config, search.brief
+        need = config.min_speedup
+        if not config.use_perf_gate:
+            if node.speedup >= need:
+                return None
+            return f"kernel speedup {node.speedup:.3f}x, below the {need:.2f}x that decides with gate 4 off"
+        high = max(node.speedup, node.ci_high or 0.0)
+        share = brief.share if brief.share_timed else None  # a share of launches bounds nothing: take all of it
+        bound = end_to_end_bound(high, share)
+        if bound >= need:
+            return None
+        where = f" at its {share:.0%} of graph time" if share is not None else ""
+        return (f"kernel speedup {node.speedup:.3f}x (at most {high:.3f}x){where} gives at most {bound:.3f}x end to "
+                f"end, below the {need:.2f}x gate")
+
     def clears_margin(self, search: KernelSearch, node: BeamNode) -> bool:
-        """A clear win, by its confidence interval; and clearly faster than an accepted candidate."""
+        """A clear win, by its confidence interval, that can clear the end-to-end gate; and clearly faster
+        than an accepted candidate."""
         low = node.ci_low
         if low is None or node.speedup < EARLY_MARGIN or low < EARLY_MARGIN or node.id in search.finalized:
+            return False
+        if self.out_of_reach(search, node):
             return False
         return search.accepted is None or low > search.accepted.speedup
 
@@ -52,7 +88,15 @@ class FinalistStage:
         ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
                          and (accepted is None or n.speedup > accepted.speedup)),
                         key=lambda n: (n.latency_ms, n.id))
-        for node in ranked[: max(1, self.ctx.config.finalists)]:
+        reachable = []
+        for node in ranked:
+            why = search.out_of_reach.get(node.id) or self.out_of_reach(search, node)
+            if why is None:
+                reachable.append(node)
+            elif node.id not in search.out_of_reach:
+                search.out_of_reach[node.id] = why
+                self.ctx.journal.record("finalist_skipped", kernel=search.brief.name, node=node.id, reason=why)
+        for node in reachable[: max(1, self.ctx.config.finalists)]:
             self.ctx.sink.check_cancelled()
             if not self.ctx.schedule.may_finalize(search.brief.name):
                 return

@@ -34,6 +34,8 @@ class KernelSearch:
     unverified: int = 0  # candidates whose check could not run (e.g. out of memory): not rejections
     quarantined: list[dict[str, Any]] = field(default_factory=list)  # candidates that broke containment
     finalized: set[str] = field(default_factory=set)  # node ids that went through gates 3-4
+    # node id -> why its kernel speedup cannot clear the end-to-end gate: never sent to the final gates
+    out_of_reach: dict[str, str] = field(default_factory=dict)
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
 

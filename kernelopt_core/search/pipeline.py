@@ -101,7 +101,7 @@ class Pipeline:
         for index, (kernel, share) in enumerate(targets):
             ctx.sink.check_cancelled()
             kernels_left = len(targets) - index
-            brief = briefs.make(kernel, share, facts.get(kernel.name, {}), kernels_left)
+            brief = briefs.make(kernel, share, facts.get(kernel.name, {}), kernels_left, share_timed=report.timed)
             ctx.experience.brief = brief
             rest = sum(s for _, s in targets[index:])
             search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)

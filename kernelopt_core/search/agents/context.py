@@ -40,6 +40,7 @@ class KernelBrief:
     device: str
     original_source: str
     share: float | None = None  # of graph time (or launches when untimed)
+    share_timed: bool = False  # the share is of measured graph time, not of the launch count
     baseline_ms: float | None = None  # kernel alone, on captured arguments
     tier: str = "unknown"
     evidence: list[str] = field(default_factory=list)
