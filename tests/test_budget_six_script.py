@@ -54,3 +54,12 @@ def test_the_checks_pass_only_when_every_target_is_met() -> None:
     assert not low["checks"]["geomean"]["passed"]
     text = script.markdown(good, 180.0)
     assert "| geomean | 1.180 | >= 1.15 | yes |" in text and "| a | optimized | 1.400 | yes |" in text
+
+
+def test_the_suite_holds_only_the_chosen_problems(tmp_path: Path) -> None:
+    script = _script()
+    stale = tmp_path / "suite"
+    stale.mkdir()
+    (stale / "layer_norm_16_rows.py").write_text("# an earlier call's problem, left on a warm machine\n")
+    folder = Path(script._suite(str(tmp_path), ["l2_norm"]))
+    assert sorted(p.name for p in folder.iterdir()) == ["l2_norm.py"]

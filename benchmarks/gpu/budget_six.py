@@ -60,9 +60,12 @@ def _visible_gpus() -> int:
 
 
 def _suite(out_dir: str, problems: list[str]) -> str:
-    """A suite folder holding the chosen problems (copies: the campaign reads the folder's files)."""
+    """A suite folder holding the chosen problems and nothing else (copies: the campaign reads the
+    folder's files). It starts empty: on a warm device machine an earlier call's suite is still there,
+    and its problems would run again (seen on the H200: a problem ran twice and the last was cut off)."""
     folder = os.path.join(out_dir, "suite")
-    os.makedirs(folder, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
     for name in problems:
         shutil.copy(os.path.join(SUITE, f"{name}.py"), os.path.join(folder, f"{name}.py"))
     return folder

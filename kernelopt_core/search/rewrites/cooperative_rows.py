@@ -8,23 +8,23 @@ persistent loop over rows, the grid sized to stay resident). Each program:
    loads shared across passes, so the chunk is read from DRAM once);
 2. after a pass that ends in reductions, reduces its chunk with Inductor's own reduction call (the
    chunk's *partial*), writes it to scratch and raises its ready flag (a release atomic);
-3. counts itself in on the row's counter, polls that one counter (an acquire atomic), then reads
-   the row's flags once and loads the partials that are ready. A partial still missing after a
-   bounded wait is **computed by the program itself** from the input, with the same code in the
-   same order, so the result is bit-identical whichever program computed it: the kernel is correct
-   under any schedule (the CPU interpreter runs programs one after another) and never hangs; a
-   schedule that is not co-resident costs extra reads, not correctness;
+3. polls the row's flags (acquire atomics) and loads the partials that are ready. A partial still
+   missing after a bounded wait is **computed by the program itself** from the input, with the same
+   code in the same order, so the result is bit-identical whichever program computed it: the kernel
+   is correct under any schedule (the CPU interpreter runs programs one after another) and never
+   hangs; a schedule that is not co-resident costs extra reads, not correctness;
 4. combines the row's partials with Inductor's reduction call (sum: add; max2/min2; online softmax
    (max, sum); Welford (mean, m2, weight)) and goes on with Inductor's post-loop code, from registers.
 
-The wait is bounded by progress: a program gives up after ``STALL_POLLS`` looks at the start counter
-(one every ``PROGRESS_EVERY`` polls) during which no new program of the launch started (on the
-interpreter nothing else runs while it waits), or after ``MAX_POLLS`` in all. The flags, the row
-counters and the start counter are ``torch.zeros`` scratch of each call.
+The wait is bounded by progress: a program gives up after ``STALL_POLLS`` polls during which no new
+program of the launch started (on the interpreter nothing else runs while it waits), or after
+``MAX_POLLS`` in all. The flags and the start counter are ``torch.zeros`` scratch of each call.
 
-Polling cost: the first version polled all G flags (a G-wide atomic) and the launch-wide start
-counter on every poll; on the H200 the softmax of 4096 x 393216 ran at 0.60x of Inductor at G=96,
-where the prototype polling one counter per row ran at 1.26x (benchmarks/results/h200/explore/).
+Polling: every poll reads the row's G flags (one G-wide atomic) and the launch-wide start counter. A
+version that polled one counter per row and looked at the start counter every 32 polls (d958409) was
+slower on the H200 (2026-12-05, benchmarks/results/h200/session7/): l2_norm's G=16 variant measured
+1.033x against 1.159-1.183x with this polling (families_check and a search, 2026-12-01/02), and the
+softmax of 4096 x 393216 was no faster (0.612x against 0.60x).
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ from .statement_edits import renamed, share_loads, with_chunk_start, with_row, w
 
 STALL_POLLS = 4  # polls in a row during which no new program started, before computing a missing partial
 MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)
-PROGRESS_EVERY = 32  # polls of the row counter per look at the launch-wide start counter (one hot address)
 MAX_GROUP = 256  # programs per row (the partials of a row are one vector)
 CHUNKS = (8192, 4096, 16384, 2048, 1024, 512, 256)  # elements per program, in order of preference
 MAX_VARIANTS = 4
@@ -81,12 +80,11 @@ def _partials(kernel: ReductionKernel) -> list[tuple[str, str, str]]:
     return out
 
 
-SYNC_SCRATCH = ("_ko_flags_ptr", "_ko_counts_ptr", "_ko_arrivals_ptr")  # per member, per row, per launch
-CONSTEXPRS = ("XBLOCK", "R0_BLOCK", "G", "G_BLOCK", "STALL_POLLS", "MAX_POLLS", "PROGRESS_EVERY")
+CONSTEXPRS = ("XBLOCK", "R0_BLOCK", "G", "G_BLOCK", "STALL_POLLS", "MAX_POLLS")
 
 
 def kernel_parameters(kernel: ReductionKernel) -> list[str]:
-    return [*kernel.runtime_params, *(name for name, _, _ in _partials(kernel)), *SYNC_SCRATCH,
+    return [*kernel.runtime_params, *(name for name, _, _ in _partials(kernel)), "_ko_flags_ptr", "_ko_arrivals_ptr",
             *(f"{name}: tl.constexpr" for name in CONSTEXPRS)]
 
 
@@ -142,20 +140,17 @@ def _exchange(lines: Lines, kernel: ReductionKernel, p: Pass) -> None:
             values.append((i, c, part, acc.identity))
     lines.add(f"tl.debug_barrier()  # every thread's partial is written before the flag is raised\n"
               f"_ko_flag = _ko_flags_ptr + (_ko_row * {levels} + {level}) * G\n"
-              f"_ko_count = _ko_counts_ptr + _ko_row * {levels} + {level}\n"
               "tl.atomic_xchg(_ko_flag + _ko_member, 1, sem='release')\n"
-              "_ko_done = tl.atomic_add(_ko_count, 1, sem='acq_rel') + 1\n"
+              "_ko_ready = tl.where(_ko_gmask, tl.atomic_add(_ko_flag + _ko_gi, 0, mask=_ko_gmask, sem='acquire'), 1)\n"
               "_ko_seen = tl.atomic_add(_ko_arrivals_ptr, 0, sem='acquire')\n"
               "_ko_stall = _ko_pid * 0\n_ko_polls = _ko_pid * 0")
-    with lines.block("while (_ko_done < G) & (_ko_stall < STALL_POLLS) & (_ko_polls < MAX_POLLS):"):
-        lines.add("_ko_done = tl.atomic_add(_ko_count, 0, sem='acquire')\n_ko_polls += 1")
-        with lines.block("if _ko_polls % PROGRESS_EVERY == 0:"):
-            lines.add("_ko_now = tl.atomic_add(_ko_arrivals_ptr, 0, sem='acquire')\n"
-                      "_ko_stall = tl.where((_ko_now == _ko_programs) | (_ko_now != _ko_seen), 0, _ko_stall + 1)\n"
-                      "_ko_seen = _ko_now")
-    # All counted in: every flag is up (each was raised before its count). Else read which ones are.
-    lines.add("_ko_ask = _ko_gmask & ((_ko_gi * 0 + _ko_done) < G)  # a mask of the flags' shape\n"
-              "_ko_ready = tl.where(_ko_ask, tl.atomic_add(_ko_flag + _ko_gi, 0, mask=_ko_ask, sem='acquire'), 1)")
+    with lines.block("while (tl.sum((_ko_ready == 0).to(tl.int32)) > 0) & (_ko_stall < STALL_POLLS) "
+                     "& (_ko_polls < MAX_POLLS):"):
+        lines.add("_ko_ready = tl.where(_ko_gmask, tl.atomic_add(_ko_flag + _ko_gi, 0, mask=_ko_gmask, "
+                  "sem='acquire'), 1)\n"
+                  "_ko_now = tl.atomic_add(_ko_arrivals_ptr, 0, sem='acquire')\n"
+                  "_ko_stall = tl.where((_ko_now == _ko_programs) | (_ko_now != _ko_seen), 0, _ko_stall + 1)\n"
+                  "_ko_seen = _ko_now\n_ko_polls += 1")
     lines.add("tl.debug_barrier()")
     for i, c, part, identity in values:
         lines.add(f"_ko_v_{level}_{i}_{c} = tl.load({part} + (_ko_x[:, None] * G + _ko_gi), "
@@ -190,11 +185,10 @@ def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
     for part, dtype, _ in partials:
         body.add(scratch(part, kernel.xnumel * shape.group, dtype, device))
     body.add(scratch("_ko_flags_ptr", kernel.xnumel * len(kernel.levels) * shape.group, "int32", device, zeros=True))
-    body.add(scratch("_ko_counts_ptr", kernel.xnumel * len(kernel.levels), "int32", device, zeros=True))
     body.add(scratch("_ko_arrivals_ptr", 1, "int32", device, zeros=True))
     meta = _meta(shape)
     body.add(launch(jit_name, (shape.programs,),
-                    [*kernel.runtime_params, *(p for p, _, _ in partials), *SYNC_SCRATCH],
+                    [*kernel.runtime_params, *(p for p, _, _ in partials), "_ko_flags_ptr", "_ko_arrivals_ptr"],
                     meta, shape.num_warps))
     return (prologue(kernel.module) + "\n\n" + cooperative_kernel(kernel, jit_name) + "\n\n\n"
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
@@ -202,13 +196,13 @@ def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
 
 def _meta(shape: CoopShape) -> dict[str, int]:
     return {"XBLOCK": 1, "R0_BLOCK": shape.chunk, "G": shape.group, "G_BLOCK": max(2, next_pow2(shape.group)),
-            "STALL_POLLS": STALL_POLLS, "MAX_POLLS": MAX_POLLS, "PROGRESS_EVERY": PROGRESS_EVERY}
+            "STALL_POLLS": STALL_POLLS, "MAX_POLLS": MAX_POLLS}
 
 
 def probe_source(kernel: ReductionKernel, shape: CoopShape) -> str:
     """The cooperative kernel as a plain candidate of the original kernel, for ``compile_probe``."""
     types = {p: SIGNATURE_TYPES[dtype] for p, dtype, _ in _partials(kernel)}
-    types.update({name: "*i32" for name in SYNC_SCRATCH})
+    types.update({"_ko_flags_ptr": "*i32", "_ko_arrivals_ptr": "*i32"})
     return probe_module(kernel, cooperative_kernel(kernel, "_ko_probe"), "_ko_probe", types, _meta(shape),
                         shape.num_warps)
 
