@@ -70,7 +70,9 @@ def test_cpu_dump_runs_and_matches_eager(cpu_example_dump: Path) -> None:
     line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
     results = json.loads(line.removeprefix("RESULT "))
     assert len(results) == 2
+    # all seeds in the message: a 5.1e-5 error on seed 0 was seen once in a full clean-clone run (2026-12-05;
+    # 1.2e-7 on the same dump before and after, alone and under load), and the other seed's error says more
     for result in results:
         assert result["shape"] == [EXAMPLE_ROWS, 256]
-        assert result["max_abs"] <= 1e-5, result
+        assert result["max_abs"] <= 1e-5, results
         assert result["inputs_left"] == 5  # call_graph passes a copy: the caller's list is intact
