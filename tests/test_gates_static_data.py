@@ -226,6 +226,7 @@ def test_the_user_kernel_families_pass_the_data_rules() -> None:
 
 
 def test_the_data_rules_cost_little() -> None:
+    import gc
     import time
 
     from kernelopt_core.artifacts import parse_output_code
@@ -235,9 +236,16 @@ def test_the_data_rules_cost_little() -> None:
     worst = 0.0
     for k in kernels:
         source_flow(k.source)  # the original's facts are cached: candidates of one kernel share them
-        begin = time.thread_time()  # this thread's CPU time: a loaded machine does not count
-        flow = module_flow(ast.parse(k.source))
-        check_literal_windows(k.source, flow)
-        check_reloads(k.source, flow)
-        worst = max(worst, time.thread_time() - begin)
+        # A full collection of the test process's heap is not the rules' cost: in a full-suite run one
+        # landed inside the timed region (167 ms and 374 ms of CPU time, never when the file ran alone).
+        gc.collect()
+        gc.disable()
+        try:
+            begin = time.thread_time()  # this thread's CPU time: a loaded machine does not count
+            flow = module_flow(ast.parse(k.source))
+            check_literal_windows(k.source, flow)
+            check_reloads(k.source, flow)
+            worst = max(worst, time.thread_time() - begin)
+        finally:
+            gc.enable()
     assert kernels and worst < 0.03, f"{worst * 1000:.1f} ms of CPU time"
