@@ -42,8 +42,11 @@ for path in sys.argv[1:]:
     model, inputs = build_problem(load_problem(path), "cpu")
     compiled = torch.compile(model, backend=kernelopt.backend) if mode == "backend" else torch.compile(model)
     with torch.no_grad():
-        out, ref = compiled(*inputs), model(*inputs)
-    results.append({"problem": path, "max_abs_err": (out - ref).abs().max().item()})
+        out = compiled(*inputs)
+        # float64 eager is the reference: float32 eager on the CPU, first called right after a compile,
+        # now and then returned one thread's rows with a 5e-5 tanh error (see test_compile_cpu)
+        ref = model.double()(*[t.double() for t in inputs])
+    results.append({"problem": path, "max_abs_err": (out.double() - ref).abs().max().item()})
 loaded = {}
 for obj in gc.get_objects():
     if type(obj).__name__ == "CachingAutotuner":
