@@ -67,6 +67,11 @@ class StandInEvaluator:
         self.screened: list[str] = []
         self.finalized: list[tuple[int, ...]] = []
         self.baselines: dict[str, str] = {}
+        self.screens_before_warm_up: list[int] = []
+
+    def warm_up(self) -> None:
+        self.calls["warm_up"] += 1
+        self.screens_before_warm_up.append(self.calls["screen"])
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         self.calls["facts"] += 1
@@ -234,10 +239,12 @@ def test_vendor_dominated_graph_is_reported_not_searched_unless_forced(tmp_path:
     result, journal, evaluator = run(tmp_path, MATMUL, StandInEvaluator(launch_timing=timing))
     assert result.decision == "fallback" and result.reason.startswith("vendor-dominated")
     assert "--force" in result.reason and evaluator.calls["screen"] == 0 and not result.kernels
+    assert evaluator.calls["warm_up"] == 0  # nothing to screen: no compile processes are started for it
     assert "## Fallback" in Path(result.run_dir, "report.md").read_text()
     forced, _, evaluator = run(tmp_path, MATMUL, StandInEvaluator(launch_timing=timing), force=True, iterations=1,
                                plans=1)
     assert evaluator.calls["screen"] >= 1 and forced.kernels
+    assert evaluator.screens_before_warm_up == [0]  # warmed up once, before the first screen
 
 
 def test_a_launch_timing_the_caller_measured_is_used_not_measured_again(tmp_path: Path) -> None:

@@ -224,3 +224,71 @@ def test_a_full_gate2_keeps_no_spare_and_a_killed_worker_takes_its_spare(element
         wait_until(lambda: not running(spare), f"the spare (pid {spare}) ends with its killed worker", bound_s=30)
     finally:
         worker.close()
+
+
+# --- the first screen's head start ------------------------------------------------------------------------
+
+
+def test_ensure_spare_starts_one_spare_and_the_first_candidate_takes_it(keeper: SpareKeeper) -> None:
+    assert keeper.ensure_spare("cpu", "cpu") is True
+    assert keeper.ensure_spare("cpu", "cpu") is False  # one is starting or kept: no second
+    spare = _ready_spare(keeper)
+    taken = keeper.take("cpu", "cpu")
+    try:
+        assert taken.from_spare and taken.process.pid == spare["pid"], taken
+    finally:
+        taken.process.close()
+    assert keeper.status()["pid"] is None  # not asked to keep another
+
+
+def test_a_zygote_started_in_the_background_serves_the_first_spawn() -> None:
+    from kernelopt_core.sandbox.zygote import Zygote
+
+    zygote = Zygote("cpu")
+    try:
+        assert zygote.pid is None
+        zygote.start_in_background()
+        pid = wait_until(lambda: zygote.pid, "the zygote runs")
+        process = SandboxProcess.start("cpu", "cpu", zygote=zygote)
+        try:
+            assert process.call("hello")["ok"] and zygote.pid == pid  # forked by that zygote, not a new one
+        finally:
+            process.close()
+    finally:
+        zygote.close()
+    assert not running(pid)
+
+
+def test_a_zygote_that_fails_in_the_background_is_reported_by_the_first_spawn() -> None:
+    from kernelopt_core.sandbox.zygote import Zygote, ZygoteError
+
+    zygote = Zygote("cpu", preload=("kernelopt_no_such_module",))
+    try:
+        zygote.start_in_background()  # no exception here: the head start is best effort
+        with pytest.raises(ZygoteError, match="did not start"):
+            zygote.spawn({}, timeout_s=60)
+    finally:
+        zygote.close()
+
+
+def test_the_first_screen_takes_a_spare_started_before_its_gate_1(elementwise: Any, tmp_path: Path) -> None:
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+    from kernelopt_core.measure.worker import Worker
+
+    kernel = elementwise.kernels[0]
+    worker = Worker("cpu")
+    try:
+        config = CascadeConfig(run_gates=(1, 2), gate2_battery="screen", workdir=str(tmp_path),
+                               spare_candidate=True)
+        result = run_cascade(elementwise, {kernel.name: kernel.source}, config, worker=worker)
+        assert result.accepted, result.reason
+        verdict = result.verdict(2)
+        assert verdict is not None
+        how = verdict.numbers["candidate_process"]
+        # the worker had no spare before this cascade: the one taken was started ahead of gate 1
+        assert how["from_spare"] and how["spare_age_s"] > result.verdict(1).seconds, how
+        following = _spare_pid(worker)  # and the next candidate's is starting
+        assert following != how["pid"]
+    finally:
+        worker.close()
+    wait_until(lambda: not running(following), "the spare ends with the worker", bound_s=30)

@@ -156,6 +156,15 @@ def close_candidate(payload: dict[str, Any]) -> dict[str, Any]:
     return {"closed": True}
 
 
+def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job: start the spare candidate process now, unless one is kept or starting (the cascade asks before
+    gate 1 of a screen, so that the first candidate's process starts while gate 1 compiles)."""
+    from ..sandbox.spare import ensure_spare
+
+    device = _device(payload)
+    return {"started": ensure_spare(_flavor(device), device, payload.get("scratch_root"))}
+
+
 def spare_candidate_status(payload: dict[str, Any]) -> dict[str, Any]:
     """Job: the spare candidate process's pid (None until it is ready) and state, for tests and reports."""
     from ..sandbox.spare import spare_status

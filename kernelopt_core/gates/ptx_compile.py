@@ -199,6 +199,10 @@ class PtxCompiler:
             result["containment"] = next((c for c in ran if not c.get("contained")), ran[0])
         return result
 
+    def start_in_background(self) -> None:
+        """Start the compile processes' zygote now (its imports take seconds), ahead of the first compile."""
+        self._zygote.start_in_background()
+
     def close(self) -> None:
         self._requests.shutdown(wait=False, cancel_futures=True)
         self._units.shutdown(wait=False, cancel_futures=True)

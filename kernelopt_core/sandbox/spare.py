@@ -184,6 +184,18 @@ class SpareKeeper:
             self._begin_spare(key)
         return Taken(process, from_spare, time.monotonic() - begin, age if from_spare else None, note)
 
+    def ensure_spare(self, flavor: str, device: str, scratch_root: str | None = None) -> bool:
+        """Start a spare now unless one for this key is kept or starting (True when one was started): the
+        first screen's process then starts while its gate 1 compiles, not after."""
+        key = ProcessKey(flavor, device, scratch_root)
+        if not spare_enabled():
+            return False
+        with self._lock:
+            if self._spare is not None and self._spare.key == key and self._spare.error is None:
+                return False
+        self._begin_spare(key)
+        return True
+
     def start_fresh(self, flavor: str, device: str, scratch_root: str | None = None) -> SandboxProcess:
         """A fresh process, the spare left as it is (the jobs that need one whatever is kept)."""
         return self._start(flavor, device, scratch_root)
@@ -235,6 +247,10 @@ def take_process(flavor: str, device: str, scratch_root: str | None = None, *, k
     return _KEEPER.take(flavor, device, scratch_root, keep_spare=keep_spare)
 
 
+def ensure_spare(flavor: str, device: str, scratch_root: str | None = None) -> bool:
+    return _KEEPER.ensure_spare(flavor, device, scratch_root)
+
+
 def close_spare() -> None:
     _KEEPER.close()
 
@@ -265,5 +281,5 @@ def spare_status() -> dict[str, Any]:
 # shut down and its scratch removed, rather than only killed with its zygote.
 atexit.register(close_spare)
 
-__all__ = ["SPARE_ENV", "SpareKeeper", "Taken", "close_spare", "closing_spare_unless_verdict", "settle_spare", "spare_enabled", "spare_status",
+__all__ = ["SPARE_ENV", "SpareKeeper", "Taken", "close_spare", "closing_spare_unless_verdict", "ensure_spare", "settle_spare", "spare_enabled", "spare_status",
            "take_process"]

@@ -300,6 +300,25 @@ class Zygote:
         threading.Thread(target=self._read, args=(popen,), daemon=True).start()
         return popen
 
+    @property
+    def pid(self) -> int | None:
+        """The zygote's pid while it runs (None before its start and after it ended)."""
+        popen = self._popen
+        return popen.pid if popen is not None and popen.poll() is None else None
+
+    def start_in_background(self) -> None:
+        """Start the zygote on a thread of its own, so that its imports (seconds) overlap the caller's
+        other work; a start that fails here is tried again, and reported, by the first spawn."""
+
+        def start() -> None:
+            try:
+                with self._lock:
+                    self._ensure()
+            except Exception:  # noqa: BLE001 - only a head start; spawn() starts it and names the error
+                pass
+
+        threading.Thread(target=start, name=f"kernelopt-{self.flavor}-zygote-start", daemon=True).start()
+
     def _drain(self, popen: subprocess.Popen[bytes]) -> None:
         assert popen.stderr is not None
         echo = os.environ.get("KERNELOPT_WORKER_ECHO") == "1"

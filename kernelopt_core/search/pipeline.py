@@ -93,6 +93,7 @@ class Pipeline:
         targets = choose_targets(ctx, report)
         if isinstance(targets, str):
             return self._finish(None, "fallback", targets, report)
+        ctx.evaluator.warm_up()  # there are kernels to search: candidates will be screened
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
         avoid = ctx.experience.avoid_snapshot()

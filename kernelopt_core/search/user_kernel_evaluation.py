@@ -25,7 +25,7 @@ from ..gates.verdict import CascadeConfig, CascadeResult
 from ..userkernels.cascade import facts as capture_facts
 from ..userkernels.cascade import job_caller, run_user_cascade
 from ..userkernels.target import UserKernelTarget
-from .evaluation import EvaluationError, KernelTime, Screen
+from .evaluation import EvaluationError, KernelTime, Screen, start_gate1_compiler
 
 
 class UserKernelEvaluator:
@@ -44,6 +44,9 @@ class UserKernelEvaluator:
         self._plan: dict[str, Any] | None = None
         self._profile: dict[str, Any] | None = None
         self.sanitizer_timeout_s = 600.0  # each compute-sanitizer tool's limit on a finalist (the search sets it)
+
+    def warm_up(self) -> None:
+        start_gate1_compiler()
 
     def _job(self, job: str, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self._call(job, payload)
