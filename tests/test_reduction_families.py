@@ -3,7 +3,8 @@
 * the pass decomposition on real Inductor kernels (the H200 dumps, torch 2.11) and what it declines;
 * the evidence that selects each family, the plan each variant states, the compiled register budget;
 * the launchers of Inductor's H200 online softmax and Welford layer norm run on the CPU interpreter,
-  bit-identical under shuffled program orders;
+  bit-identical under shuffled program orders; the cooperative kernel alone (the last program of a
+  row sees every partial, the others mark the row failed) and its redo kernel (failed rows only);
 * every family's candidates through gates 2 and 3 on a graph compiled for the CPU backend (gate 2's
   re-runs shuffle the program order and compare bitwise).
 """
@@ -305,6 +306,43 @@ def test_the_launcher_kernels_compile_for_sm90_with_their_register_counts() -> N
         assert config["n_spills"] == 0, (what, config)
 
 
+def test_the_cooperative_kernel_holds_only_its_own_chunk_in_registers() -> None:
+    """A program that recomputed a missing partial itself kept a second chunk live beside its own: the
+    softmax's chunk-4096, 4-warp kernel took 128 registers (64 without that path; triton 3.9), so on the
+    H200 only 384 programs were resident (4 rows in flight, 0.61x). The redo kernel took that path out."""
+    from kernelopt_core.gates.ptx_compile import shared_compiler
+
+    kernel = h200_kernel("softmax")  # Inductor's online softmax, looped, as on the 4096 x 393216 problem
+    rk = decompose(parse_kernel_module(kernel.source))
+    source = cooperative_rows.probe_source(rk, cooperative_rows.CoopShape(chunk=4096, group=2, num_warps=4,
+                                                                          programs=8))
+    result = shared_compiler().compile(kernel.name, source)
+    assert result["ok"], result.get("error")
+    (config,) = result["configs"]
+    assert config["n_spills"] == 0, config
+    assert config["n_regs"] <= 80, config  # at least 6 programs of 4 warps per multiprocessor
+    # A config's register cap (triton.Config(maxnreg=...)) is what gate 1 compiles with.
+    capped = source.replace("'num_warps': 4, 'num_stages': 1}", "'num_warps': 4, 'num_stages': 1, 'maxnreg': 40}")
+    assert capped != source
+    (config,) = shared_compiler().compile(kernel.name, capped)["configs"]
+    assert config["n_regs"] <= 40, config
+
+
+def test_the_redo_kernel_is_inductors_kernel_behind_each_rows_failed_flag() -> None:
+    rk = decompose(parse_kernel_module(h200_kernel("softmax").source))
+    redo = cooperative_rows.redo_kernel(rk, "softmax_redo")
+    assert redo.startswith("@triton.jit\ndef softmax_redo(in_ptr0, out_ptr2, xnumel, r0_numel, _ko_failed_ptr, XBLOCK")
+    assert "    if tl.load(_ko_failed_ptr + xoffset) != 0:\n        for r0_offset in" in redo
+    assert redo.count("for r0_offset in") == 2 and "atomic" not in redo
+    assert cooperative_rows.redo_block(rk) == 4096  # 8192 is a multiple of 4096: the unmasked rows stay exact
+    assert cooperative_rows.redo_hazard(rk) is None
+    # A kernel that reads a buffer before it writes it (an in-place update) cannot be recomputed after
+    # the cooperative kernel wrote part of the row.
+    in_place = h200_kernel("softmax").source.replace("tl.store(out_ptr2 +", "tl.store(in_ptr0 +")
+    why = cooperative_rows.redo_hazard(decompose(parse_kernel_module(in_place)))
+    assert why is not None and "reads in_ptr0 before it writes it" in why
+
+
 # --- the H200 kernels' launchers on the interpreter ---------------------------------------------
 
 _INTERPRETER_CHECK = r"""
@@ -367,7 +405,71 @@ def test_h200_online_softmax_and_welford_launchers_run_on_the_interpreter(tmp_pa
     assert len(results) == 4
     for key, value in results.items():
         assert value["error"] < 1e-5, (key, value)
-        assert value["bitwise"], key  # whichever program computed a partial, the same bits
+        assert value["bitwise"], key  # failed rows are recomputed with the compiler's code: the same bits
+
+
+_COOPERATIVE_ALONE = r"""
+import importlib.util, json, os, sys
+from kernelopt_core.graph_module import prepare_backend
+prepare_backend("cpu")
+import torch
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
+
+root, folder = sys.argv[1], sys.argv[2]
+k = parse_output_code(root + "/softmax/output_code.py").kernels[0]
+text = k.source.replace("set_driver_to_gpu()", "set_driver_to_cpu()").replace("xnumel = 4096\n", "xnumel = 3\n")
+text = text.replace("r0_numel = 8192\n", "r0_numel = 1000\n").replace("8192*x0", "1000*x0")
+module = parse_kernel_module(text, k.name)
+ctx = RewriteContext(module=module, original=module, device="cuda")
+ctx.evidence.update(causes=["low-parallelism"], sm_count=132)
+variant = FAMILIES["cooperative_rows"].variants(ctx)[0]
+path = os.path.join(folder, "coop_launcher.py")
+open(path, "w").write(variant.source)
+spec = importlib.util.spec_from_file_location("coop_launcher", path)
+launcher = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(launcher)
+
+class Recorded:  # stands in for the redo kernel: keeps what the launcher passed it
+    def __getitem__(self, grid):
+        def run(*args, **meta):
+            self.grid, self.args, self.meta = grid, args, meta
+        return run
+
+torch.manual_seed(0)
+x = torch.randn(3, 1000) * 4
+reference = torch.softmax(x, -1)
+redo = getattr(launcher, k.name + "_redo")
+recorded = Recorded()
+setattr(launcher, k.name + "_redo", recorded)
+out = torch.full_like(reference, float("nan"))
+getattr(launcher, k.name)(x, out, 3, 1000)  # the cooperative kernel alone, programs one after another
+group, chunk = variant.params["group"], variant.params["chunk"]
+last = slice((group - 1) * chunk, 1000)
+failed = recorded.args[-1]
+again = torch.full_like(reference, float("nan"))
+marked = torch.tensor([1, 0, 1], dtype=torch.int32)
+redo[recorded.grid](x, again, 3, 1000, marked, **recorded.meta)
+print(json.dumps({"group": group, "failed": failed.tolist(), "grid": list(recorded.grid),
+                  "last_member_error": (out[:, last] - reference[:, last]).abs().max().item(),
+                  "redo_error": (again[[0, 2]] - reference[[0, 2]]).abs().max().item(),
+                  "untouched_row_nan": bool(torch.isnan(again[1]).all())}))
+"""
+
+
+def test_the_cooperative_kernel_alone_and_its_redo_on_the_interpreter(tmp_path: Path) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", _COOPERATIVE_ALONE, str(H200_DUMPS), str(tmp_path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["group"] >= 2
+    # Programs run one after another: the first of each row waits for partners that have not started,
+    # gives up and marks the row; the last of the row finds every partial and combines them right.
+    assert result["failed"] == [1, 1, 1]
+    assert result["last_member_error"] < 1e-6
+    assert result["grid"] == [3]  # the redo: one program per row
+    assert result["redo_error"] < 1e-6 and result["untouched_row_nan"]  # failed rows only
 
 
 # --- gates 2 and 3 on the CPU backend -----------------------------------------------------------

@@ -146,6 +146,8 @@ def _compile_config(autotuner: Any, cfg: Any) -> dict[str, Any]:
     try:
         meta = autotuner._create_compile_meta(cfg)
         options = {"num_warps": meta["num_warps"], "num_stages": meta["num_stages"], "debug": False}
+        if getattr(cfg, "maxnreg", None):
+            options["maxnreg"] = int(cfg.maxnreg)  # the config caps registers per thread (.maxnreg)
         if "enable_fp_fusion" in meta:
             options["enable_fp_fusion"] = meta["enable_fp_fusion"]
         attrs = meta["configs"][0] if meta.get("configs") else {}

@@ -8,17 +8,31 @@ persistent loop over rows, the grid sized to stay resident). Each program:
    loads shared across passes, so the chunk is read from DRAM once);
 2. after a pass that ends in reductions, reduces its chunk with Inductor's own reduction call (the
    chunk's *partial*), writes it to scratch and raises its ready flag (a release atomic);
-3. polls the row's flags (acquire atomics) and loads the partials that are ready. A partial still
-   missing after a bounded wait is **computed by the program itself** from the input, with the same
-   code in the same order, so the result is bit-identical whichever program computed it: the kernel
-   is correct under any schedule (the CPU interpreter runs programs one after another) and never
-   hangs; a schedule that is not co-resident costs extra reads, not correctness;
+3. polls the row's flags (acquire atomics) and loads the partials that are ready. If a partial is
+   still missing after a bounded wait, the program marks its row *failed* (a per-row flag) and
+   goes on: it never computes another program's partial, so the kernel holds only its own chunk
+   in registers;
 4. combines the row's partials with Inductor's reduction call (sum: add; max2/min2; online softmax
    (max, sum); Welford (mean, m2, weight)) and goes on with Inductor's post-loop code, from registers.
 
+A second kernel, ``<name>_redo``, is Inductor's own kernel with each program's body behind its row's
+failed flag: it recomputes every failed row from the input with the compiler's code, and does
+nothing else (on a resident grid no row fails, and the launch costs one flag read per row). So
+the launcher is correct under any schedule and never hangs: on the CPU interpreter (programs one
+after another) every row of a group of two or more fails and is recomputed, and the output is the
+compiler's, bit for bit, whatever the program order. That needs a kernel that reads none of the
+buffers it writes (the redo reads its inputs after the cooperative kernel's stores).
+
+Why not compute a missing partial in the kernel itself (the design before 2026-12-06): that code
+path keeps a second chunk and its accumulators live beside the program's own chunk. On sm_90 it
+took the softmax of 4096 x 393216's chunk-4096, 4-warp kernel from 64 to 128 registers (triton
+3.9, ptxas -v), so a third of the programs were resident: 384 programs, 4 rows in flight, 0.61x
+against the prototype's 1.26x with its 1,188 programs.
+
 The wait is bounded by progress: a program gives up after ``STALL_POLLS`` polls during which no new
 program of the launch started (on the interpreter nothing else runs while it waits), or after
-``MAX_POLLS`` in all. The flags and the start counter are ``torch.zeros`` scratch of each call.
+``MAX_POLLS`` in all. The flags, the failed rows and the start counter are ``torch.zeros`` scratch
+of each call.
 
 Polling: every poll reads the row's G flags (one G-wide atomic) and the launch-wide start counter. A
 version that polled one counter per row and looked at the start counter every 32 polls (d958409) was
@@ -30,6 +44,7 @@ softmax of 4096 x 393216 was no faster (0.612x against 0.60x).
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
@@ -49,10 +64,10 @@ from .budget import (
 )
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
-from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
-from .statement_edits import renamed, share_loads, with_chunk_start, with_row, with_store_mask
+from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose, is_call, pointer_base
+from .statement_edits import share_loads, with_chunk_start, with_row, with_store_mask
 
-STALL_POLLS = 4  # polls in a row during which no new program started, before computing a missing partial
+STALL_POLLS = 4  # polls in a row during which no new program started, before the row is marked failed
 MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)
 MAX_GROUP = 256  # programs per row (the partials of a row are one vector)
 CHUNKS = (8192, 4096, 16384, 2048, 1024, 512, 256)  # elements per program, in order of preference
@@ -81,10 +96,13 @@ def _partials(kernel: ReductionKernel) -> list[tuple[str, str, str]]:
 
 
 CONSTEXPRS = ("XBLOCK", "R0_BLOCK", "G", "G_BLOCK", "STALL_POLLS", "MAX_POLLS")
+SCRATCH = ("_ko_flags_ptr", "_ko_arrivals_ptr", "_ko_failed_ptr")  # int32 scratch, zeroed per call
+REDO_MAX_BLOCK = 4096
+REDO_WARPS = 8
 
 
 def kernel_parameters(kernel: ReductionKernel) -> list[str]:
-    return [*kernel.runtime_params, *(name for name, _, _ in _partials(kernel)), "_ko_flags_ptr", "_ko_arrivals_ptr",
+    return [*kernel.runtime_params, *(name for name, _, _ in _partials(kernel)), *SCRATCH,
             *(f"{name}: tl.constexpr" for name in CONSTEXPRS)]
 
 
@@ -155,30 +173,66 @@ def _exchange(lines: Lines, kernel: ReductionKernel, p: Pass) -> None:
     for i, c, part, identity in values:
         lines.add(f"_ko_v_{level}_{i}_{c} = tl.load({part} + (_ko_x[:, None] * G + _ko_gi), "
                   f"mask=_ko_gmask & (_ko_ready != 0), other={identity}, volatile=True)")
-    # A partial that did not arrive: compute it here, with the same code the owner runs.
-    local = {s for stmt in p.accumulator_slice() for s in stmt.targets}
-    local |= {a.name for a in p.accumulators} | {"r0_offset", "_ko_start"}
-    mapping = {name: f"{name}__f" for name in local}
-    with lines.block("if tl.sum((_ko_ready == 0).to(tl.int32)) > 0:"):
-        with lines.block("for _ko_j in range(0, G):"):
-            with lines.block("if tl.sum(((_ko_gi == _ko_j) & (_ko_ready == 0)).to(tl.int32)) > 0:"):
-                for acc in p.accumulators:
-                    lines.add(ast.unparse(renamed(acc.init.node, mapping)))
-                lines.add("_ko_start__f = _ko_j * R0_BLOCK\nr0_offset__f = _ko_start__f")
-                for stmt in p.accumulator_slice():
-                    lines.add(ast.unparse(renamed(with_chunk_start(stmt.node, "_ko_start"), mapping)))
-                for i, r in enumerate(p.reductions):
-                    names = [f"_ko_q_{i}_{c}" for c in range(r.arity)]
-                    lines.add(f"{', '.join(names)} = {r.call_with([mapping[a.name] for a in r.accumulators])}")
-                    for c in range(r.arity):
-                        v = f"_ko_v_{level}_{i}_{c}"
-                        lines.add(f"{v} = tl.where(_ko_gi == _ko_j, {names[c]}[:, None], {v})")
+    # A partial that did not arrive: the row is recomputed by the redo kernel after this one.
+    lines.add("_ko_missing = tl.sum((_ko_ready == 0).to(tl.int32)) > 0\n"
+              "tl.store(_ko_failed_ptr + _ko_row, 1, mask=_ko_missing)")
+
+
+def redo_kernel(kernel: ReductionKernel, name: str) -> str:
+    """Inductor's kernel as ``@triton.jit`` ``name``, each program's passes behind its row's failed flag
+    (one row per program: launched with XBLOCK=1)."""
+    func = kernel.module.func
+    assert func is not None
+    redo = copy.deepcopy(func)
+    redo.name = name
+    redo.decorator_list = [ast.Name(id="triton.jit", ctx=ast.Load())]
+    constexpr_at = next(i for i, a in enumerate(redo.args.args) if a.arg in kernel.module.constexpr_params)
+    redo.args.args.insert(constexpr_at, ast.arg(arg="_ko_failed_ptr"))
+    first_loop = next(i for i, node in enumerate(redo.body) if isinstance(node, ast.For))
+    guard = ast.parse("if tl.load(_ko_failed_ptr + xoffset) != 0:\n    pass").body[0]
+    assert isinstance(guard, ast.If)
+    guard.body = redo.body[first_loop:]
+    redo.body = [*redo.body[:first_loop], guard]
+    return ast.unparse(ast.fix_missing_locations(redo))
+
+
+def redo_hazard(kernel: ReductionKernel) -> str | None:
+    """Why recomputing a failed row after the cooperative kernel could read what it wrote, or None.
+
+    The redo reads the row again after the cooperative kernel's stores, so a buffer the kernel writes
+    may be read only where the kernel itself wrote it first (Inductor's softmax stores the
+    exponentials, then reads them back to divide): its first access, in program order, is a store.
+    """
+    assert kernel.module.func is not None
+    stored = kernel.stored_pointers
+    first: dict[str, str] = {}
+    accesses = []  # (line, column, pointer, load or store): program order, as ast.walk is breadth-first
+    for node in ast.walk(kernel.module.func):
+        if isinstance(node, ast.Call) and (is_call(node, "tl.load") or is_call(node, "tl.store")) and node.args:
+            base = pointer_base(node.args[0])
+            if base in stored:
+                accesses.append((node.lineno, node.col_offset, base, "store" if is_call(node, "tl.store") else "load"))
+    for _, _, base, kind in sorted(accesses):
+        first.setdefault(base, kind)
+    for base, kind in first.items():
+        if kind == "load":
+            return f"the kernel reads {base} before it writes it: a failed row could not be recomputed"
+    return None
+
+
+def redo_block(kernel: ReductionKernel) -> int:
+    """The redo kernel's R0_BLOCK: the largest power of two up to 4096 that divides the row (Inductor
+    drops the row mask only when its blocks divide the row), else the row up to a power of two."""
+    block = REDO_MAX_BLOCK
+    while block > 1 and kernel.r0_numel % block:
+        block //= 2
+    return block if block >= 128 else min(REDO_MAX_BLOCK, next_pow2(kernel.r0_numel))
 
 
 def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
     """The launcher module: the cooperative kernel and ``def <kernel name>(<same parameters>)``."""
     name = kernel.name
-    jit_name = f"{name}_coop"
+    jit_name, redo_name = f"{name}_coop", f"{name}_redo"
     device = kernel.pointer_params[0]
     partials = _partials(kernel)
     body = Lines(1)
@@ -186,11 +240,14 @@ def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
         body.add(scratch(part, kernel.xnumel * shape.group, dtype, device))
     body.add(scratch("_ko_flags_ptr", kernel.xnumel * len(kernel.levels) * shape.group, "int32", device, zeros=True))
     body.add(scratch("_ko_arrivals_ptr", 1, "int32", device, zeros=True))
+    body.add(scratch("_ko_failed_ptr", kernel.xnumel, "int32", device, zeros=True))
     meta = _meta(shape)
-    body.add(launch(jit_name, (shape.programs,),
-                    [*kernel.runtime_params, *(p for p, _, _ in partials), "_ko_flags_ptr", "_ko_arrivals_ptr"],
+    body.add(launch(jit_name, (shape.programs,), [*kernel.runtime_params, *(p for p, _, _ in partials), *SCRATCH],
                     meta, shape.num_warps))
+    body.add(launch(redo_name, (kernel.xnumel,), [*kernel.runtime_params, "_ko_failed_ptr"],
+                    {"XBLOCK": 1, "R0_BLOCK": redo_block(kernel)}, REDO_WARPS))
     return (prologue(kernel.module) + "\n\n" + cooperative_kernel(kernel, jit_name) + "\n\n\n"
+            + redo_kernel(kernel, redo_name) + "\n\n\n"
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
 
 
@@ -202,7 +259,7 @@ def _meta(shape: CoopShape) -> dict[str, int]:
 def probe_source(kernel: ReductionKernel, shape: CoopShape) -> str:
     """The cooperative kernel as a plain candidate of the original kernel, for ``compile_probe``."""
     types = {p: SIGNATURE_TYPES[dtype] for p, dtype, _ in _partials(kernel)}
-    types.update({"_ko_flags_ptr": "*i32", "_ko_arrivals_ptr": "*i32"})
+    types.update({scratch_name: "*i32" for scratch_name in SCRATCH})
     return probe_module(kernel, cooperative_kernel(kernel, "_ko_probe"), "_ko_probe", types, _meta(shape),
                         shape.num_warps)
 
@@ -225,7 +282,7 @@ class CooperativeRowsFamily:
     def _why_not(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
         if not kernel.levels:
             return "no reduction to combine"
-        hazard = kernel.cross_chunk_hazard()
+        hazard = kernel.cross_chunk_hazard() or redo_hazard(kernel)
         if hazard:
             return hazard
         near = near_speed_of_light(ctx)
