@@ -292,3 +292,31 @@ def test_the_first_screen_takes_a_spare_started_before_its_gate_1(elementwise: A
     finally:
         worker.close()
     wait_until(lambda: not running(following), "the spare ends with the worker", bound_s=30)
+
+
+# --- the user-kernel cascade ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spare", [True, False])
+def test_the_user_cascade_asks_for_the_spare_before_gate_1(spare: bool, tmp_path: Path) -> None:
+    import shutil
+
+    from kernelopt_core.gates.verdict import CascadeConfig
+    from kernelopt_core.userkernels.cascade import run_user_cascade
+    from kernelopt_core.userkernels.target import user_target
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "user_kernels"
+    shutil.copy(examples / "softmax.py", tmp_path / "softmax.py")
+    target = user_target(str(tmp_path / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu")
+    asked: list[str] = []
+
+    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:  # stands in for the worker
+        asked.append(job)
+        return {"passed": False, "reason": "stand-in verdict", "plan": None}
+
+    config = CascadeConfig(device="cpu", run_gates=(1, 2), workdir=str(tmp_path / "verify"), spare_candidate=spare)
+    run_user_cascade(target, target.module.source, config, call=call)
+    assert ("begin_spare" in asked) is spare
+    if spare:
+        assert asked[0] == "begin_spare"  # before gate 1 compiles, so gate 2's process starts meanwhile
+    assert asked[-1] == "close_user_candidate"

@@ -78,7 +78,7 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
         raise CascadeSetupError(str(exc)) from None
     call = _job_caller(device, worker, config, sink) if any(g > 1 for g in gates) else None
     if call is not None and config.spare_candidate and 1 in gates:
-        _begin_spare(call, device)
+        ask_for_spare(call, device)
     ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
     try:
         finished = _run_gates(gates, graph, candidates, config, path, device, call, sink, result, begin)
@@ -162,7 +162,7 @@ def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
         result.quarantined = True
 
 
-def _begin_spare(call: JobCaller, device: str) -> None:
+def ask_for_spare(call: JobCaller, device: str) -> None:
     """Have the worker start the spare candidate process now (a no-op when one is kept): gate 1 compiles in
     this process, and the candidate process gate 2 needs starts meanwhile instead of after it."""
     try:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..events import CancelledError, EventSink
-from ..gates.cascade import CascadeSetupError
+from ..gates.cascade import CascadeSetupError, ask_for_spare
 from ..gates.verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 from .dialect import candidate_configs, run_user_static_gate
 from .target import UserKernelTarget
@@ -107,6 +107,8 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
     call = call or job_caller(target.device, worker, config.job_timeout_s, sink)
     payload = target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, target.kernel),
                              workdir=os.path.dirname(workdir), run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
+    if config.spare_candidate and 1 in gates and 2 in gates:
+        ask_for_spare(call, target.device)
     ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
     try:
         if plan is None:

@@ -353,6 +353,14 @@ def _close_candidate_locked() -> None:
         process.close()
 
 
+def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job: start the spare candidate process now (a no-op when one is kept or starting), so the first
+    candidate's gate 2 process starts while its gate 1 compiles. The spare is the Inductor gates' own."""
+    from ..gates.jobs import begin_spare as begin
+
+    return begin({**payload, "device": _device(payload)})
+
+
 def close_user_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """End the candidate's process, and the spare too unless ``keep_spare`` (a screen that ended normally)."""
     from ..sandbox.spare import close_spare
