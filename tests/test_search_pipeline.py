@@ -427,6 +427,23 @@ def test_the_speed_of_light_evidence_reaches_the_brief_and_the_rewrite_context(
     assert "| 53% | 1.50x | re-reads" in report
 
 
+def test_a_kernel_at_the_speed_of_light_is_not_searched_unless_forced(tmp_path: Path) -> None:
+    # x read once and the output written once (traffic 1.00x) in 60 us: 105% of the copy bandwidth
+    at_limit = MeasuredEvaluator(dram_read=8192 * 4096 * 4.0, duration_ns=60_000.0)
+    result, journal, _ = run(tmp_path, RMSNORM, at_limit, iterations=1, plans=2)
+    assert at_limit.calls["screen"] == 0
+    (entry,) = kinds(journal, "not_searched")
+    assert entry["reason"].startswith("already at 105% of the speed of light with DRAM traffic 1.00x")
+    assert result.decision == "matched" and entry["reason"] in result.reason
+    assert result.reason.endswith("the compiler's code is kept")
+    forced_evaluator = MeasuredEvaluator(dram_read=8192 * 4096 * 4.0, duration_ns=60_000.0)
+    forced, journal, _ = run(tmp_path, RMSNORM, forced_evaluator, force=True, iterations=1, plans=1)
+    assert forced_evaluator.calls["screen"] >= 1 and not kinds(journal, "not_searched")
+    slower = MeasuredEvaluator(dram_read=8192 * 4096 * 4.0, duration_ns=70_000.0)  # 95%: it is searched
+    run(tmp_path, RMSNORM, slower, iterations=1, plans=1)
+    assert slower.calls["screen"] >= 1
+
+
 class UnverifiableEvaluator(StandInEvaluator):
     """Every screen's own check fails (out of memory) except those ``quarantine`` marks as hostile."""
 

@@ -14,7 +14,7 @@ from .agents import KernelBrief, PlanRequest
 from .beam import BeamNode, EarlyStop, MeltdownDetector, record_visit, select_beam
 from .candidates import CandidateStage
 from .finalists import FinalistStage
-from .kernel_search import KernelSearch
+from .kernel_search import KernelSearch, at_speed_of_light
 from .llm import ProviderError
 from .rewrites.kernel_source import KernelSourceError, source_digest
 from .run_context import RunContext
@@ -50,6 +50,12 @@ class BeamStage:
             self.candidates.context(brief, brief.original_source)
         except KernelSourceError as exc:
             ctx.journal.record("note", message=f"{brief.name}: cannot be rewritten ({exc})")
+            return search
+        at_limit = None if config.force else at_speed_of_light(brief)
+        if at_limit:  # its time goes to the next kernel and the final gates (--force searches it anyway)
+            search.not_searched = at_limit
+            ctx.journal.record("not_searched", kernel=brief.name, reason=at_limit)
+            ctx.progress(f"{brief.name}: {at_limit}", stage="iteration", kernel=brief.name)
             return search
         kernels_left = count - index
         deadline = ctx.schedule.kernel_deadline(kernels_left, weight)

@@ -41,6 +41,10 @@ def _decide(searches: list[KernelSearch], final: CascadeResult | None, config: O
         for gate, n in s.rejections.items():
             rejections[gate] = rejections.get(gate, 0) + n
     perf = sum(s.perf_rejected for s in searches)
+    at_limit = [s for s in searches if s.not_searched]
+    if total == 0 and at_limit:
+        why = "; ".join(f"{s.brief.name}: {s.not_searched}" for s in at_limit)
+        return "matched", f"{why}; the compiler's code is kept"
     if total == 0:
         return "fallback", "no rewrite applied to the searched kernel(s); the compiler's code is kept"
     if ok == 0 and unverified and not rejections:

@@ -19,6 +19,25 @@ class VariantTiming:
     speedup: float
 
 
+AT_SPEED_OF_LIGHT_PCT = 100.0
+MINIMUM_TRAFFIC = 1.05  # DRAM bytes over the ideal at which a kernel moves no more than it must
+
+
+def at_speed_of_light(brief: KernelBrief) -> str | None:
+    """Why no rewrite of the kernel can be faster, or None: it moves its minimum bytes (ncu's DRAM traffic within
+    5% of the ideal) at the device's measured copy bandwidth or faster (max_pool2d_dilated on the H100: 105%,
+    traffic 1.00x). A rewrite cannot move fewer bytes than the ideal, so it could only gain what a kernel can run
+    above the copy bandwidth, a few percent, under the 3% end-to-end gate's noise."""
+    sol = brief.speed_of_light or {}
+    pct, traffic = sol.get("sol_pct"), sol.get("traffic_ratio")
+    if not isinstance(pct, (int, float)) or not isinstance(traffic, (int, float)):
+        return None
+    if pct < AT_SPEED_OF_LIGHT_PCT or traffic > MINIMUM_TRAFFIC:
+        return None
+    return (f"already at {pct:.0f}% of the speed of light with DRAM traffic {traffic:.2f}x the minimum bytes: "
+            "no rewrite moves fewer bytes, so none was tried")
+
+
 @dataclass
 class KernelSearch:
     brief: KernelBrief
@@ -38,6 +57,7 @@ class KernelSearch:
     out_of_reach: dict[str, str] = field(default_factory=dict)
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
+    not_searched: str | None = None  # why no candidate was tried (the kernel already runs at the speed of light)
 
     def best(self) -> BeamNode | None:
         found = [n for n in self.nodes if n.id != "root"]
