@@ -328,6 +328,27 @@ def test_the_cooperative_kernel_holds_only_its_own_chunk_in_registers() -> None:
     assert config["n_regs"] <= 40, config
 
 
+def test_the_probe_chooses_the_form_of_the_online_softmax_combine_with_fewer_registers() -> None:
+    kernel = h200_kernel("softmax")
+    rk = decompose(parse_kernel_module(kernel.source))
+    shape = cooperative_rows.CoopShape(chunk=4096, group=2, num_warps=4, programs=8)
+    written = cooperative_rows.probe_source(rk, shape, written_out=True)
+    assert "triton_helpers.online_softmax_combine(" not in written.split("def ")[-1].split("_ko_missing")[0]
+    assert "1.0, float('nan'))" in written
+    assert "tl.broadcast_to(tl.max(tl.reshape(tmp2, [1]), 0), tmp2.shape)" in written  # row values as splats
+    plain = cooperative_rows.probe_source(rk, shape)
+    assert "triton_helpers.online_softmax_combine(" in plain
+    for fewer_when_written_out in (True, False):
+        def probe(source: str, fewer: bool = fewer_when_written_out) -> dict:
+            return {"regs": 64 if ("float('nan'))" in source) == fewer else 96, "spills": 0, "shared_bytes": 0}
+
+        variants = FAMILIES["cooperative_rows"].variants(context(kernel.source, kernel.name,
+                                                                 causes=["low-parallelism"], sm_count=132, probe=probe))
+        assert variants and all(v.params["written_out"] is fewer_when_written_out for v in variants)
+        assert all(v.params["registers"] == 64 for v in variants)
+        assert all(("float('nan'))" in v.source) is fewer_when_written_out for v in variants)
+
+
 def test_the_redo_kernel_is_inductors_kernel_behind_each_rows_failed_flag() -> None:
     rk = decompose(parse_kernel_module(h200_kernel("softmax").source))
     redo = cooperative_rows.redo_kernel(rk, "softmax_redo")
@@ -367,8 +388,8 @@ results = {}
 torch.manual_seed(0)
 cases = []
 k = parse_output_code(root + "/softmax/output_code.py").kernels[0]
-x = torch.randn(3, 1000) * 4
-cases.append(("online softmax", k, shrunk(k, 3, 1000, 4096, 8192), lambda out: (x, out, 3, 1000),
+x = torch.randn(3, 1024) * 4  # Inductor's kernel has no row mask: rows of a multiple of the chunk
+cases.append(("online softmax", k, shrunk(k, 3, 1024, 4096, 8192), lambda out: (x, out, 3, 1024),
               torch.softmax(x, -1)))
 k = parse_output_code(root + "/layernorm_gelu/output_code.py").kernels[0]
 y, w, b = torch.randn(2, 600) + 1, torch.rand(600) + 0.5, torch.rand(600) - 0.5
@@ -414,21 +435,19 @@ from kernelopt_core.graph_module import prepare_backend
 prepare_backend("cpu")
 import torch
 from kernelopt_core.artifacts import parse_output_code
-from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
+from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, cooperative_rows, parse_kernel_module
+from kernelopt_core.search.rewrites.reduction_passes import decompose
 
 root, folder = sys.argv[1], sys.argv[2]
 k = parse_output_code(root + "/softmax/output_code.py").kernels[0]
 text = k.source.replace("set_driver_to_gpu()", "set_driver_to_cpu()").replace("xnumel = 4096\n", "xnumel = 3\n")
-text = text.replace("r0_numel = 8192\n", "r0_numel = 1000\n").replace("8192*x0", "1000*x0")
+text = text.replace("r0_numel = 8192\n", "r0_numel = 1024\n").replace("8192*x0", "1024*x0")
 module = parse_kernel_module(text, k.name)
 ctx = RewriteContext(module=module, original=module, device="cuda")
 ctx.evidence.update(causes=["low-parallelism"], sm_count=132)
 variant = FAMILIES["cooperative_rows"].variants(ctx)[0]
-path = os.path.join(folder, "coop_launcher.py")
-open(path, "w").write(variant.source)
-spec = importlib.util.spec_from_file_location("coop_launcher", path)
-launcher = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(launcher)
+group, chunk = variant.params["group"], variant.params["chunk"]
+shape = cooperative_rows.CoopShape(chunk, group, variant.params["num_warps"], variant.params["programs"])
 
 class Recorded:  # stands in for the redo kernel: keeps what the launcher passed it
     def __getitem__(self, grid):
@@ -437,23 +456,37 @@ class Recorded:  # stands in for the redo kernel: keeps what the launcher passed
         return run
 
 torch.manual_seed(0)
-x = torch.randn(3, 1000) * 4
-reference = torch.softmax(x, -1)
-redo = getattr(launcher, k.name + "_redo")
-recorded = Recorded()
-setattr(launcher, k.name + "_redo", recorded)
-out = torch.full_like(reference, float("nan"))
-getattr(launcher, k.name)(x, out, 3, 1000)  # the cooperative kernel alone, programs one after another
-group, chunk = variant.params["group"], variant.params["chunk"]
-last = slice((group - 1) * chunk, 1000)
-failed = recorded.args[-1]
-again = torch.full_like(reference, float("nan"))
-marked = torch.tensor([1, 0, 1], dtype=torch.int32)
-redo[recorded.grid](x, again, 3, 1000, marked, **recorded.meta)
-print(json.dumps({"group": group, "failed": failed.tolist(), "grid": list(recorded.grid),
-                  "last_member_error": (out[:, last] - reference[:, last]).abs().max().item(),
-                  "redo_error": (again[[0, 2]] - reference[[0, 2]]).abs().max().item(),
-                  "untouched_row_nan": bool(torch.isnan(again[1]).all())}))
+x = torch.randn(3, 1024) * 4  # the kernel has no row mask: a row of 2 x 512
+x[1, 7] = x[1, 900] = float("-inf")  # a -inf in the first and in the last program's chunk
+x[2, 950] = float("inf")  # +inf: Inductor's softmax gives nan for the row
+results = {"group": group}
+for form in (False, True):
+    path = os.path.join(folder, f"coop_launcher_{form}.py")
+    with open(path, "w") as handle:
+        handle.write(cooperative_rows.launcher_source(decompose(module), shape, written_out=form))
+    spec = importlib.util.spec_from_file_location(f"coop_launcher_{form}", path)
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    redo = getattr(launcher, k.name + "_redo")
+    recorded = Recorded()
+    setattr(launcher, k.name + "_redo", recorded)
+    out = torch.full_like(x, float("nan"))
+    getattr(launcher, k.name)(x, out, 3, 1024)  # the cooperative kernel alone, programs one after another
+    inductor = torch.full_like(x, 5.0)
+    redo[recorded.grid](x, inductor, 3, 1024, torch.ones(3, dtype=torch.int32), **recorded.meta)  # every row
+    again = torch.full_like(x, 5.0)
+    redo[recorded.grid](x, again, 3, 1024, torch.tensor([1, 0, 1], dtype=torch.int32), **recorded.meta)
+    last = slice((group - 1) * chunk, 1024)
+    results[str(form)] = {
+        "failed": recorded.args[-1].tolist(), "grid": list(recorded.grid),
+        "last_member_matches_inductor": torch.allclose(out[:, last], inductor[:, last], rtol=1e-6, atol=1e-7,
+                                                       equal_nan=True),
+        "row_with_inf_is_nan": bool(torch.isnan(out[2, last]).all()),
+        "redo_matches_reference": torch.allclose(inductor[:2], torch.softmax(x[:2], -1), rtol=1e-5, atol=1e-7),
+        "redo_only_failed_rows": torch.allclose(again[[0, 2]], inductor[[0, 2]], equal_nan=True)
+                                 and bool((again[1] == 5.0).all()),
+    }
+print(json.dumps(results))
 """
 
 
@@ -462,14 +495,17 @@ def test_the_cooperative_kernel_alone_and_its_redo_on_the_interpreter(tmp_path: 
     done = subprocess.run([sys.executable, "-c", _COOPERATIVE_ALONE, str(H200_DUMPS), str(tmp_path)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["group"] >= 2
-    # Programs run one after another: the first of each row waits for partners that have not started,
-    # gives up and marks the row; the last of the row finds every partial and combines them right.
-    assert result["failed"] == [1, 1, 1]
-    assert result["last_member_error"] < 1e-6
-    assert result["grid"] == [3]  # the redo: one program per row
-    assert result["redo_error"] < 1e-6 and result["untouched_row_nan"]  # failed rows only
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["group"] >= 2
+    for form in ("False", "True"):  # Inductor's combine as it is, and written out for its one iteration
+        result = results[form]
+        # Programs run one after another: the first of each row waits for partners that have not started,
+        # gives up and marks the row; the last of the row finds every partial and combines them right, -inf
+        # and +inf included.
+        assert result["failed"] == [1, 1, 1], (form, result)
+        assert result["last_member_matches_inductor"] and result["row_with_inf_is_nan"], (form, result)
+        assert result["grid"] == [3]  # the redo: one program per row
+        assert result["redo_matches_reference"] and result["redo_only_failed_rows"], (form, result)
 
 
 # --- gates 2 and 3 on the CPU backend -----------------------------------------------------------

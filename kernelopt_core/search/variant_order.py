@@ -41,7 +41,7 @@ METHOD_DISTANCE = 2.0
 STEP = 0.05  # scores closer than this (about 5%) are ties: the family's order decides
 # Parameters that describe a variant rather than choose it (they follow from the chosen ones).
 DESCRIPTIVE = {"launcher", "registers", "efficiency", "programs", "ideal_bytes", "planned_bytes", "expected_sol_pct",
-               "sol_pct_before", "traffic_ratio_before", "window", "masks", "group", "chunk_bytes"}
+               "sol_pct_before", "traffic_ratio_before", "window", "masks", "group", "chunk_bytes", "written_out"}
 
 
 def flat_params(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -45,12 +45,16 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
 from .budget import (
     FAMILY_EFFICIENCY,
     SINGLE_READ_MAX_ROW,
+    Probe,
     blocks_per_sm,
     elements_per_thread,
     low_parallelism_signal,
@@ -64,7 +68,15 @@ from .budget import (
 )
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
-from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose, is_call, pointer_base
+from .reduction_passes import (
+    NotTransformable,
+    Pass,
+    Reduction,
+    ReductionKernel,
+    decompose,
+    is_call,
+    pointer_base,
+)
 from .statement_edits import share_loads, with_chunk_start, with_row, with_store_mask
 
 STALL_POLLS = 4  # polls in a row during which no new program started, before the row is marked failed
@@ -106,8 +118,9 @@ def kernel_parameters(kernel: ReductionKernel) -> list[str]:
             *(f"{name}: tl.constexpr" for name in CONSTEXPRS)]
 
 
-def cooperative_kernel(kernel: ReductionKernel, name: str) -> str:
-    """The ``@triton.jit`` kernel in which G programs cooperate on each row."""
+def cooperative_kernel(kernel: ReductionKernel, name: str, written_out: bool = False) -> str:
+    """The ``@triton.jit`` kernel in which G programs cooperate on each row; ``written_out``: each pass's
+    online-softmax combine written out for its one iteration (:func:`first_combine`)."""
     lines = Lines()
     lines.add("@triton.jit")
     with lines.block(f"def {name}({', '.join(kernel_parameters(kernel))}):"):
@@ -125,7 +138,8 @@ def cooperative_kernel(kernel: ReductionKernel, name: str) -> str:
             for p in kernel.passes:
                 lines.add("_ko_start = _ko_member * R0_BLOCK\nr0_offset = _ko_start")
                 for stmt in p.body:
-                    lines.add(ast.unparse(with_chunk_start(stmt.node, "_ko_start")))
+                    text = ast.unparse(with_chunk_start(stmt.node, "_ko_start"))
+                    lines.add(first_combine(text, p) if written_out else text)
                 if p.reductions:
                     _exchange(lines, kernel, p)
                 for stmt in p.post:
@@ -133,6 +147,7 @@ def cooperative_kernel(kernel: ReductionKernel, name: str) -> str:
                     if reduction is not None:
                         level, i = kernel.levels.index(p), p.reductions.index(reduction)
                         lines.add(reduction.combining([f"_ko_v_{level}_{i}_{c}" for c in range(reduction.arity)]))
+                        lines.add(uniform_row_values(reduction))
                     elif stmt.is_store:
                         lines.add(with_store_mask(stmt, "_ko_lead"))  # one writer per row value
                     else:
@@ -143,6 +158,48 @@ def cooperative_kernel(kernel: ReductionKernel, name: str) -> str:
     row_loop = next(n for n in func.body if isinstance(n, ast.For))
     share_loads(row_loop.body)  # the chunk is loaded once for all passes
     return ast.unparse(tree)
+
+
+FLOAT_ACCUMULATORS = ("tl.float32", "tl.float64", "tl.float16", "tl.bfloat16")
+
+
+def uniform_row_values(reduction: Reduction) -> str:
+    """The row's combined values as splats of one scalar (XBLOCK = 1), for float accumulators.
+
+    Combined from G partials, they come out in the layout of the G-wide partial vector; where the
+    chunk (R0_BLOCK wide) met them, triton 3.6 converted the whole chunk into that layout and back
+    through shared memory (sm_90, softmax chunk 4096 at 4 warps: 96 registers instead of 64). A splat
+    has no layout of its own, so the chunk keeps its own. The values are the same bits.
+    """
+    if not all(acc.dtype in FLOAT_ACCUMULATORS for acc in reduction.accumulators):
+        return ""
+    return "\n".join(f"{name} = tl.broadcast_to(tl.max(tl.reshape({name}, [1]), 0), {name}.shape)"
+                     for name in sorted(reduction.stmt.targets))
+
+
+def first_combine(statement: str, p: Pass) -> str:
+    """``statement`` of a pass body, with Inductor's online-softmax combine written out for its one iteration.
+
+    A cooperative program runs each pass's body once, on accumulators at their identity (max -inf,
+    sum 0), where ``online_softmax_combine(-inf, 0, x)`` is exactly ``(x, 1)`` for finite x and -inf and
+    ``(x, nan)`` for +inf and nan. Written so, the chunk needs no per-element max and sum beside it
+    (triton 3.6, sm_90: part of the 96 -> 64 registers above).
+    """
+    node = ast.parse(statement).body[0]
+    accumulators = {a.name for a in p.accumulators}
+    if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and is_call(node.value, "triton_helpers.online_softmax_combine") and len(node.value.args) == 4):
+        return statement
+    target = node.targets[0]
+    args = node.value.args
+    if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts)
+            and all(isinstance(a, ast.Name) and a.id in accumulators for a in args[:2])):
+        return statement
+    new_max, new_sum = (ast.unparse(e) for e in target.elts)
+    value = ast.unparse(args[2])
+    return (f"{new_max} = {value}\n"
+            f"{new_sum} = tl.where(({value} == {value}) & ({value} != float('inf')), 1.0, float('nan'))"
+            f".to({value}.dtype)")
 
 
 def _exchange(lines: Lines, kernel: ReductionKernel, p: Pass) -> None:
@@ -229,7 +286,7 @@ def redo_block(kernel: ReductionKernel) -> int:
     return block if block >= 128 else min(REDO_MAX_BLOCK, next_pow2(kernel.r0_numel))
 
 
-def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
+def launcher_source(kernel: ReductionKernel, shape: CoopShape, written_out: bool = False) -> str:
     """The launcher module: the cooperative kernel and ``def <kernel name>(<same parameters>)``."""
     name = kernel.name
     jit_name, redo_name = f"{name}_coop", f"{name}_redo"
@@ -246,7 +303,7 @@ def launcher_source(kernel: ReductionKernel, shape: CoopShape) -> str:
                     meta, shape.num_warps))
     body.add(launch(redo_name, (kernel.xnumel,), [*kernel.runtime_params, "_ko_failed_ptr"],
                     {"XBLOCK": 1, "R0_BLOCK": redo_block(kernel)}, REDO_WARPS))
-    return (prologue(kernel.module) + "\n\n" + cooperative_kernel(kernel, jit_name) + "\n\n\n"
+    return (prologue(kernel.module) + "\n\n" + cooperative_kernel(kernel, jit_name, written_out) + "\n\n\n"
             + redo_kernel(kernel, redo_name) + "\n\n\n"
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
 
@@ -256,12 +313,26 @@ def _meta(shape: CoopShape) -> dict[str, int]:
             "STALL_POLLS": STALL_POLLS, "MAX_POLLS": MAX_POLLS}
 
 
-def probe_source(kernel: ReductionKernel, shape: CoopShape) -> str:
+def probe_source(kernel: ReductionKernel, shape: CoopShape, written_out: bool = False) -> str:
     """The cooperative kernel as a plain candidate of the original kernel, for ``compile_probe``."""
     types = {p: SIGNATURE_TYPES[dtype] for p, dtype, _ in _partials(kernel)}
     types.update({scratch_name: "*i32" for scratch_name in SCRATCH})
-    return probe_module(kernel, cooperative_kernel(kernel, "_ko_probe"), "_ko_probe", types, _meta(shape),
+    return probe_module(kernel, cooperative_kernel(kernel, "_ko_probe", written_out), "_ko_probe", types, _meta(shape),
                         shape.num_warps)
+
+
+def _fewest_registers(probed: Iterator[tuple[tuple[CoopShape, bool], str | None, Probe | None]],
+                      per_shape: int) -> Iterator[tuple[CoopShape, bool, Probe | None]]:
+    """Each shape once, in the form whose probe fits with the fewest registers (the first form without a
+    probe: no evidence, Inductor's own combine)."""
+    while True:
+        group = list(itertools.islice(probed, per_shape))
+        if not group:
+            return
+        fits = [(p.regs, i) for i, (_, _, p) in enumerate(group)
+                if p is not None and not p.does_not_fit and p.regs is not None]
+        (shape, written_out), _, probe = group[min(fits)[1] if fits else 0]
+        yield shape, written_out, probe
 
 
 class CooperativeRowsFamily:
@@ -302,10 +373,13 @@ class CooperativeRowsFamily:
 
     def _shapes(self, ctx: RewriteContext, kernel: ReductionKernel) -> list[CoopShape]:
         shapes = []
+        unmasked = re.search(r"^\s*r0_mask = tl\.full\(", kernel.module.text, re.MULTILINE) is not None
         for chunk in CHUNKS:
             group = -(-kernel.r0_numel // chunk)
             if group < 2 or group > MAX_GROUP:
                 continue
+            if unmasked and kernel.r0_numel % chunk:
+                continue  # no row mask: the last program's chunk would read past the row
             warps = max(4, min(16, chunk // (32 * 32)))
             shapes.append(CoopShape(chunk, group, warps, 0))
         shapes.sort(key=lambda s: (not 8 <= s.group <= 128, CHUNKS.index(s.chunk)))
@@ -318,9 +392,17 @@ class CooperativeRowsFamily:
         sms = sm_count(ctx)
         plan = traffic_plan(ctx, self.name, [])
         out: list[Rewrite] = []
-        shapes = ((s, to_probe(ctx, lambda s=s: probe_source(kernel, s))) for s in self._shapes(ctx, kernel))
+        # Each shape in two forms when they differ: Inductor's combine as it is, and written out for its one
+        # iteration. Which needs fewer registers depends on the Triton version (sm_90, softmax chunk 4096 at
+        # 4 warps: triton 3.6 64 written out against 80, triton 3.9 119 against 64), so the probe decides.
+        forms = [(shape, False) for shape in self._shapes(ctx, kernel)]
+        if any(first_combine(stmt.text(), p) != stmt.text() for p in kernel.passes for stmt in p.body):
+            forms = [(shape, form) for shape, _ in forms for form in (False, True)]
+        per_shape = len(forms) // max(1, len(self._shapes(ctx, kernel)))
+        items = (((s, f), to_probe(ctx, lambda s=s, f=f: probe_source(kernel, s, f))) for s, f in forms)
+        probed_forms = probed_in_batches(ctx, items, MAX_VARIANTS * per_shape)
         # The preferred shapes compile together, as many as could all become variants.
-        for shape, _, probed in probed_in_batches(ctx, shapes, MAX_VARIANTS):
+        for shape, written_out, probed in _fewest_registers(probed_forms, per_shape):
             if len(out) >= MAX_VARIANTS:
                 break
             if probed is not None and probed.does_not_fit:
@@ -330,7 +412,7 @@ class CooperativeRowsFamily:
             groups = max(1, min(kernel.xnumel, resident // shape.group))
             shape = CoopShape(shape.chunk, shape.group, shape.num_warps, groups * shape.group)
             try:
-                source = launcher_source(kernel, shape)
+                source = launcher_source(kernel, shape, written_out)
             except Exception:  # noqa: BLE001 - one variant's blind spot must not stop the search
                 continue
             registers = (f"{probed.regs} registers, no spills" if probed and probed.regs is not None else
@@ -343,6 +425,7 @@ class CooperativeRowsFamily:
                 source=source,
                 params={"launcher": True, "chunk": shape.chunk, "group": shape.group, "num_warps": shape.num_warps,
                         "programs": shape.programs, "registers": probed.regs if probed else None,
+                        "written_out": written_out,
                         "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
             ))
         return out
