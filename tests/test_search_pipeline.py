@@ -436,6 +436,8 @@ def test_a_kernel_at_the_speed_of_light_is_not_searched_unless_forced(tmp_path: 
     assert entry["reason"].startswith("already at 105% of the speed of light with DRAM traffic 1.00x")
     assert result.decision == "matched" and entry["reason"] in result.reason
     assert result.reason.endswith("the compiler's code is kept")
+    (kernel,) = result.kernels
+    assert kernel["decision"] == "matched" and kernel["not_searched"] == entry["reason"] and kernel["candidates"] == 0
     forced_evaluator = MeasuredEvaluator(dram_read=8192 * 4096 * 4.0, duration_ns=60_000.0)
     forced, journal, _ = run(tmp_path, RMSNORM, forced_evaluator, force=True, iterations=1, plans=1)
     assert forced_evaluator.calls["screen"] >= 1 and not kinds(journal, "not_searched")

@@ -43,7 +43,9 @@ class ResultWriter:
             best = s.accepted or s.best()
             kernels.append({
                 "name": s.brief.name, "kind": s.brief.kind, "share": s.brief.share, "tier": s.brief.tier,
-                "decision": "optimized" if s.brief.name in accepted else ("matched" if s.screened_ok else "fallback"),
+                "decision": "optimized" if s.brief.name in accepted else (
+                    "matched" if s.screened_ok or s.not_searched else "fallback"),
+                "not_searched": s.not_searched,
                 "candidates": s.candidates, "screened_ok": s.screened_ok,
                 "rejections": {str(k): v for k, v in sorted(s.rejections.items())},
                 "kernel_speedup": best.speedup if best else None,
