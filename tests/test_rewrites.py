@@ -145,6 +145,76 @@ def test_eviction_and_vector_hints_change_only_hints() -> None:
     assert "r0_offset = tl.multiple_of(r0_offset, R0_BLOCK)" in hinted.source
 
 
+# A layer norm's normalise pass as Inductor writes it for x of (16, 4194304): x streams, the row's mean and
+# rstd (x1) and the weight and bias (x0) are re-read by every program of their row or column.
+LAYER_NORM_APPLY = """
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+
+@triton_heuristics.pointwise(size_hints={'x': 67108864}, filename=__file__,
+    triton_meta={'signature': {'in_ptr0': '*fp32', 'in_ptr1': '*fp32', 'in_ptr2': '*fp32', 'in_ptr3': '*fp32',
+                               'in_ptr4': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}},
+    inductor_meta={'kernel_name': 'triton_poi_fused_native_layer_norm_2'})
+@triton.jit
+def triton_poi_fused_native_layer_norm_2(in_ptr0, in_ptr1, in_ptr2, in_ptr3, in_ptr4, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 67108864
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:]
+    x2 = xindex
+    x1 = xindex // 4194304
+    x0 = (xindex % 4194304)
+    tmp0 = tl.load(in_ptr0 + (x2), None)
+    tmp1 = tl.load(in_ptr1 + (x1), None, eviction_policy='evict_last')
+    tmp3 = tl.load(in_ptr2 + (x1), None, eviction_policy='evict_last')
+    tmp5 = tl.load(in_ptr3 + (x0), None, eviction_policy='evict_last')
+    tmp7 = tl.load(in_ptr4 + (x0), None, eviction_policy='evict_last')
+    tmp2 = tmp0 - tmp1
+    tmp4 = tmp2 * tmp3
+    tmp6 = tmp4 * tmp5
+    tmp8 = tmp6 + tmp7
+    tl.store(out_ptr0 + (x2), tmp8, None)
+"""
+
+
+def test_eviction_hints_keep_data_a_pointwise_kernel_reads_through_part_of_its_index() -> None:
+    from kernelopt_core.search.rewrites.eviction import broadcast_names, rewrite_hints
+
+    assert broadcast_names(LAYER_NORM_APPLY) == {"x0", "x1"}
+    hinted = rewrite_hints(LAYER_NORM_APPLY, "evict_first", "evict_last", None, None)
+    loads = [line.strip() for line in hinted.splitlines() if "tl.load(" in line]
+    assert "eviction_policy='evict_first'" in loads[0]  # x itself: each element read once
+    assert all("eviction_policy='evict_last'" in line for line in loads[1:])  # the row's stats, weight, bias
+    # Two parts of the index together (x0 + 4096 * x1) read every element once: streamed.
+    rebuilt = LAYER_NORM_APPLY.replace("tl.load(in_ptr0 + (x2), None)", "tl.load(in_ptr0 + (x0 + 4194304 * x1), None)")
+    loads = [line for line in rewrite_hints(rebuilt, "evict_first", "evict_last", None, None).splitlines()
+             if "tl.load(in_ptr0" in line]
+    assert "evict_first" in loads[0]
+    ctx = context(LAYER_NORM_APPLY, "triton_poi_fused_native_layer_norm_2")
+    (first, *_) = FAMILIES["eviction_hints"].variants(ctx)
+    assert first.title == "evict_first on 1 load"  # the shared loads keep Inductor's evict_last
+
+
+def test_l2_thrashing_puts_eviction_hints_after_the_algorithmic_families() -> None:
+    from kernelopt_core.search.agents.context import KernelBrief
+    from kernelopt_core.search.agents.planner import PlanRequest, offline_plans
+
+    brief = KernelBrief(name="triton_poi_fused_native_layer_norm_2", kind="poi", device="cuda",
+                        original_source=LAYER_NORM_APPLY)
+    ctx = context(LAYER_NORM_APPLY, brief.name)
+    ctx.evidence.update(causes=["re-reads", "l2-thrash"], traffic_ratio=1.88)
+    plans = offline_plans(PlanRequest(brief=brief, node_source=LAYER_NORM_APPLY, context=ctx, n=2))
+    assert plans[0].family == "eviction_hints"
+    softmax = kernel_of("softmax")
+    brief = KernelBrief(name=softmax.name, kind="red", device="cuda", original_source=softmax.source)
+    ctx = context(softmax.source, softmax.name)
+    ctx.evidence.update(causes=["re-reads", "l2-thrash"], traffic_ratio=1.5)
+    families = [p.family for p in offline_plans(PlanRequest(brief=brief, node_source=softmax.source, context=ctx, n=4))]
+    assert families.index("single_read") < families.index("eviction_hints")  # reading rows once comes first
+
+
 def test_int32_indexing_only_when_indices_fit() -> None:
     kernel = kernel_of("elementwise")
     wide = kernel.source.replace("xoffset = tl.program_id(0) * XBLOCK", "xoffset = tl.program_id(0).to(tl.int64) * XBLOCK")

@@ -13,6 +13,26 @@ from .base import Rewrite, RewriteContext, call_spans, split_args
 from .describe import change_parts
 
 _ROW_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
+# x0 = xindex % 4096, x1 = (xindex // 4096), x2 = ((xindex // 64) % 64): a part of the index only
+_PART_OF_INDEX = re.compile(r"^\s*([xy]\d+)\s*=\s*\(*\s*[xy]index\s*(//|%)\s*\d+\s*\)*\s*((//|%)\s*\d+\s*\)*)?\s*$",
+                            re.MULTILINE)
+
+
+def broadcast_names(text: str) -> set[str]:
+    """Index names that are a part of the program's index (``xindex % C``, ``xindex // C``): a tensor read
+    through one of them alone is smaller than the output, and every element of it is read by many programs
+    (a bias, a weight, a row's mean), so it is shared data, not a streamed row."""
+    return {match.group(1) for match in _PART_OF_INDEX.finditer(text)}
+
+
+def _streamed(pointer: str, broadcast: set[str]) -> bool:
+    """Whether a load's pointer reads data no other program reads: an index of the program's own elements."""
+    names = set(_ROW_NAMES.findall(pointer))
+    if not names:
+        return False
+    parts = names & broadcast
+    # two parts together may rebuild the whole index (x0 + 4096 * x1): counted as streamed
+    return bool(names - broadcast) or len(parts) > 1
 
 
 def _set_kwarg(args: list[str], key: str, value: str | None) -> list[str]:
@@ -29,6 +49,7 @@ def rewrite_hints(text: str, streaming: str | None, reused: str | None, cache_mo
     A row read again later (Inductor's multi-pass reductions) counts as reused until its last read.
     """
     edits = []
+    broadcast = broadcast_names(text)
     spans = call_spans(text, "tl.load(")
     pointers = [(split_args(text[s + len("tl.load("):e - 1]) or [""])[0].replace(" ", "") for s, e in spans]
     for position, (start, end) in enumerate(spans):
@@ -36,7 +57,7 @@ def rewrite_hints(text: str, streaming: str | None, reused: str | None, cache_mo
         if not args:
             continue
         read_again = pointers[position] in pointers[position + 1:]
-        row_dependent = bool(_ROW_NAMES.search(args[0])) and not read_again
+        row_dependent = _streamed(args[0], broadcast) and not read_again
         policy = streaming if row_dependent else reused
         args = _set_kwarg(args, "eviction_policy", f"'{policy}'" if policy else None)
         args = _set_kwarg(args, "cache_modifier", f"'{cache_modifier}'" if cache_modifier and row_dependent else None)
