@@ -417,12 +417,17 @@ print(json.dumps(results))
 """
 
 
-def test_h200_online_softmax_and_welford_launchers_run_on_the_interpreter(tmp_path: Path) -> None:
+def _on_the_interpreter(script: str, tmp_path: Path) -> dict:
+    """Run ``script`` (argv: the H200 dumps, a scratch folder) in Triton's CPU interpreter; its last line's JSON."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETER_CHECK, str(H200_DUMPS), str(tmp_path)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", script, str(H200_DUMPS), str(tmp_path)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_h200_online_softmax_and_welford_launchers_run_on_the_interpreter(tmp_path: Path) -> None:
+    results = _on_the_interpreter(_INTERPRETER_CHECK, tmp_path)
     assert len(results) == 4
     for key, value in results.items():
         assert value["error"] < 1e-5, (key, value)
@@ -491,11 +496,7 @@ print(json.dumps(results))
 
 
 def test_the_cooperative_kernel_alone_and_its_redo_on_the_interpreter(tmp_path: Path) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run([sys.executable, "-c", _COOPERATIVE_ALONE, str(H200_DUMPS), str(tmp_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    results = _on_the_interpreter(_COOPERATIVE_ALONE, tmp_path)
     assert results["group"] >= 2
     for form in ("False", "True"):  # Inductor's combine as it is, and written out for its one iteration
         result = results[form]
