@@ -395,10 +395,9 @@ class CooperativeRowsFamily:
         # Each shape in two forms when they differ: Inductor's combine as it is, and written out for its one
         # iteration. Which needs fewer registers depends on the Triton version (sm_90, softmax chunk 4096 at
         # 4 warps: triton 3.6 64 written out against 80, triton 3.9 119 against 64), so the probe decides.
-        forms = [(shape, False) for shape in self._shapes(ctx, kernel)]
-        if any(first_combine(stmt.text(), p) != stmt.text() for p in kernel.passes for stmt in p.body):
-            forms = [(shape, form) for shape, _ in forms for form in (False, True)]
-        per_shape = len(forms) // max(1, len(self._shapes(ctx, kernel)))
+        written = any(first_combine(stmt.text(), p) != stmt.text() for p in kernel.passes for stmt in p.body)
+        per_shape = 2 if written else 1
+        forms = [(shape, form) for shape in self._shapes(ctx, kernel) for form in (False, True)[:per_shape]]
         items = (((s, f), to_probe(ctx, lambda s=s, f=f: probe_source(kernel, s, f))) for s, f in forms)
         probed_forms = probed_in_batches(ctx, items, MAX_VARIANTS * per_shape)
         # The preferred shapes compile together, as many as could all become variants.
