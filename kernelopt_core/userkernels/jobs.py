@@ -358,7 +358,7 @@ def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
     candidate's gate 2 process starts while its gate 1 compiles. The spare is the Inductor gates' own."""
     from ..gates.jobs import begin_spare as begin
 
-    return begin({**payload, "device": _device(payload)})
+    return begin(payload)
 
 
 def close_user_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -12,16 +12,6 @@ import copy
 from .reduction_passes import Stmt, is_call, names_assigned, names_read, pointer_base
 
 
-def renamed(node: ast.AST, mapping: dict[str, str]) -> ast.AST:
-    """A copy of ``node`` with every Name in ``mapping`` renamed."""
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, name: ast.Name) -> ast.Name:
-            return ast.Name(mapping.get(name.id, name.id), name.ctx)
-
-    return Rename().visit(copy.deepcopy(node))
-
-
 def with_chunk_start(node: ast.AST, start: str) -> ast.AST:
     """``roffset == 0`` (Welford's first-iteration flag) becomes ``roffset == <start>``: the first
     iteration of this chunk rather than of the row, so each chunk is reduced as Inductor reduces a row."""
