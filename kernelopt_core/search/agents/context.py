@@ -17,7 +17,7 @@ DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
     "reduce-register-pressure": ("split_reduction", "int32_index", "launch_config"),
     "raise-occupancy": ("launch_config",),
     "coalesce-access": ("vector_hints", "launch_config"),
-    "l2-friendly-order": ("eviction_hints", "launch_config"),
+    "l2-friendly-order": ("program_order", "eviction_hints", "launch_config"),
 }
 
 # Without metrics, the order families are tried in. On the CPU interpreter per-program and
@@ -25,9 +25,11 @@ DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
 DEFAULT_ORDER = {
     # user_* families apply to a project's own kernels only (docs/user-kernels.md)
     "cpu": ("user_autotune", "launch_config", "single_read", "mask_removal", "fast_math", "user_fast_math",
-            "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows"),
-    "cuda": ("user_autotune", "launch_config", "single_read", "cooperative_rows", "split_programs", "eviction_hints",
-             "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction", "int32_index"),
+            "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows",
+            "program_order"),
+    "cuda": ("user_autotune", "launch_config", "single_read", "cooperative_rows", "split_programs", "program_order",
+             "eviction_hints", "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction",
+             "int32_index"),
 }
 
 

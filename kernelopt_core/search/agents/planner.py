@@ -27,9 +27,10 @@ EVIDENCE_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 # Causes whose families come after the algorithmic ones (which remove the re-reads themselves where they
 # apply): L2 thrashing, for a kernel that re-reads shared data (layer norm's weight and bias, re-read per
-# row: traffic 1.88x on the H100), calls for keeping that data and streaming the rest.
+# row: traffic 1.88x on the H100), calls for running the programs that share it together (program_order),
+# then for keeping that data and streaming the rest.
 LATER_EVIDENCE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "l2-thrash": ("eviction_hints",),
+    "l2-thrash": ("program_order", "eviction_hints"),
 }
 
 
@@ -51,7 +52,8 @@ def evidence_families(ctx: RewriteContext) -> list[str]:
 
     The low-parallelism cause (fewer programs or rows than SMs) calls for spreading each row over
     programs; re-reads (the cause, or a measured traffic ratio of 1.3 or more) for reading each row
-    once. Whether a family can rewrite the kernel is its own call (``not_applicable``).
+    once, or (a pointwise kernel) for reading the data every row shares once. Whether a family can
+    rewrite the kernel is its own call (``not_applicable``).
     """
     causes = ctx.evidence.get("causes") or []
     ratio = ctx.evidence.get("traffic_ratio")
@@ -60,6 +62,8 @@ def evidence_families(ctx: RewriteContext) -> list[str]:
         order += ["split_programs", "cooperative_rows"]
     if "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3):
         order += ["single_read", "cooperative_rows"]
+        if ctx.module.is_pointwise:  # no row to read once: the data every row shares, read once
+            order.append("program_order")
     return list(dict.fromkeys(order))
 
 
@@ -125,6 +129,11 @@ def _family_evidence(family: str, ctx: RewriteContext) -> list[str]:
         causes = ctx.evidence.get("causes") or []
         if causes:
             facts.append(f"analyst causes: {', '.join(causes)}")
+    if family == "program_order":
+        ratio = ctx.evidence.get("traffic_ratio")
+        measured = f"DRAM traffic {ratio:.2f}x the ideal bytes; " if isinstance(ratio, (int, float)) else ""
+        facts.append(f"{measured}pointwise over xnumel={module.numels.get('xnumel')}: data read through "
+                     "`xindex % C` alone is re-read by every row")
     if family == "split_reduction":
         facts.append(f"persistent row of {module.numels.get('r0_numel')} elements held in registers")
     if family in EVIDENCE_FAMILIES.get("strided-access", ()):

@@ -16,6 +16,7 @@ from .int32_index import Int32IndexFamily
 from .kernel_source import KernelModule, KernelSourceError, LaunchConfig, parse_kernel_module
 from .launch_config import LaunchConfigFamily
 from .masks import MaskRemovalFamily
+from .program_order import ProgramOrderFamily
 from .single_read import SingleReadFamily
 from .split_programs import SplitProgramsFamily
 from .split_reduction import SplitReductionFamily
@@ -28,8 +29,8 @@ FAMILIES: dict[str, RewriteFamily] = {
     family.name: family
     for family in (
         LaunchConfigFamily(), SingleReadFamily(), CooperativeRowsFamily(), SplitProgramsFamily(),
-        SplitReductionFamily(), MaskRemovalFamily(), EvictionHintsFamily(), VectorHintsFamily(), FastMathFamily(),
-        Int32IndexFamily(),
+        SplitReductionFamily(), MaskRemovalFamily(), ProgramOrderFamily(), EvictionHintsFamily(), VectorHintsFamily(),
+        FastMathFamily(), Int32IndexFamily(),
         WindowedFamily(), StridedAccessFamily(),  # launchers (docs/launchers.md)
         # a project's own kernels (docs/user-kernels.md); not applicable to Inductor's
         UserAutotuneFamily(), UserFastMathFamily(),

@@ -21,6 +21,10 @@ _HINTS = ("tl.multiple_of", "tl.max_contiguous")
 _INT64_CAST = ".to(tl.int64)"
 _LIBDEVICE = re.compile(r"\blibdevice\.\w+\(")
 _ALL_TRUE_MASK = re.compile(r"^\s*(\w*mask) = tl\.full\(", re.MULTILINE)
+# program_order's remap (rewrites/program_order.py): named, and read as the line it replaced
+_REMAP = re.compile(r"^\s*xoffset = \(xpid % (\d+)\) \* (\d+) \+ \(xpid // \d+\) \* XBLOCK\s*$",
+                    re.MULTILINE)
+_REMAP_SETUP = re.compile(r"^\s*(?:xpid = tl\.program_id\(0\)|tl\.static_assert\(\d+ % XBLOCK == 0\))")
 
 
 def _call_kwargs(text: str, prefix: str, pattern: re.Pattern[str]) -> list[str | None]:
@@ -91,6 +95,9 @@ def change_parts(original: str, candidate: str, kernel: str) -> list[str]:
     for prefix, where in (("tl.load(", "load"), ("tl.store(", "store")):
         parts += _hint_changes(_call_kwargs(original, prefix, _MODIFIER), _call_kwargs(candidate, prefix, _MODIFIER),
                                where)
+    remaps = sorted(set(_REMAP.findall(candidate)) - set(_REMAP.findall(original)))
+    parts += [f"programs of one shared block back to back ({rows} rows per block of {columns})"
+              for rows, columns in remaps]
     masks = sorted(set(_ALL_TRUE_MASK.findall(candidate)) - set(_ALL_TRUE_MASK.findall(original)))
     if masks:
         parts.append(f"no {', '.join(masks)}")
@@ -120,8 +127,9 @@ def _residue(text: str) -> list[str]:
     lines = []
     for line in body.splitlines():
         line = line.split("  # kernelopt:", 1)[0].rstrip()
-        if not line.strip() or _DROPPED_LINE.search(line):
+        if not line.strip() or _DROPPED_LINE.search(line) or _REMAP_SETUP.search(line):
             continue
+        line = _REMAP.sub(lambda m: m.group(0).split("=")[0] + "= tl.program_id(0) * XBLOCK", line)
         line = _MASK_ARG.sub("", _KWARG.sub("", line)).replace(_INT64_CAST, "")
         lines.append(_MATH.sub(lambda m: f"M.{m.group(1) or 'sqrt'}(", line))
     return lines

@@ -44,8 +44,14 @@ def block_choices(module: KernelModule, block: str, on_cpu: bool) -> list[int]:
         values = _pow2_range(1, min(top, 1024))
     else:
         values = _pow2_range(16 if not on_cpu else 8, min(top, 8192 if not on_cpu else 65536))
-    if (block, numel_name(block)) in module.divides_markers():
-        values = [v for v in values if numel % v == 0]
+    for marked, divided in module.divides_markers():
+        # "XBLOCK divides xnumel" (mask_removal) or "XBLOCK divides 4194304" (program_order's row length)
+        if marked != block:
+            continue
+        if divided == numel_name(block):
+            values = [v for v in values if numel % v == 0]
+        elif divided.isdigit():
+            values = [v for v in values if int(divided) % v == 0]
     return values or [min(top, 1)]
 
 
