@@ -243,3 +243,16 @@ def test_the_remap_compiles_for_sm90_and_its_assert_refuses_a_block_that_breaks_
     bad = shared_compiler().compile(NAME, with_launch_config(module, LaunchConfig.of({"XBLOCK": 1024}, 4)))
     # 1024 does not divide 1536: programs would overlap and leave elements unwritten
     assert not bad["ok"] and "static_assert" in str(bad.get("error")), bad.get("error")
+
+
+def test_without_measurements_the_remap_is_planned_first() -> None:
+    """Without ncu (a budget too short for a profile) the source alone shows 134 MB of shared data re-read per
+    row: the remap comes before the launch configs, which took the layer norm's budget on the H100."""
+    from kernelopt_core.search.agents.context import KernelBrief
+    from kernelopt_core.search.agents.planner import PlanRequest, offline_plans
+
+    brief = KernelBrief(name="triton_poi_fused_native_layer_norm_2", kind="poi", device="cuda",
+                        original_source=LAYER_NORM_APPLY)
+    ctx = context(LAYER_NORM_APPLY, brief.name)
+    plans = offline_plans(PlanRequest(brief=brief, node_source=LAYER_NORM_APPLY, context=ctx, n=2))
+    assert plans[0].family == "program_order"
