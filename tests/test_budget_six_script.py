@@ -63,3 +63,29 @@ def test_the_suite_holds_only_the_chosen_problems(tmp_path: Path) -> None:
     (stale / "layer_norm_16_rows.py").write_text("# an earlier call's problem, left on a warm machine\n")
     folder = Path(script._suite(str(tmp_path), ["l2_norm"]))
     assert sorted(p.name for p in folder.iterdir()) == ["l2_norm.py"]
+
+
+def test_the_six_gathered_from_several_calls_reproduce_their_record(tmp_path: Path) -> None:
+    """Session 10 ran the six in three device calls; the combined record is recomputed from the per-problem
+    results the bench wrote, and each problem's figure is the one its own call reported."""
+    import json
+    import math
+
+    script = _script()
+    session = ROOT / "benchmarks" / "results" / "h100" / "session10"
+    picks = {name: str(session / "call1" / "campaign")
+             for name in ("avg_pool1d", "cross_entropy", "l2_norm", "max_pool2d_dilated")}
+    picks |= {"softmax_long_rows": str(session / "call2" / "campaign"),
+              "layer_norm_16_rows": str(session / "call3" / "campaign")}
+    verdict = script.combine(str(tmp_path), picks)
+    recorded = json.loads((session / "budget_six_combined.json").read_text())
+    assert verdict["checks"] == recorded["checks"]
+    per_call = {}
+    for call in ("call1", "call2", "call3"):
+        for row in json.loads((session / call / "budget_six.json").read_text())["problems"]:
+            per_call[(call, row["name"])] = row["vs_max_autotune"]
+    speedups = [per_call[(Path(campaign).parent.name, name)] for name, campaign in picks.items()]
+    expected = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    assert math.isclose(verdict["checks"]["geomean"]["value"], expected, rel_tol=1e-9)
+    assert verdict["sources"]["layer_norm_16_rows"]["environment"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert (tmp_path / "budget_six_combined.md").is_file()

@@ -175,9 +175,43 @@ def run(out_dir: str) -> dict[str, Any]:
     return verdict
 
 
+def combine(out_dir: str, picks: dict[str, str], stem: str = "budget_six_combined") -> dict[str, Any]:
+    """The six checked together when they ran in several device calls: each problem's result is read from
+    the campaign folder named for it (its ``problems/<name>.json``, as the bench wrote it) and summarised by
+    the bench's own summary, so the geomean and the screen percentiles cover exactly these runs. The
+    environment of each call comes from the ``budget_six.json`` beside its campaign folder."""
+    from kernelopt_core.bench.results import load_result
+    from kernelopt_core.bench.summary import summarize_campaign
+
+    results, sources = [], {}
+    for name, campaign in picks.items():
+        result = load_result(campaign, name)
+        if result is None:
+            raise SystemExit(f"no finished result of {name} in {campaign}")
+        results.append(result)
+        record = read_json(os.path.join(os.path.dirname(os.path.abspath(campaign)), "budget_six.json")) or {}
+        sources[name] = {"campaign": campaign, "environment": record.get("environment")}
+    results.sort(key=lambda r: (r.level, r.name))
+    summary = summarize_campaign(results)
+    verdict = check({"summary": summary.to_json(), "problems": [r.to_json() for r in results]})
+    budgets = {r.budget_s for r in results if r.budget_s is not None}
+    first = next((s["environment"] for s in sources.values() if s["environment"]), None)
+    verdict.update(environment=first, sources=sources, budget_s=max(budgets) if budgets else None)
+    write_record(out_dir, stem, verdict, "Six kbscale problems at a 180 s budget each (issue 25), gathered from "
+                 "several device calls", markdown(verdict, max(budgets) if budgets else 0.0).splitlines())
+    return verdict
+
+
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python3 benchmarks/gpu/budget_six.py OUT_DIR")
-    run(sys.argv[1])
+    if len(sys.argv) >= 3 and sys.argv[1] == "--combine":
+        # python3 -m benchmarks.gpu.budget_six --combine OUT_DIR name=CAMPAIGN_DIR ...
+        picks = dict(arg.split("=", 1) for arg in sys.argv[3:])
+        verdict = combine(sys.argv[2], picks)
+        print("PASS" if verdict["passed"] else "FAIL", {k: row["value"] for k, row in verdict["checks"].items()})
+    elif len(sys.argv) == 2:
+        run(sys.argv[1])
+    else:
+        raise SystemExit("usage: python3 benchmarks/gpu/budget_six.py OUT_DIR\n"
+                         "       python3 -m benchmarks.gpu.budget_six --combine OUT_DIR name=CAMPAIGN_DIR ...")
