@@ -22,6 +22,7 @@ from window_dumps import compiled_window_graphs, context_for, gate_one_takes_lau
 
 from kernelopt_core.gates import CascadeConfig, run_cascade  # noqa: E402
 from kernelopt_core.search.rewrites import FAMILIES  # noqa: E402
+from kernelopt_core.search.rewrites.describe import describe_change  # noqa: E402
 from kernelopt_core.search.rewrites.launcher_source import runtime_params  # noqa: E402
 from kernelopt_core.search.rewrites.window_model import recognise_window  # noqa: E402
 from kernelopt_core.search.rewrites.windowed import WindowPlan, generate_launcher  # noqa: E402
@@ -56,6 +57,9 @@ def test_the_family_passes_the_gates(graphs: dict[str, str], tmp_path: Path, pro
     variants = FAMILIES[family].variants(ctx)
     chosen = next(v for v in variants if kind in (v.params.get("method"), v.params.get("shape")))
     assert chosen.params["launcher"] and chosen.params["ideal_bytes"]
+    # the launcher names itself in its first line, and reports name it so (not "pointwise -> other; 116 lines")
+    label = describe_change(kernel.source, chosen.source, kernel.name)
+    assert label.startswith(f"{family.replace('_', ' ')}, {chosen.title}") and " -> other" not in label
     gates = _gates(kernel, chosen.source)
     result = run_cascade(graph, {kernel.name: chosen.source}, CascadeConfig(run_gates=gates, workdir=str(tmp_path)))
     assert result.accepted, f"{chosen.title}: {result.reason}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from .base import call_spans, split_args
+from .base import LAUNCHER_LABEL, call_spans, split_args
 from .kernel_source import KernelSourceError, parse_kernel_module
 
 _POLICY = re.compile(r"eviction_policy\s*=\s*['\"](evict_first|evict_last)['\"]")
@@ -22,6 +22,7 @@ _INT64_CAST = ".to(tl.int64)"
 _LIBDEVICE = re.compile(r"\blibdevice\.\w+\(")
 _ALL_TRUE_MASK = re.compile(r"^\s*(\w*mask) = tl\.full\(", re.MULTILINE)
 # program_order's remap (rewrites/program_order.py): named, and read as the line it replaced
+_LAUNCHER = re.compile(rf"^{re.escape(LAUNCHER_LABEL)}(.+)$", re.MULTILINE)
 _REMAP = re.compile(r"^\s*xoffset = \(xpid % (\d+)\) \* (\d+) \+ \(xpid // \d+\) \* XBLOCK\s*$",
                     re.MULTILINE)
 _REMAP_SETUP = re.compile(r"^\s*(?:xpid = tl\.program_id\(0\)|tl\.static_assert\(\d+ % XBLOCK == 0\))")
@@ -89,7 +90,9 @@ def change_parts(original: str, candidate: str, kernel: str) -> list[str]:
     """Each change ``candidate`` makes to ``original``, named; empty when it changes nothing that runs."""
     if original == candidate:
         return []
-    parts = _config_change(original, candidate, kernel)
+    labels = [label for label in _LAUNCHER.findall(candidate) if label not in _LAUNCHER.findall(original)]
+    # a launcher module has no heuristics decorator: "pointwise -> other" would say nothing its label does not
+    parts = labels + [p for p in _config_change(original, candidate, kernel) if not (labels and " -> " in p)]
     parts += _hint_changes(_call_kwargs(original, "tl.load(", _POLICY), _call_kwargs(candidate, "tl.load(", _POLICY),
                            "load")
     for prefix, where in (("tl.load(", "load"), ("tl.store(", "store")):
