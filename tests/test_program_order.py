@@ -256,3 +256,17 @@ def test_without_measurements_the_remap_is_planned_first() -> None:
     ctx = context(LAYER_NORM_APPLY, brief.name)
     plans = offline_plans(PlanRequest(brief=brief, node_source=LAYER_NORM_APPLY, context=ctx, n=2))
     assert plans[0].family == "program_order"
+
+
+def test_a_row_not_a_multiple_of_the_largest_block_pins_inductors_config() -> None:
+    """Under Inductor's heuristic, max-autotune's coordinate descent may step to any power of two up to 8192;
+    a row of 768 would fail the static_assert at 1024, so the variant fixes Inductor's first config."""
+    odd = apply_kernel(16, 768)
+    configs = [LaunchConfig.of({"XBLOCK": 256}, 4)]
+    (remap, *_) = FAMILY.variants(measured(odd, inductor_configs=configs))
+    module = parse_kernel_module(remap.source, NAME)
+    assert module.explicit_config == configs[0] and "fixed config XBLOCK=256" in remap.title
+    assert check_source(odd, NAME, remap.source).ok
+    assert all(768 % v == 0 for v in block_choices(module, "XBLOCK", on_cpu=False))
+    (whole, *_) = FAMILY.variants(measured(LAYER_NORM_APPLY, inductor_configs=configs))
+    assert parse_kernel_module(whole.source, NAME).explicit_config is None  # 4194304: every block divides it

@@ -18,12 +18,12 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
 from .describe import change_parts
 from .eviction import rewrite_hints
-from .kernel_source import DIVIDES_MARKER, KernelModule
+from .kernel_source import DIVIDES_MARKER, KernelModule, LaunchConfig, parse_kernel_module, with_launch_config
 
 # ``xoffset = tl.program_id(0) * XBLOCK``, optionally through int64 (Inductor's form for big indices).
 _XOFFSET = re.compile(r"^([ \t]*)xoffset = (tl\.program_id\(0\)(?:\.to\(tl\.int64\))?) \* XBLOCK[ \t]*$",
@@ -187,6 +187,16 @@ def remap_source(text: str, remap: Remap) -> str:
     return text[:match.start()] + "\n".join(indent + line for line in lines) + text[match.end():]
 
 
+def _pinned_config(ctx: RewriteContext, remap: Remap) -> LaunchConfig | None:
+    """Inductor's first config, fixed, when its heuristic would tune at run time over blocks that may not divide
+    the row: max-autotune's coordinate descent steps to any power of two up to its largest block, and the
+    static_assert would fail that compile. None when the kernel already runs one config or every block divides."""
+    module = ctx.module
+    if "XBLOCK" in module.fixed_blocks or module.explicit_config is not None or remap.columns % GPU_MAX_XBLOCK == 0:
+        return None
+    return ctx.inductor_configs[0] if ctx.inductor_configs else None
+
+
 class ProgramOrderFamily:
     name = "program_order"
     summary = ("program order: the programs that read one block of shared data (a weight, a bias) run back to "
@@ -202,10 +212,15 @@ class ProgramOrderFamily:
             return []
         text = ctx.module.text
         title = f"programs of one shared block back to back ({remap.rows} rows per block of {remap.columns})"
-        params = {"rows": remap.rows, "columns": remap.columns}
+        params: dict[str, Any] = {"rows": remap.rows, "columns": remap.columns}
         detail = (f"program p runs row p % {remap.rows}, column block p // {remap.rows}: "
                   f"{remap.shared_bytes} bytes of {', '.join(remap.pointers)} read from DRAM once; same grid")
         remapped = remap_source(text, remap)
+        pinned = _pinned_config(ctx, remap)
+        if pinned is not None:
+            remapped = with_launch_config(parse_kernel_module(remapped, ctx.module.name), pinned)
+            title += f"; fixed config {pinned.label()}"
+            params["fixed_config"] = pinned.to_json()
         out = [Rewrite(self.name, title, detail, remapped, params)]
         # Streamed rows evict_first, the shared block evict_last: it must survive its R programs.
         hinted = rewrite_hints(remapped, "evict_first", "evict_last", None, None)
