@@ -21,8 +21,9 @@ _HINTS = ("tl.multiple_of", "tl.max_contiguous")
 _INT64_CAST = ".to(tl.int64)"
 _LIBDEVICE = re.compile(r"\blibdevice\.\w+\(")
 _ALL_TRUE_MASK = re.compile(r"^\s*(\w*mask) = tl\.full\(", re.MULTILINE)
-# program_order's remap (rewrites/program_order.py): named, and read as the line it replaced
+# a launcher module's first line names it (base.Rewrite)
 _LAUNCHER = re.compile(rf"^{re.escape(LAUNCHER_LABEL)}(.+)$", re.MULTILINE)
+# program_order's remap (rewrites/program_order.py): named, and read as the line it replaced
 _REMAP = re.compile(r"^\s*xoffset = \(xpid % (\d+)\) \* (\d+) \+ \(xpid // \d+\) \* XBLOCK\s*$",
                     re.MULTILINE)
 _REMAP_SETUP = re.compile(r"^\s*(?:xpid = tl\.program_id\(0\)|tl\.static_assert\(\d+ % XBLOCK == 0\))")
