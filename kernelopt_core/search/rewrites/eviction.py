@@ -12,7 +12,8 @@ import re
 from .base import Rewrite, RewriteContext, call_spans, split_args
 from .describe import change_parts
 
-_ROW_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
+# the names Inductor gives a program's index and its parts
+INDEX_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
 # x0 = xindex % 4096, x1 = (xindex // 4096), x2 = ((xindex // 64) % 64): a part of the index only
 _PART_OF_INDEX = re.compile(r"^\s*([xy]\d+)\s*=\s*\(*\s*[xy]index\s*(//|%)\s*\d+\s*\)*\s*((//|%)\s*\d+\s*\)*)?\s*$",
                             re.MULTILINE)
@@ -27,7 +28,7 @@ def broadcast_names(text: str) -> set[str]:
 
 def _streamed(pointer: str, broadcast: set[str]) -> bool:
     """Whether a load's pointer reads data no other program reads: an index of the program's own elements."""
-    names = set(_ROW_NAMES.findall(pointer))
+    names = set(INDEX_NAMES.findall(pointer))
     if not names:
         return False
     parts = names & broadcast

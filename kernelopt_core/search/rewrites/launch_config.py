@@ -25,6 +25,7 @@ MAX_VARIANTS = 16
 # Triton refuses tensors above 2**20 elements; register pressure makes far less sensible on a GPU.
 GPU_MAX_BLOCK_NUMEL = 16384
 CPU_MAX_BLOCK_NUMEL = 65536
+GPU_MAX_XBLOCK = 8192  # the largest pointwise XBLOCK proposed on a GPU
 
 
 def _pow2_range(low: int, high: int) -> list[int]:
@@ -43,7 +44,7 @@ def block_choices(module: KernelModule, block: str, on_cpu: bool) -> list[int]:
     elif block == "XBLOCK" and module.heuristic in ("reduction", "persistent_reduction"):
         values = _pow2_range(1, min(top, 1024))
     else:
-        values = _pow2_range(16 if not on_cpu else 8, min(top, 8192 if not on_cpu else 65536))
+        values = _pow2_range(16 if not on_cpu else 8, min(top, GPU_MAX_XBLOCK if not on_cpu else 65536))
     for marked, divided in module.divides_markers():
         # "XBLOCK divides xnumel" (mask_removal) or "XBLOCK divides 4194304" (program_order's row length)
         if marked != block:

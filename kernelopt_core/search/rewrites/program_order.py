@@ -22,8 +22,9 @@ from typing import Any, TypeGuard
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
 from .describe import change_parts
-from .eviction import rewrite_hints
+from .eviction import INDEX_NAMES, rewrite_hints
 from .kernel_source import DIVIDES_MARKER, KernelModule, LaunchConfig, parse_kernel_module, with_launch_config
+from .launch_config import GPU_MAX_XBLOCK
 
 # ``xoffset = tl.program_id(0) * XBLOCK``, optionally through int64 (Inductor's form for big indices).
 _XOFFSET = re.compile(r"^([ \t]*)xoffset = (tl\.program_id\(0\)(?:\.to\(tl\.int64\))?) \* XBLOCK[ \t]*$",
@@ -31,13 +32,11 @@ _XOFFSET = re.compile(r"^([ \t]*)xoffset = (tl\.program_id\(0\)(?:\.to\(tl\.int6
 _XINDEX = re.compile(r"^[ \t]*xindex = xoffset \+ tl\.arange\(0, XBLOCK\)(?:\[:\])?[ \t]*$", re.MULTILINE)
 # ``x0 = (xindex % 4096)``: the column of an element in a row of 4096 (not ``(xindex // 64) % 64``).
 _COLUMN = re.compile(r"^[ \t]*(x\d+) = \(*\s*xindex\s*%\s*(\d+)\s*\)*[ \t]*$", re.MULTILINE)
-_INDEX_NAMES = re.compile(r"\b(x\d+|xindex|y\d+|yindex)\b")
 _IDENTIFIERS = re.compile(r"\b[A-Za-z_]\w*\b")
 # Element bytes by Triton's signature type (without the pointer star).
 _ELEMENT_BYTES = {"fp64": 8, "i64": 8, "u64": 8, "fp32": 4, "i32": 4, "u32": 4, "tf32": 4, "fp16": 2, "bf16": 2,
                   "i16": 2, "u16": 2, "i8": 1, "u8": 1, "i1": 1, "fp8e4nv": 1, "fp8e5": 1, "fp8e4b15": 1,
                   "fp8e4b8": 1, "fp8e5b16": 1}
-GPU_MAX_XBLOCK = 8192  # the largest XBLOCK launch_config proposes on a GPU
 MAX_ROWS = 4096
 MIN_TRAFFIC_RATIO = 1.15  # below it the shared data is not re-read from DRAM enough to matter
 DEFAULT_L2_BYTES = 50 * 2**20  # the H100's L2, when the evidence has no measured size
@@ -86,7 +85,7 @@ def _shared_loads(module: KernelModule, types: dict[str, str]) -> dict[str, tupl
         args = split_args(module.text[start + len("tl.load("):end - 1])
         if not args:
             continue
-        names = set(_INDEX_NAMES.findall(args[0]))
+        names = set(INDEX_NAMES.findall(args[0]))
         if len(names) != 1 or (name := next(iter(names))) not in columns:
             continue
         pointers = [p for p in dict.fromkeys(_IDENTIFIERS.findall(args[0])) if types.get(p, "").startswith("*")]
