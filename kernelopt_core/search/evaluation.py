@@ -213,6 +213,25 @@ class GateEvaluator:
         return KernelTime(entry.get("speedup"), (ci[0], ci[1]) if ci else None, entry.get("baseline_ms"),
                           entry.get("ms"))
 
+    def release(self) -> dict[str, Any]:
+        """Give back the working sets the gate jobs keep between candidates (the candidate's, the spare's and
+        the baseline's timing processes), before a job that needs the device to itself."""
+        return self._job_in("kernelopt_core.gates.working_sets:release_working_sets", {"device": self.device})
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """A configuration change checked in this evaluator's worker (after :meth:`release`): one process
+        holds a working set on the device at a time."""
+        from ..recommend import verify_option
+
+        return verify_option(problem, option, baseline_mode, device=self.device, worker=self.worker,
+                             timeout_s=timeout_s)
+
+    def _job_in(self, job: str, payload: dict[str, Any]) -> Any:
+        outcome = self.worker.call(job, payload, timeout_s=120.0)
+        if not outcome.ok:  # nothing was held, or the worker is gone (and its processes with it)
+            return {"error": outcome.failure.message if outcome.failure else "failed"}
+        return outcome.value
+
     def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
         """Gate 2's full battery, then ``gates`` (the pipeline's final gates, e.g. (3, 4)): the screen ran
         gate 2 on the captured launch and one seed only, and no candidate is accepted without the rest."""
@@ -260,6 +279,20 @@ class RecordedEvaluator:
         value = compute()
         self.journal.append(kind, key, value=value)
         return value
+
+    def release(self) -> dict[str, Any]:
+        """Give back the inner evaluator's working sets, where it keeps any (stand-ins need not)."""
+        release = getattr(self.inner, "release", None)
+        return release() if callable(release) else {}
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """The inner evaluator's configuration check (its worker); the caller journals the verdict."""
+        verify = getattr(self.inner, "verify_config", None)
+        if not callable(verify):
+            from ..recommend import verify_option
+
+            return verify_option(problem, option, baseline_mode, device=self.device, timeout_s=timeout_s)
+        return verify(problem, option, baseline_mode, timeout_s)
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         return self._memo("facts", ",".join(kernels), lambda: self.inner.facts(kernels))
