@@ -21,7 +21,7 @@ def test_on_the_cpu_races_are_not_checked() -> None:
     assert "races and stray accesses not checked" in report.note
 
 
-def test_every_finalist_gets_memcheck_and_racecheck_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_finalist_gets_memcheck_and_racecheck_where_it_can_see_something(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
     def stand_in(tool: str, graph: str, restitched: str, kernel: str, device: str, timeout_s: float) -> SanitizerRun:
@@ -33,12 +33,16 @@ def test_every_finalist_gets_memcheck_and_racecheck_timed(monkeypatch: pytest.Mo
     monkeypatch.setattr(sanitize, "run_sanitizer", stand_in)
     compiled = {"k": {"configs": [{"shared_bytes": 0}]}, "racy": {"configs": [{"shared_bytes": 4096}]}}
     report = sanitize_finalist("g.py", "r.py", ["k", "racy"], compiled, "cuda:0")
-    assert calls == [("k", "memcheck"), ("k", "racecheck"), ("racy", "memcheck"), ("racy", "racecheck")]
-    assert [r["seconds"] for r in report.runs] == [1.5, 1.5, 1.5, 3.25]
+    # racecheck watches shared memory only: "k" compiles to none, so only memcheck runs on it
+    assert calls == [("k", "memcheck"), ("racy", "memcheck"), ("racy", "racecheck")]
+    assert [r["seconds"] for r in report.runs] == [1.5, 1.5, 3.25]
     assert report.errors == ["compute-sanitizer racecheck found 2 error(s) in racy: Error: Race reported between "
                              "Write access and Read access"]
-    assert report.note == ("compute-sanitizer: memcheck 0 errors (1.5 s), racecheck 0 hazards (1.5 s; the kernel uses "
-                           "no shared memory), memcheck 0 errors (1.5 s), racecheck 2 hazards (3.2 s)")
+    assert report.note == ("compute-sanitizer: memcheck 0 errors (1.5 s), racecheck not run: the kernel uses no shared "
+                           "memory, the only memory racecheck watches (races through global memory: gate 1's "
+                           "unsynchronised-reload rule), memcheck 0 errors (1.5 s), racecheck 2 hazards (3.2 s)")
+    unknown = sanitize_finalist("g.py", "r.py", ["k"], {}, "cuda:0")  # no compile known: both tools run
+    assert [r["tool"] for r in unknown.runs] == ["memcheck", "racecheck"]
 
 
 def test_a_sanitizer_that_cannot_run_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:

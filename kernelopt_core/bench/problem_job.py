@@ -321,7 +321,7 @@ def _account(state: ProblemState) -> None:
     # coming, gate 4 times it
     accounting = account_compiled_callable(state.model, _make_inputs(state)(0), "max-autotune" if gpu else "default",
                                            device=state.device, name=state.spec.name,
-                                           alternatives=gpu and not state.config.config_changes_allowed)
+                                           alternatives=gpu)
     state.accounting = accounting.to_json()
 
 

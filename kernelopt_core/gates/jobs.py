@@ -85,6 +85,9 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    from .sanitize import settle_sanitizer
+
+    settle_sanitizer()  # a gate 3 that ended early may have left its sanitizer running: nothing shares the device
     try:
         return job(payload)
     except _SetupError as exc:
@@ -607,9 +610,10 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
-    with clock("sanitizer"):
-        sanitizer = _sanitize(payload, device)
-    if sanitizer.errors:
+    with clock("sanitizer"):  # beside the seeds below where the device has room, else now
+        sanitizing = _begin_sanitize(payload, device)
+    sanitizer = sanitizing.result() if sanitizing.done() else None
+    if sanitizer is not None and sanitizer.errors:
         return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
                         containment=containment)
     reference: Any = None
@@ -698,6 +702,11 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         finally:
             _release_mappings(process)
             arena.close()
+    with clock("sanitizer_wait"):
+        sanitizer = sanitizing.result()
+    if sanitizer.errors:
+        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
+                        containment=containment, steps_s=clock.rounded())
     numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
                                "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
                                "containment": containment, "steps_s": clock.rounded(),
@@ -720,6 +729,14 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                               f"{sanitizer.note}", **numbers)
     return _verdict(True, f"seeds {', '.join(map(str, seeds))} match the baseline at atol=rtol={tolerance:g} "
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
+
+
+def _begin_sanitize(payload: dict[str, Any], device: str) -> Any:
+    """:func:`_sanitize` on a thread of its own when the device has room for its targets (a future either way)."""
+    from .sanitize import begin_sanitizer, room_beside
+
+    beside = payload.get("sanitize") is not False and room_beside(device)
+    return begin_sanitizer(lambda: _sanitize(payload, device), beside)
 
 
 def _sanitize(payload: dict[str, Any], device: str) -> Any:

@@ -19,7 +19,8 @@ gate 2's guard regions catch those). The target prints when each step ends; a ru
 not finish says which step it was in.
 
 What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
-go through it). A race through global memory, a program loading what its own threads stored with
+go through it). It runs only on kernels whose compile uses shared memory (gate 1's compile; unknown
+counts as used). A race through global memory, a program loading what its own threads stored with
 no barrier between, is not its business; gate 1's unsynchronised-reload rule
 (:mod:`.static_reloads`) rejects that from the source, on any machine.
 
@@ -45,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,10 @@ def find_sanitizer() -> str | None:
 
 
 TOOLS = ("memcheck", "racecheck")
+# racecheck watches shared memory only; a kernel whose every config compiles to none (gate 1's compile says
+# so) gives it nothing to watch. Races through global memory are gate 1's unsynchronised-reload rule's.
+RACECHECK_NOT_NEEDED = ("racecheck not run: the kernel uses no shared memory, the only memory racecheck watches "
+                        "(races through global memory: gate 1's unsynchronised-reload rule)")
 NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
               "a program's block as one step (gate 1's race rule reads the source; gate 2's guards catch stores near "
               "a tensor)")
@@ -155,14 +160,64 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
     report = SanitizerReport([], [], "")
     parts: list[str] = []
     for name in kernels:
-        # The two tools side by side: most of a run is the target's start (importing torch, loading and
+        uses_shared = (shared or {}).get(name)
+        tools = TOOLS if uses_shared != 0 else tuple(t for t in TOOLS if t != "racecheck")
+        # The tools side by side: most of a run is the target's start (importing torch, loading and
         # running the graph or harness), which the GPU does not limit, so together they take about one's time.
-        with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
-            futures = [pool.submit(run, tool, name) for tool in TOOLS]
+        with ThreadPoolExecutor(max_workers=len(tools)) as pool:
+            futures = [pool.submit(run, tool, name) for tool in tools]
         for future in futures:
-            parts.append(_judge(report, name, future.result(), (shared or {}).get(name)))
+            parts.append(_judge(report, name, future.result(), uses_shared))
+        if "racecheck" not in tools:
+            parts.append(RACECHECK_NOT_NEEDED)
     report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
     return report
+
+
+_BESIDE: dict[str, Future[SanitizerReport]] = {}  # the one sanitizer run that may still go on beside other work
+# The sanitizer's targets hold a working set of their own: they run beside gate 3's seeds only while at least
+# this share of the device's memory is free (else one after the other, as the worker and the candidate's
+# process already hold two).
+BESIDE_FREE_SHARE = 0.5
+
+
+def room_beside(device: str) -> bool:
+    """Whether the device has room for the sanitizer's targets beside the worker's and the candidate's work."""
+    if not device.startswith("cuda"):
+        return False
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    return total > 0 and free / total >= BESIDE_FREE_SHARE
+
+
+def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool) -> Future[SanitizerReport]:
+    """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now: gate 3's
+    seeds go on while the tools start their targets (the larger part of their time). The next job waits for a
+    run left going (:func:`settle_sanitizer`), so that no timing shares the device with it."""
+    settle_sanitizer()
+    if not beside:
+        done: Future[SanitizerReport] = Future()
+        try:
+            done.set_result(run())
+        except Exception as exc:  # noqa: BLE001 - the caller's result() raises it, as a thread's would
+            done.set_exception(exc)
+        return done
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sanitizer")
+    future = pool.submit(run)
+    pool.shutdown(wait=False)
+    _BESIDE["running"] = future
+    return future
+
+
+def settle_sanitizer() -> None:
+    """Wait for a sanitizer run still going beside other work (a gate 3 that ended early left it)."""
+    future = _BESIDE.pop("running", None)
+    if future is not None:
+        try:
+            future.result()
+        except Exception:  # noqa: BLE001 - its gate returned without it; only its end matters here
+            pass
 
 
 def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:
