@@ -8,6 +8,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,34 @@ def test_a_clean_racecheck_reads_no_errors(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     run = run_sanitizer("racecheck", "g.py", "r.py", "k", "cuda:0", timeout_s=30)
     assert run.ran and run.errors == 0 and run.summary == "no errors"
+
+
+def test_a_finalist_carries_its_screens_compile_numbers_to_the_sanitizer(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """Finalists run gates 2-4 without gate 1: the shared memory its screen's compile measured is what lets
+    racecheck be left out for a kernel that has none."""
+    from test_search_pipeline import ELEMENTWISE
+
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import cascade
+    from kernelopt_core.gates.verdict import CascadeResult, GateVerdict
+    from kernelopt_core.search.evaluation import GateEvaluator
+
+    graph = parse_output_code(ELEMENTWISE)
+    kernel = graph.kernels[0].name
+    compile_numbers = {"configs": [{"shared_bytes": 0, "registers": 24}]}
+    seen: list[Any] = []
+
+    def stand_in(graph: Any, candidates: dict[str, str], config: Any, sink: Any, worker: Any) -> CascadeResult:
+        seen.append(config)
+        gates = [GateVerdict(1, "static", True, "ok", {"compile": compile_numbers}, 0.1)] if 1 in config.run_gates \
+            else []
+        return CascadeResult(accepted=True, failed_gate=None, reason="ok", gates=gates, restitched_path="r.py")
+
+    monkeypatch.setattr(cascade, "run_cascade", stand_in)
+    evaluator = GateEvaluator(graph, "cuda:0", str(tmp_path), worker=object())
+    evaluator.screen(kernel, "source A")
+    evaluator.finalize({kernel: "source A"}, (3, 4))
+    evaluator.finalize({kernel: "source B"}, (3, 4))  # never screened here (a resumed run): not known
+    assert seen[1].run_gates == (2, 3, 4) and seen[1].compiled == {kernel: compile_numbers}
+    assert seen[2].compiled == {}

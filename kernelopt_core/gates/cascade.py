@@ -104,7 +104,7 @@ def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[st
                path: str | None, device: str, call: JobCaller | None, sink: EventSink | None,
                result: CascadeResult, begin: float) -> bool:
     """The gates in order; True when all passed. Fills ``result`` as it goes."""
-    compiled: list[dict[str, Any]] = [{}]  # gate 1's compile numbers, for the sanitizer's choice of tools
+    compiled: list[dict[str, Any]] = [dict(config.compiled or {})]  # gate 1's compile numbers, for the sanitizer's tools
     for position, gate in enumerate(gates):
         if sink is not None:
             sink.check_cancelled()

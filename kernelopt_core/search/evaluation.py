@@ -113,6 +113,7 @@ class GateEvaluator:
         self.kernel_timing_in_gate4 = kernel_timing_in_gate4
         self.job_timeout_s = job_timeout_s
         self.sanitizer_timeout_s = 600.0  # each compute-sanitizer tool's limit on a finalist (the search sets it)
+        self._compiled: dict[str, Any] = {}  # (kernel, source digest) -> gate 1's compile numbers from its screen
 
     @property
     def worker(self) -> Any:
@@ -196,6 +197,9 @@ class GateEvaluator:
                 result = exc.partial
             else:
                 raise EvaluationError(str(exc)) from None
+        static = next((v for v in result.gates if v.gate == 1), None)
+        if static is not None and isinstance(static.numbers.get("compile"), dict):  # the finalist's sanitizer reads it
+            self._compiled[candidate_key(kernel, source)] = static.numbers["compile"]
         return Screen(result.accepted, result.failed_gate, result.reason, [v.to_json() for v in result.gates],
                       result.restitched_path, result.seconds, could_not_verify=result.could_not_verify,
                       quarantined=result.quarantined, containment=result.containment)
@@ -238,8 +242,11 @@ class GateEvaluator:
         from ..gates.cascade import CascadeSetupError, run_cascade
 
         final = tuple(sorted({2, *(g for g in gates if g > 2)}))
+        config = self._config(final, "full")
+        compiled = {name: self._compiled.get(candidate_key(name, source)) for name, source in candidates.items()}
+        config.compiled = {name: numbers for name, numbers in compiled.items() if numbers is not None}
         try:
-            return run_cascade(self.graph, candidates, self._config(final, "full"), self.sink, self._worker)
+            return run_cascade(self.graph, candidates, config, self.sink, self._worker)
         except CascadeSetupError as exc:
             if exc.partial is not None:
                 return exc.partial
