@@ -187,3 +187,53 @@ def test_a_finalist_carries_its_screens_compile_numbers_to_the_sanitizer(monkeyp
     evaluator.finalize({kernel: "source B"}, (3, 4))  # never screened here (a resumed run): not known
     assert seen[1].run_gates == (2, 3, 4) and seen[1].compiled == {kernel: compile_numbers}
     assert seen[2].compiled == {}
+
+
+def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wants_it() -> None:
+    """Gate 2's battery starts the tools of a finalist whose gate 3 follows; gate 3 takes that run by the
+    finalist's re-stitched graph. A run its gates left (a rejection) is ended, its tools killed, before any other
+    job: nothing shares the device with a timing."""
+    import subprocess
+    import threading
+    import time
+
+    from kernelopt_core.gates.sanitize import (
+        SanitizerReport,
+        begin_sanitizer,
+        claim_sanitizer,
+        settle_sanitizer,
+    )
+
+    started = threading.Event()
+    tools: list[subprocess.Popen[bytes]] = []
+
+    def long_run() -> SanitizerReport:  # a tool's run, registered as the real ones are
+        tool = subprocess.Popen(["sleep", "60"])
+        tools.append(tool)
+        sanitize._LIVE.add(tool.pid)
+        started.set()
+        try:
+            tool.wait()
+        finally:
+            sanitize._LIVE.discard(tool.pid)
+        return SanitizerReport([], [], "ended")
+
+    first = begin_sanitizer(long_run, beside=True, key="finalist-a.py")
+    assert started.wait(10) and not first.done()
+    assert claim_sanitizer("finalist-b.py") is None  # another finalist's gate 3 does not take it
+    settle_sanitizer(keep="finalist-a.py")  # gate 3 of its own finalist: left running for it
+    assert not first.done()
+    assert claim_sanitizer("finalist-a.py") is first
+
+    started.clear()
+    left = begin_sanitizer(long_run, beside=True, key="finalist-c.py")
+    assert started.wait(10)
+    begin = time.monotonic()
+    settle_sanitizer()  # any other job: the run left going is ended, not waited for
+    assert left.done() and time.monotonic() - begin < 30 and tools[-1].poll() is not None
+    assert claim_sanitizer("finalist-c.py") is None
+    for tool in tools:
+        tool.kill()
+        tool.wait()
+    now = begin_sanitizer(lambda: SanitizerReport([], [], "at once"), beside=False)  # no room: run in place
+    assert now.done() and now.result().note == "at once"

@@ -174,7 +174,8 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
     return report
 
 
-_BESIDE: dict[str, Future[SanitizerReport]] = {}  # the one sanitizer run that may still go on beside other work
+_LIVE: set[int] = set()  # the tools running now (pids), ended when their run is no longer wanted
+_BESIDE: dict[str, Any] = {}  # the one sanitizer run that may go on beside other work ("running") and its "key"
 # The sanitizer's targets hold a working set of their own: they run beside gate 3's seeds only while at least
 # this share of the device's memory is free (else one after the other, as the worker and the candidate's
 # process already hold two).
@@ -191,10 +192,13 @@ def room_beside(device: str) -> bool:
     return total > 0 and free / total >= BESIDE_FREE_SHARE
 
 
-def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool) -> Future[SanitizerReport]:
-    """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now: gate 3's
-    seeds go on while the tools start their targets (the larger part of their time). The next job waits for a
-    run left going (:func:`settle_sanitizer`), so that no timing shares the device with it."""
+def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str | None = None
+                    ) -> Future[SanitizerReport]:
+    """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now, so that
+    gate 2's battery and gate 3's seeds go on while the tools start their targets (the larger part of their
+    time). ``key`` names the finalist (its re-stitched graph): gate 3 takes a run begun during gate 2 with
+    :func:`claim_sanitizer`. The next job of any other finalist waits for a run left going
+    (:func:`settle_sanitizer`), so that no timing shares the device with it."""
     settle_sanitizer()
     if not beside:
         done: Future[SanitizerReport] = Future()
@@ -206,18 +210,34 @@ def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool) -> Future[
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sanitizer")
     future = pool.submit(run)
     pool.shutdown(wait=False)
-    _BESIDE["running"] = future
+    _BESIDE.update(running=future, key=key)
     return future
 
 
-def settle_sanitizer() -> None:
-    """Wait for a sanitizer run still going beside other work (a gate 3 that ended early left it)."""
+def claim_sanitizer(key: str) -> Future[SanitizerReport] | None:
+    """The run begun for the finalist ``key`` (during its gate 2), now gate 3's; None when there is none."""
+    if _BESIDE.get("running") is None or _BESIDE.get("key") != key:
+        return None
+    future = _BESIDE.pop("running")
+    _BESIDE.pop("key", None)
+    return future
+
+
+def settle_sanitizer(keep: str | None = None) -> None:
+    """End a sanitizer run still going beside other work (its finalist's gates ended without needing it: a
+    rejection), unless it is the run of the finalist ``keep`` (its gate 3 takes it)."""
+    if keep is not None and _BESIDE.get("key") == keep:
+        return
     future = _BESIDE.pop("running", None)
-    if future is not None:
-        try:
-            future.result()
-        except Exception:  # noqa: BLE001 - its gate returned without it; only its end matters here
-            pass
+    _BESIDE.pop("key", None)
+    if future is None:
+        return
+    for pid in list(_LIVE):  # its tools and their targets: nobody reads their verdict any more
+        end_tree(pid)
+    try:
+        future.result()
+    except Exception:  # noqa: BLE001 - only its end matters here
+        pass
 
 
 def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:
@@ -302,6 +322,7 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> 
     except OSError as exc:  # a sanitizer that cannot be started: a note, as a missing one
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
+    _LIVE.add(process.pid)
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -311,6 +332,8 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> 
         steps = steps_line((stdout or "") + "\n" + (stderr or ""))
         return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
                             + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
+    finally:
+        _LIVE.discard(process.pid)
     seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
     return read_report(tool, (stdout or "") + "\n" + (stderr or ""), process.returncode, seconds)
