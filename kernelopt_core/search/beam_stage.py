@@ -133,6 +133,11 @@ class BeamStage:
                 ctx.journal.record("budget_end", kernel=brief.name, iteration=iteration, reason=reason)
                 break
             if stopper.update(iteration_best) and config.early_stop and iteration < iterations:
+                if ctx.budget.limited:  # the budget decides: its time goes to the search while there is more to try
+                    ctx.journal.record("early_stop_skipped", kernel=brief.name, iteration=iteration,
+                                       reason=f"{config.patience} iterations without a faster candidate, but the "
+                                              "budget has time for more")
+                    continue
                 ctx.journal.record("early_stop", kernel=brief.name, iteration=iteration,
                                    reason=f"{config.patience} iterations without a faster candidate")
                 break
