@@ -241,6 +241,8 @@ class ConfigVerdict:
     assumes: str = ""  # what that option assumes about the caller
     snippet: str = ""  # the code to copy
     device: str | None = None
+    # the check's device allocator peak against the problem's inputs and outputs (None on the CPU)
+    memory: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dict(vars(self))
@@ -332,6 +334,7 @@ def verdict_from_job(value: dict[str, Any], option: ConfigOption, baseline_mode:
         baseline_path=perf.get("baseline_path") if perf else None,
         candidate_path=perf.get("candidate_path") if perf else None, notes=list(value.get("notes") or []),
         option=option.name, assumes=option.assumes, snippet=option.snippet, device=value.get("device"),
+        memory=value.get("memory"),
     )
 
 

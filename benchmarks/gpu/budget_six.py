@@ -111,6 +111,7 @@ def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[
             "stages": split.get("stages"), "reason": p.get("reason"),
             "budget_used": _share(p.get("wall_s"), p.get("budget_s")),
             "config_s": (split.get("stages") or {}).get("config"), "config": config_cell(p.get("config_change")),
+            "config_memory": config_memory(p.get("config_change")),
             "found_unverified": [f"{f.get('kernel')} {f.get('candidate')} {f.get('kernel_speedup'):.3f}x"
                                  for f in p.get("found_unverified") or []
                                  if isinstance(f, dict) and isinstance(f.get("kernel_speedup"), (int, float))],
@@ -141,6 +142,19 @@ def config_cell(change: Any) -> str:
     return f"{mode} rejected: {str(verified.get('reason') or '?')[:60]}"
 
 
+def config_memory(change: Any) -> list[float]:
+    """Each configuration check's device peak over the problem's working set (issue 40's target: <= 3x)."""
+    if not isinstance(change, dict):
+        return []
+    ratios = []
+    for verdict in change.get("verifications") or []:
+        memory = verdict.get("memory") if isinstance(verdict, dict) else None
+        ratio = memory.get("peak_over_working_set") if isinstance(memory, dict) else None
+        if isinstance(ratio, (int, float)):
+            ratios.append(float(ratio))
+    return ratios
+
+
 def _at_most(value: Any, target: float) -> bool:
     return isinstance(value, (int, float)) and value <= target
 
@@ -155,7 +169,8 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
         lines.append(f"| {name} | {shown} | {limit} {row['target']} | {'yes' if row['passed'] else '**no**'} |")
     lines += ["", "| problem | outcome | vs max-autotune | budget reached | wall s | budget used | optimizer got s "
                   "| screened | per min | screen median s | p90 s | final gates s | config s | configuration "
-                  "| found, not verified |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| config peak / working set | found, not verified |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in verdict["problems"]:
         def num(value: Any, digits: int = 1) -> str:
             return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
@@ -166,7 +181,8 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
                      f"| {num(p['optimize_budget_s'])} | {p['screened'] if p['screened'] is not None else '-'} "
                      f"| {num(p['screened_per_minute'])} | {num(p['screen_median_s'])} | {num(p['screen_p90_s'])} "
                      f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} | {num(p.get('config_s'))} "
-                     f"| {p.get('config') or '-'} | {'; '.join(p.get('found_unverified') or []) or '-'} |")
+                     f"| {p.get('config') or '-'} | {', '.join(num(r, 2) + 'x' for r in p.get('config_memory') or []) or '-'} "
+                     f"| {'; '.join(p.get('found_unverified') or []) or '-'} |")
     time_totals = verdict.get("time") or {}
     if time_totals.get("stages"):
         lines += ["", "Optimizer seconds per stage, summed: " + ", ".join(
