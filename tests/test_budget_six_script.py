@@ -112,6 +112,6 @@ def test_each_row_has_its_budget_use_configuration_and_late_candidates() -> None
     assert rows["avg_pool1d"]["config"] == "mode verified 1.89x" and rows["avg_pool1d"]["found_unverified"] == []
     assert rows["avg_pool1d"]["config_memory"] == [2.04] and rows["softmax_long_rows"]["config_memory"] == []
     table = script.markdown(verdict, 180.0)
-    assert "| configuration | found, not verified |" in table
+    assert "| configuration | config peak / working set | found, not verified |" in table
     assert "94% |" in table and "not verified (measured 2.43x)" in table and "triton_red_0 i1c3 1.100x" in table
     assert "| 2.04x |" in table
