@@ -43,6 +43,7 @@ class FinalistStage:
         self.ctx = ctx
         self.on_verified = on_verified  # writes the run's result as soon as one is verified
         self.searches: list[KernelSearch] = []  # every kernel's search, the one in progress included
+        self.done: list[KernelSearch] = []  # the kernels whose final gates have run
         ctx.schedule.finalist_pending = self.pending
 
     def track(self, search: KernelSearch) -> None:
@@ -59,8 +60,9 @@ class FinalistStage:
         return [n for n in ranked if n.id not in search.out_of_reach and self.out_of_reach(search, n) is None]
 
     def pending(self) -> bool:
-        """A candidate waits for the final gates: the schedule keeps a finalist's time from then on."""
-        return any(self.waiting(search) for search in self.searches)
+        """A candidate of a kernel still searched waits for the final gates: the schedule keeps a finalist's time
+        from then on (a kernel whose final gates have run keeps none: what they left is not tried again)."""
+        return any(self.waiting(search) for search in self.searches if search not in self.done)
 
     def gates(self) -> tuple[int, ...]:
         return (3, 4) if self.ctx.config.use_perf_gate else (3,)
@@ -103,6 +105,7 @@ class FinalistStage:
 
     def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
+        self.done.append(search)
         accepted = search.accepted
         ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
                          and (accepted is None or n.speedup > accepted.speedup)),
