@@ -36,6 +36,7 @@ from ..measure.job_context import RECYCLE_KEY
 _LOCK = threading.Lock()
 _CANDIDATE: dict[str, Any] = {}  # "key", "process", "graph_loaded", "kernels", "inputs"
 _BASELINES: dict[str, Any] = {}  # graph path -> {"process", "kernels", "inputs"}
+_BASELINE_STARTS: dict[str, threading.Thread] = {}  # graph path -> the thread starting its timing process
 
 
 class _SetupError(Exception):
@@ -795,15 +796,55 @@ GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negat
 STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
 
 
-def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> dict[str, Any]:
+def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job: start the baseline's timing process (loading the original graph: seconds) on a thread, so that the
+    first candidate's kernel timing finds it ready; the timing that needs it waits for the start. A start that
+    fails is forgotten: the timing starts the process itself and says why."""
+    key = os.path.abspath(payload["graph"])
+    device = _device(payload)
+    with _LOCK:
+        if key in _BASELINES or key in _BASELINE_STARTS:
+            return {"started": False}
+
+        def start() -> None:
+            try:
+                _baseline_process(payload, device, from_start=True)
+            except Exception:  # noqa: BLE001 - only a head start: the timing tries again
+                pass
+
+        thread = threading.Thread(target=start, name="baseline-timing-start", daemon=True)
+        _BASELINE_STARTS[key] = thread
+    thread.start()
+    return {"started": True}
+
+
+def _settle_baseline_starts() -> None:
+    """Wait for a baseline timing process that is starting (its start is seconds; it then holds the graph)."""
+    for thread in list(_BASELINE_STARTS.values()):
+        thread.join()
+
+
+def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False,
+                      from_start: bool = False) -> dict[str, Any]:
     """A process holding the original graph, timed the same way as the candidate's (reused per graph).
 
     Its graph input sets are made only when ``inputs`` asks (graph timing): kernel timing needs none, and
     three input sets held for the whole search are device memory every candidate's gate 2 lacks.
+    ``from_start``: called by :func:`begin_baseline_timing`'s thread (every other caller waits for it).
     """
+    key = os.path.abspath(payload["graph"])
+    if not from_start:
+        _settle_baseline_starts()
+    try:
+        return _baseline_entry(payload, device, key, inputs)
+    finally:
+        if from_start:
+            _BASELINE_STARTS.pop(key, None)
+
+
+def _baseline_entry(payload: dict[str, Any], device: str, key: str, inputs: bool) -> dict[str, Any]:
     from ..sandbox.process import SandboxError, SandboxProcess
 
-    key = os.path.abspath(payload["graph"])
     entry = _BASELINES.get(key)
     if entry is None or entry["process"].closed:
         for other in list(_BASELINES.values()):
@@ -829,6 +870,7 @@ def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False
 
 
 def close_baselines(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    _settle_baseline_starts()
     for entry in list(_BASELINES.values()):
         entry["process"].close()
     _BASELINES.clear()
@@ -1049,5 +1091,5 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
             _close_candidate_locked()
 
 
-__all__ = ["close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate",
+__all__ = ["begin_baseline_timing", "close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate",
            "spare_candidate_status"]

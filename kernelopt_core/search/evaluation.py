@@ -152,6 +152,9 @@ class GateEvaluator:
         start_gate1_compiler()
         # only a head start: where it fails, the first screen starts its process itself and says so
         self.worker.call("kernelopt_core.gates.jobs:begin_spare", {"device": self.device}, timeout_s=60.0)
+        if self.device.startswith("cuda"):  # the baseline's timing process too: the first kernel timing's start
+            self.worker.call("kernelopt_core.gates.jobs:begin_baseline_timing",
+                             {"graph": self.graph.path, "device": self.device}, timeout_s=60.0)
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).
