@@ -1,7 +1,7 @@
 """Re-stitching and the four-gate verification cascade (see docs/gates.md).
 
 Importing this package never imports torch: the heavy work runs in worker jobs
-(:mod:`kernelopt_core.gates.jobs`) and a Triton compile subprocess (:mod:`.ptx_compile`).
+(:mod:`kernelopt_core.gates.tasks`) and a Triton compile subprocess (:mod:`.ptx_compile`).
 """
 
 from .cascade import CascadeSetupError, run_cascade, run_static_gate

@@ -24,9 +24,11 @@ from .restitch import RestitchError, write_restitched
 from .static import run_static_gate
 from .verdict import GATE2_BATTERIES, GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 
-__all__ = ["CascadeSetupError", "gate2_battery", "run_cascade", "run_static_gate"]
+__all__ = ["SHARED_TASKS", "CascadeSetupError", "TaskCaller", "gate2_battery", "run_cascade", "run_static_gate",
+           "task_caller"]
 
-_JOBS = "kernelopt_core.gates.jobs"
+_TASKS = "kernelopt_core.gates.tasks.graph"  # the graph's gate tasks
+SHARED_TASKS = "kernelopt_core.gates.tasks.skeleton"  # every target's: the candidate's and the spare process
 
 
 class CascadeSetupError(RuntimeError):
@@ -41,7 +43,8 @@ class CascadeSetupError(RuntimeError):
         self.partial = partial
 
 
-JobCaller = Callable[[str, dict[str, Any]], dict[str, Any]]
+# Calls a worker task by its full name ("package.module:function") with a payload; returns its reply.
+TaskCaller = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig | None = None,
@@ -76,7 +79,7 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
         result.notes.append(f"the candidate cannot be written as UTF-8: {exc}")
     except (RestitchError, OSError) as exc:
         raise CascadeSetupError(str(exc)) from None
-    call = _job_caller(device, worker, config, sink) if any(g > 1 for g in gates) else None
+    call = task_caller(device, worker, config.job_timeout_s, sink) if any(g > 1 for g in gates) else None
     if call is not None and config.spare_candidate and 1 in gates:
         ask_for_spare(call, device)
     ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
@@ -101,7 +104,7 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
 
 
 def _run_gates(gates: tuple[int, ...], graph: CompiledGraph, candidates: dict[str, str], config: CascadeConfig,
-               path: str | None, device: str, call: JobCaller | None, sink: EventSink | None,
+               path: str | None, device: str, call: TaskCaller | None, sink: EventSink | None,
                result: CascadeResult, begin: float) -> bool:
     """The gates in order; True when all passed. Fills ``result`` as it goes."""
     compiled: list[dict[str, Any]] = [{}]  # gate 1's compile numbers, for the sanitizer's choice of tools
@@ -162,20 +165,20 @@ def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
         result.quarantined = True
 
 
-def ask_for_spare(call: JobCaller, device: str) -> None:
+def ask_for_spare(call: TaskCaller, device: str) -> None:
     """Have the worker start the spare candidate process now (a no-op when one is kept): gate 1 compiles in
     this process, and the candidate process gate 2 needs starts meanwhile instead of after it."""
     try:
-        call("begin_spare", {"device": device})
+        call(f"{SHARED_TASKS}:begin_spare", {"device": device})
     except CancelledError:
         raise
     except Exception:  # noqa: BLE001 - only a head start: gate 2 starts a process itself when there is no spare
         pass
 
 
-def _close_candidate(call: JobCaller, keep_spare: bool = False) -> None:
+def _close_candidate(call: TaskCaller, keep_spare: bool = False) -> None:
     try:
-        call("close_candidate", {"keep_spare": keep_spare})
+        call(f"{SHARED_TASKS}:close_candidate", {"keep_spare": keep_spare})
     except Exception:  # noqa: BLE001 - closing is best effort; the next candidate closes it anyway
         pass
 
@@ -236,19 +239,20 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
     return payload
 
 
-def _job_caller(device: str, worker: Any, config: CascadeConfig, sink: EventSink | None) -> JobCaller:
-    if worker == "in-process":  # tests and debugging: run the jobs in this process
-        from . import jobs
-
-        return lambda job, payload: getattr(jobs, job)(payload)
+def task_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> TaskCaller:
+    """Call worker tasks in the device's worker (by default the shared one), or in this process
+    (``worker="in-process"``: tests and debugging). A worker's failure becomes a verdict, or
+    :class:`CascadeSetupError` when there is no worker."""
+    if worker == "in-process":
+        return _call_in_process
     if worker is None:
         from ..measure.worker import get_worker
 
         worker = get_worker(device)
     cancel = sink.cancel_event if sink is not None else None
 
-    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:
-        outcome = worker.call(f"{_JOBS}:{job}", payload, timeout_s=config.job_timeout_s, cancel=cancel)
+    def call(task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        outcome = worker.call(task, payload, timeout_s=timeout_s, cancel=cancel)
         if outcome.ok:
             return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
         failure = outcome.failure
@@ -271,10 +275,18 @@ def _job_caller(device: str, worker: Any, config: CascadeConfig, sink: EventSink
     return call
 
 
-def _worker_gate(gate: int, call: JobCaller, payload: dict[str, Any]) -> GateVerdict:
+def _call_in_process(task: str, payload: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    module, _, function = task.partition(":")
+    reply: dict[str, Any] = getattr(importlib.import_module(module), function)(payload)
+    return reply
+
+
+def _worker_gate(gate: int, call: TaskCaller, payload: dict[str, Any]) -> GateVerdict:
     begin = time.monotonic()
     job = {2: "run_kernel_gate", 3: "run_model_gate", 4: "run_perf_gate"}[gate]
-    reply = call(job, payload)
+    reply = call(f"{_TASKS}:{job}", payload)
     if "setup_error" in reply:
         raise CascadeSetupError(str(reply["setup_error"]))
     return GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),

@@ -150,7 +150,7 @@ class GateEvaluator:
         Neither launches a kernel: the profile's and the peaks' timings do not share the GPU with them."""
         start_gate1_compiler()
         # only a head start: where it fails, the first screen starts its process itself and says so
-        self.worker.call("kernelopt_core.gates.jobs:begin_spare", {"device": self.device}, timeout_s=60.0)
+        self.worker.call("kernelopt_core.gates.tasks.skeleton:begin_spare", {"device": self.device}, timeout_s=60.0)
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).

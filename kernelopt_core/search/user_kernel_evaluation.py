@@ -27,6 +27,8 @@ from ..userkernels.cascade import job_caller, run_user_cascade
 from ..userkernels.target import UserKernelTarget
 from .evaluation import EvaluationError, KernelTime, Screen, start_gate1_compiler
 
+_TASKS = "kernelopt_core.userkernels.tasks"
+
 
 class UserKernelEvaluator:
     def __init__(self, target: UserKernelTarget, workdir: str, *, ab_rounds: int | None = None,
@@ -52,7 +54,7 @@ class UserKernelEvaluator:
         reply = self._call(job, payload)
         if "setup_error" in reply:
             raise EvaluationError(str(reply["setup_error"]))
-        if reply.get("could_not_verify") and job in ("profile_user_kernel", "user_kernel_facts"):
+        if reply.get("could_not_verify") and job.endswith((":profile_user_kernel", ":user_kernel_facts")):
             raise EvaluationError(str(reply.get("reason")))
         return reply
 
@@ -88,7 +90,7 @@ class UserKernelEvaluator:
 
     def profile_run(self) -> dict[str, Any]:
         if self._profile is None:
-            self._profile = self._job("profile_user_kernel", self.target.payload(workdir=self._root()))
+            self._profile = self._job(f"{_TASKS}:profile_user_kernel", self.target.payload(workdir=self._root()))
             self._plan = self._profile.get("plan")
         return self._profile
 
@@ -123,7 +125,7 @@ class UserKernelEvaluator:
 
         payload = self.target.payload(candidate=source, candidate_configs=candidate_configs(source, kernel),
                                       workdir=self._root(), rounds=self.kernel_rounds)
-        value = self._call("time_user_candidate", payload)
+        value = self._call(f"{_TASKS}:time_user_candidate", payload)
         if "error" in value or "setup_error" in value:
             return KernelTime(None, None, None, None, str(value.get("error") or value.get("setup_error")))
         ci = value.get("ci")

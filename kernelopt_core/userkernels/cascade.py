@@ -20,65 +20,32 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
-from ..events import CancelledError, EventSink
-from ..gates.cascade import CascadeSetupError, ask_for_spare
+from ..events import EventSink
+from ..gates.cascade import SHARED_TASKS, CascadeSetupError, TaskCaller, ask_for_spare, task_caller
 from ..gates.verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
 from .dialect import candidate_configs, run_user_static_gate
 from .target import UserKernelTarget
 
-_JOBS = "kernelopt_core.userkernels.jobs"
-JobCaller = Callable[[str, dict[str, Any]], dict[str, Any]]
-_GATE_JOBS = {2: "run_user_kernel_gate", 3: "run_user_harness_gate", 4: "run_user_perf_gate"}
+_TASKS = "kernelopt_core.userkernels.tasks"
+_GATE_JOBS = {2: "run_kernel_gate", 3: "run_model_gate", 4: "run_perf_gate"}
 
 
-def job_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> JobCaller:
-    """Call a job of :mod:`.jobs` in the device's worker (or in this process: ``worker="in-process"``)."""
-    if worker == "in-process":
-        from . import jobs
-
-        return lambda job, payload: getattr(jobs, job)(payload)
-    if worker is None:
-        from ..measure.worker import get_worker
-
-        worker = get_worker(device)
-    cancel = sink.cancel_event if sink is not None else None
-
-    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:
-        outcome = worker.call(f"{_JOBS}:{job}", payload, timeout_s=timeout_s, cancel=cancel)
-        if outcome.ok:
-            return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
-        failure = outcome.failure
-        if failure is not None and failure.kind == "cancelled":
-            raise CancelledError(failure.message)
-        if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
-            raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
-        kind = failure.kind if failure else "error"
-        message = failure.message if failure else "the job failed"
-        numbers = {"failure": failure.to_json() if failure else None}
-        if kind in ("oom", "error"):
-            what = "ran out of memory" if kind == "oom" else "failed"
-            return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
-                    "numbers": {**numbers, "oom": kind == "oom"}}
-        what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
-                "cuda_error": "caused a device fault"}.get(kind, "failed")
-        return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
-
-    return call
+def job_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> TaskCaller:
+    return task_caller(device, worker, timeout_s, sink)
 
 
-def facts(target: UserKernelTarget, call: JobCaller, workdir: str) -> dict[str, Any]:
+def facts(target: UserKernelTarget, call: TaskCaller, workdir: str) -> dict[str, Any]:
     """The captured launches of the target (raises CascadeSetupError when the harness cannot run)."""
-    reply = call("user_kernel_facts", target.payload(workdir=workdir))
+    reply = call(f"{_TASKS}:user_kernel_facts", target.payload(workdir=workdir))
     if "setup_error" in reply:
         raise CascadeSetupError(str(reply["setup_error"]))
     return reply
 
 
 def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeConfig | None = None,
-                     sink: EventSink | None = None, worker: Any = None, *, call: JobCaller | None = None,
+                     sink: EventSink | None = None, worker: Any = None, *, call: TaskCaller | None = None,
                      plan: dict[str, Any] | None = None) -> CascadeResult:
     """Gates ``config.run_gates`` in order on one candidate kernel module of ``target``."""
     config = config or CascadeConfig()
@@ -120,7 +87,7 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
         raise CascadeSetupError(str(exc), partial=result) from None
     finally:
         try:
-            call("close_user_candidate", {"keep_spare": config.spare_candidate and ended})
+            call(f"{SHARED_TASKS}:close_candidate", {"keep_spare": config.spare_candidate and ended})
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
     if finished:
@@ -144,7 +111,7 @@ def _workdir(target: UserKernelTarget, candidate: str, config: CascadeConfig) ->
 
 
 def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str, payload: dict[str, Any],
-               plan: dict[str, Any] | None, config: CascadeConfig, call: JobCaller, sink: EventSink | None,
+               plan: dict[str, Any] | None, config: CascadeConfig, call: TaskCaller, sink: EventSink | None,
                result: CascadeResult, begin: float) -> bool:
     compiled: dict[str, Any] | None = None  # gate 1's compile numbers: the sanitizer's note reads its shared memory
     for position, gate in enumerate(gates):
@@ -164,7 +131,7 @@ def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str,
                    "sanitizer_timeout_s": config.sanitizer_timeout_s, "compiled": compiled,
                    "spare": gate == 2 and config.spare_candidate}
             started = time.monotonic()
-            reply = call(_GATE_JOBS[gate], job)
+            reply = call(f"{_TASKS}:{_GATE_JOBS[gate]}", job)
             if "setup_error" in reply:
                 raise CascadeSetupError(str(reply["setup_error"]))
             verdict = GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),
