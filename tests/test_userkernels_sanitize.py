@@ -230,10 +230,10 @@ def test_on_the_cpu_gate_3_says_races_were_not_checked(folder: Path, stand_in: P
 
 def test_the_searchs_sanitizer_limit_reaches_a_user_kernels_cascade(folder: Path) -> None:
     """finalists.py sets each tool's limit on the evaluator from the budget; a user kernel's cascade gets it."""
-    from kernelopt_core.search.user_kernel_evaluation import UserKernelEvaluator
+    from kernelopt_core.search.evaluation import GateEvaluator
 
-    evaluator = UserKernelEvaluator(user_target(str(folder / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu"),
-                                    str(folder / "search"), worker="in-process")
+    evaluator = GateEvaluator(user_target(str(folder / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu"), "cpu",
+                              str(folder / "search"), worker="in-process")
     assert evaluator._config((1, 2, 3, 4)).sanitizer_timeout_s == 600.0
     evaluator.sanitizer_timeout_s = 75.0
     assert evaluator._config((1, 2, 3, 4)).sanitizer_timeout_s == 75.0

@@ -33,6 +33,7 @@ from ..gates.tasks.skeleton import (
     baseline_slot,
     candidate_slot,
     close_candidate,
+    perf_gate,
     time_kernel_pair,
 )
 from ..gates.tasks.skeleton import CouldNotVerify as _CouldNotVerify
@@ -557,42 +558,13 @@ def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[Sandbo
 
 
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..gates.perf import perf_decision, time_processes
     from ..measure.paths import TimingPath
-    from ..sandbox.process import SandboxError
-    from ..sandbox.spare import settle_spare
 
     built = session(payload)
-    device = built.device
-    min_speedup = float(payload.get("min_speedup", 1.03))
-    settle_spare()  # a spare still starting would share the machine with the timing
-    try:
-        sides = _prepare_harness_sides(payload, device)
-        if isinstance(sides, dict):
-            return sides
-        baseline, candidate = sides
-        result = time_processes(baseline.process, candidate.process, device, payload.get("rounds"),
-                                {"what": "graph", "input_sets": list(INPUT_SEEDS)}, path=TimingPath.HARNESS.value)
-    except SandboxError as exc:
-        return _sandbox_failure(exc, "timing")
-    except RuntimeError as exc:
-        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
-    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
-    kernel_speedups: dict[str, float] = {}
-    notes: list[str] = []
-    if payload.get("kernel_timing", True):
-        try:
-            timing = _kernel_ab(payload, built, device, payload.get("rounds"))
-            kernel_speedups[str(payload["kernel"])] = timing.speedup
-        except Exception as exc:  # noqa: BLE001 - reported, never decides
-            notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
-    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
-    return _verdict(decision.passed, decision.reason + note, speedup=result.speedup, ci_low=result.ci_low,
-                    ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
-                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
-                    min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=notes, device=device,
-                    timed_by="the checker's clock around requests to each side's own process",
-                    containment=_containment(candidate.process))
+    return perf_gate(payload, built.device, lambda: _prepare_harness_sides(payload, built.device), INPUT_SEEDS,
+                     TimingPath.HARNESS.value,
+                     lambda baseline, candidate: {str(payload["kernel"]): _kernel_ab(payload, built, built.device,
+                                                                                     payload.get("rounds")).speedup})
 
 
 # --- kernel alone, for the search ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from ...measure.job_context import RECYCLE_KEY
-from .skeleton import CANDIDATE, SandboxSlot, baseline_slot, candidate_slot, time_kernel_pair
+from .skeleton import CANDIDATE, SandboxSlot, baseline_slot, candidate_slot, perf_gate, time_kernel_pair
 from .skeleton import CouldNotVerify as _CouldNotVerify
 from .skeleton import SetupError as _SetupError
 from .skeleton import candidate_failure as _candidate_failure
@@ -559,54 +559,27 @@ def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False
 
 
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ...sandbox.process import SandboxError
-    from ..perf import perf_decision, time_processes
+    from ...measure.paths import TimingPath
 
     device = _device(payload)
     names: list[str] = list(payload.get("kernels") or [])
-    min_speedup = float(payload.get("min_speedup", 1.03))
-    rounds = payload.get("rounds")
-    _settle_spare()
-    try:
+
+    def sides() -> tuple[SandboxSlot, SandboxSlot] | dict[str, Any]:
         baseline = _baseline_process(payload, device, inputs=True)
         slot = _candidate(payload, device)
-        process = slot.process
         failed = _load_candidate_graph(slot, payload)
         if failed is not None:
             return failed
         if "inputs" not in slot.loaded:
-            reply = process.call("make_inputs", seeds=list(INPUT_SEEDS))
+            reply = slot.process.call("make_inputs", seeds=list(INPUT_SEEDS))
             if not reply.get("ok"):
                 return _candidate_failure(reply, "the re-stitched graph cannot make its inputs")
             slot.loaded.add("inputs")
-        result = time_processes(baseline.process, process, device, rounds,
-                                {"what": "graph", "input_sets": list(INPUT_SEEDS)})
-    except SandboxError as exc:
-        return _sandbox_failure(exc, "timing")
-    except RuntimeError as exc:
-        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
-    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
-    kernel_speedups: dict[str, float] = {}
-    kernel_notes: list[str] = []
-    if payload.get("kernel_timing", True) and names:
-        try:
-            kernel_speedups = _kernel_speedups(payload, device, baseline, slot, names, rounds)
-        except Exception as exc:  # noqa: BLE001 - reported, never decides
-            kernel_notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
-    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
-    memory = {}
-    for label, side in (("baseline_process_peak_bytes", baseline.process), ("candidate_process_peak_bytes", process)):
-        try:
-            memory[label] = side.call("memory").get("peak_bytes")
-        except SandboxError:
-            memory[label] = None
-    return _verdict(decision.passed, decision.reason + note, memory=memory, speedup=result.speedup,
-                    ci_low=result.ci_low,
-                    ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
-                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
-                    min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=kernel_notes,
-                    device=device, timed_by="the checker's clock around requests to each side's own process",
-                    containment=_containment(process))
+        return baseline, slot
+
+    return perf_gate(payload, device, sides, INPUT_SEEDS, TimingPath.MODULE_CALL.value,
+                     lambda baseline, slot: _kernel_speedups(payload, device, baseline, slot, names,
+                                                             payload.get("rounds")) if names else {})
 
 
 def _kernel_speedups(payload: dict[str, Any], device: str, baseline: SandboxSlot, slot: SandboxSlot,

@@ -341,8 +341,56 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     return timing, peak
 
 
+# --- gate 4 ------------------------------------------------------------------------------------------
+
+
+def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[SandboxSlot, SandboxSlot] | dict[str, Any]],
+              input_seeds: tuple[int, ...], path: str,
+              kernel_speedups: Callable[[SandboxSlot, SandboxSlot], dict[str, float]]) -> dict[str, Any]:
+    """Gate 4: the original's and the candidate's processes (``sides`` loads them, or answers a verdict)
+    timed on their own input sets along ``path``, then each kernel alone (reported, never decides)."""
+    from ...sandbox.process import SandboxError
+    from ..perf import perf_decision, time_processes
+
+    min_speedup = float(payload.get("min_speedup", 1.03))
+    rounds = payload.get("rounds")
+    settle_spare()  # a spare still starting would share the machine with the timing
+    try:
+        prepared = sides()
+        if isinstance(prepared, dict):
+            return prepared
+        baseline, candidate = prepared
+        result = time_processes(baseline.process, candidate.process, device, rounds,
+                                {"what": "graph", "input_sets": list(input_seeds)}, path=path)
+    except SandboxError as exc:
+        return sandbox_failure(exc, "timing")
+    except RuntimeError as exc:
+        return verdict(False, f"timing failed: {str(exc)[:1000]}")
+    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
+    speedups: dict[str, float] = {}
+    notes: list[str] = []
+    if payload.get("kernel_timing", True):
+        try:
+            speedups = kernel_speedups(baseline, candidate)
+        except Exception as exc:  # noqa: BLE001 - reported, never decides
+            notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
+    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
+    memory = {}
+    for label, side in (("baseline_process_peak_bytes", baseline), ("candidate_process_peak_bytes", candidate)):
+        try:
+            memory[label] = side.process.call("memory").get("peak_bytes")
+        except SandboxError:
+            memory[label] = None
+    return verdict(decision.passed, decision.reason + note, memory=memory, speedup=result.speedup,
+                   ci_low=result.ci_low, ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
+                   baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
+                   min_speedup=min_speedup, kernel_speedups=speedups, kernel_notes=notes, device=device,
+                   timed_by="the checker's clock around requests to each side's own process",
+                   containment=containment(candidate.process))
+
+
 __all__ = ["BASELINE", "CANDIDATE", "CouldNotVerify", "ProcessHolder", "SandboxSlot", "SetupError", "baseline_slot",
            "begin_spare", "candidate_failure", "candidate_memory", "candidate_outputs", "candidate_slot",
            "close_baselines", "close_candidate", "containment", "could_not_verify", "device_of", "flavor",
-           "guarded", "is_oom", "release_mappings", "sandbox_failure", "settle_spare", "share_inputs",
+           "guarded", "is_oom", "perf_gate", "release_mappings", "sandbox_failure", "settle_spare", "share_inputs",
            "spare_candidate_status", "time_kernel_pair", "verdict"]
