@@ -12,6 +12,7 @@ never modified. Nothing here imports torch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..artifacts.model import CompiledGraph
@@ -162,9 +163,20 @@ def _close_candidate(call: TaskCaller, keep_spare: bool = False) -> None:
 
 
 def task_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> TaskCaller:
-    """Call worker tasks in the device's worker (by default the shared one), or in this process
+    """Call gate tasks in the device's worker (by default the shared one), or in this process
     (``worker="in-process"``: tests and debugging). A worker's failure becomes a verdict, or
     :class:`CascadeSetupError` when there is no worker."""
+    return _caller(device, worker, timeout_s, sink, _failure_verdict)
+
+
+def measurement_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> TaskCaller:
+    """Call worker tasks whose failure is no verdict on a candidate (facts, profiles, timings), in the device's
+    worker or in this process (``worker="in-process"``): a failure raises :class:`TaskFailed`."""
+    return _caller(device, worker, timeout_s, sink, _raise_failure)
+
+
+def _caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None,
+            on_failure: Callable[[str, str, Any], dict[str, Any]]) -> TaskCaller:
     if worker == "in-process":
         return _call_in_process
     if worker is None:
@@ -177,49 +189,35 @@ def task_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | No
         outcome = worker.call(task, payload, timeout_s=timeout_s, cancel=cancel)
         if outcome.ok:
             return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
-        failure = outcome.failure
-        if failure is not None and failure.kind == "cancelled":
-            raise CancelledError(failure.message)
-        if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
-            raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
-        kind = failure.kind if failure else "error"
-        message = failure.message if failure else "the job failed"
-        numbers = {"failure": failure.to_json() if failure else None}
-        if kind in ("oom", "error"):
-            # The checker itself failed (the candidate runs in a process of its own): no verdict.
-            what = "ran out of memory" if kind == "oom" else "failed"
-            return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
-                    "numbers": {**numbers, "oom": kind == "oom"}}
-        what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
-                "cuda_error": "caused a device fault"}.get(kind, "failed")
-        return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
+        return on_failure(task, device, outcome.failure)
 
     return call
 
 
-def measurement_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> TaskCaller:
-    """Call worker tasks whose failure is no verdict on a candidate (facts, profiles, timings), in the device's
-    worker or in this process (``worker="in-process"``): a failure raises :class:`TaskFailed`."""
-    if worker == "in-process":
-        return _call_in_process
-    if worker is None:
-        from ..measure.worker import get_worker
+def _failure_verdict(task: str, device: str, failure: Any) -> dict[str, Any]:
+    """A gate task's failure in the worker: the check's (could not verify), or the candidate's (hung, crashed)."""
+    if failure is not None and failure.kind == "cancelled":
+        raise CancelledError(failure.message)
+    if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
+        raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
+    kind = failure.kind if failure else "error"
+    message = failure.message if failure else "the job failed"
+    numbers = {"failure": failure.to_json() if failure else None}
+    if kind in ("oom", "error"):
+        # The checker itself failed (the candidate runs in a process of its own): no verdict.
+        what = "ran out of memory" if kind == "oom" else "failed"
+        return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
+                "numbers": {**numbers, "oom": kind == "oom"}}
+    what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
+            "cuda_error": "caused a device fault"}.get(kind, "failed")
+    return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
 
-        worker = get_worker(device)
-    cancel = sink.cancel_event if sink is not None else None
 
-    def call(task: str, payload: dict[str, Any]) -> dict[str, Any]:
-        outcome = worker.call(task, payload, timeout_s=timeout_s, cancel=cancel)
-        if outcome.ok:
-            value: dict[str, Any] = outcome.value
-            return value
-        failure = outcome.failure
-        kind = failure.kind if failure else "error"
-        if kind == "cancelled":
-            raise CancelledError("cancelled by the user")
-        raise TaskFailed(f"{task.rpartition(':')[2]} failed ({kind}): {failure.message if failure else ''}")
-
-    return call
+def _raise_failure(task: str, device: str, failure: Any) -> dict[str, Any]:
+    kind = failure.kind if failure else "error"
+    if kind == "cancelled":
+        raise CancelledError("cancelled by the user")
+    raise TaskFailed(f"{task.rpartition(':')[2]} failed ({kind}): {failure.message if failure else ''}")
 
 
 def _call_in_process(task: str, payload: dict[str, Any]) -> dict[str, Any]:

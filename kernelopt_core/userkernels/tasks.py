@@ -31,9 +31,12 @@ from ..gates.tasks.skeleton import (
     BASELINE,
     SandboxSlot,
     baseline_slot,
+    candidate_inputs,
     candidate_slot,
     close_candidate,
+    model_numbers,
     perf_gate,
+    sanitizer_rejection,
     time_kernel_pair,
 )
 from ..gates.tasks.skeleton import CouldNotVerify as _CouldNotVerify
@@ -427,7 +430,6 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .capture import clone
-    from .harness import HarnessError
 
     built = session(payload)
     device = built.device
@@ -445,23 +447,10 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         verdict["numbers"].update(containment=containment)
         return verdict
     sanitizer = _sanitize(payload, device)
-    if sanitizer.errors:
-        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
-                        containment=containment)
-    reference: Any = None
-    reference_error: str | None = None
-    if pytest_kind:
-        reference_error = "a test returns no outputs; passing it is the check"
-    else:
-        try:
-            reference = harness.float64_reference()
-            reference([clone(x) for x in harness.make_inputs(seeds[0])])
-        except HarnessError as exc:
-            reference, reference_error = None, str(exc)
-        except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
-            if _is_oom(exc):
-                raise
-            reference, reference_error = None, f"the original does not run in float64 ({type(exc).__name__}: {exc})"
+    rejected = sanitizer_rejection(sanitizer, containment)
+    if rejected is not None:
+        return rejected
+    reference, reference_error = _float64_reference(harness, seeds[0], pytest_kind)
     tolerance = float(payload.get("tolerance", 1e-4)) if reference is not None else _kernel_tolerance(built.output)
     checks = []
     for seed in seeds:
@@ -492,15 +481,8 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
             entry.process.call("release")
         finally:
             arena.close()
-    numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
-                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-                               "float64_reference": reference is not None, "reference_error": reference_error,
-                               "containment": containment, "compared_with": "the original kernel in the same harness",
-                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note}
-    fallbacks = [c.fallback for c in checks if c.fallback is not None]
-    if fallbacks:
-        worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
-        numbers.update(d_ref=worst.d_ref, d_opt=worst.d_opt, rho=worst.rho)
+    numbers = {**model_numbers(checks, tolerance, containment, sanitizer), "float64_reference": reference is not None,
+               "reference_error": reference_error, "compared_with": "the original kernel in the same harness"}
     failed_seed = next((c for c in checks if not c.passed), None)
     if failed_seed is not None:
         return _verdict(False, f"seed {failed_seed.seed}: {failed_seed.problem}", **numbers)
@@ -512,6 +494,25 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _verdict(True, f"seeds {', '.join(map(str, seeds))}: the harness output matches the original's "
                           f"({basis}; max |diff| {numbers['max_abs_diff']:.3g}); {numbers['sanitizer_note']}",
                     **numbers)
+
+
+def _float64_reference(harness: Any, seed: int, pytest_kind: bool) -> tuple[Any, str | None]:
+    """The harness run in float64 with the original kernel (tried on ``seed``'s inputs), or why there is none."""
+    from .capture import clone
+    from .harness import HarnessError
+
+    if pytest_kind:
+        return None, "a test returns no outputs; passing it is the check"
+    try:
+        reference = harness.float64_reference()
+        reference([clone(x) for x in harness.make_inputs(seed)])
+    except HarnessError as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
+        if _is_oom(exc):
+            raise
+        return None, f"the original does not run in float64 ({type(exc).__name__}: {exc})"
+    return reference, None
 
 
 def _sanitize(payload: dict[str, Any], device: str) -> Any:
@@ -549,12 +550,8 @@ def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[Sandbo
     failed = _load_harness(candidate, payload, device, payload["candidate"])
     if failed is not None:
         return _failure(failed, "the harness with the candidate fails to load")
-    if "inputs" not in candidate.loaded:
-        reply = candidate.process.call("make_inputs", seeds=list(INPUT_SEEDS))
-        if not reply.get("ok"):
-            return _failure(reply, "the harness with the candidate cannot make its inputs")
-        candidate.loaded.add("inputs")
-    return baseline, candidate
+    cannot = candidate_inputs(candidate, INPUT_SEEDS, "the harness with the candidate")
+    return cannot if cannot is not None else (baseline, candidate)
 
 
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:

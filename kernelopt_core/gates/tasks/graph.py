@@ -17,11 +17,23 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from ...measure.job_context import RECYCLE_KEY
-from .skeleton import CANDIDATE, SandboxSlot, baseline_slot, candidate_slot, perf_gate, time_kernel_pair
+from .skeleton import (
+    CANDIDATE,
+    SandboxSlot,
+    baseline_slot,
+    candidate_inputs,
+    candidate_slot,
+    model_numbers,
+    perf_gate,
+    sanitizer_rejection,
+    time_kernel_pair,
+)
 from .skeleton import CouldNotVerify as _CouldNotVerify
 from .skeleton import SetupError as _SetupError
 from .skeleton import candidate_failure as _candidate_failure
@@ -380,9 +392,9 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     containment = _containment(process)
     with clock("sanitizer"):
         sanitizer = _sanitize(payload, device)
-    if sanitizer.errors:
-        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
-                        containment=containment)
+    rejected = sanitizer_rejection(sanitizer, containment)
+    if rejected is not None:
+        return rejected
     reference: Any = None
     reference_error: str | None = None
     checks = []
@@ -469,18 +481,12 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         finally:
             _release_mappings(process)
             arena.close()
-    numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
-                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-                               "containment": containment, "steps_s": clock.rounded(),
-                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
-                               "memory": {"device_peak_bytes": _peak_device_bytes(device),
-                                          "candidate_process_peak_bytes": child_peak or None}}
+    numbers = {**model_numbers(checks, tolerance, containment, sanitizer), "steps_s": clock.rounded(),
+               "memory": {"device_peak_bytes": _peak_device_bytes(device),
+                          "candidate_process_peak_bytes": child_peak or None}}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
-        worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
-        numbers.update(d_ref=worst.d_ref, d_opt=worst.d_opt, rho=worst.rho, float64_reference=reference is not None)
-    else:
-        numbers.update(d_ref=None, d_opt=None, rho=None)
+        numbers["float64_reference"] = reference is not None
     failed = next((c for c in checks if not c.passed), None)
     if failed is not None:
         inputs = f" (inputs: {failed.label})" if failed.label else ""
@@ -568,14 +574,9 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
         baseline = _baseline_process(payload, device, inputs=True)
         slot = _candidate(payload, device)
         failed = _load_candidate_graph(slot, payload)
-        if failed is not None:
-            return failed
-        if "inputs" not in slot.loaded:
-            reply = slot.process.call("make_inputs", seeds=list(INPUT_SEEDS))
-            if not reply.get("ok"):
-                return _candidate_failure(reply, "the re-stitched graph cannot make its inputs")
-            slot.loaded.add("inputs")
-        return baseline, slot
+        if failed is None:
+            failed = candidate_inputs(slot, INPUT_SEEDS, "the re-stitched graph")
+        return failed if failed is not None else (baseline, slot)
 
     return perf_gate(payload, device, sides, INPUT_SEEDS, TimingPath.MODULE_CALL.value,
                      lambda baseline, slot: _kernel_speedups(payload, device, baseline, slot, names,
@@ -637,29 +638,52 @@ def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, 
     return sources
 
 
-def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
+@dataclass
+class _CapturedLaunch:
+    """One kernel's first launch in the baseline graph, with the candidate's source from its re-stitched copy."""
+
+    payload: dict[str, Any]
+    graph: Any  # the parsed dump
+    kernel: Any  # the original kernel
+    module: ModuleType  # the baseline graph, loaded
+    launch: Any
+
+
+def _captured_launch(payload: dict[str, Any], device: str, seed: int,
+                     before_capture: Callable[[], Any] = lambda: None) -> _CapturedLaunch | dict[str, Any]:
+    """The kernel's captured launch on the graph's inputs of ``seed``, or ``{"error": ...}``."""
     from ...artifacts import parse_output_code
     from ...graph_module import make_inputs
-    from ...sandbox.process import SandboxError
-    from ..kernel_gate import _child_kwargs
     from ..launch_capture import capture_launches
 
-    device = _device(payload)
     name = str(payload["kernel"])
     payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
     payload["sources"] = _restitched_sources(payload, [name])
     graph = parse_output_code(payload["graph"])
-    original = graph.kernel(name)
-    if original is None:
+    kernel = graph.kernel(name)
+    if kernel is None:
         return {"error": f"{payload['graph']} has no kernel {name}"}
     module = _load_baseline(payload, device)
-    resident = _allocated(device)
-    launches, output = capture_launches(module, [name], make_inputs(module, seed=2000), limit=1)
+    before_capture()
+    launches, output = capture_launches(module, [name], make_inputs(module, seed=seed), limit=1)
     del output
     if not launches:
         return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
+    return _CapturedLaunch(payload, graph, kernel, module, launches[0])
+
+
+def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
+    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
+    from ...sandbox.process import SandboxError
+    from ..kernel_gate import _child_kwargs
+
+    device = _device(payload)
+    name = str(payload["kernel"])
+    resident: list[int | None] = []
+    captured = _captured_launch(payload, device, 2000, lambda: resident.append(_allocated(device)))
+    if isinstance(captured, dict):
+        return captured
+    payload, graph, original, launch = captured.payload, captured.graph, captured.kernel, captured.launch
     arena_peak = 0
     _settle_spare()
     try:
@@ -684,7 +708,7 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
                            "timed_by": "the checker's clock, each side in its own process"}
     memory: dict[str, Any] = {}
-    recycle = _retained_memory(device, resident, arena_peak, memory)
+    recycle = _retained_memory(device, resident[0], arena_peak, memory)
     if memory:
         out["memory"] = memory
     if recycle:
@@ -696,27 +720,18 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     """{"graph_path", "restitched", "kernel", "seed"?} -> the candidate's largest output difference."""
     import torch
 
-    from ...artifacts import parse_output_code
     from ...artifacts.kernel_arguments import argument_roles, runtime_parameters
-    from ...graph_module import make_inputs
     from ...sandbox.exchange import ExchangeArena
     from ..kernel import Side, run_original
     from ..kernel_gate import CandidateSide
-    from ..launch_capture import capture_launches
 
     device = _device(payload)
     name = str(payload["kernel"])
-    payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
-    payload["sources"] = _restitched_sources(payload, [name])
-    graph = parse_output_code(payload["graph"])
-    kernel = graph.kernel(name)
-    assert kernel is not None
-    module = _load_baseline(payload, device)
-    launches, output = capture_launches(module, [name], make_inputs(module, seed=int(payload.get("seed", 0))), limit=1)
-    del output
-    if not launches:
-        return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
+    captured = _captured_launch(payload, device, int(payload.get("seed", 0)))
+    if isinstance(captured, dict):
+        return captured
+    payload, graph, kernel, module, launch = (captured.payload, captured.graph, captured.kernel, captured.module,
+                                              captured.launch)
     params = runtime_parameters(kernel.source, name)
     role_of = argument_roles(kernel.source, name, list(kernel.inductor_meta.get("mutated_arg_names") or []))
     roles = [role_of.get(params[i], "scalar") if i < len(params) else "scalar" for i in range(len(launch.args))]

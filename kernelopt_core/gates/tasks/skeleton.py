@@ -220,6 +220,16 @@ def candidate_failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
     return verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
 
 
+def candidate_inputs(slot: SandboxSlot, seeds: tuple[int, ...], what: str) -> dict[str, Any] | None:
+    """The candidate's process makes its input sets of ``seeds`` (once); the verdict when it cannot."""
+    if "inputs" not in slot.loaded:
+        reply = slot.process.call("make_inputs", seeds=list(seeds))
+        if not reply.get("ok"):
+            return candidate_failure(reply, f"{what} cannot make its inputs")
+        slot.loaded.add("inputs")
+    return None
+
+
 def sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
     """The verdict when the candidate's process timed out or crashed (the candidate's), or failed otherwise."""
     if getattr(exc, "kind", "error") in ("timeout", "crash"):
@@ -341,6 +351,28 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     return timing, peak
 
 
+# --- gate 3 ------------------------------------------------------------------------------------------
+
+
+def sanitizer_rejection(sanitizer: Any, containment: dict[str, Any]) -> dict[str, Any] | None:
+    """Gate 3 rejects on compute-sanitizer's first error, before it compares any output."""
+    if sanitizer.errors:
+        return verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
+                       containment=containment)
+    return None
+
+
+def model_numbers(checks: list[Any], tolerance: float, containment: dict[str, Any], sanitizer: Any) -> dict[str, Any]:
+    """Gate 3's numbers over its seeds, with the worst float64-rule fallback's (None where none fell back)."""
+    fallbacks = [c.fallback for c in checks if c.fallback is not None]
+    worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt), default=None)
+    return {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
+            "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0), "containment": containment,
+            "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
+            "d_ref": worst.d_ref if worst else None, "d_opt": worst.d_opt if worst else None,
+            "rho": worst.rho if worst else None}
+
+
 # --- gate 4 ------------------------------------------------------------------------------------------
 
 
@@ -390,7 +422,7 @@ def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[Sa
 
 
 __all__ = ["BASELINE", "CANDIDATE", "CouldNotVerify", "ProcessHolder", "SandboxSlot", "SetupError", "baseline_slot",
-           "begin_spare", "candidate_failure", "candidate_memory", "candidate_outputs", "candidate_slot",
+           "begin_spare", "candidate_failure", "candidate_inputs", "candidate_memory", "candidate_outputs", "candidate_slot",
            "close_baselines", "close_candidate", "containment", "could_not_verify", "device_of", "flavor",
-           "guarded", "is_oom", "perf_gate", "release_mappings", "sandbox_failure", "settle_spare", "share_inputs",
+           "guarded", "is_oom", "model_numbers", "perf_gate", "release_mappings", "sandbox_failure", "sanitizer_rejection", "settle_spare", "share_inputs",
            "spare_candidate_status", "time_kernel_pair", "verdict"]
