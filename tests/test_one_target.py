@@ -43,3 +43,47 @@ def test_no_module_of_the_search_branches_on_whether_a_target_was_given() -> Non
     found = {str(path.relative_to(SEARCH)): side_branches(path.read_text(encoding="utf-8"))
              for path in sorted(SEARCH.rglob("*.py"))}
     assert {path: lines for path, lines in found.items() if lines} == {}
+
+
+# --- the gates: objects registered in one place ---------------------------------------------------------
+
+
+def test_every_gate_is_one_registered_class_that_both_kinds_of_target_run() -> None:
+    import importlib
+
+    from kernelopt_core.gates.cascade_target import GraphGates
+    from kernelopt_core.gates.registry import GATE_NAMES, GATES, Gate
+    from kernelopt_core.gates.verdict import CascadeConfig
+    from kernelopt_core.userkernels.cascade import UserKernelGates
+
+    assert list(GATES) == sorted(GATES) and all(isinstance(g, Gate) and g.number == n for n, g in GATES.items())
+    assert GATE_NAMES == {1: "static", 2: "kernel", 3: "model", 4: "perf"}
+    assert CascadeConfig().run_gates == tuple(GATES)  # by default the cascade runs every registered gate
+    in_worker = [g.task for g in GATES.values() if g.task is not None]
+    assert in_worker == ["run_kernel_gate", "run_model_gate", "run_perf_gate"]
+    for tasks in (GraphGates.tasks, UserKernelGates.tasks):
+        module = importlib.import_module(tasks)
+        assert [task for task in in_worker if not callable(getattr(module, task, None))] == [], tasks
+
+
+def test_a_gates_settings_are_what_its_task_reads_and_its_verdict_is_typed() -> None:
+    from kernelopt_core.gates.registry import GATES, CommonSettings
+    from kernelopt_core.gates.verdict import CascadeConfig, CascadeResult, TaskReply
+
+    config = CascadeConfig(gate2_battery="screen", spare_candidate=True, ab_rounds=7, job_timeout_s=100.0)
+    assert GATES[2].settings(config, (1, 2)) == {"seeds": [0, 42, 1337], "reruns": 2, "battery": "screen",
+                                                 "spare": True}
+    assert GATES[2].settings(config, (1, 2, 3))["battery"] == "full"  # past gate 2 only the full battery
+    assert GATES[3].settings(config, (3,)) == {"seeds": [0, 42, 123], "tolerance": 1e-4}
+    assert GATES[4].settings(config, (4,)) == {"min_speedup": 1.03, "rounds": 7, "kernel_timing": True}
+    assert CommonSettings.of(config).run_timeout_s == 80.0
+    reply = TaskReply.from_json({"passed": True, "reason": "faster", "numbers": {
+        "speedup": 1.2, "ci_low": 1.1, "ci_high": 1.3, "timing_path": "module-call", "kernel_speedups": {"k": 1.5},
+        "containment": {"contained": True}, "sanitizer_note": "races not checked on the CPU"}})
+    verdict = reply.verdict(4, "perf", 1.0)
+    assert verdict.speed.ci == (1.1, 1.3) and verdict.containment == {"contained": True} and not verdict.oom
+    result = CascadeResult(False, None, "")
+    GATES[4].take(result, verdict)
+    assert (result.speedup, result.ci, result.timing_path, result.kernel_speedups) == (
+        1.2, (1.1, 1.3), "module-call", {"k": 1.5})
+    assert TaskReply.from_json({"setup_error": "the baseline cannot load"}).setup_error == "the baseline cannot load"

@@ -23,17 +23,15 @@ from .cascade_target import (
     GraphGates,
     TaskCaller,
     TaskFailed,
-    gate2_battery,
 )
+from .registry import GATE_NAMES, GATES, CommonSettings, Gate, gate2_battery
 from .static import run_static_gate
-from .verdict import GATE2_BATTERIES, GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from .verdict import GATE2_BATTERIES, CascadeConfig, CascadeResult, GateVerdict, TaskReply
 
 __all__ = ["SHARED_TASKS", "CascadeSetupError", "CascadeTarget", "TaskCaller", "TaskFailed", "gate2_battery",
            "measurement_caller", "run_cascade", "run_static_gate", "task_caller"]
 
 SHARED_TASKS = "kernelopt_core.gates.tasks.skeleton"  # every target's: the candidate's and the spare process
-# The worker task of each gate that runs in the worker, in every target's task module.
-GATE_TASKS = {2: "run_kernel_gate", 3: "run_model_gate", 4: "run_perf_gate"}
 
 
 def run_cascade(target: CascadeTarget | CompiledGraph, candidates: dict[str, str], config: CascadeConfig | None = None,
@@ -100,23 +98,24 @@ def _run_gates(target: CascadeTarget, gates: tuple[int, ...], candidates: dict[s
             sink.check_cancelled()
             sink.progress(f"gate {gate} ({GATE_NAMES[gate]})", stage="gate", gate=gate,
                           percentage=int(100 * position / len(gates)))
-        if gate == 1:
+        kind = GATES[gate]
+        if kind.task is None:  # gate 1, in this process
             verdict, compiled = target.static_gate(candidates, config)
         else:
             assert call is not None
-            payload = {**target.gate_payload(gate, candidates, written, device, config, gates), "compiled": compiled}
-            task = f"{target.tasks}:{GATE_TASKS[gate]}"
-            verdict = _worker_gate(gate, call, task, payload)
-            if verdict.could_not_verify and verdict.numbers.get("oom") and target.retry_low_memory \
+            payload = {**target.gate_payload(candidates, written, device), **CommonSettings.of(config).to_json(),
+                       **kind.settings(config, gates), "compiled": compiled}
+            task = f"{target.tasks}:{kind.task}"
+            verdict = _worker_gate(kind, call, task, payload)
+            if verdict.could_not_verify and verdict.oom and target.retry_low_memory \
                     and config.retry_low_memory and not config.low_memory:
                 # The check's own copies did not fit: once more with fewer of them.
                 first = verdict.reason
-                verdict = _worker_gate(gate, call, task, {**payload, "low_memory": True})
+                verdict = _worker_gate(kind, call, task, {**payload, "low_memory": True})
                 verdict.numbers["retried_low_memory_after"] = first
         result.gates.append(verdict)
         _take_containment(result, verdict)
-        if gate == 4:
-            _take_perf_numbers(result, verdict)
+        kind.take(result, verdict)
         if not verdict.passed:
             result.failed_gate = gate
             if verdict.could_not_verify:
@@ -129,18 +128,18 @@ def _run_gates(target: CascadeTarget, gates: tuple[int, ...], candidates: dict[s
 
 
 def _take_containment(result: CascadeResult, verdict: GateVerdict) -> None:
-    sanitized = verdict.numbers.get("sanitizer_note")
-    if isinstance(sanitized, str) and "not checked" in sanitized and sanitized not in result.notes:
+    sanitized = verdict.sanitizer_note
+    if sanitized is not None and "not checked" in sanitized and sanitized not in result.notes:
         result.notes.append(sanitized)  # on the CPU, or without compute-sanitizer: races were not checked
-    containment = verdict.numbers.get("containment")
-    if isinstance(containment, dict):
+    containment = verdict.containment
+    if containment is not None:
         result.containment = containment
         if not containment.get("contained"):
             note = (f"the candidate's process was only partly contained ({containment.get('filesystem')}; "
                     f"{containment.get('network')})")
             if note not in result.notes:
                 result.notes.append(note)
-    if verdict.numbers.get("violation") or (verdict.numbers.get("compile") or {}).get("violation"):
+    if verdict.violation:
         result.quarantined = True
 
 
@@ -228,20 +227,9 @@ def _call_in_process(task: str, payload: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _worker_gate(gate: int, call: TaskCaller, task: str, payload: dict[str, Any]) -> GateVerdict:
+def _worker_gate(kind: Gate, call: TaskCaller, task: str, payload: dict[str, Any]) -> GateVerdict:
     begin = time.monotonic()
-    reply = call(task, payload)
-    if "setup_error" in reply:
-        raise CascadeSetupError(str(reply["setup_error"]))
-    return GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),
-                       dict(reply.get("numbers") or {}), time.monotonic() - begin,
-                       could_not_verify=bool(reply.get("could_not_verify")))
-
-
-def _take_perf_numbers(result: CascadeResult, verdict: GateVerdict) -> None:
-    numbers = verdict.numbers
-    if numbers.get("speedup") is not None:
-        result.speedup = float(numbers["speedup"])
-        result.ci = (float(numbers["ci_low"]), float(numbers["ci_high"]))
-        result.timing_path = numbers.get("timing_path")
-    result.kernel_speedups = {str(k): float(v) for k, v in (numbers.get("kernel_speedups") or {}).items()}
+    reply = TaskReply.from_json(call(task, payload))
+    if reply.setup_error is not None:
+        raise CascadeSetupError(reply.setup_error)
+    return reply.verdict(kind.number, kind.name, time.monotonic() - begin)

@@ -66,14 +66,9 @@ class CascadeTarget(Protocol):
         """Gate 1's verdict, and its compile numbers (gate 3's sanitizer reads their shared memory)."""
         ...
 
-    def gate_payload(self, gate: int, candidates: dict[str, str], written: str | None, device: str,
-                     config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]: ...
-
-
-def gate2_battery(config: CascadeConfig, gates: tuple[int, ...]) -> str:
-    """The battery gate 2 runs: the configured one, but always the full battery when the cascade goes on to
-    gate 3 or 4 (no candidate reaches acceptance on the screen alone)."""
-    return config.gate2_battery if max(gates) <= 2 else "full"
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
+        """What every gate task of the target reads about the candidate (the gates add their settings)."""
+        ...
 
 
 class GraphGates:
@@ -150,25 +145,11 @@ class GraphGates:
         compiled = {name: (numbers.get("kernels", {}).get(name, numbers) or {}).get("compile") for name in candidates}
         return verdict, compiled
 
-    def gate_payload(self, gate: int, candidates: dict[str, str], written: str | None, device: str,
-                     config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
         if written is None:
             raise CascadeSetupError("the re-stitched graph could not be written")
-        payload: dict[str, Any] = {"graph": self.path, "restitched": written,
-                                   "kernels": sorted(candidates), "device": device, "sources": dict(candidates),
-                                   "low_memory": config.low_memory, "families": config.families,
-                                   "sanitize": config.sanitize, "sanitizer_timeout_s": config.sanitizer_timeout_s,
-                                   # A hung candidate is the candidate process's to lose, inside the job's time.
-                                   "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
-        if gate == 2:
-            payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
-                           battery=gate2_battery(config, gates), spare=config.spare_candidate)
-        elif gate == 3:
-            payload.update(seeds=list(config.seeds_model), tolerance=config.model_tolerance,
-                           fx_graph_runnable=self.graph.fx_graph_runnable)
-        elif gate == 4:
-            payload.update(min_speedup=config.min_speedup, rounds=config.ab_rounds, kernel_timing=config.kernel_timing)
-        return payload
+        return {"graph": self.path, "restitched": written, "kernels": sorted(candidates), "device": device,
+                "sources": dict(candidates), "fx_graph_runnable": self.graph.fx_graph_runnable}
 
 
-__all__ = ["CascadeSetupError", "CascadeTarget", "GraphGates", "TaskCaller", "TaskFailed", "gate2_battery"]
+__all__ = ["CascadeSetupError", "CascadeTarget", "GraphGates", "TaskCaller", "TaskFailed"]

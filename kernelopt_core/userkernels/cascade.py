@@ -51,6 +51,10 @@ def facts(target: UserKernelTarget, call: TaskCaller, workdir: str) -> dict[str,
     return reply
 
 
+def _default_root() -> str:
+    return os.path.join(tempfile.gettempdir(), f"kernelopt-verify-{os.getuid()}")
+
+
 class UserKernelGates:
     """A user's kernel as the cascade verifies it: one candidate kernel module, run through its harness."""
 
@@ -62,6 +66,7 @@ class UserKernelGates:
     def __init__(self, target: UserKernelTarget, plan: dict[str, Any] | None = None):
         self.target = target
         self.plan = plan
+        self.root = _default_root()  # the tasks' work folder: the configuration's, once a candidate is written
 
     @property
     def path(self) -> str:
@@ -78,15 +83,15 @@ class UserKernelGates:
     def _candidate(self, candidates: dict[str, str]) -> str:
         return candidates[self.target.kernel]
 
-    def _workdir(self, candidate: str, config: CascadeConfig) -> str:
-        root = config.workdir or os.path.join(tempfile.gettempdir(), f"kernelopt-verify-{os.getuid()}")
+    def _workdir(self, candidate: str) -> str:
         digest = hashlib.sha256(f"{self.target.file}\0{self.target.kernel}\0{candidate}".encode()).hexdigest()[:12]
-        return os.path.join(root, f"{self.target.name}-{digest}")
+        return os.path.join(self.root, f"{self.target.name}-{digest}")
 
     def write_candidate(self, candidates: dict[str, str], config: CascadeConfig,
                         result: CascadeResult) -> str | None:
         """The candidate module in a work folder, and the diff of the user's file with it in place."""
         target, candidate = self.target, self._candidate(candidates)
+        self.root = config.workdir or _default_root()
         diff = target.diff(candidate)
         result.diff = diff or None
         if diff == "":
@@ -94,7 +99,7 @@ class UserKernelGates:
                                 "no change, no diff")
         elif diff is None:
             result.notes.append("the candidate cannot be put into the file as a diff (see gate 1)")
-        workdir = self._workdir(candidate, config)
+        workdir = self._workdir(candidate)
         candidate_file = os.path.join(workdir, f"{target.kernel}.py")
         try:
             os.makedirs(workdir, exist_ok=True)
@@ -110,8 +115,7 @@ class UserKernelGates:
         """The launch plan the harness makes (once): gate 1 checks the candidate against it."""
         if self.plan is None:
             assert call is not None
-            root = config.workdir or os.path.join(tempfile.gettempdir(), f"kernelopt-verify-{os.getuid()}")
-            self.plan = facts(self.target, call, root).get("plan")
+            self.plan = facts(self.target, call, self.root).get("plan")
 
     def static_gate(self, candidates: dict[str, str],
                     config: CascadeConfig) -> tuple[GateVerdict, dict[str, Any] | None]:
@@ -120,17 +124,10 @@ class UserKernelGates:
         compiled = verdict.numbers.get("compile")
         return verdict, compiled if isinstance(compiled, dict) else None
 
-    def gate_payload(self, gate: int, candidates: dict[str, str], written: str | None, device: str,
-                     config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
         candidate = self._candidate(candidates)
-        root = os.path.dirname(self._workdir(candidate, config))
-        return self.target.payload(
-            candidate=candidate, candidate_configs=candidate_configs(candidate, self.target.kernel), workdir=root,
-            run_timeout_s=max(1.0, 0.8 * config.job_timeout_s),
-            seeds=list(config.seeds_kernel if gate == 2 else config.seeds_model), reruns=config.determinism_reruns,
-            tolerance=config.model_tolerance, rounds=config.ab_rounds, min_speedup=config.min_speedup,
-            kernel_timing=config.kernel_timing, sanitize=config.sanitize,
-            sanitizer_timeout_s=config.sanitizer_timeout_s, spare=gate == 2 and config.spare_candidate)
+        return self.target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, self.target.kernel),
+                                   workdir=self.root)
 
 
 def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeConfig | None = None,
