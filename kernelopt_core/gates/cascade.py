@@ -58,7 +58,7 @@ def run_cascade(target: CascadeTarget | CompiledGraph, candidates: dict[str, str
     result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=target.path,
                            kernels=sorted(candidates), device=device)
     written = target.write_candidate(candidates, config, result)
-    if call is None and (any(g > 1 for g in gates) or target.static_gate_uses_worker):
+    if call is None and (any(GATES[g].task is not None for g in gates) or target.static_gate_uses_worker):
         call = task_caller(device, worker, config.job_timeout_s, sink)
     if call is not None and config.spare_candidate and 1 in gates and 2 in gates:
         ask_for_spare(call, device)
