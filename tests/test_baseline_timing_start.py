@@ -1,6 +1,6 @@
-"""The baseline's timing process starts ahead of the first kernel timing (a job the search's warm-up sends on a
-GPU): the timing that needs it waits for that start instead of starting a second one, a second request starts
-nothing, and closing the baselines waits for a start in progress. A stand-in replaces the process start."""
+"""The baseline's timing process starts ahead of the first kernel timing (a task the search's warm-up sends on a
+GPU): the timing that needs it waits for that start instead of starting a second one, and closing the
+baselines ends it. A stand-in replaces the contained process's start."""
 
 from __future__ import annotations
 
@@ -10,41 +10,41 @@ from typing import Any
 
 import pytest
 
-from kernelopt_core.gates import jobs
+from kernelopt_core.gates.tasks import graph, skeleton
 
 
-class Closable:
+class StandInProcess:
     closed = False
+
+    def call(self, what: str, **kwargs: Any) -> dict[str, Any]:
+        return {"ok": True}
 
     def close(self) -> None:
         self.closed = True
 
 
 def test_the_first_timing_waits_for_the_started_baseline_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    starts: list[str] = []
+    from kernelopt_core.sandbox import process as sandbox_process
+
+    starts: list[StandInProcess] = []
     release = threading.Event()
 
-    def slow_start(payload: dict[str, Any], device: str, key: str, inputs: bool) -> dict[str, Any]:
-        if key not in jobs._BASELINES:
-            starts.append(key)
-            release.wait(10)  # loading the graph: seconds
-            jobs._BASELINES[key] = {"process": Closable(), "kernels": set(), "inputs": False}
-        return jobs._BASELINES[key]
+    def slow_start(*args: Any, **kwargs: Any) -> StandInProcess:
+        release.wait(10)  # importing torch and loading the graph: seconds
+        starts.append(StandInProcess())
+        return starts[-1]
 
-    monkeypatch.setattr(jobs, "_baseline_entry", slow_start)
-    monkeypatch.setattr(jobs, "_BASELINES", {})
-    monkeypatch.setattr(jobs, "_BASELINE_STARTS", {})
+    monkeypatch.setattr(sandbox_process.SandboxProcess, "start", staticmethod(slow_start))
+    monkeypatch.setattr(skeleton, "BASELINE", skeleton.ProcessHolder())
     payload = {"graph": "/dumps/g/output_code.py", "device": "cpu"}
-    assert jobs.begin_baseline_timing(payload) == {"started": True}
-    assert jobs.begin_baseline_timing(payload) == {"started": False}  # one start per graph
-    got: list[dict[str, Any]] = []
-    timing = threading.Thread(target=lambda: got.append(jobs._baseline_process(payload, "cpu")))
+    assert graph.begin_baseline_timing(payload) == {"started": True}
+    time.sleep(0.2)  # the start holds the baseline's slot
+    got: list[Any] = []
+    timing = threading.Thread(target=lambda: got.append(graph._baseline_process(payload, "cpu")))
     timing.start()
     time.sleep(0.2)
     assert not got  # the timing waits for the start in progress
     release.set()
     timing.join(10)
-    assert starts == ["/dumps/g/output_code.py"] and got[0] is jobs._BASELINES["/dumps/g/output_code.py"]
-    assert not jobs._BASELINE_STARTS
-    process = got[0]["process"]
-    assert jobs.close_baselines() == {"closed": True} and process.closed and not jobs._BASELINES
+    assert len(starts) == 1 and got[0].process is starts[0]  # one process, the one started ahead
+    assert skeleton.close_baselines() == {"closed": True} and starts[0].closed

@@ -23,8 +23,8 @@ def _device_bytes(device: str) -> dict[str, int] | None:
 
 def release_working_sets(payload: dict[str, Any]) -> dict[str, Any]:
     """``{"device"}`` -> what this worker held on the device before and after (None on the CPU)."""
-    from .jobs import close_baselines, close_candidate
     from .sanitize import settle_sanitizer
+    from .tasks.skeleton import close_baselines, close_candidate
 
     device = str(payload.get("device") or "cpu")
     settle_sanitizer()  # its targets hold the graph too
