@@ -330,6 +330,64 @@ def _add_by_rows(target: Any, values: Any, start: int, group: int) -> None:
         target[first + whole] += tail.sum()
 
 
+# --- the magnitude sweep's floor ------------------------------------------------------------------------
+
+# Consecutive outputs that share one input magnitude in the sweep (its rows share a scale in groups of 8,
+# so the 8 outputs of 8 rows of a reduction, or 8 neighbours of a pointwise output, do).
+MAGNITUDE_WINDOW = 8
+MAGNITUDE_FACTOR = ELEMENT_FACTOR
+
+
+@dataclass
+class MagnitudeFloor:
+    """Per window of ``window`` consecutive outputs (logical order): how much the original's own outputs
+    move there under one ulp of input rounding, floored at a rounding unit of their largest magnitude and
+    at the dtype's smallest normal. An element may differ from the original by ``factor`` times its
+    window's floor."""
+
+    window: int
+    values: Any  # 1-D, ceil(numel / window) floors, on the outputs' device
+    factor: float = MAGNITUDE_FACTOR
+
+    def limits(self, start: int, count: int) -> Any:
+        """The allowed |candidate - original| of flat elements [start, start + count)."""
+        import torch
+
+        index = torch.arange(start, start + count, device=self.values.device, dtype=torch.int64) // self.window
+        return self.values[index] * self.factor
+
+
+def magnitude_floor(nudged: Any, original: Any, row_length: int | None, window: int = MAGNITUDE_WINDOW,
+                    chunk: int = DEFAULT_CHUNK) -> MagnitudeFloor:
+    """The floor of each window of outputs from the original's outputs (``original``) and its outputs on
+    the inputs moved by one ulp (``nudged``): ``max(max |nudged - original|, eps x max |original| x
+    growth(row_length), smallest normal)`` over the window. Both tensors have one shape; chunked (memory:
+    a chunk plus one float per window)."""
+    import torch
+
+    info = torch.finfo(original.dtype)
+    work = torch.float64 if original.dtype == torch.float64 else torch.float32
+    windows = -(-original.numel() // window)
+    change = torch.zeros(windows, dtype=work, device=original.device)
+    largest = torch.zeros(windows, dtype=work, device=original.device)
+    for start, (n, o) in aligned_flat([nudged, original], chunk):
+        n, o = n.to(work), o.to(work)
+        finite = torch.isfinite(n) & torch.isfinite(o)
+        index = torch.arange(start, start + o.numel(), device=o.device, dtype=torch.int64) // window
+        difference = torch.where(finite, (n - o).abs(), torch.zeros_like(o))
+        difference = torch.where(torch.isfinite(difference), difference, torch.zeros_like(o))
+        change.scatter_reduce_(0, index, difference, "amax")
+        largest.scatter_reduce_(0, index, torch.where(finite, o.abs(), torch.zeros_like(o)), "amax")
+    floor = torch.maximum(change, largest * (float(info.eps) * reduction_growth(row_length)))
+    return MagnitudeFloor(window, floor.clamp_min_(float(info.tiny)))
+
+
+def reduction_growth(row_length: int | None) -> float:
+    """How many rounding units of its magnitude a correct reordering of a reduction of ``row_length``
+    terms may differ by (see :func:`error_structure`)."""
+    return math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+
+
 def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> float:
     """The largest finite |value| among floating tensors (gate 2's ``input_scale``), chunked, in the
     tensors' own dtype (a maximum needs no wider one), read once."""
@@ -347,4 +405,5 @@ def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> floa
     return float(largest) if largest is not None else 0.0
 
 
-__all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "ErrorStructure", "error_structure", "max_finite_magnitude"]
+__all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "MAGNITUDE_FACTOR", "ErrorStructure", "MagnitudeFloor",
+           "error_structure", "magnitude_floor", "max_finite_magnitude", "reduction_growth"]
