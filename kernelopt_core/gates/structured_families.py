@@ -77,9 +77,9 @@ def _sign_blocks(ctx: FillContext, start: int, count: int) -> Any:
     magnitude = _normal(ctx, start, count, 21).abs()
     block = zero_block_size(ctx.numel)
     kind = (_hash_uniform(index // block, ctx.seed, 22) * 3).floor()  # 0 positive, 1 negative, 2 mixed
-    if ctx.numel // ctx.row_length >= 4:  # whole rows too: a 2-D tile of one sign lies inside one
-        row_kind = (_hash_uniform(index // ctx.row_length, ctx.seed, 23) * 6).floor()
-        kind = torch.where(row_kind < 2, row_kind, kind)
+    if ctx.numel // ctx.row_length >= 4:  # whole rows of one sign in the mixed blocks: a 2-D tile lies in rows
+        row_kind = (_hash_uniform(index // ctx.row_length, ctx.seed, 23) * 4).floor()
+        kind = torch.where((kind == 2) & (row_kind < 2), row_kind, kind)
     mixed = torch.where(_hash_uniform(index, ctx.seed, 24) < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
     sign = torch.where(kind == 0, 1.0, torch.where(kind == 1, -1.0, mixed)).to(ctx.compute_dtype)
     return sign * magnitude
