@@ -112,7 +112,8 @@ class _Moments:
 
 def error_structure(candidate: Any, original: Any, reference: Any | None = None, *, row_length: int | None = None,
                     input_scale: float | None = None, chunk: int = DEFAULT_CHUNK,
-                    sensitivity: tuple[float, float] | None = None) -> ErrorStructure:
+                    sensitivity: tuple[float, float] | None = None,
+                    reduction_length: int | None = None) -> ErrorStructure:
     """Bias and worst-element checks of ``candidate`` against ``original`` (and ``reference``, float64).
 
     All three have one shape; ``row_length``: outputs that share one reduction (the kernel's
@@ -123,6 +124,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     ``sensitivity``: (max, mean) of |original(inputs moved by one ulp) - original(inputs)| (gate 2): how far
     rounding alone moves the original's outputs, which floors the element and bias scales where the
     outputs amplify rounding (a layer norm of rows at mean 1000 with weights of 1000).
+    ``reduction_length``: how many terms each output reduces (gate 2: the kernel's ``r0_numel``), when that
+    is not ``row_length``: a reduction's outputs rarely keep the reduced dimension (one mean per group of
+    a group norm), and their rounding grows with the terms all the same.
     """
     import torch
 
@@ -133,7 +137,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         raise ValueError(f"error structure is for floating outputs, not {original.dtype}")
     if reference is None:
         return _against_original(candidate, original, row_length=row_length, input_scale=input_scale, chunk=chunk,
-                                 sensitivity=sensitivity)
+                                 sensitivity=sensitivity, reduction_length=reduction_length)
     eps = float(torch.finfo(original.dtype).eps)
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
@@ -235,7 +239,8 @@ def _judged(bias: float, bias_z: float, bias_scale: float, bias_ratio: float, wo
 
 
 def _against_original(candidate: Any, original: Any, *, row_length: int | None, input_scale: float | None,
-                      chunk: int, sensitivity: tuple[float, float] | None) -> ErrorStructure:
+                      chunk: int, sensitivity: tuple[float, float] | None,
+                      reduction_length: int | None = None) -> ErrorStructure:
     """Gate 2's case (the reference is the original's output): the same figures as the general path,
     in fewer passes over memory. The original's own error is 0, so only ``d = candidate - original``
     (float64, one chunk at a time) and the original's magnitudes are needed; rows are summed by
@@ -247,7 +252,7 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
     group = row_length if use_rows else 1
-    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    growth = reduction_growth(reduction_length or row_length)
     device = original.device
     rows = numel // group if use_rows else 0
     row_sum = torch.zeros(rows, dtype=torch.float64, device=device)
@@ -306,7 +311,10 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
     bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
     sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    bias_scale = max(eps * (sum_abs_ref_f / count) * growth, sensitive_mean, 1e-300)
+    # A reordering's rounding is random in sign from row to row (the significance test's business); what it
+    # shares across rows grows more slowly than its size: the fourth root of the terms, not the square root,
+    # which would forgive a norm's eps off by 10x (docs/gates.md, "Reordered reductions")
+    bias_scale = max(eps * (sum_abs_ref_f / count) * math.sqrt(growth), sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref_f, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
     worst_ratio = worst_f / element_floor

@@ -552,7 +552,8 @@ def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure
         return
     rows = structure.row_length if structure.row_length and cand.numel() % structure.row_length == 0 else None
     figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale,
-                              chunk=device_chunk(cand), sensitivity=structure.sensitivity.get(name))
+                              chunk=device_chunk(cand), sensitivity=structure.sensitivity.get(name),
+                              reduction_length=structure.row_length)
     check.figures.setdefault("error_structure", {})[name] = figures.to_json()
     if not figures.passed:
         check.problems.append(f"{name}: {figures.reason}")
