@@ -58,6 +58,8 @@ SWEEP_LOW, SWEEP_HIGH = 1e-30, 1e30
 # Pointwise kernels: a scale per segment of this many elements (of the last dimension), so that a 1-D
 # tensor still meets many scales.
 SWEEP_POINTWISE_SEGMENT = 256
+DENORMAL_EVERY = 11  # one group of rows in this many is denormal
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def _index(ctx: FillContext, start: int, count: int) -> Any:
@@ -250,10 +252,13 @@ def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     index = _index(ctx, start, count)
     group = index // sweep_segment(ctx)
     low, high = sweep_range(ctx)
-    exponent = low + (high - low) * _hash_uniform(group, ctx.seed, 81)
-    scale = torch.pow(10.0, exponent)
+    # a low-discrepancy sequence (golden-ratio steps from a seeded start, jittered): any few consecutive
+    # groups spread over the whole range, so a small tensor meets large and small magnitudes too
+    offset = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 81))
+    position = torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 82))
+    scale = torch.pow(10.0, low + (high - low) * position)
     values = (_normal(ctx, start, count, 82).to(torch.float64) * scale)
-    denormal = _hash_uniform(group, ctx.seed, 83) < 0.08
+    denormal = (group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0
     tiny = ctx.tiny * (0.01 + 0.98 * _hash_uniform(index, ctx.seed, 84))
     tiny = torch.where(_hash_uniform(index, ctx.seed, 85) < 0.5, -tiny, tiny)
     return torch.where(denormal, tiny, values).to(ctx.compute_dtype)
