@@ -75,8 +75,8 @@ def _launcher(kernel: Any, **constants: Any) -> Any:
 
 def _gate2(original: Any, candidate: Any, reduction: bool, sweep: bool) -> dict[str, Any]:
     import torch
-
     from gate2_stand_ins import InProcessCandidate, TorchKernel
+
     from kernelopt_core.gates.kernel import family_sets
     from kernelopt_core.gates.kernel_gate import check_kernel
     from kernelopt_core.gates.structured_families import STRUCTURED_FAMILIES

@@ -197,6 +197,11 @@ def fingerprint(view: Any) -> list[int]:
     return [int(a) ^ (int(b) << 1) for a, b in zip(numbers[0::2], numbers[1::2], strict=True)]
 
 
+def pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
+    """Matching chunks of two same-shaped tensors (their layouts may differ)."""
+    yield from _pairs(a, b)
+
+
 def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
     by_rows = a.stride() != b.stride() or a.is_contiguous() != b.is_contiguous()
     yield from zip(chunks(a, by_rows=by_rows), chunks(b, by_rows=by_rows), strict=True)
@@ -592,8 +597,16 @@ def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[R
         count, worst = int(figures.get("count", 0)), figures.get("worst", 0.0)
         if count:
             check.mismatched += count
+            kinds = KindMismatches()
+            if a.is_floating_point():
+                for x, y in _pairs(a, b):
+                    kinds.add(y, x)
+            # NaN/Inf that changed have no finite difference: say which became which, not "max |diff| 0"
+            change = (kinds.describe(tuple(a.shape), lambda g, w: True).replace("the original", "the first run")
+                      + (f"; max |diff| {worst:.3g} among the finite" if worst else "")) if kinds.counts \
+                else f"max |diff| {worst:.3g}"
             check.problems.append(f"nondeterministic: re-running on the same inputs changed {count} elements of "
-                                  f"{names[index]} (max |diff| {worst:.3g}); order-dependent atomics or races")
+                                  f"{names[index]} ({change}); order-dependent atomics or races")
     return check
 
 
