@@ -18,7 +18,9 @@ re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (the
 sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
 launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
 ``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
-(2: keep a spare process ready for the next candidate).
+(2: keep a spare process ready for the next candidate); ``adds_decisions`` (2: False when gate 1 found no
+decision the candidate adds, which spares it the structured families) and ``constants`` (2: the values the
+``constants`` family draws at; by default the candidate's literals).
 """
 
 from __future__ import annotations
@@ -498,7 +500,27 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
 
     if payload.get("families") is False:
         return []
-    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source))
+    candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
+    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
+                             adds_decisions=adds_decisions(payload),
+                             constants=candidate_constants(payload, candidate, kernel.source))
+
+
+def adds_decisions(payload: dict[str, Any]) -> bool:
+    """Whether the candidate adds decisions on data (gate 1 says so in ``adds_decisions``): the structured
+    families, the magnitude sweep and the aliasing run go only to such candidates. Unknown counts as yes."""
+    return payload.get("adds_decisions", True) is not False
+
+
+def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
+    """The constants the ``constants`` family draws at and beside: ``constants`` in the payload (gate 1's,
+    those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
+    given = payload.get("constants")
+    if given is not None:
+        return tuple(float(c) for c in given)
+    from .structured_families import literal_constants
+
+    return tuple(literal_constants(candidate, exclude=literal_constants(original)))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
