@@ -15,6 +15,8 @@ this is the candidate's mean signed error against the reference minus the origin
   given or there are fewer than 3; and
 * *large*: ``|bias| > BIAS_FACTOR x scale``, with ``scale`` the original's own mean absolute error
   against the reference, floored at one rounding unit ``eps(dtype) x mean|reference| x sqrt(row_length)``
+  (gate 3), ``x reduction_length ** 0.25`` (gate 2: what a reordering shares
+  across rows grows more slowly than its size, and a norm's wrong eps hides under the square root)
   (the output's own magnitude, not the inputs': rounding inherited from large inputs is random in
   sign, which the significance test sees).
   Correct reorderings have a real but tiny bias (``exp2(x * log2e)``: the rounded constant;
@@ -22,8 +24,10 @@ this is the candidate's mean signed error against the reference minus the origin
 
 **(b) Worst element.** ``worst = max |candidate - reference|`` is rejected when it exceeds
 ``ELEMENT_FACTOR x max(worst original error, floor)``, with ``floor = eps(dtype) x max|reference|
-x sqrt(row_length)``: a rounding unit of the output's magnitude, grown with the reduction length,
-so an original that is exact on some input does not make every rounding difference fatal.
+x sqrt(reduction length)``: a rounding unit of the output's magnitude, grown with the number of terms
+each output reduces (a float32 sum of n terms in any order rounds within about that; the outputs need
+not keep the reduced dimension: one mean per group of a group norm), so an original that is exact on
+some input does not make every rounding difference fatal.
 
 The references:
 
@@ -124,9 +128,10 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     ``sensitivity``: (max, mean) of |original(inputs moved by one ulp) - original(inputs)| (gate 2): how far
     rounding alone moves the original's outputs, which floors the element and bias scales where the
     outputs amplify rounding (a layer norm of rows at mean 1000 with weights of 1000).
-    ``reduction_length``: how many terms each output reduces (gate 2: the kernel's ``r0_numel``), when that
-    is not ``row_length``: a reduction's outputs rarely keep the reduced dimension (one mean per group of
-    a group norm), and their rounding grows with the terms all the same.
+    ``reduction_length``: how many terms each output reduces (gate 2: the kernel's ``r0_numel``): a
+    reduction's outputs rarely keep the reduced dimension (one mean per group of a group norm), and their
+    rounding grows with the terms all the same; given, the bias's rounding unit grows by its fourth root
+    (what a reordering shares across rows grows more slowly than its size), not the square root.
     """
     import torch
 
@@ -142,7 +147,8 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
     group = row_length if use_rows else 1
-    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    growth = reduction_growth(reduction_length or row_length)
+    bias_growth = math.sqrt(growth) if reduction_length else growth
     rows = numel // group if numel else 0
     device = original.device
     row_sum = torch.zeros(rows if use_rows else 0, dtype=torch.float64, device=device)
@@ -203,7 +209,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
     # is random in sign, and the significance test across rows absorbs what it shares within a row.
     sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * growth, sensitive_mean, 1e-300)
+    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * bias_growth, sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, sensitive_max, 1e-300)
     worst_ratio = worst / max(worst_orig, element_floor)
@@ -314,7 +320,8 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     # A reordering's rounding is random in sign from row to row (the significance test's business); what it
     # shares across rows grows more slowly than its size: the fourth root of the terms, not the square root,
     # which would forgive a norm's eps off by 10x (docs/gates.md, "Reordered reductions")
-    bias_scale = max(eps * (sum_abs_ref_f / count) * math.sqrt(growth), sensitive_mean, 1e-300)
+    bias_growth = math.sqrt(growth) if reduction_length else growth
+    bias_scale = max(eps * (sum_abs_ref_f / count) * bias_growth, sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref_f, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
     worst_ratio = worst_f / element_floor

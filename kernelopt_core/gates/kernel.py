@@ -8,11 +8,13 @@ on the same arguments:
    the candidate first, so an autotuner's trial runs never overwrite the poison);
 2. fresh random inputs per seed, drawn from a different distribution each time (randn, uniform
    with an offset, small integers stored as floats), plus one large-magnitude set, and the input
-   families of :mod:`.input_families` when present (NaN/Inf, zeros, constant rows, ...);
+   families of :mod:`.input_families` (NaN/Inf, zeros, constant rows, ...), each floating input its
+   own draw; for a candidate that adds decisions also :mod:`.structured_families` (sign blocks, row
+   shapes, its constants, the magnitude sweep) and one run with a tensor passed twice;
 3. the candidate's re-runs on the first seed's inputs (on the CPU interpreter in a shuffled program
    order), which must reproduce its first result bit for bit;
-4. a run with the previous set's outputs left in the output buffers: a candidate that skips work
-   and leaves the previous result in place fails.
+4. a run with the previous set's outputs left in the output buffers, changed where they equal the
+   right answer: a candidate that skips work and leaves any element in place fails.
 
 Every tensor argument sits in a guarded allocation and every output is poisoned with a NaN payload
 first (:mod:`kernelopt_core.sandbox.guarded_buffers`): unwritten elements, writes outside a tensor,
@@ -737,19 +739,15 @@ def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int
     return [ExtraSet(f"inputs: the same tensor passed twice ({pairs})", apply, aliases=aliases)]
 
 
-# Families drawn into ONE floating input at a time, the others randn (issue 28): the families above fill
-# every input alike, so the zeros of x and y sit at the same places and a fast path keyed on one input
-# ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway. The set
-# is chosen for the keys such a fast path tests, one run per key and input:
-#   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size
-#                  (blocks of zeros amid values add no key a candidate can test that this does not);
+# Families drawn into ONE floating input at a time, the others randn. Each input has its own draw in the
+# families above, but all-zero and constant inputs are alike whatever the seed, and a fast path keyed on one
+# input ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway when
+# x is zero too. The set is chosen for the keys such a fast path tests, one run per key and input:
+#   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size;
 #   constant-rows  a shortcut for rows of one input without spread (a norm that skips the residual);
-#   nan-inf        NaN/+-Inf in one input where the others are finite (the all-input family puts them at the
-#                  same positions of same-shaped inputs, so special-value handling of one input hides).
-# Near-max magnitudes and offset rows stay with the all-input families: they test overflow and cancellation,
-# which those already expose, and a fast path keyed on a magnitude needs a threshold, which gate 1's
-# literal-window rule reads. Cost: three full-size runs per floating input, only for kernels with two or
-# more floating inputs (with one, the all-input family is the same run).
+#   nan-inf        NaN/+-Inf in one input where the others are finite.
+# Cost: three full-size runs per floating input, only for kernels with two or more floating inputs (with
+# one, the all-input family is the same run).
 ONE_INPUT_FAMILIES = ("zeros", "constant-rows", "nan-inf")
 ONE_INPUT_SEED = 11
 
