@@ -174,3 +174,60 @@ def test_the_magnitude_sweep_spans_the_range_per_group_of_rows(dtype: torch.dtyp
     flat = _filled("magnitude-sweep", shape=(1 << 14,), dtype=dtype, reduction=False).double().abs()
     segments = flat.reshape(-1, 256).amax(1)
     assert (segments.log10().max() - segments[segments > 0].log10().min()) > 0.5 * (high - low)
+
+
+class _TwoInputs:
+    """Gate 2's two sides for ``out = x * y + x`` of two same-shaped inputs (original and candidate run in this
+    process, on the exchange buffers the checker lays out)."""
+
+    closed, pid = False, 0
+
+    def __init__(self, shortcut: bool):
+        self.shortcut = shortcut
+        self.pointers: list[tuple[int, int]] = []
+
+    def run(self, x, y, out, *_: object, **__: object) -> None:  # the original
+        out.copy_(x * y + x)
+
+    def call(self, command: str, timeout_s: float = 600.0, **payload: object) -> dict:  # the candidate
+        from kernelopt_core.sandbox.exchange import SharedRef, TensorView, open_shared, view_of
+
+        if command == "memory":
+            return {"ok": True, "peak_bytes": None}
+        shared = [SharedRef.from_json(r) for r in payload["refs"]]  # type: ignore[union-attr]
+        mapped: dict[int, object] = {}
+        args = []
+        for a in payload["args"]:  # type: ignore[union-attr]
+            if isinstance(a, dict) and "view" in a:
+                buffer = a["view"]["buffer"]
+                mapped.setdefault(buffer, open_shared(shared[buffer]))  # one mapping per buffer, as a process has
+                args.append(view_of(mapped[buffer], TensorView.from_json(a["view"])))
+            else:
+                args.append(a)
+        x, y, out = args[:3]
+        self.pointers.append((x.data_ptr(), y.data_ptr()))
+        out.copy_(x + x if self.shortcut and x.data_ptr() == y.data_ptr() else x * y + x)
+        return {"ok": True}
+
+
+@pytest.mark.parametrize("shortcut", [False, True])
+def test_the_aliasing_run_passes_one_buffer_twice_through_gate_2(shortcut: bool) -> None:
+    from kernelopt_core.gates.kernel_gate import check_kernel
+    from kernelopt_core.sandbox.exchange import ExchangeArena
+
+    values, roles, names = _two_inputs()
+    values[:2] = [torch.randn(ROWS, COLUMNS), torch.randn(ROWS, COLUMNS)]
+    sides = _TwoInputs(shortcut)
+    arena = ExchangeArena("cpu")
+    try:
+        outcome = check_kernel(sides, sides, arena, "k", [values], [{}], names, roles, (0,), "cpu", reruns=0,
+                               extra_sets=alias_sets(values, roles, names))
+    finally:
+        arena.close()
+    assert sides.pointers[-1][0] == sides.pointers[-1][1]  # the last run passed one buffer twice
+    assert all(x != y for x, y in sides.pointers[:-1])
+    if shortcut:
+        # wrong only when x is y (x + x): every other run passes it
+        assert outcome.failed is not None and "the same tensor passed twice" in outcome.failed.label
+    else:
+        assert outcome.failed is None, outcome.failed
