@@ -231,3 +231,48 @@ def test_the_aliasing_run_passes_one_buffer_twice_through_gate_2(shortcut: bool)
         assert outcome.failed is not None and "the same tensor passed twice" in outcome.failed.label
     else:
         assert outcome.failed is None, outcome.failed
+
+
+def _row_mean(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    out.copy_(x.mean(-1, keepdim=True).expand_as(out))
+
+
+def _mean_from_ends_when_sorted(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    steps = x[:, 1:] - x[:, :-1]
+    ends = ((x[:, :1] + x[:, -1:]) / 2)
+    out.copy_(torch.where((steps > 0).all(-1, keepdim=True), ends, x.mean(-1, keepdim=True)).expand_as(out))
+
+
+def _previous_row_reused(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    mean = x.mean(-1, keepdim=True)
+    # a row whose first 4 elements equal the previous row's (and are not one constant) takes that row's result
+    same = torch.zeros_like(mean, dtype=torch.bool)
+    same[1:] = (x[1:, :4] == x[:-1, :4]).all(-1, keepdim=True) & (x[1:, :4] != x[1:, 1:5]).all(-1, keepdim=True)
+    reused = torch.cat([mean[:1], mean[:-1]])
+    out.copy_(torch.where(same, reused, mean).expand_as(out))
+
+
+@pytest.mark.parametrize(("original", "candidate", "family"), [
+    (_row_mean, _mean_from_ends_when_sorted, "sorted-rows"),
+    (_row_mean, _previous_row_reused, "repeated-rows"),
+])
+def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_families_and_not_its_own(original, candidate,
+                                                                                    family: str) -> None:
+    from gate2_stand_ins import InProcessCandidate, TorchKernel
+
+    from kernelopt_core.gates.kernel_gate import check_kernel
+    from kernelopt_core.sandbox.exchange import ExchangeArena
+
+    def gate2(families: list) -> object:
+        values = [torch.randn(32, COLUMNS), torch.empty(32, COLUMNS), 32, COLUMNS]
+        names, roles = ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"], ["input", "output", "scalar", "scalar"]
+        arena = ExchangeArena("cpu")
+        try:
+            return check_kernel(TorchKernel(original), InProcessCandidate(candidate), arena, "k", [values], [{}],
+                                names, roles, (0, 42, 1337), "cpu", extra_sets=families, row_length=COLUMNS).failed
+        finally:
+            arena.close()
+
+    assert gate2(family_sets(torch.float32, True, COLUMNS)) is None  # the seeds and the other families pass it
+    failed = gate2(family_sets(torch.float32, True, COLUMNS, families=[STRUCTURED_FAMILIES[family]]))
+    assert failed is not None and STRUCTURED_FAMILIES[family].label in failed.label, failed
