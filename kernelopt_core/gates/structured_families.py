@@ -288,6 +288,21 @@ def family_named(name: str) -> InputFamily:
     raise KeyError(f"no input family named {name!r}")
 
 
+def adds_decisions(payload: dict[str, Any]) -> bool:
+    """Whether the candidate adds decisions on data (gate 1 says so in ``adds_decisions``): the structured
+    families, the magnitude sweep and the aliasing run go only to such candidates. Unknown counts as yes."""
+    return payload.get("adds_decisions", True) is not False
+
+
+def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
+    """The constants the ``constants`` family draws at and beside: ``constants`` in the payload (gate 1's,
+    those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
+    given = payload.get("constants")
+    if given is not None:
+        return tuple(float(c) for c in given)
+    return tuple(literal_constants(candidate, exclude=literal_constants(original)))
+
+
 def structured_families_for(dtype: Any, adds_decisions: bool, constants: Iterable[float] = ()) -> list[InputFamily]:
     """The structured families for a tensor of ``dtype``: the sign blocks and the magnitude sweep for
     every candidate; the row shapes and the constants (when there are any) for one that adds decisions."""
@@ -299,5 +314,5 @@ def structured_families_for(dtype: Any, adds_decisions: bool, constants: Iterabl
     return [STRUCTURED_FAMILIES[n] for n in names]
 
 
-__all__ = ["EVERY_CANDIDATE", "STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "constant_values", "family_named",
-           "literal_constants", "structured_families_for", "sweep_range"]
+__all__ = ["EVERY_CANDIDATE", "STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
+           "constant_values", "family_named", "literal_constants", "structured_families_for", "sweep_range"]

@@ -350,9 +350,9 @@ def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..gates.jobs import adds_decisions, candidate_constants
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
+    from ..gates.structured_families import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .capture import clone

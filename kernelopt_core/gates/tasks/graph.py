@@ -354,6 +354,7 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
     """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
     from ..kernel import input_family_sets
+    from ..structured_families import adds_decisions, candidate_constants
 
     if payload.get("families") is False:
         return []
@@ -361,23 +362,6 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
     return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
                              adds_decisions=adds_decisions(payload),
                              constants=candidate_constants(payload, candidate, kernel.source))
-
-
-def adds_decisions(payload: dict[str, Any]) -> bool:
-    """Whether the candidate adds decisions on data (gate 1 says so in ``adds_decisions``): the structured
-    families, the magnitude sweep and the aliasing run go only to such candidates. Unknown counts as yes."""
-    return payload.get("adds_decisions", True) is not False
-
-
-def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
-    """The constants the ``constants`` family draws at and beside: ``constants`` in the payload (gate 1's,
-    those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
-    given = payload.get("constants")
-    if given is not None:
-        return tuple(float(c) for c in given)
-    from .structured_families import literal_constants
-
-    return tuple(literal_constants(candidate, exclude=literal_constants(original)))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
