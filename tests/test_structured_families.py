@@ -78,8 +78,8 @@ def test_the_expensive_families_go_to_candidates_that_add_decisions() -> None:
         assert f"inputs: {family.label}" in extra
     assert any("the same tensor passed twice" in label for label in extra)
     # no constants: no constants run
-    assert "constants" not in {f.name for f in structured_families_for(torch.float32, True, ())}
-    assert structured_families_for(torch.int32, True, (1.0,)) == []
+    assert "constants" not in {f.name for f in structured_families_for(torch.float32, ())}
+    assert structured_families_for(torch.int32, (1.0,)) == []
 
 
 def test_sign_blocks_are_all_positive_or_all_negative_per_block_and_differ_per_input() -> None:

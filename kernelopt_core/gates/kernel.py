@@ -798,7 +798,7 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
             *one_input_sets(values, roles, names, reduction, row_length)]
     if adds_decisions:
         constants = tuple(float(c) for c in constants)
-        structured = structured_families_for(floating[0].dtype, True, constants)
+        structured = structured_families_for(floating[0].dtype, constants)
         sets += [*family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants),
                  *alias_sets(values, roles, names)]
     return sets

@@ -275,8 +275,6 @@ STRUCTURED_FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
     InputFamily("magnitude-sweep", "a log-uniform magnitude per group of rows, 1e-30 to 1e30, and denormals",
                 _magnitude_sweep, error_structure=False),
 )}
-# Cheap enough for every candidate's full battery; the others go to candidates that add decisions.
-EVERY_CANDIDATE = ("sign-blocks", "magnitude-sweep")
 
 
 def family_named(name: str) -> InputFamily:
@@ -303,16 +301,13 @@ def candidate_constants(payload: dict[str, Any], candidate: str, original: str) 
     return tuple(literal_constants(candidate, exclude=literal_constants(original)))
 
 
-def structured_families_for(dtype: Any, adds_decisions: bool, constants: Iterable[float] = ()) -> list[InputFamily]:
-    """The structured families for a tensor of ``dtype``: the sign blocks and the magnitude sweep for
-    every candidate; the row shapes and the constants (when there are any) for one that adds decisions."""
+def structured_families_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputFamily]:
+    """The structured families for a tensor of ``dtype`` (none for integer and boolean tensors); the
+    constants family only when there are constants."""
     if not families_for(dtype, True):  # not floating
         return []
-    names = list(STRUCTURED_FAMILIES) if adds_decisions else list(EVERY_CANDIDATE)
-    if not list(constants):
-        names = [n for n in names if n != "constants"]
-    return [STRUCTURED_FAMILIES[n] for n in names]
+    return [f for f in STRUCTURED_FAMILIES.values() if f.name != "constants" or list(constants)]
 
 
-__all__ = ["EVERY_CANDIDATE", "STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
+__all__ = ["STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
            "constant_values", "family_named", "literal_constants", "structured_families_for", "sweep_range"]
