@@ -351,6 +351,10 @@ def _add_by_rows(target: Any, values: Any, start: int, group: int) -> None:
 # so the 8 outputs of 8 rows of a reduction, or 8 neighbours of a pointwise output, do).
 MAGNITUDE_WINDOW = 8
 MAGNITUDE_FACTOR = ELEMENT_FACTOR
+# An element beyond its floor is wrong only where it also misses gate 3's relative tolerance against the
+# original's value: a correct reordering (a windowed sum as prefix differences) may exceed a few rounding
+# units of its magnitude on rare elements, while a precision drop (12 mantissa bits, bfloat16) exceeds both.
+MAGNITUDE_RTOL = 1e-4
 
 
 @dataclass
@@ -421,4 +425,4 @@ def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> floa
 
 
 __all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "MAGNITUDE_FACTOR", "ErrorStructure", "MagnitudeFloor",
-           "error_structure", "magnitude_floor", "max_finite_magnitude", "reduction_growth"]
+           "error_structure", "magnitude_floor", "max_finite_magnitude", "reduction_growth", "MAGNITUDE_RTOL"]
