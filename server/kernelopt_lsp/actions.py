@@ -9,7 +9,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelopt_core.jobs import Job
+from kernelopt_core.job_runner import Job
 
 from .kernel_facts import KernelView
 from .lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
