@@ -118,7 +118,7 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
         from .user_kernel_evaluation import UserKernelEvaluator
 
         evaluator = UserKernelEvaluator(target, workdir, ab_rounds=ab_rounds, kernel_rounds=kernel_rounds, sink=sink)
-    # Register budgets come from the candidate compiled for sm_90 (rewrites.budget), on real GPU runs.
+    # Register budgets come from the candidate compiled for sm_90 (rewrites.cost_model), on real GPU runs.
     probe_enabled = (evaluator is None and device_kind == "cuda"
                      and os.environ.get("KERNELOPT_COMPILE_PROBE", "1") != "0")
     if evaluator is None:

@@ -51,8 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
-from .budget import (
-    FAMILY_EFFICIENCY,
+from .cost_model import (
     SINGLE_READ_MAX_ROW,
     Probe,
     blocks_per_sm,
@@ -390,7 +389,7 @@ class CooperativeRowsFamily:
             return []
         kernel = decompose(ctx.module)
         sms = sm_count(ctx)
-        plan = traffic_plan(ctx, self.name, [])
+        plan = traffic_plan(ctx, self.declaration, [])
         out: list[Rewrite] = []
         # Each shape in two forms when they differ: Inductor's combine as it is, and written out for its one
         # iteration. Which needs fewer registers depends on the Triton version (sm_90, softmax chunk 4096 at
@@ -425,6 +424,6 @@ class CooperativeRowsFamily:
                 params={"launcher": True, "chunk": shape.chunk, "group": shape.group, "num_warps": shape.num_warps,
                         "programs": shape.programs, "registers": probed.regs if probed else None,
                         "written_out": written_out,
-                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+                        "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out

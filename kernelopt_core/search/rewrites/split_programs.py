@@ -19,8 +19,7 @@ import ast
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
-from .budget import (
-    FAMILY_EFFICIENCY,
+from .cost_model import (
     low_parallelism_signal,
     near_speed_of_light,
     plan_text,
@@ -235,7 +234,7 @@ class SplitProgramsFamily:
         kernel = decompose(ctx.module)
         # The passes read what Inductor's passes read: each input of a later pass once more.
         rereads = [p for p in kernel.reread_pointers()]
-        plan = traffic_plan(ctx, self.name, rereads)
+        plan = traffic_plan(ctx, self.declaration, rereads)
         out: list[Rewrite] = []
         shapes = split_shapes(kernel, sm_count(ctx))[:MAX_VARIANTS]
         for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, lambda s=s: probe_source(kernel, s)) for s in shapes]), strict=True):
@@ -254,6 +253,6 @@ class SplitProgramsFamily:
                 params={"launcher": True, "chunks": shape.chunks, "chunk": shape.chunk, "R0_BLOCK": shape.block,
                         "num_warps": shape.num_warps, "programs": programs,
                         "registers": probed.regs if probed else None,
-                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+                        "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out
