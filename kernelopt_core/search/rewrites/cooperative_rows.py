@@ -65,6 +65,7 @@ from .cost_model import (
     to_probe,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import (
@@ -338,6 +339,7 @@ class CooperativeRowsFamily:
     name = "cooperative_rows"
     summary = ("long rows read once: G programs per row each hold a chunk in registers and exchange partials "
                "through scratch (a launcher)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:

@@ -28,6 +28,7 @@ from .cost_model import (
     reread_signal,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import KernelSourceError, LaunchConfig, next_pow2, parse_kernel_module, with_launch_config
 from .persistent import unroll_row_loops
 from .reduction_passes import NotTransformable, decompose
@@ -44,6 +45,7 @@ class SingleReadFamily:
     name = "single_read"
     summary = ("a looped reduction whose row fits on chip made persistent: one read of the row, 1-8 rows per "
                "program, 4-32 warps, register budget from the compiled kernel")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module

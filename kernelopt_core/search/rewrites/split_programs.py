@@ -28,6 +28,7 @@ from .cost_model import (
     to_probe,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
@@ -204,6 +205,7 @@ class SplitProgramsFamily:
     name = "split_programs"
     summary = ("few long rows over many programs: per-chunk partials in scratch, a finalize per row, the "
                "elementwise pass parallel over all chunks (a launcher)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:

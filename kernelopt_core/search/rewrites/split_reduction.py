@@ -16,6 +16,7 @@ import ast
 import re
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .declaration import FamilyDeclaration
 from .kernel_source import (
     KernelModule,
     KernelSourceError,
@@ -199,6 +200,7 @@ def _masked(text: str) -> str:
 class SplitReductionFamily:
     name = "split_reduction"
     summary = "split long rows of a persistent reduction into R0_BLOCK chunks walked by a loop"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module

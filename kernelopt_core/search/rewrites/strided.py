@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -229,6 +230,7 @@ class StridedAccessFamily:
     summary = ("strided loads made contiguous in a launcher: tiled transposes through a 2D block, column "
                "reductions over contiguous row segments (rows split across programs with a scratch buffer "
                "when there are few columns)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PermuteCopy | ColumnReduction:
         if is_launcher(ctx.module):

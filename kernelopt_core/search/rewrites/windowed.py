@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -291,6 +292,7 @@ class WindowedFamily:
     name = "windowed"
     summary = ("pooling windows rewritten as a launcher that loads each input row once with contiguous loads "
                "(block scans along the row, a ring of row results down the column)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PoolWindow:
         if is_launcher(ctx.module):
