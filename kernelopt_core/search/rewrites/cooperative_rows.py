@@ -1,44 +1,16 @@
 """Cooperative rows: G programs share a row, each holds its chunk in registers, and the row is read once.
 
 For a looped reduction whose rows are too long for one program (or too few to fill the GPU), the
-launcher runs one kernel in which each group of G adjacent programs owns a row at a time (a
-persistent loop over rows, the grid sized to stay resident). Each program:
+launcher runs one kernel in which each group of G adjacent programs owns a row at a time: each
+program runs Inductor's passes on its chunk, publishes the chunk's partial (a release flag), and
+combines the row's partials with Inductor's own reduction call. A partial still missing after a
+bounded wait (``STALL_POLLS``, ``MAX_POLLS``) marks the row failed; a second kernel,
+``<name>_redo``, recomputes every failed row with Inductor's own code. So the launcher is correct
+under any schedule and never hangs (on the CPU interpreter every shared row is recomputed).
+Needs a kernel that reads none of the buffers it writes.
 
-1. runs every pass of Inductor's kernel on its own chunk (``R0_BLOCK`` = the chunk, one iteration,
-   loads shared across passes, so the chunk is read from DRAM once);
-2. after a pass that ends in reductions, reduces its chunk with Inductor's own reduction call (the
-   chunk's *partial*), writes it to scratch and raises its ready flag (a release atomic);
-3. polls the row's flags (acquire atomics) and loads the partials that are ready. If a partial is
-   still missing after a bounded wait, the program marks its row *failed* (a per-row flag) and
-   goes on: it never computes another program's partial, so the kernel holds only its own chunk
-   in registers;
-4. combines the row's partials with Inductor's reduction call (sum: add; max2/min2; online softmax
-   (max, sum); Welford (mean, m2, weight)) and goes on with Inductor's post-loop code, from registers.
-
-A second kernel, ``<name>_redo``, is Inductor's own kernel with each program's body behind its row's
-failed flag: it recomputes every failed row from the input with the compiler's code, and does
-nothing else (on a resident grid no row fails, and the launch costs one flag read per row). So
-the launcher is correct under any schedule and never hangs: on the CPU interpreter (programs one
-after another) every row of a group of two or more fails and is recomputed, and the output is the
-compiler's, bit for bit, whatever the program order. That needs a kernel that reads none of the
-buffers it writes (the redo reads its inputs after the cooperative kernel's stores).
-
-Why not compute a missing partial in the kernel itself (the design before 2026-12-06): that code
-path keeps a second chunk and its accumulators live beside the program's own chunk. On sm_90 it
-took the softmax of 4096 x 393216's chunk-4096, 4-warp kernel from 64 to 128 registers (triton
-3.9, ptxas -v), so a third of the programs were resident: 384 programs, 4 rows in flight, 0.61x
-against the prototype's 1.26x with its 1,188 programs.
-
-The wait is bounded by progress: a program gives up after ``STALL_POLLS`` polls during which no new
-program of the launch started (on the interpreter nothing else runs while it waits), or after
-``MAX_POLLS`` in all. The flags, the failed rows and the start counter are ``torch.zeros`` scratch
-of each call.
-
-Polling: every poll reads the row's G flags (one G-wide atomic) and the launch-wide start counter. A
-version that polled one counter per row and looked at the start counter every 32 polls (d958409) was
-slower on the H200 (2026-12-05, benchmarks/results/h200/session7/): l2_norm's G=16 variant measured
-1.033x against 1.159-1.183x with this polling (families_check and a search, 2026-12-01/02), and the
-softmax of 4096 x 393216 was no faster (0.612x against 0.60x).
+Why the design is so, with the measurements behind it: docs/design-notes.md,
+"search/rewrites/cooperative_rows.py".
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """An Inductor looped reduction kernel, decomposed into the passes it makes over each row.
 
-Inductor writes a reduction whose rows are too long for one block as a chain of passes::
-
-    <header: numels, xoffset/xindex/xmask, r0_base, index names, accumulator inits>
-    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):          # pass 1
-        <body: r0_index/r0_mask, loads, math, accumulator updates, maybe stores>
-    <post: the reductions of the accumulators (tl.sum, max2, online_softmax_reduce, welford, ...),
-     row values computed from them, per-row stores, the next pass's accumulator inits>
-    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):          # pass 2: usually stores the row
-        ...
-
-Every reduction Inductor emits after a loop combines per-lane accumulators with an associative
-function whose identity is the accumulator's initial value, so the same call also combines
-per-chunk partials: ``tl.sum(partials, 1)``, ``online_softmax_reduce(maxes, sums, 1, False)``,
-``welford(means, m2s, weights, 1)``. That is what lets the algorithmic families (single_read,
-cooperative_rows, split_programs) cut a row into chunks, reduce each chunk with Inductor's own code,
-and combine the chunks' partials with Inductor's own reduction call, for any kernel of this shape,
-fused prologues and epilogues included.
+Inductor writes a reduction whose rows are too long for one block as a header, then passes
+(``for r0_offset in tl.range(0, r0_numel, R0_BLOCK)``), each followed by the reductions of its
+accumulators. Each of those reductions combines per-lane accumulators with an associative function
+whose identity is the accumulator's initial value, so the same call also combines per-chunk
+partials; that lets single_read, cooperative_rows and split_programs cut a row into chunks and
+combine them with Inductor's own code, fused prologues and epilogues included.
 
 :func:`decompose` reads the kernel with ``ast`` and raises :class:`NotTransformable` with a precise
-reason for anything it cannot rebuild exactly (two reduction dimensions, atomics, argmax with an
-index, runtime sizes, control flow, a store that depends on a running accumulator, ...). Pure
-Python; nothing here imports torch or triton.
+reason for anything it cannot rebuild exactly. Pure Python; no torch or triton. The kernel's shape
+in full: docs/design-notes.md, "search/rewrites/reduction_passes.py".
 """
 
 from __future__ import annotations

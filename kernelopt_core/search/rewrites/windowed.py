@@ -1,23 +1,15 @@
 """Windowed ops: pooling rewritten so that each input element is loaded once, with contiguous loads.
 
-Inductor computes max/avg pooling one output at a time: KH x KW masked scalar loads per output,
-each a misaligned gather the L1 has to serve (the H200 measured 24-62% of the speed of light;
-docs/optimizer.md). This family recognises the exact window from the kernel itself
-(:mod:`.window_model`: taps, padding masks, divisor, checked at every edge) and writes a launcher
-(docs/launchers.md) whose one kernel walks the input rows of a band of output rows once:
+Inductor computes max/avg pooling one output at a time, KH x KW masked scalar loads per output. This
+family recognises the exact window from the kernel (:mod:`.window_model`: taps, padding masks,
+divisor, checked at every edge) and writes a launcher (docs/launchers.md) whose kernel walks the
+input rows of a band of output rows once: a row op (``blockscan`` for stride 1, ``shifted`` for any
+stride and dilation) computes each input row's horizontal windows, and a column op keeps the last
+rows' results in registers so the vertical window reloads nothing. Each input row of a band is
+loaded once (plus a halo), each output written once: the plan targets the ideal bytes.
 
-* **row op**, per input row, the horizontal window of every output column of the tile:
-  ``blockscan`` (stride 1): two aligned block loads of KW columns (block g and g+1) per KW
-  outputs; the window starting at column KW*g + r is the suffix of block g from r combined with
-  the exclusive prefix of block g+1 up to r, both scans in registers (van Herk / Gil-Werman for
-  max, the same for sums: no subtraction, so inf and NaN propagate exactly as in a direct sum).
-  ``shifted`` (any stride and dilation): KW shifted loads of the row (the shifted ones hit L1).
-* **column op**: the row results of the last (KH-1)*DH+1 input rows stay in registers (a ring
-  of slots), so the vertical window reloads nothing; every SH rows an output row is stored.
-
-Each input row of a band is loaded once (plus a halo of (KH-1)*DH rows per band), each output
-written once: the plan targets the ideal bytes (every input read once, every output written
-once). Pure Python; the generated module imports torch and triton only where the gates run it.
+Pure Python; the generated module imports torch and triton only where the gates run it. The
+algorithm and its measurements: docs/design-notes.md, "search/rewrites/windowed.py".
 """
 
 from __future__ import annotations
