@@ -52,7 +52,7 @@ from .reduction_passes import (
 from .statement_edits import share_loads, with_chunk_start, with_row, with_store_mask
 
 STALL_POLLS = 4  # polls in a row during which no new program started, before the row is marked failed
-MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)
+MAX_POLLS = 1 << 20  # polls in all (about a second on a GPU)
 MAX_GROUP = 256  # programs per row (the partials of a row are one vector)
 CHUNKS = (8192, 4096, 16384, 2048, 1024, 512, 256)  # elements per program, in order of preference
 MAX_VARIANTS = 4

@@ -34,9 +34,8 @@ SHARED_PER_SM = 233472
 SHARED_PER_PROGRAM = 232448  # sm_90's opt-in limit for one block: more and the launch fails "out of resource"
 REG_ALLOCATION_UNIT = 256  # registers are allocated per warp in units of 256
 
-# Without a compile probe: at most this many row elements per thread held in registers. The H200
-# measurements: 32 per thread (log_softmax 32768 at 32 warps, softmax 16384 at 16) ran without
-# spills; 64 per thread on rows of 65536 spilled and lost.
+# Without a compile probe: at most this many row elements per thread held in registers; 32 ran
+# without spills where measured, 64 spilled (docs/design-notes.md, "Measurements").
 MAX_ELEMENTS_PER_THREAD = 32
 # The longest row one program reads once (32 warps x 32 threads x 32 elements).
 SINGLE_READ_MAX_ROW = 32 * 32 * MAX_ELEMENTS_PER_THREAD
@@ -68,8 +67,8 @@ class Probe:
 
     @property
     def does_not_fit(self) -> bool:
-        """Spills registers, or needs more shared memory than one program may have (the launch would fail:
-        seen on the H200 for a single read of 4 rows of 8192 at 32 warps, 262,144 bytes)."""
+        """Spills registers, or needs more shared memory than one program may have (the launch would fail,
+        as seen on a GPU: docs/design-notes.md, "Measurements")."""
         return self.spills_registers or (self.shared_bytes or 0) > SHARED_PER_PROGRAM
 
 

@@ -249,11 +249,9 @@ def _divisor_setup(window: PoolWindow) -> dict[str, list[str]]:
 
 
 def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
-    """Tilings to try, best first. On the CPU interpreter few large programs win. On the H200
-    (2026-12-01, do_bench medians): 1D avg k8 of 64x128x65536, blockscan 1.24 ms (81% of the speed
-    of light; Inductor 1.63 ms); 2D max 4x4 of 32x64x512x512, shifted rows BW=256 ROWS=32 1.52 ms
-    (66%; BW=512 ROWS=64 1.56 ms), blockscan rows 2.25 ms (Inductor 4.25 ms). So 1D windows try
-    block scans first and 2D windows shifted rows with a ring of row results."""
+    """Tilings to try, best first. On the CPU interpreter few large programs win. On a GPU, 1D windows
+    try block scans first and 2D windows shifted rows with a ring of row results, as measured
+    (docs/design-notes.md, "Measurements")."""
     kh, kw = window.kernel
     blockscan_ok = window.stride[1] == 1 and window.dilation[1] == 1 and 2 <= kw <= MAX_WINDOW_W
     qp = next_pow2(kw)
