@@ -80,6 +80,7 @@ demo: venv
 
 lint: venv
 	$(VENV)/bin/ruff check kernelopt_core kernelopt server tests benchmarks
+	$(VENV)/bin/mypy
 
 test-python: venv lint
 	$(PYTEST) -m "not slow" $(PARALLEL) $(PYTEST_ARGS)

@@ -478,7 +478,7 @@ def _l2_thrash(m: KernelMetrics | None, sol: SpeedOfLight, facts: KernelFacts, r
                "l2_bytes": facts.l2_bytes}
     size_text = ""  # said only when the sizes alone predict the eviction
     if working_set is not None and facts.l2_bytes and working_set > facts.l2_bytes:
-        size_text = (f"the rows re-read while at least {min(facts.xnumel or facts.sm_count, facts.sm_count or 0)} "
+        size_text = (f"the rows re-read while at least {min(facts.xnumel or facts.sm_count or 0, facts.sm_count or 0)} "
                      f"are in flight span {bytes_text(working_set)}, more than the {bytes_text(facts.l2_bytes)} L2")
     ratio = sol.traffic_ratio
     if ratio is not None and ratio >= REREAD_RATIO and hit is not None and hit < LOW_L2_HIT_PCT:

@@ -40,11 +40,12 @@ def _psutil_module() -> Any:
     """psutil, or None: a dependency of the package, but worker-side processes run without it
     (imported on first use: the launcher of :func:`owned_command` never needs it)."""
     if not _PSUTIL:
+        module: Any
         try:
-            import psutil
+            import psutil as module
         except ImportError:  # pragma: no cover - machines without psutil read /proc
-            psutil = None
-        _PSUTIL.append(psutil)
+            module = None
+        _PSUTIL.append(module)
     return _PSUTIL[0]
 
 T = TypeVar("T")

@@ -319,8 +319,8 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
         reason = r.reason.replace("|", "/").replace("\n", " ")
         if len(reason) > 140:
             reason = reason[:137] + "..."
-        outcome = f"{r.outcome} (budget reached)" if r.budget_reached else r.outcome
-        lines.append(f"| `{r.name}` | {r.level} | {outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
+        outcome_text = f"{r.outcome} (budget reached)" if r.budget_reached else r.outcome
+        lines.append(f"| `{r.name}` | {r.level} | {outcome_text} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
                      f"{_speedup(r.vs_max_autotune)} | {_config_cell(r)} | {_speedup(r.vs_eager)} | {_sol(r.sol)} | "
                      f"{r.wall_s:.1f} |")
     lines.append("")

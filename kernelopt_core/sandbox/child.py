@@ -322,7 +322,7 @@ def _repeat(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         args = _arguments(state, message.get("refs", []), message.get("args", []))
         kwargs = _kwargs(state, message.get("kwargs") or {})
 
-        def once(_: int) -> None:
+        def once(i: int) -> None:
             kernel.run(*args, **kwargs)
     else:
         sets = [list(state.input_sets[int(s)]) for s in message.get("input_sets", [])] or [

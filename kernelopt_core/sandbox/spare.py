@@ -165,6 +165,7 @@ class SpareKeeper:
             spare, self._spare = self._spare, None
         process: SandboxProcess | None = None
         age: float | None = None
+        note: str | None
         if spare is None:
             note = "no spare was kept" if spare_enabled() else f"spares are off ({SPARE_ENV}=0)"
         elif spare.key != key:

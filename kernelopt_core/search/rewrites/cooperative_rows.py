@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -371,7 +372,7 @@ class CooperativeRowsFamily:
         written = any(first_combine(stmt.text(), p) != stmt.text() for p in kernel.passes for stmt in p.body)
         per_shape = 2 if written else 1
         forms = [(shape, form) for shape in self._shapes(ctx, kernel) for form in (False, True)[:per_shape]]
-        items = (((s, f), to_probe(ctx, lambda s=s, f=f: probe_source(kernel, s, f))) for s, f in forms)
+        items = (((s, f), to_probe(ctx, functools.partial(probe_source, kernel, s, f))) for s, f in forms)
         probed_forms = probed_in_batches(ctx, items, MAX_VARIANTS * per_shape)
         # The preferred shapes compile together, as many as could all become variants.
         for shape, written_out, probed in _fewest_registers(probed_forms, per_shape):

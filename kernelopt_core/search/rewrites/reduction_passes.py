@@ -18,6 +18,7 @@ import ast
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .kernel_source import KernelModule
 
@@ -91,7 +92,7 @@ def names_assigned(node: ast.AST) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-def is_call(node: ast.AST, name: str) -> bool:
+def is_call(node: ast.AST | None, name: str) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and dotted(node.func) == name
 
 
@@ -258,8 +259,8 @@ class ReductionKernel:
         for p in self.passes:
             for stmt in p.body:
                 for node in ast.walk(stmt.node):
-                    if is_call(node, "tl.load") and node.args:  # type: ignore[union-attr]
-                        base = pointer_base(node.args[0])  # type: ignore[union-attr]
+                    if is_call(node, "tl.load") and node.args:
+                        base = pointer_base(node.args[0])
                         if base:
                             seen.setdefault(base, set()).add(p.index)
         return sorted(name for name, passes in seen.items() if len(passes) > 1)
@@ -506,11 +507,11 @@ def _accumulator_init(node: ast.stmt, name: str) -> tuple[str, str]:
     value = node.value if isinstance(node, ast.Assign) else None
     shape_ok = (isinstance(value, ast.Call) and value.args
                 and ast.unparse(value.args[0]).replace(" ", "") == "[XBLOCK,R0_BLOCK]")
-    if shape_ok and is_call(value, "tl.full") and len(value.args) == 3:  # type: ignore[union-attr]
-        dtype = ast.unparse(value.args[2])  # type: ignore[union-attr]
-        identity = ast.unparse(value.args[1])  # type: ignore[union-attr]
-    elif shape_ok and is_call(value, "tl.zeros") and len(value.args) == 2:  # type: ignore[union-attr]
-        dtype, identity = ast.unparse(value.args[1]), "0"  # type: ignore[union-attr]
+    if shape_ok and is_call(value, "tl.full") and len(value.args) == 3:
+        dtype = ast.unparse(value.args[2])
+        identity = ast.unparse(value.args[1])
+    elif shape_ok and is_call(value, "tl.zeros") and len(value.args) == 2:
+        dtype, identity = ast.unparse(value.args[1]), "0"
     else:
         raise NotTransformable(f"accumulator {name} is not initialised with tl.full/tl.zeros([XBLOCK, R0_BLOCK], ...)")
     if dtype not in TORCH_DTYPES:

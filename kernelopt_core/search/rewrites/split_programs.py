@@ -16,6 +16,7 @@ combination is fixed, so a re-run is bit-identical.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
@@ -239,7 +240,7 @@ class SplitProgramsFamily:
         plan = traffic_plan(ctx, self.declaration, rereads)
         out: list[Rewrite] = []
         shapes = split_shapes(kernel, sm_count(ctx))[:MAX_VARIANTS]
-        for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, lambda s=s: probe_source(kernel, s)) for s in shapes]), strict=True):
+        for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, functools.partial(probe_source, kernel, s)) for s in shapes]), strict=True):
             if probed is not None and probed.does_not_fit:
                 continue
             try:

@@ -257,7 +257,7 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
     qp = next_pow2(kw)
     if on_cpu:
         rows = window.out_h
-        plans = []
+        plans: list[WindowPlan] = []
         if blockscan_ok:
             blocks = min(max(1, next_pow2(_cdiv(window.out_w + kw, kw))), max(1, 1024 // qp))
             plans.append(WindowPlan("blockscan", blocks, rows, 4))
@@ -266,8 +266,8 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
     width = next_pow2(window.out_w)
     if window.out_h == 1:
         scans = [WindowPlan("blockscan", max(1, 1024 // qp), 1, 4), WindowPlan("blockscan", max(1, 2048 // qp), 1, 8)]
-        rows = [WindowPlan("shifted", min(1024, width), 1, 4), WindowPlan("shifted", min(2048, width), 1, 8)]
-        plans = (scans if blockscan_ok else []) + rows
+        shifted = [WindowPlan("shifted", min(1024, width), 1, 4), WindowPlan("shifted", min(2048, width), 1, 8)]
+        plans = (scans if blockscan_ok else []) + shifted
     else:
         short, tall = min(32, window.out_h), min(64, window.out_h)
         plans = [WindowPlan("shifted", min(256, width), short, 4), WindowPlan("shifted", min(256, width), tall, 4),
