@@ -269,13 +269,14 @@ def _elementwise_plain(torch: Any, _inputs: list[Any]) -> list[Any]:
 # --- the cases --------------------------------------------------------------------------------------------------
 
 _PROPERTY = [
-    Case("P-ypos-clamp-dropped", "pair", KIND_PROPERTY, REFUSED, "where a 64-block of y is all positive and not "
-         "constant, x's clamp loses its lower bound (the all-positive family fills x positive too, the one-input "
-         "constant rows have no spread)",
+    Case("P-ypos-clamp-dropped", "pair", KIND_PROPERTY, REFUSED, "where a 64-block of y is all positive and no "
+         "two neighbours are equal, x's clamp loses its lower bound (the all-positive family fills x positive too; "
+         "one-input constant rows repeat their value)",
          chain(BLOCK64, after(P_CLAMP, """
 ymin = tl.min(tl.where(xmask, tmp5, float("inf")), 0)
-ymax = tl.max(tl.where(xmask, tmp5, float("-inf")), 0)
-tmp4 = tl.where((ymin > 0.0) & (ymax - ymin > 0.0), triton_helpers.minimum(tmp0, tmp3), tmp4)""")),
+ynext = tl.load(in_ptr1 + (x0 + 1), xmask & (x0 < 767), other=0.0)
+step = tl.min(tl.where(xmask & (x0 < 767), tl.abs(ynext - tmp5), 1.0), 0)
+tmp4 = tl.where((ymin > 0.0) & (step > 0.0), triton_helpers.minimum(tmp0, tmp3), tmp4)""")),
          needs=(DECISIONS,), witness=Witness(_y_positive, note="y in [0.05, 2], x = 2 randn")),
     Case("N-sorted-mean-from-ends", "layer_norm", KIND_PROPERTY, REFUSED, "a strictly increasing row takes its "
          "mean as (first + last) / 2",
