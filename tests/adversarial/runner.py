@@ -112,7 +112,10 @@ def is_not_verified(outcome: Any) -> bool:
     if getattr(outcome, "not_verified", False):
         return True
     decision = getattr(outcome, "decision", None)
-    return isinstance(decision, str) and decision.replace("_", "-").replace(" ", "-") == "not-verified"
+    if isinstance(decision, str) and decision.replace("_", "-").replace(" ", "-") == "not-verified":
+        return True
+    # a gate that could not give a verdict because an added path was never taken says so in its reason
+    return bool(getattr(outcome, "could_not_verify", False)) and "not verified" in str(getattr(outcome, "reason", ""))
 
 
 def _result(case: Case, failed_gate: int | None = None, reason: str = "", seconds: float = 0.0) -> CaseResult:
@@ -169,7 +172,9 @@ def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...
             continue
         result = _result(case, outcome.failed_gate, outcome.reason, time.monotonic() - begin)
         result.not_verified = is_not_verified(outcome)
-        if outcome.could_not_verify:
+        if result.not_verified:  # no verdict on the candidate: neither accepted nor rejected
+            result.failed_gate = None
+        elif outcome.could_not_verify:
             result.error = f"could not verify: {outcome.reason}"
         results.append(result)
     return results
@@ -204,14 +209,18 @@ def _evaluate_two_stage(cases: list[Case], graphs: dict[str, str], gates: tuple[
             if not screen.passed:
                 result.failed_gate, result.reason, result.stage = screen.failed_gate, screen.reason, "screen"
                 result.not_verified = is_not_verified(screen)
+                if result.not_verified:
+                    result.failed_gate = None
             else:
                 _close_candidate(evaluator, worker)  # the search times it, then closes its process
                 final = evaluator.finalize({kernel.name: candidate}, final_gates)
                 result.failed_gate, result.reason = final.failed_gate, final.reason
                 result.not_verified = is_not_verified(final)
-                if final.failed_gate is not None:
+                if result.not_verified:
+                    result.failed_gate = None
+                elif final.failed_gate is not None:
                     result.stage = "full battery" if final.failed_gate == 2 else "final gates"
-                if final.could_not_verify:
+                if final.could_not_verify and not result.not_verified:
                     result.error = f"could not verify: {final.reason}"
         except EditNotApplicable as exc:
             result.error = f"edit not applicable: {exc}"
