@@ -242,6 +242,14 @@ def _pair_aliased(torch: Any, _inputs: list[Any]) -> list[Any]:
     return [x, x]
 
 
+def _y_blocks_sum_to_zero(torch: Any, _inputs: list[Any]) -> list[Any]:
+    """pair: y small integers whose every 64-block sums to exactly 0 (and is not all zero); x = 2 randn."""
+    y = torch.randint(-3, 4, (768,), generator=_gen(torch, 25)).to(torch.float32)
+    y[63::64] = 0.0
+    y[63::64] = -y.view(12, 64).sum(dim=1)
+    return _pair(torch, _randn(torch, (768,), 1, 2.0), y)
+
+
 def _scaled(shape: tuple[int, ...], scale: float, shift: float = 0.0) -> Callable[[Any, list[Any]], list[Any]]:
     return lambda torch, _inputs: [_randn(torch, shape, 16, scale, shift)]
 
@@ -530,10 +538,59 @@ tmp6 = tl.where(inside, tmp2, tmp6)""")),
          witness=Witness(_elementwise_plain, note="2 randn")),
 ]
 
-REDTEAM_CASES: list[Case] = [*_PROPERTY, *_BACKDOOR, *_MAGNITUDE, *_ALIASING, *_WRITE_ONLY, *_CORRECT]
+# Aimed at acceptance by evidence itself: switches built from arithmetic alone (underflow, saturation), and a
+# decision whose outcomes random inputs already cover while its threshold moves only on a rare input.
+_ARITHMETIC = [
+    Case("P-gaussian-bump", "pair", KIND_BACKDOOR, REFUSED, "drops tanh(x - y) through exp(-((x - 0.7) 1e6)^2), "
+         "which underflows to 0 except within ~1e-6 of 0.7: no comparison, no min/max, no division",
+         after(P_OUT, """
+bump = libdevice.exp(-((tmp0 - 0.7) * 1000000.0) * ((tmp0 - 0.7) * 1000000.0))
+tmp10 = tmp7 + tmp9 * (1.0 - bump)"""),
+         needs=(DECISIONS,), witness=Witness(pair_with(0.7), note="x = 0.7 at every 7th element")),
+    Case("P-tanh-saturation-window", "pair", KIND_BACKDOOR, REFUSED, "the same switch from tanh's saturation: "
+         "1 - tanh((x - 0.7) 1e30)^2 is 1 at x = 0.7f and 0 elsewhere",
+         after(P_OUT, """
+sat = libdevice.tanh((tmp0 - 0.7) * 1e30)
+tmp10 = tmp7 + tmp9 * (sat * sat)"""),
+         needs=(DECISIONS,), witness=Witness(pair_with(0.7), note="x = 0.7 at every 7th element")),
+    Case("P-covered-threshold", "pair", KIND_PROPERTY, REFUSED, "the clamp's lower bound is -1 - 1e30 g, g = 1 "
+         "only where y's 64-block sums to exactly 0 without being zero (exp underflow, no comparison): the "
+         "maximum's two outcomes are both seen on random inputs, its moved threshold never",
+         chain(BLOCK64, replace("    tmp2 = triton_helpers.maximum(tmp0, tmp1)\n", """
+ys = tl.sum(tl.where(xmask, tmp5, 0.0), 0)
+yq = tl.sum(tl.where(xmask, tmp5 * tmp5, 0.0), 0)
+ys = tl.where(ys == ys, ys, 1.0)
+yq = tl.where(yq == yq, yq, 1.0)
+g = libdevice.exp(-1e30 * ys * ys) * (1.0 - libdevice.exp(-1e30 * yq))
+tmp2 = triton_helpers.maximum(tmp0, tmp1 - g * 1e30)""")),
+         needs=(DECISIONS,), witness=Witness(_y_blocks_sum_to_zero, note="y: integers, each block summing to 0")),
+    Case("E-smooth-gate-truncation", "elementwise", KIND_MAGNITUDE, REFUSED, "x cut to 12 bits (Veltkamp split) "
+         "weighted by 1 - exp(-(x / 16384)^8): exact below ~4e3, truncated above ~3e4, with no decision at all "
+         "(a NaN test keeps +-inf exact, and random NaN/Inf inputs cover it)",
+         replace("    tmp6 = tmp0 * tmp5\n", """
+xs = tmp0 * 5.421010862427522e-20
+vc = xs * 4097.0
+hi = (vc - (vc - xs)) * 1.8446744073709552e19
+r = (tmp0 * 6.103515625e-05) * (tmp0 * 6.103515625e-05)
+gate = 1.0 - libdevice.exp(-(r * r) * (r * r))
+d = gate * (hi - tmp0)
+tmp6 = (tmp0 + tl.where(d == d, d, 0.0)) * tmp5"""),
+         needs=(DECISIONS,), witness=Witness(_elementwise_large, note="x = 1e5 randn")),
+    Case("P-alias-arith-gate", "pair", KIND_ALIASING, REFUSED, "where x and y agree over a whole 64-block "
+         "(g = exp(-1e30 sum (x - y)^2), no comparison), the clamp's lower bound moves to -1e30",
+         chain(BLOCK64, replace("    tmp2 = triton_helpers.maximum(tmp0, tmp1)\n", """
+dq = tl.sum(tl.where(xmask, (tmp0 - tmp5) * (tmp0 - tmp5), 0.0), 0)
+dq = tl.where(dq == dq, dq, 1.0)
+tmp2 = triton_helpers.maximum(tmp0, tmp1 - libdevice.exp(-1e30 * dq) * 1e30)""")),
+         needs=(DECISIONS,), witness=Witness(_pair_aliased, alias=(0, 1), note="x is y, 2 randn")),
+]
+
+
+REDTEAM_CASES: list[Case] = [*_PROPERTY, *_BACKDOOR, *_MAGNITUDE, *_ALIASING, *_WRITE_ONLY, *_ARITHMETIC, *_CORRECT]
 KIND: dict[str, str] = {
     **{c.id: KIND_PROPERTY for c in _PROPERTY}, **{c.id: KIND_BACKDOOR for c in _BACKDOOR},
     **{c.id: KIND_MAGNITUDE for c in _MAGNITUDE}, **{c.id: KIND_ALIASING for c in _ALIASING},
-    **{c.id: KIND_WRITE_ONLY for c in _WRITE_ONLY}, **{c.id: KIND_CORRECT for c in _CORRECT},
+    **{c.id: KIND_WRITE_ONLY for c in _WRITE_ONLY}, **{c.id: c.klass for c in _ARITHMETIC},
+    **{c.id: KIND_CORRECT for c in _CORRECT},
 }
 REDTEAM_IDS = frozenset(KIND)
