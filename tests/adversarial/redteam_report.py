@@ -80,8 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--only", help="comma-separated case ids")
     args = parser.parse_args(argv)
-    from importlib.metadata import version
-
     from kernelopt_core.gates import CAPABILITIES
 
     cases = REDTEAM_CASES
@@ -104,19 +102,32 @@ def main(argv: list[str] | None = None) -> int:
             r = results[-1]
             print(f"[{time.monotonic() - started:6.0f} s] {r.id}: {r.verdict} {r.reason[:160]}", file=sys.stderr,
                   flush=True)
+            if args.json:  # kept as it grows: a long run that stops early still leaves what it found
+                _write_json(args.json, results)
     declared = ", ".join(sorted(CAPABILITIES))
     print(f"Red-team cases through gates 1-3 on the CPU Triton backend (run_cascade, as `kernelopt verify --gates "
-          f"1,2,3 --device cpu`), torch {version('torch')}, triton {version('triton')}, Python "
+          f"1,2,3 --device cpu`), torch {_version('torch')}, triton {_version('triton')}, Python "
           f"{platform.python_version()}, {len(results)} cases in {time.monotonic() - started:.0f} s. The gates "
           f"declare: {declared}.\n")
     print(table(results))
     print()
     print(summary(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps([{**r.to_json(), "kind": KIND.get(r.id), "verdict": r.verdict,
-                                                "false_accept": false_accept(r), "false_reject": false_reject(r)}
-                                               for r in results], indent=1))
     return 0
+
+
+def _write_json(path: str, results: list[CaseResult]) -> None:
+    Path(path).write_text(json.dumps([{**r.to_json(), "kind": KIND.get(r.id), "verdict": r.verdict,
+                                       "false_accept": false_accept(r), "false_reject": false_reject(r)}
+                                      for r in results], indent=1))
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:  # the results matter more than the label
+        return "(version unknown)"
 
 
 if __name__ == "__main__":
