@@ -9,7 +9,7 @@ inside a worker (imports torch inside functions).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..artifacts.kernel_arguments import Role
 from ..sandbox.exchange import ExchangeArena, TensorView
 from ..sandbox.process import SandboxError, SandboxProcess
 from .chunks import aligned_flat
+from .decision_coverage import DecisionCoverage, DecisionProbeRun, degenerate_reason, search_sets
 from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
@@ -84,11 +85,17 @@ class CandidateSide(Side):
     def message_args(self, values: list[Any]) -> list[Any]:
         return [{"view": self._views[i]} if i in self._views else _scalar(v) for i, v in enumerate(values)]
 
-    def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None) -> None:
+    def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None,
+               name: str | None = None, extra: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """Launch on ``values``; ``name`` another kernel loaded in the process (the instrumented copy), and
+        ``extra`` (its shared ref, its view) one more trailing argument (the copy's counter buffer)."""
+        refs, args = self._refs, self.message_args(values)
+        if extra is not None:
+            refs = [*refs, extra[0]]
+            args = [*args, {"view": {**extra[1], "buffer": len(self._refs)}}]
         try:
-            reply = self.process.call("run_kernel", timeout_s=self.timeout_s, name=self.name, refs=self._refs,
-                                      args=self.message_args(values), kwargs=_child_kwargs(kwargs),
-                                      shuffle_seed=shuffle_seed)
+            reply = self.process.call("run_kernel", timeout_s=self.timeout_s, name=name or self.name, refs=refs,
+                                      args=args, kwargs=_child_kwargs(kwargs), shuffle_seed=shuffle_seed)
         except SandboxError as exc:
             if exc.kind in ("timeout", "crash"):
                 # the candidate hung or took its process down: its verdict
@@ -127,6 +134,7 @@ class KernelChecks:
     battery: str = "full"
     original_runs: int = 0
     candidate_runs: int = 0
+    coverage: DecisionCoverage | None = None  # the added decisions' outcomes (full battery, when any)
 
     @property
     def failed(self) -> RunCheck | None:
@@ -191,13 +199,20 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                  roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
                  original_uses_atomics: bool = False, extra_sets: Sequence[ExtraSet] = (),
                  timeout_s: float = 600.0, row_length: int | None = None, structure: bool = True,
-                 battery: str = "full", clock: StepClock | None = None) -> KernelChecks:
+                 battery: str = "full", clock: StepClock | None = None,
+                 decisions: DecisionProbeRun | None = None) -> KernelChecks:
     """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides).
 
     ``battery`` "full" runs every check; "screen" runs the first captured launch and the first seed
     only (the search's screen: each of its runs is the same-named run of the full battery, so what
     the screen rejects the full battery rejects too). Arguments whose captured value is never read
     (outputs) may come as layouts only (meta tensors, :func:`.launch_capture.layout_only`).
+
+    ``decisions`` (full battery only): the candidate adds data-dependent decisions, and its instrumented
+    copy (:mod:`.decision_probe`) is loaded in the candidate's process. After each set whose outputs
+    matched, the copy runs on the same inputs, and where its outputs match too, the outcomes it recorded
+    are credited; then further sets are drawn (:func:`.decision_coverage.search_sets`) until every added
+    decision was seen both ways or the search's time is up. ``result.coverage`` holds what was seen.
     """
     import torch
 
@@ -251,6 +266,15 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                        f"{LAUNCH_TIME_FACTOR:g}x that, at least {first_limit_s:g} s for its first launch "
                        f"and {later_limit_s:g} s after")
     steady = kept + orig.nbytes + cand.nbytes
+    probing = decisions if decisions is not None and not screen and decisions.coverage.decisions else None
+    counters: Any = None
+    counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
+    if probing is not None:
+        result.coverage = probing.coverage
+        slots = max(1, 2 * len(probing.coverage.decisions))
+        counter_buffer, counter_ref = arena.allocate(4 * slots)
+        counters = counter_buffer.view(torch.int32)[:slots]
+        counter_arg = (counter_ref.to_json(), TensorView(0, "torch.int32", (slots,), (1,), 0).to_json())
     result.peak_bytes = max(captured + orig.nbytes, steady)
     output_bytes = sum(g.view.numel() * g.view.element_size() for i, g in orig.run.guarded.items()
                        if roles[i] != "input")  # what the sensitivity run saves
@@ -268,11 +292,12 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         return magnitudes[key]
 
     def run_candidate(values: list[Any], kwargs: dict[str, Any], outputs: str = "poison",
-                      shuffle_seed: int | None = None) -> None:
+                      shuffle_seed: int | None = None, name: str | None = None,
+                      extra: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
         with clock("fill"):
             cand.fill(values, outputs=outputs)
         with clock("candidate"):
-            cand.launch(values, kwargs, shuffle_seed=shuffle_seed)
+            cand.launch(values, kwargs, shuffle_seed=shuffle_seed, name=name, extra=extra)
         result.candidate_runs += 1
 
     def run_original_on(values: list[Any], kwargs: dict[str, Any], key: str) -> None:
@@ -296,7 +321,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
 
     def both(values: list[Any], kwargs: dict[str, Any], label: str, key: str, scale: float = 1.0,
              stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True,
-             scale_with_outputs: bool = False) -> bool:
+             scale_with_outputs: bool = False, probe: bool = True) -> bool:
         begin = time.perf_counter()
         run_candidate(values, kwargs, "keep" if prefilled else "poison")
         run_original_on(values, kwargs, key)
@@ -326,7 +351,33 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 check.figures["sensitivity"] = {k: list(v) for k, v in spec.sensitivity.items()}
         check.figures["seconds"] = round(time.perf_counter() - begin, 4)
         checks.append(check)
+        if check.passed and probe and probing is not None:
+            observe(values, kwargs, label, scale)
         return check.passed
+
+    def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
+        """The instrumented copy on the set just compared: its outcomes count where its outputs match too."""
+        assert probing is not None and counters is not None
+        coverage = probing.coverage
+        if coverage.complete or probing.failed is not None:
+            return
+        begin = time.perf_counter()
+        why = degenerate_reason(values, roles)
+        if why is not None:
+            coverage.not_credited.append(f"{label}: {why}")
+            return
+        with clock("decisions"):
+            counters.zero_()
+            run_candidate(values, kwargs, name=probing.key, extra=counter_arg)
+            check = compare_runs(f"{label} (instrumented copy)", orig.run, cand.run, values, roles, names,
+                                 poisoned=True, input_scale=scale)
+            if cand.run.error is not None:
+                probing.failed = f"the instrumented copy failed on {label}: {cand.run.error}"
+            elif check.passed:
+                coverage.record([int(c) for c in counters.tolist()], label)
+            else:
+                coverage.not_credited.append(f"{label}: the instrumented copy's outputs differ ({check.problems[0]})")
+        coverage.seconds += time.perf_counter() - begin
 
     # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
     for number, (values, kwargs) in enumerate(zip(launch_values, launch_kwargs, strict=True)):
@@ -356,7 +407,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             if stale and not both(values, kwargs, f"{label}, previous outputs left in the buffers", label, scale,
                                   stale, prefilled=True):
                 return result
-        if not both(values, kwargs, label, label, scale):
+        if not both(values, kwargs, label, label, scale, probe=not (position == 0 and reruns > 0 and not screen)):
             return result
         if position == 0 and reruns > 0 and not screen:
             # 3. re-runs on this set: the first run's outputs become the reference in the original's buffers
@@ -386,7 +437,31 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if not both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, INPUT_SCALE_CAP)),
                     judge_structure=extra.error_structure, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
             return result
+    if probing is not None:
+        search_decisions(probing, values, kwargs, roles, names, both, input_magnitude)
     return result
+
+
+def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+                     names: list[str], both: Callable[..., bool], input_magnitude: Callable[[str, list[Any]], float]
+                     ) -> bool:
+    """Draw further sets until every added decision was seen both ways, the copy failed, a set's outputs
+    differ (False: the candidate is wrong on it), or the search's time is up."""
+    coverage = probing.coverage
+    deadline = time.monotonic() + probing.search_seconds
+    for number, drawn in enumerate(search_sets(values, roles, names, probing.constants)):
+        if coverage.complete or probing.failed is not None or time.monotonic() > deadline:
+            break
+        drawn.fill(values, list(roles))
+        coverage.searched += 1
+        key = f"decision search {number}"
+        magnitude = input_magnitude(key, values)
+        if not both(values, kwargs, f"decision search: {drawn.label}", key, max(1.0, min(magnitude, INPUT_SCALE_CAP)),
+                    judge_structure=False, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
+            return False
+    return True
+
+
 
 
 # A family's inputs scale the absolute tolerance up to this magnitude; beyond it, up to the original's own
@@ -417,5 +492,5 @@ def _release_cached_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-__all__ = ["BATTERIES", "INPUT_SCALE_CAP", "CandidateSide", "KernelChecks", "check_kernel", "family_tolerance_scale",
-           "launch_limits"]
+__all__ = ["BATTERIES", "INPUT_SCALE_CAP", "CandidateSide", "KernelChecks", "check_kernel",
+           "family_tolerance_scale", "launch_limits", "search_decisions"]
