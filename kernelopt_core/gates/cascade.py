@@ -227,7 +227,8 @@ def _payload(gate: int, graph: CompiledGraph, candidates: dict[str, str], restit
                                "run_timeout_s": max(1.0, 0.8 * config.job_timeout_s)}
     if gate == 2:
         payload.update(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
-                       battery=gate2_battery(config, gates), spare=config.spare_candidate)
+                       battery=gate2_battery(config, gates), spare=config.spare_candidate,
+                       decision_search_s=config.decision_search_s)
     elif gate == 3:
         payload.update(seeds=list(config.seeds_model), tolerance=config.model_tolerance,
                        fx_graph_runnable=graph.fx_graph_runnable)

@@ -670,7 +670,7 @@ def _function_decisions(fn: _Function) -> FunctionDecisions:
             elif any(fn.is_data(o) for o in operands):
                 out.decisions.append(_decision(fn, node, "comparison", "cond"))
         elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
-            if fn.reads_pointer(node.test):
+            if fn.reads_pointer(node.test) and not any(isinstance(n, ast.Compare) for n in ast.walk(node.test)):
                 problem(RULE_POINTER, f"`{_short(ast.unparse(node.test))}`: a condition on an address (pointer "
                         "arithmetic inside a condition); a kernel's control flow may not depend on where its "
                         "buffers lie", node)
@@ -705,6 +705,11 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         pointer = fn.pointer_arg(node)
         if pointer is not None and fn.is_data(pointer):
             out.kinds.append(KindUse("gather", node.lineno, ast.unparse(node)))
+        return
+    if name == "where" and node.args and fn.reads_pointer(node.args[0]) and \
+            not any(isinstance(n, ast.Compare) for n in ast.walk(node.args[0])):
+        report(RULE_POINTER, f"`{_short(ast.unparse(node.args[0]))}`: a condition on an address (pointer arithmetic "
+               "inside a condition); a kernel's control flow may not depend on where its buffers lie", node)
         return
     method = node.func.attr if isinstance(node.func, ast.Attribute) and name is None else None
     if method in ("to", "cast") or name in ("cast",):
