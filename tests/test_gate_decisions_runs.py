@@ -1,0 +1,120 @@
+"""The decisions a candidate adds, at run time: the instrumented copy on Triton's CPU interpreter records
+both outcomes, one outcome, and nothing for masked lanes; gate 2 end to end on the corpus' elementwise
+problem says "not verified" for an added path no input reaches, and accepts a correct candidate whose
+added path is reached or that adds none (without the extra runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from adversarial.dumps import compiled_corpus_graphs
+
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.gates import CascadeConfig, run_cascade
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_INTERPRETER = r'''
+import json, sys
+from kernelopt_core.graph_module import prepare_backend
+prepare_backend("cpu")
+import torch
+from kernelopt_core.gates.decisions import added_decisions
+from kernelopt_core.gates.decision_probe import probe_source
+from kernelopt_core.launchers import load_launcher
+
+ORIGINAL = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, x * 2.0, mask=mask)
+
+def launch(x_ptr, out_ptr, n):
+    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, BLOCK=64)
+"""
+CANDIDATE = ORIGINAL.replace("tl.store(out_ptr + offs, x * 2.0, mask=mask)",
+                             "tl.store(out_ptr + offs, tl.where(x > 0.0, x + x, x * 2.0), mask=mask)")
+added = added_decisions(ORIGINAL, CANDIDATE).added
+probed = probe_source(CANDIDATE, "launch", added)
+kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
+results = {"decisions": [d.text for d in probed.decisions], "skipped": [why for _, why in probed.skipped]}
+for label, values in (("mixed", torch.randn(100)), ("positive", torch.rand(100) + 0.5),
+                      ("negative", -torch.rand(100) - 0.5)):
+    out = torch.full((100,), float("nan"))
+    counters = torch.zeros(probed.slots, dtype=torch.int32)
+    kernel.run(values, out, 100, counters)  # 100 = 64 + 36: the second program has 28 masked lanes
+    results[label] = {"counters": counters.tolist(), "error": float((out - values * 2).abs().max())}
+print(json.dumps(results))
+'''
+
+
+def test_the_instrumented_copy_records_outcomes_in_the_interpreter(tmp_path: Path) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", _INTERPRETER, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["decisions"] == ["x > 0.0"] and results["skipped"] == []
+    assert results["mixed"]["counters"][0] > 0 and results["mixed"]["counters"][1] > 0  # both outcomes
+    # all positive: the masked lanes' other=0.0 would be "false", but they do not count
+    assert results["positive"]["counters"][0] > 0 and results["positive"]["counters"][1] == 0
+    assert results["negative"]["counters"][0] == 0 and results["negative"]["counters"][1] > 0
+    assert all(results[k]["error"] == 0.0 for k in ("mixed", "positive", "negative"))  # outputs unchanged
+
+
+@pytest.fixture(scope="module")
+def elementwise(tmp_path_factory: pytest.TempPathFactory):
+    graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory)["elementwise"])
+    return graph, graph.kernels[0]
+
+
+def _gate2(graph, name: str, candidate: str, tmp_path: Path):
+    config = CascadeConfig(run_gates=(1, 2), workdir=str(tmp_path), decision_search_s=3.0)
+    result = run_cascade(graph, {name: candidate}, config)
+    return result, result.gates[-1].numbers.get("kernels", {}).get(name, {})
+
+
+def test_an_added_path_no_input_reaches_is_not_verified(elementwise, tmp_path: Path) -> None:
+    graph, kernel = elementwise
+    # x * x < 0 is never true: the candidate's first branch is a path no test can reach
+    candidate = kernel.source.replace("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 * tmp0 < 0.0, tmp7 * 3.0, tmp7 - tmp8)")
+    assert candidate != kernel.source
+    result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
+    assert not result.accepted and result.failed_gate == 2 and result.could_not_verify, result.reason
+    assert "not verified: the candidate adds a path that no test reached" in result.reason
+    assert "tmp0 * tmp0 < 0.0" in result.reason and "never true" in result.reason
+    assert "rejected" not in result.reason  # not shown wrong
+    coverage = numbers["decisions"]
+    assert coverage["decisions"][0]["false_seen"] and not coverage["decisions"][0]["true_seen"]
+    assert coverage["searched"] > 0  # the search drew further inputs before giving up
+
+
+def test_a_correct_candidate_whose_added_path_is_reached_is_accepted(elementwise, tmp_path: Path) -> None:
+    graph, kernel = elementwise
+    candidate = kernel.source.replace(
+        "tmp1 = libdevice.tanh(tmp0)", "tmp1 = tl.where(tmp0 >= 0.0, libdevice.tanh(tmp0), -libdevice.tanh(-tmp0))")
+    assert candidate != kernel.source
+    result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
+    assert result.accepted, result.reason
+    coverage = numbers["decisions"]
+    assert coverage["complete"] and coverage["decisions"][0]["true_seen"] and coverage["decisions"][0]["false_seen"]
+
+
+def test_a_candidate_that_adds_no_decision_pays_nothing_extra(elementwise, tmp_path: Path) -> None:
+    graph, kernel = elementwise
+    candidate = kernel.source.replace("tmp9 = tmp7 - tmp8", "tmp9 = tmp7 + (-tmp8)")
+    assert candidate != kernel.source
+    result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
+    assert result.accepted, result.reason
+    assert "decisions" not in numbers  # no instrumented copy, no coverage runs
