@@ -118,3 +118,29 @@ def test_a_candidate_that_adds_no_decision_pays_nothing_extra(elementwise, tmp_p
     result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
     assert result.accepted, result.reason
     assert "decisions" not in numbers  # no instrumented copy, no coverage runs
+
+
+@pytest.mark.slow
+def test_a_users_kernel_gets_the_same_evidence(tmp_path: Path) -> None:
+    """The same property for a user's @triton.autotune/@triton.jit kernel (its generated launcher passes the
+    counter buffer on): an unreached added path is not verified, a reached one passes gate 2."""
+    import shutil
+
+    from kernelopt_core.userkernels.cascade import run_user_cascade
+    from kernelopt_core.userkernels.target import user_target
+
+    shutil.copy(ROOT / "tests" / "fixtures" / "user_kernels" / "scale_kernels.py", tmp_path / "scale_kernels.py")
+    target = user_target(str(tmp_path / "scale_kernels.py"), "scale_kernel", "bench_scale", "cpu")
+    source = target.module.source
+    unreached = source.replace("x * alpha, mask=mask", "tl.where(x * x < 0.0, x, x * alpha), mask=mask")
+    reached = source.replace("x * alpha, mask=mask", "tl.where(x >= 0.0, x * alpha, -((-x) * alpha)), mask=mask")
+    assert unreached != source and reached != source
+    for candidate, accepted in ((unreached, False), (reached, True)):
+        config = CascadeConfig(device="cpu", run_gates=(1, 2), workdir=str(tmp_path / str(accepted)),
+                               decision_search_s=3.0)
+        result = run_user_cascade(target, candidate, config)
+        assert result.accepted is accepted, result.reason
+        coverage = result.gates[-1].numbers["kernels"]["scale_kernel"]["decisions"]
+        assert coverage["complete"] is accepted
+        if not accepted:
+            assert result.could_not_verify and "not verified" in result.reason and "x * x < 0.0" in result.reason

@@ -140,8 +140,11 @@ class ProbePlan:
 
 
 def plan_decision_probe(original_source: str, candidate_source: str, kernel_name: str,
-                        search_seconds: float = SEARCH_SECONDS) -> ProbePlan | None:
-    """The instrumented copy for a candidate that adds decisions; None when it adds none (no extra cost)."""
+                        search_seconds: float = SEARCH_SECONDS, launched_source: str | None = None) -> ProbePlan | None:
+    """The instrumented copy for a candidate that adds decisions; None when it adds none (no extra cost).
+
+    ``launched_source``: what the process loads, when it is the candidate module with more appended (a
+    user kernel's generated launcher, named ``kernel_name``); the candidate's lines keep their numbers."""
     from .decision_probe import ProbeError, probe_source
     from .decisions import added_decisions
 
@@ -149,7 +152,7 @@ def plan_decision_probe(original_source: str, candidate_source: str, kernel_name
     if not added.added:
         return None
     try:
-        probed = probe_source(candidate_source, kernel_name, added.added)
+        probed = probe_source(launched_source or candidate_source, kernel_name, added.added)
         source, decisions, skipped = probed.source, probed.decisions, probed.skipped
     except ProbeError as exc:
         source, decisions, skipped = "", list(added.added), [(d, str(exc)) for d in added.added]

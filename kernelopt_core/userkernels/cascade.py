@@ -106,7 +106,8 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
         result.notes.append(f"the candidate could not be written to {candidate_file}: {exc}")
     call = call or job_caller(target.device, worker, config.job_timeout_s, sink)
     payload = target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, target.kernel),
-                             workdir=os.path.dirname(workdir), run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
+                             workdir=os.path.dirname(workdir), run_timeout_s=max(1.0, 0.8 * config.job_timeout_s),
+                             decision_search_s=config.decision_search_s)
     if config.spare_candidate and 1 in gates and 2 in gates:
         ask_for_spare(call, target.device)
     ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
