@@ -290,3 +290,13 @@ def triton_poi_k_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__])
+
+
+def test_a_comparison_counted_as_an_integer_is_no_integer_view_of_data() -> None:
+    result = added("""
+        ordered = tl.sum((y >= x).to(tl.int32), 0)
+        out = tl.where(ordered > 3, x, x + y)""")
+    assert [f for f in result.findings if f[0] == RULE_KIND] == []
+    result = added("""
+        out = x + y.to(tl.int32).to(tl.float32)""")
+    assert [f[0] for f in result.findings] == [RULE_KIND]

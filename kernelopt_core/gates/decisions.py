@@ -166,6 +166,7 @@ class _Function:
             pending = [n for n in pending if n not in self.constants and reads[n] & set(self.constants)] \
                 if changed else []
         self.data -= set(self.constants)
+        self.pointer_types = pointer_types
         self.pointer_params = self._pointer_params(pointer_types)
         self.pointers: set[str] = _closure(set(self.pointer_params), reads_outside)
 
@@ -586,6 +587,39 @@ def _has_compare(node: ast.AST, fn: _Function, depth: int = 4) -> bool:
     return False
 
 
+def _integer_valued(node: ast.AST, fn: _Function, depth: int = 6) -> bool:
+    """The value is already an integer or a truth value (a comparison, a flag an atomic returned, a load of an
+    integer buffer): converting it to an integer type reads no bits of a floating value."""
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return _integer_valued(node.operand, fn, depth)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _integer_valued(node.left, fn, depth) and _integer_valued(node.right, fn, depth)
+    if isinstance(node, ast.Subscript):
+        return _integer_valued(node.value, fn, depth)
+    if isinstance(node, ast.Call):
+        kind = fn.memory_call(node)
+        if kind == "atomic":
+            return True
+        if kind == "load":
+            pointer = fn.pointer_arg(node)
+            types = fn.pointer_types or {}
+            bases = [t.id for t in fn._additive_terms(pointer, 4) if isinstance(t, ast.Name)] if pointer else []
+            return bool(bases) and all(str(types.get(b, "")).startswith(("*i", "*u")) for b in bases
+                                       if b in fn.pointer_params)
+        name = fn.function(node)
+        if name in ("where",) and len(node.args) == 3:
+            return _integer_valued(node.args[1], fn, depth) and _integer_valued(node.args[2], fn, depth)
+        return False
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (bool, int))
+    if isinstance(node, ast.Name) and depth > 0:
+        bound = fn.bindings.get(node.id)
+        return bool(bound) and all(v is not None and _integer_valued(v, fn, depth - 1) for v, _ in bound)
+    return False
+
+
 def _through_reduction(node: ast.AST, fn: _Function, depth: int = 8) -> bool:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
@@ -725,7 +759,7 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         elif value is not None and fn.is_data(value):
             if bitcast:
                 out.kinds.append(KindUse("integer view", node.lineno, ast.unparse(node)))
-            elif target_text.rsplit(".", 1)[-1] in _INT_TYPES:
+            elif target_text.rsplit(".", 1)[-1] in _INT_TYPES and not _integer_valued(value, fn):
                 out.kinds.append(KindUse("float to int", node.lineno, ast.unparse(node)))
         return
     if name in ("int",) or (isinstance(node.func, ast.Name) and node.func.id == "int"):
