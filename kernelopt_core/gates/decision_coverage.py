@@ -119,6 +119,7 @@ class DecisionProbeRun:
     constants: list[float] = field(default_factory=list)
     search_seconds: float = SEARCH_SECONDS
     failed: str | None = None  # the copy itself failed to run: nothing more can be credited
+    launches: int = 0  # of the copy (its first compiles it)
 
     def reason(self) -> str | None:
         """The verdict's reason when evidence is missing (None: complete)."""

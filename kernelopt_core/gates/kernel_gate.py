@@ -368,7 +368,14 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             return
         with clock("decisions"):
             counters.zero_()
-            run_candidate(values, kwargs, name=probing.key, extra=counter_arg)
+            later = cand.timeout_s
+            if probing.launches == 0:
+                cand.timeout_s = first_limit_s  # the copy's first launch compiles it (on a GPU, every config)
+            probing.launches += 1
+            try:
+                run_candidate(values, kwargs, name=probing.key, extra=counter_arg)
+            finally:
+                cand.timeout_s = later
             check = compare_runs(f"{label} (instrumented copy)", orig.run, cand.run, values, roles, names,
                                  poisoned=True, input_scale=scale)
             if cand.run.error is not None:
