@@ -144,3 +144,29 @@ def test_a_users_kernel_gets_the_same_evidence(tmp_path: Path) -> None:
         assert coverage["complete"] is accepted
         if not accepted:
             assert result.could_not_verify and "not verified" in result.reason and "x * x < 0.0" in result.reason
+
+
+def test_degenerate_inputs_credit_no_outcome_and_the_search_draws_at_the_constants() -> None:
+    import torch
+
+    from kernelopt_core.gates.decision_coverage import degenerate_reason, search_sets
+
+    roles = ["input", "input", "output"]
+    x, out = torch.randn(16, 37), torch.empty(16, 37)
+    assert degenerate_reason([x, torch.randn(16, 37), out], roles) is None
+    assert "at most two distinct" in degenerate_reason([x, torch.zeros(16, 37), out], roles)
+    assert "at most two distinct" in degenerate_reason([x, torch.randint(0, 2, (16, 37)).float(), out], roles)
+    rows = torch.randn(16, 1).expand(16, 37).contiguous()
+    assert "rows are each constant" in degenerate_reason([x, rows, out], roles)
+    assert degenerate_reason([x, torch.zeros(16, 37), out], ["input", "output", "output"]) is None  # outputs aside
+
+    values = [x.clone(), torch.randn(16, 37), out]
+    sets = search_sets(values, roles, ["in_ptr0", "in_ptr1", "out_ptr0"], [1234.5])
+    first = next(sets)
+    first.fill(values, roles)
+    assert "constants" in first.label
+    hits = (values[0] == 1234.5).sum() + (values[0] == -1234.5).sum()
+    beside = (values[0] == torch.tensor(1234.5).nextafter(torch.tensor(2e3))).sum()
+    assert hits > 0 and beside > 0
+    labels = [next(sets).label for _ in range(30)]
+    assert any("sorted" in label for label in labels) and any("alone" in label for label in labels)

@@ -214,11 +214,19 @@ def _at_constants(value: Any, constants: Sequence[float], seed: int) -> None:
         if not math.isfinite(constant):
             continue
         for c in (constant, -constant):
-            picks += [c, math.nextafter(c, math.inf), math.nextafter(c, -math.inf), c * (1 + 1e-3), c * (1 - 1e-3)]
+            picks += [c, c * (1 + 1e-3), c * (1 - 1e-3)]
     if not picks or not value.is_contiguous() or value.dim() == 0:
         return
     info = torch.finfo(value.dtype)
-    table = torch.tensor([min(max(p, info.min), info.max) for p in picks], dtype=value.dtype, device=value.device)
+    exact = torch.tensor([min(max(p, info.min), info.max) for p in picks], dtype=value.dtype, device=value.device)
+    # one ulp beside each, in the input's own dtype (a float64 neighbour rounds back onto the constant)
+    try:
+        table = torch.cat([exact, torch.nextafter(exact, torch.full_like(exact, math.inf)),
+                           torch.nextafter(exact, torch.full_like(exact, -math.inf))])
+    except (RuntimeError, NotImplementedError):  # nextafter is not implemented for every dtype and device
+        wide = exact.double()
+        table = torch.cat([exact, torch.nextafter(wide.float(), torch.full_like(wide.float(), math.inf))
+                           .to(value.dtype), exact])
     generator = _generator(value.device, seed + 1)
     for piece in _row_chunks(value):
         chosen = torch.rand(piece.shape, generator=generator, device=value.device) < 0.25
