@@ -36,17 +36,32 @@ class DecisionCoverage:
     not_credited: list[str] = field(default_factory=list)  # "label: why"
     searched: int = 0  # further input sets drawn to reach an unseen side
     seconds: float = 0.0
+    forced: list[str] = field(default_factory=list)  # synchronisation decisions forced in the withholding run
 
     def __post_init__(self) -> None:
         if not self.seen:
             self.seen = [[False, False] for _ in self.decisions]
 
     def record(self, counts: Sequence[int], label: str) -> None:
+        """Credits the outcomes in ``counts`` (per decision: times true, times false, force code)."""
         for index, decision_seen in enumerate(self.seen):
             for side in (0, 1):
-                if 2 * index + side < len(counts) and counts[2 * index + side] > 0:
+                if 3 * index + side < len(counts) and counts[3 * index + side] > 0:
                     decision_seen[side] = True
         self.credited.append(label)
+
+    def missing_sync(self) -> dict[int, int]:
+        """Force codes (decision index -> 1: force true, 2: force false) for the synchronisation decisions
+        seen one way only: the run that withholds a partial takes all their other sides at once."""
+        from .decision_probe import FORCE_FALSE, FORCE_TRUE
+
+        skipped = {id(d) for d, _ in self.skipped}
+        out: dict[int, int] = {}
+        for index, (decision, (true_seen, false_seen)) in enumerate(zip(self.decisions, self.seen, strict=True)):
+            if decision.sync and not decision.loop and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
+                    and true_seen != false_seen:
+                out[index] = FORCE_TRUE if not true_seen else FORCE_FALSE
+        return out
 
     @property
     def complete(self) -> bool:
@@ -82,6 +97,7 @@ class DecisionCoverage:
                               for d, s in zip(self.decisions, self.seen, strict=True)],
                 "skipped": [{**d.to_json(), "why": why} for d, why in self.skipped],
                 "credited": self.credited[:50], "not_credited": self.not_credited[:50], "searched": self.searched,
+                "forced": self.forced,
                 "seconds": round(self.seconds, 3), "complete": self.complete}
 
 

@@ -2,13 +2,15 @@
 
 :mod:`.decisions` lists what a candidate decides on data that its original does not. This module
 rewrites the candidate's source so that each such decision, wherever it is evaluated, adds to a
-counter buffer: slot ``2 i`` counts the evaluations in which decision ``i`` was true in some lane
-that counts, slot ``2 i + 1`` those in which it was false. Lanes that count are those of the masks
+counter buffer: slot ``3 i`` counts the evaluations in which decision ``i`` was true in some lane
+that counts, slot ``3 i + 1`` those in which it was false; slot ``3 i + 2`` is written by the checker:
+0, or 1 / 2 to force the decision true / false (only for synchronisation decisions, in the run that
+withholds a partial: :mod:`.decision_coverage`). Lanes that count are those of the masks
 :class:`~.decisions.Decision` names (the loads feeding the decision, or the stores after a
 reduction): a masked lane holds a load's ``other`` value, and an outcome seen only there proves
 nothing about the stored output.
 
-The counter buffer is one more argument, ``_kopt_counters`` (int32, ``2 * len(decisions)``):
+The counter buffer is one more argument, ``_kopt_counters`` (int32, ``3 * len(decisions)``):
 
 * a plain Inductor candidate takes it after its runtime parameters (its ``triton_meta`` signature
   and ``mutated_arg_names`` say so), and is launched ``kernel.run(*args, counters, stream=...)``;
@@ -34,15 +36,21 @@ COUNTER_PARAM = "_kopt_counters"
 _SEEN = "_kopt_seen"
 _NOTE = "_kopt_note"
 
+STRIDE = 3  # per decision: [times true, times false, force code]
+FORCE_NONE, FORCE_TRUE, FORCE_FALSE = 0, 1, 2
+
 _HELPERS = f'''
 
 @triton.jit
 def {_SEEN}(cond, valid, counters, slot: tl.constexpr):
-    """Records whether ``cond`` was true / false in a lane where ``valid``; returns ``cond``."""
-    taken = tl.sum(tl.zeros([1], tl.int32) + ((cond != 0) & (valid != 0)).to(tl.int32))
+    """Records whether ``cond`` was true / false in a lane where ``valid``; returns ``cond``, or the outcome
+    the checker forces (a synchronisation decision only: a partial withheld)."""
+    code = tl.load(counters + {STRIDE} * slot + 2)
+    cond = ((cond != 0) & (code != {FORCE_FALSE})) | (code == {FORCE_TRUE})
+    taken = tl.sum(tl.zeros([1], tl.int32) + (cond & (valid != 0)).to(tl.int32))
     skipped = tl.sum(tl.zeros([1], tl.int32) + ((cond == 0) & (valid != 0)).to(tl.int32))
-    tl.atomic_add(counters + 2 * slot, tl.minimum(taken, 1))
-    tl.atomic_add(counters + 2 * slot + 1, tl.minimum(skipped, 1))
+    tl.atomic_add(counters + {STRIDE} * slot, tl.minimum(taken, 1))
+    tl.atomic_add(counters + {STRIDE} * slot + 1, tl.minimum(skipped, 1))
     return cond
 
 
@@ -65,7 +73,7 @@ class ProbedSource:
 
     @property
     def slots(self) -> int:
-        return 2 * len(self.decisions)
+        return STRIDE * len(self.decisions)
 
 
 class ProbeError(ValueError):
@@ -258,4 +266,5 @@ def _add_counter_param(func: ast.FunctionDef, heuristics_kernel: str | None) -> 
                     value.elts.append(ast.Constant(COUNTER_PARAM))
 
 
-__all__ = ["COUNTER_PARAM", "ProbeError", "ProbedSource", "probe_source"]
+__all__ = ["COUNTER_PARAM", "FORCE_FALSE", "FORCE_NONE", "FORCE_TRUE", "STRIDE", "ProbeError", "ProbedSource",
+           "probe_source"]

@@ -96,13 +96,19 @@ class Decision:
     end_line: int = 0
     end_col: int = 0
     masks: tuple[str, ...] = ()
+    # a synchronisation decision: it reads only flags and counters in the launcher's own scratch, which the
+    # kernels write with constants (a cooperative kernel's "did the partial arrive"); gate 2 may force it
+    sync: bool = False
+    # its outcome decides whether a loop goes on (inside a while test, or through the names one reads): forcing
+    # it could make a wait that never ends, which no schedule gives
+    loop: bool = False
 
     def describe(self) -> str:
         return f"line {self.line}: {_short(self.text)}"
 
     def to_json(self) -> dict[str, object]:
         return {"line": self.line, "kind": self.kind, "text": self.text, "function": self.function,
-                "constants": list(self.constants), "probe": self.probe}
+                "constants": list(self.constants), "probe": self.probe, "sync": self.sync, "loop": self.loop}
 
 
 @dataclass(frozen=True)
@@ -166,9 +172,33 @@ class _Function:
             pending = [n for n in pending if n not in self.constants and reads[n] & set(self.constants)] \
                 if changed else []
         self.data -= set(self.constants)
+        self.flag_params: set[str] = set()  # launcher scratch written only with constants (set by the module)
+        self.loop_nodes = self._loop_nodes()
         self.pointer_types = pointer_types
         self.pointer_params = self._pointer_params(pointer_types)
         self.pointers: set[str] = _closure(set(self.pointer_params), reads_outside)
+
+    def _loop_nodes(self) -> set[int]:
+        """ids of the nodes whose value decides whether a loop goes on: inside a while test or a range's
+        arguments, or inside the value of a name those read (transitively)."""
+        roots: list[ast.AST] = [n.test for n in self.nodes if isinstance(n, ast.While)]
+        roots += [n.iter for n in self.nodes if isinstance(n, ast.For)]
+        feeding: set[str] = set()
+        stack = [sub.id for root in roots for sub in ast.walk(root) if isinstance(sub, ast.Name)]
+        while stack:
+            name = stack.pop()
+            if name in feeding:
+                continue
+            feeding.add(name)
+            for value, _ in self.bindings.get(name, []):
+                if value is not None:
+                    stack.extend(sub.id for sub in ast.walk(value) if isinstance(sub, ast.Name))
+        nodes = {id(sub) for root in roots for sub in ast.walk(root)}
+        for name in feeding:
+            for value, _ in self.bindings.get(name, []):
+                if value is not None:
+                    nodes |= {id(sub) for sub in ast.walk(value)}
+        return nodes
 
     def _scan(self, value: ast.AST, inside: set[str], outside: set[str]) -> bool:
         """Adds the names ``value`` reads to ``inside`` (and those outside memory calls to ``outside``);
@@ -652,6 +682,38 @@ def _feeding_loads(node: ast.AST, fn: _Function, depth: int = 8) -> list[ast.Cal
     return out
 
 
+def _feeding_memory(node: ast.AST, fn: _Function, depth: int = 8) -> list[ast.Call]:
+    """Every load and atomic whose result flows into ``node`` (through the names it reads)."""
+    out: list[ast.Call] = []
+    seen: set[str] = set()
+
+    def visit(sub_root: ast.AST, level: int) -> None:
+        for sub in ast.walk(sub_root):
+            if isinstance(sub, ast.Call) and fn.memory_call(sub) in ("load", "atomic"):
+                out.append(sub)
+            elif isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
+                seen.add(sub.id)
+                for bound, _ in fn.bindings.get(sub.id, []):
+                    if bound is not None:
+                        visit(bound, level - 1)
+
+    visit(node, depth)
+    return out
+
+
+def _is_sync(node: ast.AST, fn: _Function) -> bool:
+    if not fn.flag_params:
+        return False
+    sources = _feeding_memory(node, fn)
+    for call in sources:
+        pointer = fn.pointer_arg(call)
+        bases = {t.id for t in fn._additive_terms(pointer, 4) if isinstance(t, ast.Name)
+                 and t.id in fn.pointer_params} if pointer is not None else set()
+        if not bases or not bases <= fn.flag_params:
+            return False
+    return bool(sources)
+
+
 def _masks(node: ast.AST, line: int, fn: _Function) -> tuple[str, ...]:
     """The masks whose lanes count for a decision at ``line``: those of the loads feeding it when no
     reduction lies between (a masked lane's ``other`` value must not credit an outcome), else those of the
@@ -682,7 +744,8 @@ def _decision(fn: _Function, node: ast.AST, kind: str, probe: str, focus: ast.AS
                     function=fn.func.name, key=f"{kind}: {canonical(focus, fn)}", probe=probe,
                     col=node.col_offset, end_line=node.end_lineno or node.lineno,  # type: ignore[attr-defined]
                     end_col=node.end_col_offset or 0,  # type: ignore[attr-defined]
-                    masks=_masks(focus, node.lineno, fn))  # type: ignore[attr-defined]
+                    masks=_masks(focus, node.lineno, fn), sync=_is_sync(focus, fn),
+                    loop=id(node) in fn.loop_nodes)  # type: ignore[attr-defined]
 
 
 def _function_decisions(fn: _Function) -> FunctionDecisions:
@@ -820,14 +883,68 @@ def module_decisions(tree: ast.Module) -> ModuleDecisions:
                 if isinstance(target, ast.Name) and value is not None:
                     module_constants[target.id] = value
     called = {c.func.id for f in jit for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-    functions = []
-    facts = []
-    for func in jit:
-        fn = _Function(func, aliases, module_constants, helper=func.name in called and func.name in
-                       {f.name for f in jit}, pointer_types=_signature(func))
-        functions.append(_function_decisions(fn))
-        facts.append(fn)
-    return ModuleDecisions(functions, facts)
+    facts = [_Function(func, aliases, module_constants, helper=func.name in called and func.name in
+                       {f.name for f in jit}, pointer_types=_signature(func)) for func in jit]
+    for fn, flags in zip(facts, _flag_params(tree, aliases, facts), strict=True):
+        fn.flag_params = flags
+    return ModuleDecisions([_function_decisions(fn) for fn in facts], facts)
+
+
+_SCRATCH_CALLS = frozenset({"torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like"})
+
+
+def _flag_params(tree: ast.Module, aliases: dict[str, str], facts: list[_Function]) -> list[set[str]]:
+    """Per jit function, the parameters that are always passed a scratch buffer the module's launcher allocates
+    itself and that every kernel writes only with constants (flags, arrival counters): what they hold says
+    how the programs were scheduled, never what the inputs were."""
+    by_name = {fn.func.name: fn for fn in facts}
+    pairs: dict[str, list[tuple[str, str]]] = {}  # scratch name -> (kernel, parameter) it is passed as
+    passed: dict[tuple[str, str], bool] = {}  # (kernel, parameter) -> always a scratch buffer
+    for launcher in (n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.decorator_list):
+        assigned: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(launcher):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _target_names(target):
+                        assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else target)
+        scratch = {name for name, values in assigned.items() if len(values) == 1 and isinstance(values[0], ast.Call)
+                   and qualified(values[0].func, aliases) in _SCRATCH_CALLS}
+        for call in (n for n in ast.walk(launcher) if isinstance(n, ast.Call)):
+            target = call.func.value if isinstance(call.func, ast.Subscript) else None
+            if not isinstance(target, ast.Name) or target.id not in by_name:
+                continue
+            params = by_name[target.id].params
+            given = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
+            given += [(k.arg, k.value) for k in call.keywords if k.arg in params]
+            for param, value in given:
+                is_scratch = isinstance(value, ast.Name) and value.id in scratch
+                key = (target.id, param)
+                passed[key] = passed.get(key, True) and is_scratch
+                if is_scratch:
+                    pairs.setdefault(value.id, []).append(key)  # type: ignore[union-attr]
+    flag_like = {key for buffer, keys in pairs.items() if all(passed.get(k) for k in keys)
+                 and all(_writes_constants(by_name[k], p) for k, p in keys) for key in keys}
+    return [{p for k, p in flag_like if k == fn.func.name} for fn in facts]
+
+
+def _writes_constants(fn: _Function, param: str) -> bool:
+    """Every store and atomic into ``param`` writes a constant (an atomic adding 0 reads)."""
+    for call in (n for n in fn.nodes if isinstance(n, ast.Call)):
+        kind = fn.memory_call(call)
+        if kind not in ("store", "atomic"):
+            continue
+        pointer = fn.pointer_arg(call)
+        bases = {t.id for t in fn._additive_terms(pointer, 4) if isinstance(t, ast.Name)} if pointer is not None \
+            else set()
+        if param not in bases:
+            continue
+        name = fn.function(call) or ""
+        position = 2 if name == "atomic_cas" else 1
+        value = call.args[position] if len(call.args) > position else next(
+            (k.value for k in call.keywords if k.arg in ("value", "val")), None)
+        if value is None or fn.fold(value) is None:
+            return False
+    return True
 
 
 def _signature(func: ast.FunctionDef) -> dict[str, str] | None:

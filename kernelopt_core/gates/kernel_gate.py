@@ -271,7 +271,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
     if probing is not None:
         result.coverage = probing.coverage
-        slots = max(1, 2 * len(probing.coverage.decisions))
+        slots = max(1, 3 * len(probing.coverage.decisions))
         counter_buffer, counter_ref = arena.allocate(4 * slots)
         counters = counter_buffer.view(torch.int32)[:slots]
         counter_arg = (counter_ref.to_json(), TensorView(0, "torch.int32", (slots,), (1,), 0).to_json())
@@ -355,8 +355,10 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             observe(values, kwargs, label, scale)
         return check.passed
 
-    def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
-        """The instrumented copy on the set just compared: its outcomes count where its outputs match too."""
+    def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float,
+                force: dict[int, int] | None = None) -> None:
+        """The instrumented copy on the set just compared: its outcomes count where its outputs match too.
+        ``force``: decision index -> force code (the withholding run)."""
         assert probing is not None and counters is not None
         coverage = probing.coverage
         if coverage.complete or probing.failed is not None:
@@ -368,6 +370,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             return
         with clock("decisions"):
             counters.zero_()
+            for index, code in (force or {}).items():
+                counters[3 * index + 2] = code
             later = cand.timeout_s
             if probing.launches == 0:
                 cand.timeout_s = first_limit_s  # the copy's first launch compiles it (on a GPU, every config)
@@ -444,9 +448,25 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if not both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, INPUT_SCALE_CAP)),
                     judge_structure=extra.error_structure, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
             return result
-    if probing is not None:
-        search_decisions(probing, values, kwargs, roles, names, both, input_magnitude)
+    if probing is not None and search_decisions(probing, values, kwargs, roles, names, both, input_magnitude):
+        withhold(probing, values, kwargs, roles, seeds, both, observe)
     return result
+
+
+def withhold(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+             seeds: tuple[int, ...], both: Callable[..., bool], observe: Callable[..., None]) -> None:
+    """The run that withholds a partial: synchronisation decisions (on flags and counters in the launcher's own
+    scratch, :attr:`.decisions.Decision.sync`) seen one way only are forced, all at once, the other way; the
+    sides count where the copy's outputs still match. Last of gate 2's runs: a forced wait that never ends
+    costs the copy's time limit and no later check."""
+    force = probing.coverage.missing_sync()
+    if not force or probing.failed is not None:
+        return
+    draw_arguments(values, roles, (seeds[-1] if seeds else 0) + 77, "randn")
+    label = "a partial withheld: " + ", ".join(probing.coverage.decisions[i].describe() for i in sorted(force))
+    probing.coverage.forced = [probing.coverage.decisions[i].describe() for i in sorted(force)]
+    if both(values, kwargs, label, "withheld", probe=False):
+        observe(values, kwargs, label, 1.0, force=force)
 
 
 def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
