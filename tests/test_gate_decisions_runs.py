@@ -73,6 +73,43 @@ def test_the_instrumented_copy_records_outcomes_in_the_interpreter(tmp_path: Pat
     assert all(results[k]["error"] == 0.0 for k in ("mixed", "positive", "negative"))  # outputs unchanged
 
 
+_FORCED = _INTERPRETER.split("CANDIDATE = ")[0] + r'''
+CANDIDATE = ORIGINAL.replace("def double(x_ptr, out_ptr, n, BLOCK", "def double(x_ptr, out_ptr, n, flags_ptr, BLOCK").replace(
+    "tl.store(out_ptr + offs, x * 2.0, mask=mask)",
+    "f = tl.atomic_add(flags_ptr, 0)\n    tl.store(out_ptr + offs, tl.where(f != 0, x + x, x * 2.0), mask=mask)").replace(
+    "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, BLOCK=64)",
+    "    flags = torch.zeros((1,), dtype=torch.int32, device=x_ptr.device)\n"
+    "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, flags, BLOCK=64)")
+added = added_decisions(ORIGINAL, CANDIDATE).added
+probed = probe_source(CANDIDATE, "launch", added)
+kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
+results = {"decisions": [[d.text, d.sync, d.loop] for d in added]}
+x = torch.randn(100)
+for label, code, budget in (("natural", 0, 0), ("forced", 1, 1 << 30), ("budget 1", 1, 1)):
+    out = torch.full((100,), float("nan"))
+    counters = torch.zeros(probed.slots, dtype=torch.int32)
+    counters[2], counters[3] = code, budget
+    kernel.run(x, out, 100, counters)
+    results[label] = {"counters": counters.tolist()[:2], "error": float((out - x * 2).abs().max())}
+print(json.dumps(results))
+'''
+
+
+def test_a_withheld_flag_takes_its_other_side_in_the_interpreter(tmp_path: Path) -> None:
+    """A flag in the launcher's own zeroed scratch (a synchronisation decision) is never set naturally; the
+    withholding run forces it, for a bounded number of evaluations where asked."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", _FORCED, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["decisions"] == [["f != 0", True, False]]
+    assert results["natural"]["counters"] == [0, 2]  # two programs, the flag never set
+    assert results["forced"]["counters"] == [2, 0]
+    assert results["budget 1"]["counters"] == [1, 1]  # the first evaluation forced, the next natural
+    assert all(results[k]["error"] == 0.0 for k in ("natural", "forced", "budget 1"))
+
+
 @pytest.fixture(scope="module")
 def elementwise(tmp_path_factory: pytest.TempPathFactory):
     graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory)["elementwise"])

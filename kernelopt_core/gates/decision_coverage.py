@@ -22,6 +22,8 @@ from .decisions import Decision
 # How long gate 2 may keep drawing inputs for a side not yet seen (the battery's own sets come first).
 SEARCH_SECONDS = 30.0
 SAMPLE = 65536  # elements looked at to call an input degenerate
+LOOP_FORCED = 64  # evaluations a loop-keeping synchronisation decision is forced for, in the withholding run
+ALWAYS_FORCED = 1 << 30
 NOT_VERIFIED = "not verified: the candidate adds a path that no test reached"
 
 
@@ -46,21 +48,24 @@ class DecisionCoverage:
         """Credits the outcomes in ``counts`` (per decision: times true, times false, force code)."""
         for index, decision_seen in enumerate(self.seen):
             for side in (0, 1):
-                if 3 * index + side < len(counts) and counts[3 * index + side] > 0:
+                if 4 * index + side < len(counts) and counts[4 * index + side] > 0:
                     decision_seen[side] = True
         self.credited.append(label)
 
-    def missing_sync(self) -> dict[int, int]:
-        """Force codes (decision index -> 1: force true, 2: force false) for the synchronisation decisions
-        seen one way only: the run that withholds a partial takes all their other sides at once."""
+    def missing_sync(self) -> dict[int, tuple[int, int]]:
+        """(force code, evaluations) per decision index for the synchronisation decisions seen one way only:
+        the run that withholds a partial takes all their other sides at once. A decision that keeps a loop
+        going is forced for its first LOOP_FORCED evaluations only (a wait that lasts a while, as a slow
+        program makes it; forced for good, it could never end)."""
         from .decision_probe import FORCE_FALSE, FORCE_TRUE
 
         skipped = {id(d) for d, _ in self.skipped}
         out: dict[int, int] = {}
         for index, (decision, (true_seen, false_seen)) in enumerate(zip(self.decisions, self.seen, strict=True)):
-            if decision.sync and not decision.loop and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
+            if decision.sync and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
                     and true_seen != false_seen:
-                out[index] = FORCE_TRUE if not true_seen else FORCE_FALSE
+                out[index] = (FORCE_TRUE if not true_seen else FORCE_FALSE,
+                              LOOP_FORCED if decision.loop else ALWAYS_FORCED)
         return out
 
     @property

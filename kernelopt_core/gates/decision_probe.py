@@ -2,15 +2,16 @@
 
 :mod:`.decisions` lists what a candidate decides on data that its original does not. This module
 rewrites the candidate's source so that each such decision, wherever it is evaluated, adds to a
-counter buffer: slot ``3 i`` counts the evaluations in which decision ``i`` was true in some lane
-that counts, slot ``3 i + 1`` those in which it was false; slot ``3 i + 2`` is written by the checker:
-0, or 1 / 2 to force the decision true / false (only for synchronisation decisions, in the run that
-withholds a partial: :mod:`.decision_coverage`). Lanes that count are those of the masks
+counter buffer: slot ``4 i`` counts the evaluations in which decision ``i`` was true in some lane
+that counts, slot ``4 i + 1`` those in which it was false; slots ``4 i + 2`` and ``4 i + 3`` are
+written by the checker: 0, or 1 / 2 to force the decision true / false for as many evaluations as the
+second says (only synchronisation decisions, in the run that withholds a partial:
+:mod:`.decision_coverage`). Lanes that count are those of the masks
 :class:`~.decisions.Decision` names (the loads feeding the decision, or the stores after a
 reduction): a masked lane holds a load's ``other`` value, and an outcome seen only there proves
 nothing about the stored output.
 
-The counter buffer is one more argument, ``_kopt_counters`` (int32, ``3 * len(decisions)``):
+The counter buffer is one more argument, ``_kopt_counters`` (int32, ``4 * len(decisions)``):
 
 * a plain Inductor candidate takes it after its runtime parameters (its ``triton_meta`` signature
   and ``mutated_arg_names`` say so), and is launched ``kernel.run(*args, counters, stream=...)``;
@@ -36,17 +37,20 @@ COUNTER_PARAM = "_kopt_counters"
 _SEEN = "_kopt_seen"
 _NOTE = "_kopt_note"
 
-STRIDE = 3  # per decision: [times true, times false, force code]
+STRIDE = 4  # per decision: [times true, times false, force code, forced evaluations left]
 FORCE_NONE, FORCE_TRUE, FORCE_FALSE = 0, 1, 2
 
 _HELPERS = f'''
 
 @triton.jit
 def {_SEEN}(cond, valid, counters, slot: tl.constexpr):
-    """Records whether ``cond`` was true / false in a lane where ``valid``; returns ``cond``, or the outcome
-    the checker forces (a synchronisation decision only: a partial withheld)."""
+    """Records whether ``cond`` was true / false in a lane where ``valid``; returns ``cond``, or, while the
+    checker's budget of forced evaluations lasts, the outcome it forces (synchronisation decisions only:
+    a partial withheld, a wait that goes on a while)."""
     code = tl.load(counters + {STRIDE} * slot + 2)
-    cond = ((cond != 0) & (code != {FORCE_FALSE})) | (code == {FORCE_TRUE})
+    left = tl.atomic_add(counters + {STRIDE} * slot + 3, tl.where(code != 0, -1, 0))
+    active = (code != 0) & (left > 0)
+    cond = ((cond != 0) & (active == 0)) | (active & (code == {FORCE_TRUE}))
     taken = tl.sum(tl.zeros([1], tl.int32) + (cond & (valid != 0)).to(tl.int32))
     skipped = tl.sum(tl.zeros([1], tl.int32) + ((cond == 0) & (valid != 0)).to(tl.int32))
     tl.atomic_add(counters + {STRIDE} * slot, tl.minimum(taken, 1))

@@ -271,7 +271,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
     if probing is not None:
         result.coverage = probing.coverage
-        slots = max(1, 3 * len(probing.coverage.decisions))
+        slots = max(1, 4 * len(probing.coverage.decisions))
         counter_buffer, counter_ref = arena.allocate(4 * slots)
         counters = counter_buffer.view(torch.int32)[:slots]
         counter_arg = (counter_ref.to_json(), TensorView(0, "torch.int32", (slots,), (1,), 0).to_json())
@@ -356,9 +356,9 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         return check.passed
 
     def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float,
-                force: dict[int, int] | None = None) -> None:
+                force: dict[int, tuple[int, int]] | None = None) -> None:
         """The instrumented copy on the set just compared: its outcomes count where its outputs match too.
-        ``force``: decision index -> force code (the withholding run)."""
+        ``force``: decision index -> (force code, forced evaluations) (the withholding run)."""
         assert probing is not None and counters is not None
         coverage = probing.coverage
         if coverage.complete or probing.failed is not None:
@@ -370,8 +370,9 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             return
         with clock("decisions"):
             counters.zero_()
-            for index, code in (force or {}).items():
-                counters[3 * index + 2] = code
+            for index, (code, evaluations) in (force or {}).items():
+                counters[4 * index + 2] = code
+                counters[4 * index + 3] = evaluations
             later = cand.timeout_s
             if probing.launches == 0:
                 cand.timeout_s = first_limit_s  # the copy's first launch compiles it (on a GPU, every config)
@@ -448,8 +449,9 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if not both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, INPUT_SCALE_CAP)),
                     judge_structure=extra.error_structure, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
             return result
-    if probing is not None and search_decisions(probing, values, kwargs, roles, names, both, input_magnitude):
+    if probing is not None:
         withhold(probing, values, kwargs, roles, seeds, both, observe)
+        search_decisions(probing, values, kwargs, roles, names, both, input_magnitude)
     return result
 
 
@@ -457,8 +459,8 @@ def withhold(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any
              seeds: tuple[int, ...], both: Callable[..., bool], observe: Callable[..., None]) -> None:
     """The run that withholds a partial: synchronisation decisions (on flags and counters in the launcher's own
     scratch, :attr:`.decisions.Decision.sync`) seen one way only are forced, all at once, the other way; the
-    sides count where the copy's outputs still match. Last of gate 2's runs: a forced wait that never ends
-    costs the copy's time limit and no later check."""
+    sides count where the copy's outputs still match. A decision that keeps a loop going is forced for a bounded
+    number of evaluations only (:data:`.decision_coverage.LOOP_FORCED`)."""
     force = probing.coverage.missing_sync()
     if not force or probing.failed is not None:
         return
