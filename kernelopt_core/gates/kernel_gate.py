@@ -363,7 +363,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         coverage = probing.coverage
         if coverage.complete or probing.failed is not None:
             return
-        if coverage.seconds >= probing.search_seconds and not force:
+        if coverage.seconds >= 2 * probing.search_seconds and not force:
             # the copy's runs have had their time: what is still unseen stays so (a bounded extra cost)
             coverage.not_credited.append(f"{label}: not run, the instrumented copy's time is spent")
             return
@@ -481,7 +481,7 @@ def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[
     """Draw further sets until every added decision was seen both ways, the copy failed, a set's outputs
     differ (False: the candidate is wrong on it), or the search's time is up."""
     coverage = probing.coverage
-    deadline = time.monotonic() + max(0.0, probing.search_seconds - coverage.seconds)
+    deadline = time.monotonic() + probing.search_seconds
     for number, drawn in enumerate(search_sets(values, roles, names, probing.constants)):
         if coverage.complete or probing.failed is not None or time.monotonic() > deadline:
             break
