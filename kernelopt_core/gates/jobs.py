@@ -322,6 +322,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
     candidate_peak = loading_peak
     per_kernel: dict[str, Any] = {}
+    copy_broke: str | None = None  # an instrumented copy failed (it may have ended the candidate's process)
     peak_tracked = 0
     working = 0
     checks_begin = time.perf_counter()
@@ -367,6 +368,13 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 "could_not_run": bool(failed_check is not None and failed_check.could_not_run),
                 "violation": bool(failed_check is not None and failed_check.violation),
             }
+            if failed_check is not None and copy_broke and not failed_check.could_not_run:
+                # an earlier kernel's instrumented copy took the candidate's process down: this failure is the
+                # check's, not the candidate's
+                per_kernel[name]["could_not_run"] = True
+                per_kernel[name]["reason"] += f" (after {copy_broke})"
+            if probe is not None and probe.failed is not None:
+                copy_broke = probe.failed
             if probe is not None:
                 per_kernel[name]["decisions"] = probe.coverage.to_json()
                 unproven = probe.reason() if failed_check is None else None

@@ -378,8 +378,9 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 counters[4 * index + 2] = code
                 counters[4 * index + 3] = evaluations
             later = cand.timeout_s
-            if probing.launches == 0:
-                cand.timeout_s = first_limit_s  # the copy's first launch compiles it (on a GPU, every config)
+            # the copy records with atomics and may run far slower than the candidate (the interpreter): its
+            # launches get the first launch's limit, which allows for compiling too
+            cand.timeout_s = max(first_limit_s, later)
             probing.launches += 1
             try:
                 run_candidate(values, kwargs, name=probing.key, extra=counter_arg)
