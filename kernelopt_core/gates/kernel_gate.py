@@ -17,6 +17,7 @@ from ..artifacts.kernel_arguments import Role
 from ..sandbox.exchange import ExchangeArena, TensorView
 from ..sandbox.process import SandboxError, SandboxProcess
 from .chunks import aligned_flat
+from .decision_coverage import DecisionCoverage, DecisionProbeRun, degenerate_reason, search_sets
 from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
@@ -86,11 +87,17 @@ class CandidateSide(Side):
         return [{"view": self._views[self.aliases.get(i, i)]} if i in self._views else _scalar(v)
                 for i, v in enumerate(values)]
 
-    def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None) -> None:
+    def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None,
+               name: str | None = None, extra: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """Launch on ``values``; ``name`` another kernel loaded in the process (the instrumented copy), and
+        ``extra`` (its shared ref, its view) one more trailing argument (the copy's counter buffer)."""
+        refs, args = self._refs, self.message_args(values)
+        if extra is not None:
+            refs = [*refs, extra[0]]
+            args = [*args, {"view": {**extra[1], "buffer": len(self._refs)}}]
         try:
-            reply = self.process.call("run_kernel", timeout_s=self.timeout_s, name=self.name, refs=self._refs,
-                                      args=self.message_args(values), kwargs=_child_kwargs(kwargs),
-                                      shuffle_seed=shuffle_seed)
+            reply = self.process.call("run_kernel", timeout_s=self.timeout_s, name=name or self.name, refs=refs,
+                                      args=args, kwargs=_child_kwargs(kwargs), shuffle_seed=shuffle_seed)
         except SandboxError as exc:
             if exc.kind in ("timeout", "crash"):
                 # the candidate hung or took its process down: its verdict
@@ -129,6 +136,7 @@ class KernelChecks:
     battery: str = "full"
     original_runs: int = 0
     candidate_runs: int = 0
+    coverage: DecisionCoverage | None = None  # the added decisions' outcomes (full battery, when any)
 
     @property
     def failed(self) -> RunCheck | None:
@@ -226,13 +234,20 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                  roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
                  original_uses_atomics: bool = False, extra_sets: Sequence[ExtraSet] = (),
                  timeout_s: float = 600.0, row_length: int | None = None, structure: bool = True,
-                 battery: str = "full", clock: StepClock | None = None) -> KernelChecks:
+                 battery: str = "full", clock: StepClock | None = None,
+                 decisions: DecisionProbeRun | None = None) -> KernelChecks:
     """Gate 2's runs for one kernel, in order, stopping at the first failing check (which decides).
 
     ``battery`` "full" runs every check; "screen" runs the first captured launch and the first seed
     only (the search's screen: each of its runs is the same-named run of the full battery, so what
     the screen rejects the full battery rejects too). Arguments whose captured value is never read
     (outputs) may come as layouts only (meta tensors, :func:`.launch_capture.layout_only`).
+
+    ``decisions`` (full battery only): the candidate adds data-dependent decisions, and its instrumented
+    copy (:mod:`.decision_probe`) is loaded in the candidate's process. After each set whose outputs
+    matched, the copy runs on the same inputs, and where its outputs match too, the outcomes it recorded
+    are credited; then further sets are drawn (:func:`.decision_coverage.search_sets`) until every added
+    decision was seen both ways or the search's time is up. ``result.coverage`` holds what was seen.
     """
     import torch
 
@@ -286,6 +301,15 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                        f"{LAUNCH_TIME_FACTOR:g}x that, at least {first_limit_s:g} s for its first launch "
                        f"and {later_limit_s:g} s after")
     steady = kept + orig.nbytes + cand.nbytes
+    probing = decisions if decisions is not None and not screen and decisions.coverage.decisions else None
+    counters: Any = None
+    counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
+    if probing is not None:
+        result.coverage = probing.coverage
+        slots = max(1, 4 * len(probing.coverage.decisions))
+        counter_buffer, counter_ref = arena.allocate(4 * slots)
+        counters = counter_buffer.view(torch.int32)[:slots]
+        counter_arg = (counter_ref.to_json(), TensorView(0, "torch.int32", (slots,), (1,), 0).to_json())
     result.peak_bytes = max(captured + orig.nbytes, steady)
     output_bytes = sum(g.view.numel() * g.view.element_size() for i, g in orig.run.guarded.items()
                        if roles[i] != "input")  # what the sensitivity run saves
@@ -303,11 +327,12 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         return magnitudes[key]
 
     def run_candidate(values: list[Any], kwargs: dict[str, Any], outputs: str = "poison",
-                      shuffle_seed: int | None = None) -> None:
+                      shuffle_seed: int | None = None, name: str | None = None,
+                      extra: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
         with clock("fill"):
             cand.fill(values, outputs=outputs)
         with clock("candidate"):
-            cand.launch(values, kwargs, shuffle_seed=shuffle_seed)
+            cand.launch(values, kwargs, shuffle_seed=shuffle_seed, name=name, extra=extra)
         result.candidate_runs += 1
 
     def run_original_on(values: list[Any], kwargs: dict[str, Any], key: str) -> None:
@@ -331,7 +356,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
 
     def both(values: list[Any], kwargs: dict[str, Any], label: str, key: str, scale: float = 1.0,
              stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True,
-             scale_with_outputs: bool = False, by_magnitude: bool = False) -> bool:
+             scale_with_outputs: bool = False, by_magnitude: bool = False, probe: bool = True) -> bool:
         begin = time.perf_counter()
         run_candidate(values, kwargs, "keep" if prefilled else "poison")
         run_original_on(values, kwargs, key)
@@ -377,7 +402,50 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 check.figures["sensitivity"] = {k: list(v) for k, v in spec.sensitivity.items()}
         check.figures["seconds"] = round(time.perf_counter() - begin, 4)
         checks.append(check)
+        if check.passed and probe and probing is not None:
+            observe(values, kwargs, label, scale)
         return check.passed
+
+    def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float,
+                force: dict[int, tuple[int, int]] | None = None) -> None:
+        """The instrumented copy on the set just compared: its outcomes count where its outputs match too.
+        ``force``: decision index -> (force code, forced evaluations) (the withholding run)."""
+        assert probing is not None and counters is not None
+        coverage = probing.coverage
+        if coverage.complete or probing.failed is not None:
+            return
+        if coverage.seconds >= 2 * probing.search_seconds and not force:
+            # the copy's runs have had their time: what is still unseen stays so (a bounded extra cost)
+            coverage.not_credited.append(f"{label}: not run, the instrumented copy's time is spent")
+            return
+        begin = time.perf_counter()
+        why = degenerate_reason(values, roles)
+        if why is not None:
+            coverage.not_credited.append(f"{label}: {why}")
+            return
+        with clock("decisions"):
+            counters.zero_()
+            for index, (code, evaluations) in (force or {}).items():
+                counters[4 * index + 2] = code
+                counters[4 * index + 3] = evaluations
+            later = cand.timeout_s
+            # the copy records with atomics and may run far slower than the candidate (the interpreter): its
+            # launches get the first launch's limit, which allows for compiling too
+            cand.timeout_s = max(first_limit_s, later)
+            probing.launches += 1
+            try:
+                run_candidate(values, kwargs, name=probing.key, extra=counter_arg)
+            finally:
+                cand.timeout_s = later
+            check = compare_runs(f"{label} (instrumented copy)", orig.run, cand.run, values, roles, names,
+                                 poisoned=True, input_scale=scale)
+            if cand.run.error is not None:
+                probing.failed = f"the instrumented copy failed on {label}: {cand.run.error}"
+            elif check.passed:
+                coverage.record([int(c) for c in counters.tolist()], label)
+            else:
+                coverage.not_credited.append(f"{label}: the instrumented copy's outputs differ ({check.problems[0]})")
+        coverage.seconds += time.perf_counter() - begin
 
     def attribute_stale_failure(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
         """The stale-output run failed: say whether the previous outputs were the cause. A result that is
@@ -429,7 +497,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                                   stale, prefilled=True):
                 attribute_stale_failure(values, kwargs, label, scale)
                 return result
-        if not both(values, kwargs, label, label, scale):
+        if not both(values, kwargs, label, label, scale, probe=not (position == 0 and reruns > 0 and not screen)):
             return result
         if position == 0 and reruns > 0 and not screen:
             # 3. re-runs on this set: the first run's outputs become the reference in the original's buffers
@@ -467,7 +535,48 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             orig.aliases = cand.aliases = {}
         if not passed:
             return result
+    if probing is not None:
+        withhold(probing, values, kwargs, roles, seeds, both, observe)
+        search_decisions(probing, values, kwargs, roles, names, both, input_magnitude)
     return result
+
+
+def withhold(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+             seeds: tuple[int, ...], both: Callable[..., bool], observe: Callable[..., None]) -> None:
+    """The run that withholds a partial: synchronisation decisions (on flags and counters in the launcher's own
+    scratch, :attr:`.decisions.Decision.sync`) seen one way only are forced, all at once, the other way; the
+    sides count where the copy's outputs still match. A decision that keeps a loop going is forced for a bounded
+    number of evaluations only (:data:`.decision_coverage.LOOP_FORCED`)."""
+    force = probing.coverage.missing_sync()
+    if not force or probing.failed is not None:
+        return
+    draw_arguments(values, roles, (seeds[-1] if seeds else 0) + 77, "randn")
+    label = "a partial withheld: " + ", ".join(probing.coverage.decisions[i].describe() for i in sorted(force))
+    probing.coverage.forced = [probing.coverage.decisions[i].describe() for i in sorted(force)]
+    if both(values, kwargs, label, "withheld", probe=False):
+        observe(values, kwargs, label, 1.0, force=force)
+
+
+def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+                     names: list[str], both: Callable[..., bool], input_magnitude: Callable[[str, list[Any]], float]
+                     ) -> bool:
+    """Draw further sets until every added decision was seen both ways, the copy failed, a set's outputs
+    differ (False: the candidate is wrong on it), or the search's time is up."""
+    coverage = probing.coverage
+    deadline = time.monotonic() + probing.search_seconds
+    for number, drawn in enumerate(search_sets(values, roles, names, probing.constants)):
+        if coverage.complete or probing.failed is not None or time.monotonic() > deadline:
+            break
+        drawn.fill(values, list(roles))
+        coverage.searched += 1
+        key = f"decision search {number}"
+        magnitude = input_magnitude(key, values)
+        if not both(values, kwargs, f"decision search: {drawn.label}", key, max(1.0, min(magnitude, INPUT_SCALE_CAP)),
+                    judge_structure=False, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
+            return False
+    return True
+
+
 
 
 # A family's inputs scale the absolute tolerance up to this magnitude; beyond it, up to the original's own
@@ -498,5 +607,5 @@ def _release_cached_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-__all__ = ["BATTERIES", "INPUT_SCALE_CAP", "CandidateSide", "KernelChecks", "check_kernel", "family_tolerance_scale",
-           "launch_limits"]
+__all__ = ["BATTERIES", "INPUT_SCALE_CAP", "CandidateSide", "KernelChecks", "check_kernel",
+           "family_tolerance_scale", "launch_limits", "search_decisions"]

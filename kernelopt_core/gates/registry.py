@@ -47,6 +47,7 @@ class KernelSettings:
     battery: str  # "screen" or "full"
     spare: bool  # keep a spare process ready for the next candidate
     sanitize_ahead: bool = False  # gate 3 follows: its sanitizer may start beside this battery
+    decision_search_s: float = 30.0  # the search for outcomes of added decisions not yet seen
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +98,7 @@ class KernelGate(Gate):
     def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
         return KernelSettings(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
                               battery=gate2_battery(config, gates), spare=config.spare_candidate,
-                              sanitize_ahead=3 in gates).to_json()
+                              sanitize_ahead=3 in gates, decision_search_s=config.decision_search_s).to_json()
 
 
 class ModelGate(Gate):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..artifacts.model import CompiledGraph
 from ..artifacts.parse import dotted_name
+from .decisions import RULE_KIND, RULE_POINTER, RULE_WRITE_ONLY, added_decisions
 from .static_dataflow import module_flow
 from .static_launcher import check_launcher
 from .static_literals import RULE as LITERAL_RULE
@@ -43,8 +44,8 @@ __all__ = ["FORBIDDEN_CALLS", "FORBIDDEN_MODULES", "FORBIDDEN_NAMES", "GRID_TYPE
            "STREAM_ATTRIBUTES", "Dialect", "SourceReport", "StaticFinding", "check_source", "run_static_gate"]
 
 _RULE_ORDER = ["syntax", "torch", "forbidden-import", "forbidden-call", "undefined", "try-except", "global-state",
-               "stream", "decorator", "top-level", "construct", "launcher", "contract", LITERAL_RULE,
-               RELOAD_RULE]
+               "stream", "decorator", "top-level", "construct", "launcher", "contract", RULE_POINTER, LITERAL_RULE,
+               RULE_WRITE_ONLY, RULE_KIND, RELOAD_RULE]
 
 
 @dataclass
@@ -110,6 +111,9 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
             report.findings.append(StaticFinding(LITERAL_RULE, message, line))
         for message, line in check_reloads(original_source, flow):
             report.findings.append(StaticFinding(RELOAD_RULE, message, line))
+        # control flow on addresses, decisions of a kind no outcome can be recorded for, reads of outputs
+        for rule, message, line in added_decisions(original_source, candidate_source).findings:
+            report.findings.append(StaticFinding(rule, message, line or None))
         if dialect is Dialect.LAUNCHER:
             _check_launcher_contract(tree, original, kernel_name, report)
         elif dialect is Dialect.INDUCTOR:

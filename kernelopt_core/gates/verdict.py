@@ -139,6 +139,9 @@ class CascadeConfig:
     # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
     # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)
     sanitizer_timeout_s: float = 600.0
+    # Gate 2's full battery: how long it may keep drawing inputs for an outcome of an added decision not yet
+    # seen (docs/gates.md, "Acceptance by evidence"); candidates that add no decisions never search.
+    decision_search_s: float = 30.0
     # gate 1's compile numbers per kernel when gate 1 ran earlier (a finalist's screen): the sanitizer runs
     # racecheck only on kernels whose compile uses shared memory; unknown counts as used
     compiled: dict[str, Any] | None = None

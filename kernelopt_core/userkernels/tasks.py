@@ -349,6 +349,24 @@ def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
 
 
+def _decision_probe(process: Any, payload: dict[str, Any], launched: str, device: str) -> Any:
+    """The instrumented copy of a candidate that adds data-dependent decisions (the same as an Inductor
+    kernel's, :mod:`kernelopt_core.gates.decision_coverage`), loaded in its process; None when it adds none."""
+    from ..gates.decision_coverage import SEARCH_SECONDS, plan_decision_probe
+
+    if payload.get("decisions") is False:
+        return None
+    plan = plan_decision_probe(str(payload["module"]), str(payload["candidate"]), LAUNCHER_NAME,
+                               float(payload.get("decision_search_s", SEARCH_SECONDS)), launched_source=launched)
+    if plan is None or not plan.source:
+        return plan.run if plan is not None else None
+    reply = process.call("load_kernel", name=LAUNCHER_NAME, key=plan.run.key, source=plan.source,
+                         device_str=_device_str(device))
+    if not reply.get("ok"):
+        plan.run.failed = f"the instrumented copy failed to load: {str(reply.get('error'))[:600]}"
+    return plan.run
+
+
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
@@ -363,8 +381,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
     try:
         entry = _candidate(payload, device, from_spare=True)
-        failed = _load_launcher(entry, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
-                                device)
+        launched = launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload))
+        failed = _load_launcher(entry, launched, device)
+        probe = _decision_probe(entry.process, payload, launched, device) if failed is None else None
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(entry.process)
@@ -384,7 +403,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
                                original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
-                               timeout_s=float(payload.get("run_timeout_s", 300.0)))
+                               timeout_s=float(payload.get("run_timeout_s", 300.0)), decisions=probe)
     finally:
         arena.close()
     failed_check = outcome.failed
@@ -402,6 +421,11 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
             return _could_not_verify(reason, **numbers)
         numbers["violation"] = failed_check.violation
         return _verdict(False, reason, **numbers)
+    if probe is not None:
+        numbers["kernels"][kernel]["decisions"] = probe.coverage.to_json()
+        unproven = probe.reason()
+        if unproven is not None:  # every run matched, but a path the candidate adds was never taken
+            return {**_could_not_verify(f"{kernel}: {unproven}", **numbers), "not_verified": True}
     return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
                           f"outputs, re-runs{', input families' if families else ''}) match the original (max |diff| "
                           f"{numbers['max_abs_diff']:.3g})", **numbers)

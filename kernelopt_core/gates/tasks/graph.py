@@ -190,6 +190,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
     candidate_peak = loading_peak
     per_kernel: dict[str, Any] = {}
+    copy_broke: str | None = None  # an instrumented copy failed (it may have ended the candidate's process)
     peak_tracked = 0
     working = 0
     checks_begin = time.perf_counter()
@@ -210,6 +211,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 kernel_launches[0].args[:] = [v.cpu() if isinstance(v, torch.Tensor) and not v.is_meta else v
                                               for v in kernel_launches[0].args]
             values = [launch.args for launch in kernel_launches]
+            probe = _decision_probe(process, payload, kernel, name, graph.device or "cuda") \
+                if battery == "full" else None
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
@@ -217,7 +220,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
                 extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names) if battery == "full" else (),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
-                structure=payload.get("error_structure", True) is not False, battery=battery, clock=clock)
+                structure=payload.get("error_structure", True) is not False, battery=battery, clock=clock,
+                decisions=probe)
             failed_check = outcome.failed
             peak_tracked = max(peak_tracked, outcome.peak_bytes)
             working = max(working, outcome.working_set_bytes)
@@ -232,6 +236,18 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 "could_not_run": bool(failed_check is not None and failed_check.could_not_run),
                 "violation": bool(failed_check is not None and failed_check.violation),
             }
+            if failed_check is not None and copy_broke and not failed_check.could_not_run:
+                # an earlier kernel's instrumented copy took the candidate's process down: this failure is the
+                # check's, not the candidate's
+                per_kernel[name]["could_not_run"] = True
+                per_kernel[name]["reason"] += f" (after {copy_broke})"
+            if probe is not None and probe.failed is not None:
+                copy_broke = probe.failed
+            if probe is not None:
+                per_kernel[name]["decisions"] = probe.coverage.to_json()
+                unproven = probe.reason() if failed_check is None else None
+                if unproven is not None:
+                    per_kernel[name]["not_verified"] = f"{name}: {unproven}"
     finally:
         running_peak = _candidate_memory(process)
         peaks = [p for p in (loading_peak, running_peak) if p is not None]
@@ -281,6 +297,26 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
     return reason
 
 
+def _decision_probe(process: Any, payload: dict[str, Any], kernel: Any, name: str, device_str: str) -> Any:
+    """The instrumented copy of a candidate that adds data-dependent decisions, loaded in its process
+    (:mod:`..decision_coverage`); None when it adds none, or the payload turns the evidence off."""
+    from ..decision_coverage import SEARCH_SECONDS, plan_decision_probe
+
+    source = (payload.get("sources") or {}).get(name)
+    if payload.get("decisions") is False or not isinstance(source, str):
+        return None
+    plan = plan_decision_probe(kernel.source, source, name, float(payload.get("decision_search_s", SEARCH_SECONDS)))
+    if plan is None or not plan.source:
+        return plan.run if plan is not None else None
+    try:
+        reply = process.call("load_kernel", name=name, key=plan.run.key, source=plan.source, device_str=device_str)
+    except Exception as exc:  # noqa: BLE001 - the copy's failure to load is reported as missing evidence
+        reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    if not reply.get("ok"):
+        plan.run.failed = f"the instrumented copy failed to load: {str(reply.get('error'))[:600]}"
+    return plan.run
+
+
 def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery: str,
                    seeds: tuple[int, ...]) -> dict[str, Any]:
     unverifiable = [v for v in per_kernel.values() if v.get("could_not_run")]
@@ -291,6 +327,9 @@ def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery:
     if failing:
         numbers["violation"] = any(v.get("violation") for v in failing)
         return _verdict(False, f"{stage}: {failing[0]['reason']}", **numbers)
+    unproven = [v["not_verified"] for v in per_kernel.values() if v.get("not_verified")]
+    if unproven:  # every run matched, but a path the candidate adds was never taken: no verdict either way
+        return {**_could_not_verify(f"{stage}: {unproven[0]}", **numbers), "not_verified": True}
     runs = sum(len(v["checks"]) for v in per_kernel.values())
     worst = max((v["max_abs_diff"] for v in per_kernel.values()), default=0.0)
     if battery == "screen":
