@@ -22,7 +22,8 @@ Payload keys: ``file``, ``kernel``, ``harness`` (a HarnessSpec's JSON), ``device
 ``workdir``; with a candidate: ``candidate`` (its module), ``candidate_configs`` (its literal
 autotune configs); per gate ``seeds``, ``reruns``, ``tolerance``, ``rounds``, ``min_speedup``,
 ``run_timeout_s``; for gate 3's sanitizer ``sanitize``, ``sanitizer_timeout_s`` and ``compiled`` (gate
-1's compile numbers). Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
+1's compile numbers); ``edited_file``: an edited copy of the user's file whose launch site differs
+(:mod:`.edited_launch`), which the candidate's side runs in place of the file. Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
 when the check itself failed, or ``{"setup_error": str}`` when the original cannot run.
 """
 
@@ -321,7 +322,21 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _candidate_key(payload: dict[str, Any]) -> str:
-    return hashlib.sha256((_session_key(payload) + "\0" + str(payload.get("candidate", ""))).encode()).hexdigest()[:24]
+    edited = payload.get("edited_file")
+    parts = [_session_key(payload), str(payload.get("candidate", "")), _file_digest(edited) if edited else ""]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _candidate_side(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The kernel file and harness (a HarnessSpec's JSON) the candidate's side runs: the user's, or with a
+    launch-site edit the edited copy (and a harness of the file becomes the copy's)."""
+    edited = payload.get("edited_file")
+    harness = dict(payload["harness"])
+    if not edited:
+        return str(payload["file"]), harness
+    if os.path.abspath(str(harness.get("file"))) == os.path.abspath(str(payload["file"])):
+        harness["file"] = str(edited)
+    return str(edited), harness
 
 
 def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> dict[str, Any]:
@@ -410,6 +425,40 @@ def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
+def _launch_plan(entry: dict[str, Any], built: Session, payload: dict[str, Any]) -> dict[str, Any]:
+    """The launch the candidate's launcher repeats: the captured one (its grid over the candidate's configs),
+    or with a launch-site edit the launch the edited copy makes, captured in the candidate's process (the
+    copy is the user's edit: the checker never imports it) on the same arguments as the original's."""
+    from .edited_launch import CAPTURE_PLAN, plan_mismatch
+
+    if not payload.get("edited_file"):
+        return _candidate_plan(built, payload)
+    if "edited_plan" not in entry:
+        kernel_file, harness = _candidate_side(payload)
+        reply = entry["process"].call("call", timeout_s=float(payload.get("run_timeout_s", 600.0)),
+                                      callable=CAPTURE_PLAN, kwargs={
+                                          "kernel_file": kernel_file, "kernel": payload["kernel"], "harness": harness,
+                                          "device": built.device, "params": built.params,
+                                          "constexprs": built.constexprs})
+        if not reply.get("ok"):
+            raise _EditedLaunchFailed(_failure(reply, "the harness with the edited file fails"))
+        plan = reply["result"]
+        mismatch = plan_mismatch(built.plan, plan)
+        if mismatch:
+            raise _CouldNotVerify(f"the edited launch passes other arguments than the original's ({mismatch}); "
+                                  "gate 2 compares the two launches on the same arguments")
+        entry["edited_plan"] = plan
+    return dict(entry["edited_plan"])
+
+
+class _EditedLaunchFailed(Exception):
+    """The edited copy's harness failed in the candidate's process: ``verdict`` says so."""
+
+    def __init__(self, verdict: dict[str, Any]):
+        super().__init__(verdict.get("reason"))
+        self.verdict = verdict
+
+
 def _load_launcher(entry: dict[str, Any], source: str, device: str) -> dict[str, Any] | None:
     if entry.get("launcher"):
         return None
@@ -429,8 +478,9 @@ def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, c
     folder = _workdir(payload)
     candidate_file = write_candidate_module(os.path.join(folder, "candidates"), payload["kernel"], candidate) \
         if candidate is not None else None
+    kernel_file, harness = _candidate_side(payload) if candidate is not None else (payload["file"], payload["harness"])
     path = write_harness_module(os.path.join(folder, "harnesses"), {
-        "kernel_file": os.path.abspath(payload["file"]), "kernel": payload["kernel"], "harness": payload["harness"],
+        "kernel_file": os.path.abspath(kernel_file), "kernel": payload["kernel"], "harness": harness,
         "device": device, "candidate_file": candidate_file})
     reply = entry["process"].call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
     if not reply.get("ok"):
@@ -461,10 +511,12 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
     try:
         entry = _candidate(payload, device, from_spare=True)
-        failed = _load_launcher(entry, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
+        failed = _load_launcher(entry, launcher_source(payload["candidate"], kernel, _launch_plan(entry, built, payload)),
                                 device)
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
+    except _EditedLaunchFailed as exc:
+        return exc.verdict
     containment = _containment(entry["process"])
     candidate_process = entry.get("how")  # from the spare or not, and the seconds getting it took
     if failed is not None:
@@ -664,7 +716,9 @@ def _sanitize(payload: dict[str, Any], device: str) -> Any:
     payload's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
     from .sanitize_target import sanitize_user_finalist
 
-    return sanitize_user_finalist(payload, device, os.path.join(_workdir(payload), "sanitize"))
+    kernel_file, harness = _candidate_side(payload)
+    return sanitize_user_finalist({**payload, "file": kernel_file, "harness": harness}, device,
+                                  os.path.join(_workdir(payload), "sanitize"))
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------
@@ -769,8 +823,11 @@ def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int
     if failed is not None:
         raise RuntimeError(f"the original {kernel} fails to load in its timing process: {failed.get('error')}")
     candidate = _candidate(payload, device)
-    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
-                            device)
+    try:
+        plan = _launch_plan(candidate, built, payload)
+    except (_EditedLaunchFailed, _CouldNotVerify) as exc:
+        raise RuntimeError(str(exc)) from None
+    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, plan), device)
     if failed is not None:
         raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
     timing, _ = time_kernel_pair(baseline["process"], candidate["process"], device, rounds, LAUNCHER_NAME,
