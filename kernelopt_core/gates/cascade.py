@@ -22,7 +22,7 @@ from ..artifacts.model import CompiledGraph
 from ..events import CancelledError, EventSink
 from .restitch import RestitchError, write_restitched
 from .static import run_static_gate
-from .verdict import GATE2_BATTERIES, GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from .verdict import GATE2_BATTERIES, GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict, acceptance
 
 __all__ = ["CascadeSetupError", "gate2_battery", "run_cascade", "run_static_gate"]
 
@@ -88,12 +88,9 @@ def run_cascade(graph: CompiledGraph, candidates: dict[str, str], config: Cascad
             _close_candidate(call, keep_spare=config.spare_candidate and ended)
     if finished:
         result.accepted = True
-        skipped = [g for g in GATE_NAMES if g not in gates]
-        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        result.reason = "passed all four gates" if not skipped else (
-            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
-        if skipped:
-            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
+        result.reason, partial = acceptance(gates, config.passed_earlier)
+        if partial:
+            result.notes.append(partial)
     result.seconds = time.monotonic() - begin
     if sink is not None:
         sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)

@@ -76,6 +76,9 @@ class CascadeConfig:
     # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
     # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)
     sanitizer_timeout_s: float = 600.0
+    # Gates this candidate passed before this cascade (a finalist's gate 1, or a user kernel's gates 1-2, at
+    # its screen): an acceptance names them instead of calling them "not run".
+    passed_earlier: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +88,23 @@ class CascadeConfig:
             "determinism_reruns": self.determinism_reruns, "low_memory": self.low_memory,
             "families": self.families, "gate2_battery": self.gate2_battery,
         }
+
+
+def _gate_list(gates: list[int]) -> str:
+    return f"gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))}"
+
+
+def acceptance(gates: tuple[int, ...], passed_earlier: tuple[int, ...] = ()) -> tuple[str, str | None]:
+    """The reason of a cascade that passed ``gates``, and a note when that is not a full acceptance.
+    ``passed_earlier``: gates the candidate passed before this cascade (its screen's)."""
+    earlier = sorted(g for g in set(passed_earlier) if g in GATE_NAMES and g not in gates)
+    skipped = [g for g in GATE_NAMES if g not in gates and g not in earlier]
+    at_screen = f"{_gate_list(earlier)} at its screen" if earlier else ""
+    if not skipped:
+        return "passed all four gates" + (f" ({at_screen})" if at_screen else ""), None
+    not_run = f"{_gate_list(skipped)} not run"
+    reason = f"passed {_gate_list(sorted(gates))} ({'; '.join(p for p in (at_screen, not_run) if p)})"
+    return reason, f"{_gate_list(skipped)} did not run; this is not a full acceptance"
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from ..artifacts.model import CompiledGraph
@@ -219,8 +219,9 @@ class GateEvaluator:
         from ..gates.cascade import CascadeSetupError, run_cascade
 
         final = tuple(sorted({2, *(g for g in gates if g > 2)}))
+        config = replace(self._config(final, "full"), passed_earlier=(1,))  # gate 1 passed at the screen
         try:
-            return run_cascade(self.graph, candidates, self._config(final, "full"), self.sink, self._worker)
+            return run_cascade(self.graph, candidates, config, self.sink, self._worker)
         except CascadeSetupError as exc:
             if exc.partial is not None:
                 return exc.partial

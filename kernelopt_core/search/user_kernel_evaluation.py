@@ -17,6 +17,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from ..events import EventSink
@@ -135,12 +136,12 @@ class UserKernelEvaluator:
         if source is None or len(candidates) != 1:
             raise EvaluationError(f"a user-kernel run optimizes {self.target.kernel} alone, not "
                                   f"{', '.join(sorted(candidates))}")
-        return self._cascade(source, gates)
+        return self._cascade(source, gates, passed_earlier=(1, 2))  # its screen ran gate 2's one battery
 
-    def _cascade(self, source: str, gates: tuple[int, ...]) -> CascadeResult:
+    def _cascade(self, source: str, gates: tuple[int, ...], passed_earlier: tuple[int, ...] = ()) -> CascadeResult:
+        config = replace(self._config(gates), passed_earlier=passed_earlier)
         try:
-            return run_user_cascade(self.target, source, self._config(gates), self.sink, call=self._call,
-                                    plan=self.plan)
+            return run_user_cascade(self.target, source, config, self.sink, call=self._call, plan=self.plan)
         except CascadeSetupError as exc:
             if exc.partial is not None and exc.partial.gates and not exc.partial.gates[-1].passed:
                 return exc.partial

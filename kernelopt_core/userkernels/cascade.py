@@ -25,7 +25,7 @@ from typing import Any
 
 from ..events import CancelledError, EventSink
 from ..gates.cascade import CascadeSetupError, ask_for_spare
-from ..gates.verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from ..gates.verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict, acceptance
 from .dialect import candidate_configs, run_user_static_gate
 from .target import UserKernelTarget
 
@@ -125,12 +125,9 @@ def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeCo
             pass
     if finished:
         result.accepted = True
-        skipped = [g for g in GATE_NAMES if g not in gates]
-        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        result.reason = "passed all four gates" if not skipped else (
-            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
-        if skipped:
-            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
+        result.reason, partial = acceptance(gates, config.passed_earlier)
+        if partial:
+            result.notes.append(partial)
     result.seconds = time.monotonic() - begin
     if sink is not None:
         sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)
