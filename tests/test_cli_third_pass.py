@@ -215,3 +215,47 @@ def test_bench_progress_off_a_terminal_is_a_line_per_step_with_its_clock() -> No
     assert [line.split("]  ", 1)[-1] for line in lines] == [
         "p1: compile", "p1: not optimized (timing only)", "the next problem is starting (8 s)"], lines
     assert "[0/2]" in lines[0] and "[1/2]" in lines[1]
+
+
+# --- `make test` leaves no temporary folders behind ----------------------------------------------------------
+
+LEAVES_FILES = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dumps")
+    (folder / "dump.bin").write_bytes(b"x" * 100_000)
+    return folder
+
+@pytest.mark.parametrize("n", range(4))
+def test_writes(tmp_path, built, n):
+    (tmp_path / "run.bin").write_bytes(b"y" * 100_000)
+    assert (built / "dump.bin").is_file()
+'''
+
+
+def test_a_passing_run_of_the_suites_settings_leaves_no_temporary_folders(tmp_path: Path) -> None:
+    """pytest with the project's settings, in a temporary folder of its own: the pytest-of-<user> folders of
+    a passing run are gone when it ends; a failing run keeps its own. (Under `make test`'s workers the
+    main process removes the folder that holds theirs, by the same setting.)"""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "test_leaves.py").write_text(LEAVES_FILES)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": ""}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+                               str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path / "work"),
+                               str(tmp_path / "work")], cwd=tmp_path / "work", env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = run()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    left = [p for p in temp.rglob("*") if p.is_file()]
+    assert left == [], left
+    (tmp_path / "work" / "test_leaves.py").write_text(LEAVES_FILES.replace("assert (built", "assert n != 2 and (built"))
+    assert run().returncode == 1
+    kept = [p.name for p in temp.rglob("*.bin")]
+    assert "run.bin" in kept and kept.count("run.bin") == 1  # the failing test's folder only, and the module's
