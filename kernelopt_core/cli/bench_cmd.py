@@ -204,8 +204,10 @@ class BenchProgress:
 
     def _line(self, event: ProgressEvent) -> None:
         message = event.message
-        if event.stage == HEARTBEAT_STAGE and event.extra.get("waiting_stage") == "problem-done":
-            message = f"the next problem is starting ({float(event.extra.get('waiting_s') or 0):.0f} s)"
+        waiting = event.extra.get("waiting_stage") if event.stage == HEARTBEAT_STAGE else None
+        if waiting in ("problem-done", "campaign"):  # between problems: a problem's process is starting
+            first = "first" if waiting == "campaign" else "next"
+            message = f"the {first} problem is starting ({float(event.extra.get('waiting_s') or 0):.0f} s)"
         self.out.print(f"{time.monotonic() - self.started:6.0f} s  [{self.done}/{self.total}]  {message}",
                        soft_wrap=True, highlight=False, markup=False)
 
