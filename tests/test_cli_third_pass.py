@@ -23,7 +23,8 @@ from test_accepted_store import KERNEL, _write_run
 from kernelopt_core.cli.main import main
 from kernelopt_core.cli.optimize_cmd import LiveProgress, deploy_command
 from kernelopt_core.events import EventSink
-from kernelopt_core.gates.verdict import CascadeResult, GateVerdict, acceptance
+from kernelopt_core.gates.registry import acceptance
+from kernelopt_core.gates.verdict import CascadeResult, GateVerdict
 
 # --- the deploy line runs as printed; a mismatch names grad mode ----------------------------------------
 
@@ -130,6 +131,7 @@ def test_a_perf_rejection_is_said_once_in_the_decision_the_report_and_on_screen(
 def test_a_finalist_accepted_after_its_screen_passed_all_four_gates() -> None:
     assert acceptance((2, 3, 4), (1,)) == ("passed all four gates (gate 1 at its screen)", None)
     assert acceptance((3, 4), (1, 2)) == ("passed all four gates (gates 1, 2 at its screen)", None)
+    assert acceptance((2, 3, 4), (1, 2)) == ("passed all four gates (gate 1 at its screen)", None)
     assert acceptance((1, 2, 3, 4)) == ("passed all four gates", None)
     reason, note = acceptance((1, 2))
     assert reason == "passed gates 1, 2 (gates 3, 4 not run)" and note == "gates 3, 4 did not run; this is not a full acceptance"
@@ -138,15 +140,19 @@ def test_a_finalist_accepted_after_its_screen_passed_all_four_gates() -> None:
 
 
 def test_a_finalist_is_announced_through_the_gates_it_then_shows() -> None:
+    from kernelopt_core.gates.cascade_target import GraphGates
     from kernelopt_core.search.finalists import FinalistStage
+    from kernelopt_core.userkernels.cascade import UserKernelGates
 
-    def stage(target: Any, perf: bool = True) -> FinalistStage:
-        return FinalistStage(SimpleNamespace(target=target, config=SimpleNamespace(use_perf_gate=perf)))  # type: ignore[arg-type]
+    def stage(gates: Any, perf: bool = True) -> FinalistStage:
+        evaluator = SimpleNamespace(inner=SimpleNamespace(gates=gates))  # as the run's recorded evaluator
+        return FinalistStage(SimpleNamespace(evaluator=evaluator, config=SimpleNamespace(use_perf_gate=perf)))  # type: ignore[arg-type]
 
-    assert stage(None).final_gates_text() == "gate 2's full battery and gates 3-4"  # shows gates 2, 3, 4
-    assert stage(object()).final_gates_text() == "gates 3-4"  # a user kernel's screen ran all of gate 2
-    assert stage(object(), perf=False).final_gates_text() == "gate 3"
-    assert stage(object()).gates() == (3, 4) and stage(object(), perf=False).gates() == (3,)
+    dump, user = GraphGates.__new__(GraphGates), UserKernelGates.__new__(UserKernelGates)
+    assert stage(dump).final_gates_text() == "gate 2's full battery and gates 3-4"  # shows gates 2, 3, 4
+    assert stage(user).final_gates_text() == "gates 3-4"  # a user kernel's screen ran all of gate 2
+    assert stage(user, perf=False).final_gates_text() == "gate 3"
+    assert stage(user).gates() == (3, 4) and stage(user, perf=False).gates() == (3,)
 
 
 # --- help names a user's own kernel file ---------------------------------------------------------------------

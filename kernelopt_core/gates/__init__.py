@@ -1,12 +1,13 @@
 """Re-stitching and the four-gate verification cascade (see docs/gates.md).
 
 Importing this package never imports torch: the heavy work runs in worker jobs
-(:mod:`kernelopt_core.gates.jobs`) and a Triton compile subprocess (:mod:`.ptx_compile`).
+(:mod:`kernelopt_core.gates.tasks`) and a Triton compile subprocess (:mod:`.ptx_compile`).
 """
 
 from .cascade import CascadeSetupError, run_cascade, run_static_gate
+from .registry import GATE_NAMES, GATES
 from .restitch import RestitchError, restitch, unified_diff, write_restitched
-from .verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from .verdict import CascadeConfig, CascadeResult, GateVerdict
 
 # What the gates can check today. The adversarial corpus skips (and names) the cases that need
 # something not listed here; whoever lands a capability adds its name:
@@ -25,6 +26,6 @@ CAPABILITIES: frozenset[str] = frozenset({"gate1-resolution", "launcher-dialect"
                                          "one-input-families", "race-rule"})
 
 __all__ = [
-    "CAPABILITIES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",
+    "CAPABILITIES", "GATES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",
     "restitch", "run_cascade", "run_static_gate", "unified_diff", "write_restitched",
 ]

@@ -50,7 +50,9 @@ class FinalistStage:
         """The gates a finalist goes through, as they will show: an Inductor kernel's screen ran part of
         gate 2's battery, so its finalists run the full battery first; a user kernel's screen ran all of it."""
         later = "gates 3-4" if self.gates() == (3, 4) else "gate 3"
-        return later if self.ctx.target is not None else f"gate 2's full battery and {later}"
+        inner = getattr(self.ctx.evaluator, "inner", self.ctx.evaluator)
+        screen_is_lighter = getattr(getattr(inner, "gates", None), "gate2_screen", True)
+        return f"gate 2's full battery and {later}" if screen_is_lighter else later
 
     def out_of_reach(self, search: KernelSearch, node: BeamNode) -> str | None:
         """Why ``node`` cannot pass the end-to-end gate whatever the other gates say (None: it can). With

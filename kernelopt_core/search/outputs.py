@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..gates.restitch import restitch, unified_diff
+from ..gates.restitch import unified_diff
 from ..gates.verdict import CascadeResult
 from ..runs import render_report
 from .agents import KernelBrief
@@ -76,14 +76,10 @@ class ResultWriter:
             folder = ctx.run_folder
             original_text = Path(ctx.graph.path).read_text(encoding="utf-8")
             diff = ""
-            if result.accepted_sources and ctx.target is not None:  # the user's own file, the kernel edited
+            if result.accepted_sources:  # the dump's graph re-stitched, or the user's own file edited
                 new_text = ctx.target.rewrite(original_text, result.accepted_sources)
                 diff = unified_diff(original_text, new_text, ctx.graph.path)
-                folder.write_text(os.path.basename(ctx.graph.path), new_text)
-            elif result.accepted_sources:
-                new_text = restitch(ctx.graph, result.accepted_sources, original_text)
-                diff = unified_diff(original_text, new_text, ctx.graph.path)
-                folder.write_text("optimized_output_code.py", new_text)
+                folder.write_text(ctx.target.rewritten_name(), new_text)
             best = max(searches, key=lambda s: (s.accepted is not None, s.brief.share or 0.0), default=None)
             if best is not None:
                 folder.write_text("original_kernel.py", best.brief.original_source)
@@ -95,7 +91,7 @@ class ResultWriter:
             folder.write_text("final.diff", diff)
             report = render_report(data, ctx.journal)
             # torch.compile's configuration and the dump's call() are not a project's own kernel's business
-            if findings is not None and ctx.target is None and (findings.overheads
+            if findings is not None and not ctx.target.users_own and (findings.overheads
                                                                 or findings.recommendation is not None):
                 report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
             folder.write_text("report.md", report)

@@ -38,9 +38,9 @@ def target_from_args(args: argparse.Namespace, path: str) -> UserKernelTarget:
 def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: Any, failure: Any) -> Any:
     """``kernelopt profile FILE.py``: the kernel alone and the harness timed; ncu on a GPU when it is there."""
     from ..analyst import analyze_kernel
+    from ..gates.cascade import task_caller
     from ..measure.ncu import NcuError, NcuNotFound, NcuPermissionDenied
     from ..measure.traffic import LaunchArg, LaunchTraffic
-    from .cascade import job_caller
     from .hints import file_hints
 
     try:
@@ -49,9 +49,9 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
         raise failure(str(exc)) from None
     sink.progress(f"running {target.harness.describe()} and capturing {target.kernel}", stage="profile",
                   percentage=10)
-    call = job_caller(target.device, None, 900.0, sink)
+    call = task_caller(target.device, None, 900.0, sink)
     workdir = os.path.join(os.getcwd(), ".kernelopt", "user-kernels")
-    reply = call("profile_user_kernel", target.payload(workdir=workdir))
+    reply = call("kernelopt_core.userkernels.tasks:profile_user_kernel", target.payload(workdir=workdir))
     if "setup_error" in reply:
         raise failure(str(reply["setup_error"]))
     if reply.get("could_not_verify") or "kernel_ms" not in reply:
@@ -163,7 +163,8 @@ def _verify_launch_edit(args: argparse.Namespace, target: UserKernelTarget, foun
                         config: Any, sink: EventSink, setup_error: Any) -> Any:
     """The gates on an edited copy of the user's file whose kernel is unchanged: gate 2 runs the kernel with
     the edited launch against the original launch, gates 3-4 the harness with the edited copy."""
-    from .cascade import job_caller, run_user_cascade
+    from ..gates.cascade import task_caller
+    from .cascade import run_user_cascade
     from .edited_file import launch_edit_note, write_edited_copy
     from .extract import unified_file_diff
 
@@ -171,9 +172,9 @@ def _verify_launch_edit(args: argparse.Namespace, target: UserKernelTarget, foun
         edited = write_edited_copy(target, candidate, os.path.join(args.workdir or os.getcwd(), "edited"))
     except (OSError, ValueError) as exc:
         raise setup_error(str(exc)) from None
-    call = job_caller(target.device, None, config.job_timeout_s, sink)
+    call = task_caller(target.device, None, config.job_timeout_s, sink)
     result = run_user_cascade(target, found.module, config, sink,
-                              call=lambda job, payload: call(job, {**payload, "edited_file": edited}))
+                              call=lambda task, payload: call(task, {**payload, "edited_file": edited}))
     label = os.path.relpath(target.file)
     result.diff = unified_file_diff(target.text, candidate, target.file.lstrip("/") if label.startswith("..")
                                     else label) or None
