@@ -89,7 +89,8 @@ def _run_gates(target: CascadeTarget, gates: tuple[int, ...], candidates: dict[s
                written: str | None, device: str, call: TaskCaller | None, sink: EventSink | None,
                result: CascadeResult) -> bool:
     """The gates in order; True when all passed. Fills ``result`` as it goes."""
-    compiled: dict[str, Any] | None = {}  # gate 1's compile numbers, for the sanitizer's choice of tools
+    # gate 1's compile numbers, for the sanitizer's choice of tools (a finalist's come from its screen)
+    compiled: dict[str, Any] | None = dict(config.compiled or {})
     for position, gate in enumerate(gates):
         if sink is not None:
             sink.check_cancelled()

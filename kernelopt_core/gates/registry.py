@@ -46,6 +46,7 @@ class KernelSettings:
     reruns: int  # extra runs of the candidate on the same inputs
     battery: str  # "screen" or "full"
     spare: bool  # keep a spare process ready for the next candidate
+    sanitize_ahead: bool = False  # gate 3 follows: its sanitizer may start beside this battery
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,7 +96,8 @@ class KernelGate(Gate):
 
     def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
         return KernelSettings(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
-                              battery=gate2_battery(config, gates), spare=config.spare_candidate).to_json()
+                              battery=gate2_battery(config, gates), spare=config.spare_candidate,
+                              sanitize_ahead=3 in gates).to_json()
 
 
 class ModelGate(Gate):

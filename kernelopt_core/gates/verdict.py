@@ -139,8 +139,11 @@ class CascadeConfig:
     # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
     # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)
     sanitizer_timeout_s: float = 600.0
-    # Gates this candidate passed before this cascade (a finalist's gate 1, or a user kernel's gates 1-2, at
-    # its screen): an acceptance names them instead of calling them "not run".
+    # gate 1's compile numbers per kernel when gate 1 ran earlier (a finalist's screen): the sanitizer runs
+    # racecheck only on kernels whose compile uses shared memory; unknown counts as used
+    compiled: dict[str, Any] | None = None
+    # Gates this candidate passed before this cascade (a finalist's screen's): an acceptance names them
+    # instead of calling them "not run".
     passed_earlier: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:

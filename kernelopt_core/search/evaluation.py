@@ -117,6 +117,7 @@ class GateEvaluator:
             else kernel_timing_in_gate4
         self.job_timeout_s = job_timeout_s
         self.sanitizer_timeout_s = 600.0  # each compute-sanitizer tool's limit on a finalist (the search sets it)
+        self._compiled: dict[str, Any] = {}  # (kernel, source digest) -> gate 1's compile numbers from its screen
 
     @property
     def worker(self) -> Any:
@@ -154,6 +155,12 @@ class GateEvaluator:
             self._measure()(f"{SHARED_TASKS}:begin_spare", {"device": self.device})
         except TaskFailed:
             pass
+        if self.device.startswith("cuda") and not self.target.users_own:  # the baseline's timing process too
+            try:
+                self._measure()(f"{self.gates.tasks}:begin_baseline_timing",
+                                {"graph": self.target.graph().path, "device": self.device})
+            except TaskFailed:
+                pass
 
     def _measured(self, measure: Any) -> Any:
         from ..gates.cascade import TaskFailed
@@ -191,6 +198,9 @@ class GateEvaluator:
                 result = exc.partial
             else:
                 raise EvaluationError(str(exc)) from None
+        static = next((v for v in result.gates if v.gate == 1), None)
+        if static is not None and isinstance(static.numbers.get("compile"), dict):  # the finalist's sanitizer reads it
+            self._compiled[candidate_key(kernel, source)] = static.numbers["compile"]
         return Screen(result.accepted, result.failed_gate, result.reason, [v.to_json() for v in result.gates],
                       result.restitched_path, result.seconds, could_not_verify=result.could_not_verify,
                       quarantined=result.quarantined, containment=result.containment)
@@ -204,6 +214,25 @@ class GateEvaluator:
         return KernelTime(entry.get("speedup"), (ci[0], ci[1]) if ci else None, entry.get("baseline_ms"),
                           entry.get("ms"))
 
+    def release(self) -> dict[str, Any]:
+        """Give back the working sets the gate jobs keep between candidates (the candidate's, the spare's and
+        the baseline's timing processes), before a job that needs the device to itself."""
+        return self._job_in("kernelopt_core.gates.working_sets:release_working_sets", {"device": self.device})
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """A configuration change checked in this evaluator's worker (after :meth:`release`): one process
+        holds a working set on the device at a time."""
+        from ..recommend import verify_option
+
+        return verify_option(problem, option, baseline_mode, device=self.device, worker=self.worker,
+                             timeout_s=timeout_s)
+
+    def _job_in(self, job: str, payload: dict[str, Any]) -> Any:
+        outcome = self.worker.call(job, payload, timeout_s=120.0)
+        if not outcome.ok:  # nothing was held, or the worker is gone (and its processes with it)
+            return {"error": outcome.failure.message if outcome.failure else "failed"}
+        return outcome.value
+
     def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
         """``gates`` (the pipeline's final gates, e.g. (3, 4)), after gate 2's full battery where the screen ran
         a lighter one (the captured launch and one seed): no candidate is accepted without the rest."""
@@ -212,6 +241,8 @@ class GateEvaluator:
         final = tuple(sorted({2, *(g for g in gates if g > 2)})) if self.gates.gate2_screen else gates
         # its screen passed gates 1-2: an acceptance names them (a gate run again here is named as run here)
         config = replace(self._config(final, "full"), passed_earlier=(1, 2))
+        compiled = {name: self._compiled.get(candidate_key(name, source)) for name, source in candidates.items()}
+        config.compiled = {name: numbers for name, numbers in compiled.items() if numbers is not None}
         try:
             return cascade.run_cascade(self.gates, candidates, config, self.sink, self._worker)
         except cascade.CascadeSetupError as exc:
@@ -253,6 +284,20 @@ class RecordedEvaluator:
         value = compute()
         self.journal.append(kind, key, value=value)
         return value
+
+    def release(self) -> dict[str, Any]:
+        """Give back the inner evaluator's working sets, where it keeps any (stand-ins need not)."""
+        release = getattr(self.inner, "release", None)
+        return release() if callable(release) else {}
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """The inner evaluator's configuration check (its worker); the caller journals the verdict."""
+        verify = getattr(self.inner, "verify_config", None)
+        if not callable(verify):
+            from ..recommend import verify_option
+
+            return verify_option(problem, option, baseline_mode, device=self.device, timeout_s=timeout_s)
+        return verify(problem, option, baseline_mode, timeout_s)
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         return self._memo("facts", ",".join(kernels), lambda: self.inner.facts(kernels))

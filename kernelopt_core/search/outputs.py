@@ -68,7 +68,8 @@ class ResultWriter:
             kernels=kernels, accepted_sources=accepted, cascade=final, graph_path=os.path.abspath(ctx.graph.path),
             device=ctx.evaluator.device, llm_usage=ctx.ledger.totals() if ctx.provider is not None else {},
             environment=environment(ctx.evaluator.device), budget=ctx.schedule.to_json(),
-            time_split=ctx.times.to_json(), final=done)
+            time_split=ctx.times.to_json(), final=done,
+            found_unverified=[] if decision == "optimized" else found_unverified(searches))
 
     def write(self, result: OptimizeResult, searches: list[KernelSearch], findings: Any = None) -> None:
         ctx = self.ctx
@@ -96,6 +97,22 @@ class ResultWriter:
                 report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
             folder.write_text("report.md", report)
             folder.write_json("result.json", data)
+
+
+FOUND_UNVERIFIED = "found, not verified within the budget"
+
+
+def found_unverified(searches: list[KernelSearch]) -> list[dict[str, Any]]:
+    """The candidates worth finalizing that the budget left no time to put through the final gates, each with
+    its kernel speedup (kernel alone against Inductor's, never an end-to-end figure)."""
+    found = []
+    for s in searches:
+        for node in s.found_unverified:
+            ci = [node.ci_low, node.ci_high] if node.ci_low is not None and node.ci_high is not None else None
+            found.append({"kernel": s.brief.name, "candidate": node.id, "title": s.titles.get(node.id, node.id),
+                          "family": node.family, "kernel_speedup": node.speedup, "ci": ci,
+                          "status": FOUND_UNVERIFIED})
+    return found
 
 
 def sol_entry(brief: KernelBrief, accepted_speedup: float | None) -> dict[str, Any]:

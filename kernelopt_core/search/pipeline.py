@@ -17,7 +17,7 @@ The stages, each in its own module, all reading one :class:`~.run_context.RunCon
    candidates, none measurably faster: the compiler's code is kept), or ``fallback`` with its reason,
    labelled "budget reached" when the budget cut the search short.
 
-The budget (:mod:`.budget`, a deadline on one clock) is an argument: the search stops starting
+The budget (:mod:`.deadline`, a deadline on one clock) is an argument: the search stops starting
 candidates when the time left is what the final gates need. The result is written as soon as one is
 verified (:mod:`.outputs`) and again at the end. Everything is journaled in the run folder (see
 :mod:`kernelopt_core.runs`) and a killed run resumes with ``resume=RUN``. Nothing here imports torch;
@@ -31,8 +31,8 @@ from typing import Any
 from ..events import EventSink
 from .beam_stage import BeamStage
 from .brief import BriefStage
-from .budget import DEFAULT_BUDGET_S, Budget
 from .callable_checks import CallableChecks
+from .deadline import DEFAULT_BUDGET_S, Budget
 from .decision import decide
 from .evaluation import EvaluationError, Evaluator, Screen
 from .finalists import FinalistStage
@@ -94,6 +94,7 @@ class Pipeline:
         targets = choose_targets(ctx, report)
         if isinstance(targets, str):
             return self._finish(None, "fallback", targets, report)
+        self.checks.plan(report)  # the configuration check's slot, kept only when a change is recommended
         ctx.evaluator.warm_up()  # there are kernels to search: candidates will be screened
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})

@@ -18,7 +18,7 @@ from ..artifacts.model import source_hash
 from ..events import EventSink
 from ..runs import Journal, RunFolder
 from .agents import Executor, Planner, Profiler, Summarizer
-from .budget import Budget, BudgetStop, Schedule
+from .deadline import Budget, BudgetStop, Schedule
 from .evaluation import EvaluationError, Evaluator, GateEvaluator, RecordedEvaluator
 from .experience import Experience
 from .llm import ProviderConfigError, RetryPolicy, UsageLedger, make_provider

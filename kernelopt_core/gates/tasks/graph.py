@@ -145,6 +145,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if battery not in BATTERIES:
         raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
+    with clock("sanitizer_ahead"):
+        _sanitize_ahead(payload, device)
     with clock("load_baseline"):
         baseline = _load_baseline(payload, device)
     resident = _allocated(device)  # what the loaded graph keeps (its constants): never counted as retained
@@ -391,8 +393,8 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     with clock("sanitizer"):
-        sanitizer = _sanitize(payload, device)
-    rejected = sanitizer_rejection(sanitizer, containment)
+        sanitizing = _begin_sanitize(payload, device)  # beside the seeds below where the device has room, else now
+    rejected = sanitizer_rejection(sanitizing.result(), containment) if sanitizing.done() else None
     if rejected is not None:
         return rejected
     reference: Any = None
@@ -481,6 +483,11 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         finally:
             _release_mappings(process)
             arena.close()
+    with clock("sanitizer_wait"):
+        sanitizer = sanitizing.result()
+    rejected = sanitizer_rejection(sanitizer, containment)
+    if rejected is not None:
+        return rejected
     numbers = {**model_numbers(checks, tolerance, containment, sanitizer), "steps_s": clock.rounded(),
                "memory": {"device_peak_bytes": _peak_device_bytes(device),
                           "candidate_process_peak_bytes": child_peak or None}}
@@ -497,6 +504,29 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                               f"{sanitizer.note}", **numbers)
     return _verdict(True, f"seeds {', '.join(map(str, seeds))} match the baseline at atol=rtol={tolerance:g} "
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
+
+
+def _begin_sanitize(payload: dict[str, Any], device: str) -> Any:
+    """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
+    room for its targets, else now (a future either way)."""
+    from ..sanitize import begin_sanitizer, claim_sanitizer, room_beside
+
+    ahead = claim_sanitizer(str(payload.get("restitched")))
+    if ahead is not None:
+        return ahead
+    beside = payload.get("sanitize") is not False and room_beside(device)
+    return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched")))
+
+
+def _sanitize_ahead(payload: dict[str, Any], device: str) -> None:
+    """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
+    battery (no timing runs in either), where the device has room; gate 3 takes the run."""
+    from ..sanitize import begin_sanitizer, room_beside
+
+    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False or not room_beside(device):
+        return
+    ahead = {**payload, "compiled": payload.get("compiled") or {}}
+    begin_sanitizer(lambda: _sanitize(ahead, device), True, key=str(payload.get("restitched")))
 
 
 def _sanitize(payload: dict[str, Any], device: str) -> Any:
@@ -537,11 +567,30 @@ GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negat
 STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
 
 
+def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
+    """Task: start the baseline's timing process (loading the original graph: seconds) on a thread, so that the
+    first candidate's kernel timing finds it ready (the holder's lock makes that timing wait for the start). A
+    start that fails is forgotten: the timing starts the process itself and says why."""
+    import threading
+
+    device = _device(payload)
+
+    def start() -> None:
+        try:
+            _baseline_process(payload, device)
+        except Exception:  # noqa: BLE001 - only a head start: the timing tries again
+            pass
+
+    threading.Thread(target=start, name="baseline-timing-start", daemon=True).start()
+    return {"started": True}
+
+
 def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> SandboxSlot:
     """A process holding the original graph, timed the same way as the candidate's (reused per graph).
 
     Its graph input sets are made only when ``inputs`` asks (graph timing): kernel timing needs none, and
     three input sets held for the whole search are device memory every candidate's gate 2 lacks.
+    ``from_start``: called by :func:`begin_baseline_timing`'s thread (every other caller waits for it).
     """
     from ...sandbox.process import SandboxError
 
@@ -761,5 +810,5 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
         CANDIDATE.close()
 
 
-__all__ = ["compare_candidate_outputs", "run_kernel_gate", "run_model_gate", "run_perf_gate",
+__all__ = ["begin_baseline_timing", "compare_candidate_outputs", "run_kernel_gate", "run_model_gate", "run_perf_gate",
            "time_candidate_kernel"]

@@ -55,6 +55,11 @@ def is_oom(exc: BaseException) -> bool:
 
 def guarded(task: Callable[[dict[str, Any]], dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any]:
     """``task(payload)``, its setup errors and the checker's own failures turned into replies."""
+    from ..sanitize import settle_sanitizer
+
+    # a sanitizer run left going by another finalist's gates ends first: nothing shares the device with it
+    # (gate 3 keeps its own finalist's, begun beside its gate 2)
+    settle_sanitizer(keep=str(payload.get("restitched")) if task.__name__ == "_model_gate" else None)
     try:
         return task(payload)
     except SetupError as exc:
