@@ -146,7 +146,9 @@ def test_a_finalist_is_announced_through_the_gates_it_then_shows() -> None:
 
     def stage(gates: Any, perf: bool = True) -> FinalistStage:
         evaluator = SimpleNamespace(inner=SimpleNamespace(gates=gates))  # as the run's recorded evaluator
-        return FinalistStage(SimpleNamespace(evaluator=evaluator, config=SimpleNamespace(use_perf_gate=perf)))  # type: ignore[arg-type]
+        ctx = SimpleNamespace(evaluator=evaluator, config=SimpleNamespace(use_perf_gate=perf),
+                              schedule=SimpleNamespace(finalist_pending=None))
+        return FinalistStage(ctx)  # type: ignore[arg-type]
 
     dump, user = GraphGates.__new__(GraphGates), UserKernelGates.__new__(UserKernelGates)
     assert stage(dump).final_gates_text() == "gate 2's full battery and gates 3-4"  # shows gates 2, 3, 4
