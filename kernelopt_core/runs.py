@@ -355,7 +355,7 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
     optimized = result.get("decision") == "optimized"
     if not optimized:
         kept = "Your file keeps its kernel" if user else "The compiler's own code is kept"
-        lines += ["", "## Fallback", "", f"{kept}: {result.get('reason')}"]
+        lines += ["", "## Fallback", "", f"{kept}, for the reason the decision above gives."]
     usage = result.get("llm_usage") or {}
     if usage.get("calls"):
         cost = usage.get("cost_usd")

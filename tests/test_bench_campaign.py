@@ -143,7 +143,8 @@ def test_resume_skips_finished_problems(campaign, suite):
     out, _ = campaign
     before = {p: p.stat().st_mtime_ns for p in (out / "problems").glob("*.json")}
     started = time.perf_counter()
-    done = bench(str(suite), "--device", "cpu", "--out", str(out), "--resume", "--events", timeout=120)
+    # no plot: drawing speedups.png (test_reports_are_written checks it) is no part of resuming
+    done = bench(str(suite), "--device", "cpu", "--out", str(out), "--resume", "--events", "--no-plot", timeout=120)
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
     events = [parse_event_line(line) for line in done.stdout.splitlines() if line.strip()]

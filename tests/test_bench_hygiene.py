@@ -214,14 +214,23 @@ def test_the_hold_is_lifted_once_memory_is_back() -> None:
 
 
 def _bench_text(tmp_path: Path, *args: str) -> str:
+    """The bench's stdout, written to a file as a user's ``kernelopt bench ... > log`` would."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "100"}
-    done = subprocess.run([sys.executable, "-m", "kernelopt_core.cli.main", "bench", str(TINY), "--device", "cpu",
-                           "--out", str(tmp_path / "out"), "--no-plot", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=3000)
+    log = tmp_path / "bench.log"
+    with log.open("w") as handle:
+        done = subprocess.run([sys.executable, "-m", "kernelopt_core.cli.main", "bench", str(TINY), "--device",
+                               "cpu", "--out", str(tmp_path / "out"), "--no-plot", *args], cwd=ROOT, env=env,
+                              stdout=handle, stderr=subprocess.PIPE, text=True, timeout=3000)
+    stdout = log.read_text()
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    assert "benchmark campaign" in done.stdout and "0 regressions" in done.stdout and "report:" in done.stdout
-    return done.stdout
+    assert "benchmark campaign" in stdout and "0 regressions" in stdout and "report:" in stdout
+    return stdout
+
+
+def _progress_seconds(out: str) -> list[float]:
+    """The clock of each progress line ("    12 s  [0/1]  ...") of the bench's output."""
+    return [float(m.group(1)) for line in out.splitlines() if (m := re.match(r"^\s*(\d+) s  \[\d+/\d+\]  ", line))]
 
 
 def _table_rows(out: str) -> dict[str, int]:
@@ -234,6 +243,16 @@ def test_bench_on_the_tiny_suite_prints_its_summary_and_exits_0(tmp_path: Path) 
     """Quick: the tiny suite's level 2 (one problem) without the optimizer."""
     out = _bench_text(tmp_path, "--levels", "2", "--no-optimize")
     assert _table_rows(out) == {"L2": 1, "all": 1}, out
+    # stdout to a file: a progress line at least every 10 s, from the first to the last
+    seconds = _progress_seconds(out)
+    assert len(seconds) >= 3 and seconds == sorted(seconds), out
+    gaps = [b - a for a, b in zip(seconds, seconds[1:], strict=False)]
+    assert max(gaps) <= 10, (gaps, out)
+    # the progress and the summary in words: no Python dict, no "fallback (not-optimized)"
+    assert "{'" not in out and "not-optimized" not in out, out
+    assert "linear_gelu: not optimized (timing only)" in out, out
+    assert re.search(r"campaign done: 1 not optimized \(timing only\), 0 error", out), out
+    assert "1 problem(s) not optimized (timing only) (--no-optimize)" in out, out
 
 
 @pytest.mark.slow

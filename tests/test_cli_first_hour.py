@@ -256,7 +256,8 @@ def test_optimize_ends_with_the_deploy_command_and_deploy_adds_it(tmp_path: Path
     store = tmp_path / "store"
     assert main(["optimize", str(RMSNORM), "--run-root", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
-    assert f"deploy it: kernelopt accepted add {run_dir}" in out and "kernelopt.enable()" in out
+    # the printed line runs from here as typed (the venv's kernelopt by its path when it is not on PATH)
+    assert f"deploy it: {common.kernelopt_command()} accepted add {run_dir}" in out and "kernelopt.enable()" in out
     assert AcceptedStore(str(store)).list() == []
     assert main(["optimize", str(RMSNORM), "--run-root", str(tmp_path / "runs"), "--deploy", "--store", str(store),
                  "--json"]) == 0

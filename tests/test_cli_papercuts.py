@@ -94,7 +94,8 @@ def test_profile_and_bench_tables_in_a_pipe_keep_full_kernel_names(tmp_path: Pat
     assert main(["bench", str(tmp_path / "suite"), "--out", str(tmp_path / "out"), "--device", "cpu",
                  "--no-plot"]) == 0
     captured = capsys.readouterr()
-    assert f"level1/{problem}: optimized, 1.20x vs max-autotune, rewrote {kernel}" in captured.err
+    # the progress goes where the report goes (stdout), a line per step off a terminal
+    assert f"level1/{problem}: optimized, 1.20x vs max-autotune, rewrote {kernel}" in captured.out
     header = next(line for line in captured.out.splitlines() if "gm/MA" in line)  # the summary table, one line
     assert all(column in header for column in ("fallb", "gm/cfg", "gm/eager", "f1.03", "f1.1"))
     assert "…" not in captured.out + captured.err
@@ -275,26 +276,42 @@ def test_an_optimized_own_kernel_comes_back_as_a_diff_of_the_file(own_kernels: P
     assert "apply it with `patch -p1`" in (run_dir / "report.md").read_text()
 
 
-# --- 7. an edit of the launch site alone is not a candidate ------------------------------------------------
+# --- 7. an edit of the launch site alone is verified with its launch -------------------------------------
 
 
-def test_an_edit_of_the_launch_site_alone_says_what_a_candidate_is(own_kernels: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_edit_of_the_launch_site_alone_runs_gates_2_3_with_the_edited_launch(
+        own_kernels: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = (own_kernels / "scale_kernels.py").read_text()
-    wider = original.replace("BLOCK=64, num_warps=2)", "BLOCK=64, num_warps=4)")
-    assert wider != original
-    (own_kernels / "edited.py").write_text(wider)
+    launch = "copy_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64, num_warps=2)"
+    assert launch in original
+    # a correct edit: a smaller block, the grid following it
+    (own_kernels / "smaller.py").write_text(original.replace(launch, launch.replace("64", "32")))
     assert main(["verify", "scale_kernels.py", "--kernel", "copy_kernel", "--harness", "bench_copy", "--candidate",
-                 "edited.py", "--device", "cpu"]) == 2
-    error = " ".join(capsys.readouterr().err.split())
-    line = next(i + 1 for i, text in enumerate(wider.splitlines()) if "num_warps=4)" in text)
-    assert f"only the launch site differs from scale_kernels.py (line {line} in copy(): " in error
-    assert "copy_kernel's launch passes BLOCK, num_warps" in error and "@triton.autotune" in error
-    assert "kernelopt profile edited.py --kernel copy_kernel" in error
+                 "smaller.py", "--device", "cpu", "--gates", "2,3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["accepted"] and [(g["gate"], g["passed"]) for g in data["gates"]] == [(2, True), (3, True)], data
+    line = next(i + 1 for i, text in enumerate(original.splitlines()) if launch in text)
+    note = next(n for n in data["notes"] if n.startswith("your edit changes only the launch site"))
+    assert f"line {line} in copy()" in note and "gate 2 ran copy_kernel with the edited launch" in note, note
+    assert "BLOCK=32" in (data["diff"] or "") and not any("no change, no diff" in n for n in data["notes"])
+    # a wrong one: the block halved at the launch, the grid not: half the output is never written. Gate 2
+    # runs the edited launch (the original's would pass), so it rejects it
+    (own_kernels / "half.py").write_text(original.replace(launch, launch.replace("BLOCK=64", "BLOCK=32")))
+    assert main(["verify", "scale_kernels.py", "--kernel", "copy_kernel", "--harness", "bench_copy", "--candidate",
+                 "half.py", "--device", "cpu", "--gates", "2", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["failed_gate"] == 2 and not data["accepted"], data
 
+
+def test_an_edit_of_kernel_and_launch_site_checks_the_kernel_and_names_the_rest(own_kernels: Path) -> None:
     # with the kernel edited too, the kernel is the candidate and the rest of the edit is named as left out
     from kernelopt_core.userkernels.edited_file import outside_note, read_candidate
     from kernelopt_core.userkernels.target import user_target
+
+    original = (own_kernels / "scale_kernels.py").read_text()
+    wider = original.replace("BLOCK=64, num_warps=2)", "BLOCK=64, num_warps=4)")
+    assert wider != original
+    line = next(i + 1 for i, text in enumerate(wider.splitlines()) if "num_warps=4)" in text)
 
     target = user_target(str(own_kernels / "scale_kernels.py"), "copy_kernel", "bench_copy", "cpu")
     both = wider.replace("tl.load(x_ptr + offsets)", "tl.load(x_ptr + offsets, mask=offsets < n)")

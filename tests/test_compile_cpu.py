@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,42 @@ def test_cpu_dump_runs_and_matches_eager(cpu_example_dump: Path) -> None:
         assert result["shape"] == [EXAMPLE_ROWS, 256]
         assert result["max_abs"] <= 1e-5, results
         assert result["inputs_left"] == 5  # call_graph passes a copy: the caller's list is intact
+
+
+# The user's own program with the CPU backend: Inductor's FX-graph cache asks Triton's backend for its options
+# (torch.utils._triton._extern_libs_key); no TRITON_DEFAULT_FP_FUSION warning may show there. The backend as
+# Triton makes it, asked the same, does warn: the check can see the warning.
+FP_FUSION_WARNING = r'''
+import json, warnings
+from kernelopt_core.backends import cpu_triton
+cpu_triton.activate()
+import torch.utils._triton as torch_triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import make_backend
+
+def warned(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = call()
+    return value, [str(w.message) for w in caught if "TRITON_DEFAULT_FP_FUSION" in str(w.message)]
+
+ours, said = warned(lambda: torch_triton._extern_libs_key(torch_triton.triton_backend()))
+fusion = torch_triton.triton_backend().parse_options({}).enable_fp_fusion
+raw, raw_said = warned(lambda: make_backend(GPUTarget("cuda", 90, 32)).parse_options({}))
+print("RESULT " + json.dumps({"said": said, "raw_said": raw_said, "fusion": fusion,
+                              "raw_fusion": raw.enable_fp_fusion}))
+'''
+
+
+def test_the_cpu_backend_raises_no_fp_fusion_warning_in_a_users_program() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "TRITON_DEFAULT_FP_FUSION")}
+    done = subprocess.run([sys.executable, "-c", FP_FUSION_WARNING], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert result["said"] == [], result
+    assert result["fusion"] == result["raw_fusion"]  # the same default, only said by name
+    import triton
+
+    if tuple(int(p) for p in triton.__version__.split(".")[:2]) == (3, 9):  # the release that warns
+        assert result["raw_said"], result

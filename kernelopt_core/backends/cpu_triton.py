@@ -59,7 +59,32 @@ def _sm90_backend() -> Any:
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
-    return make_backend(GPUTarget("cuda", 90, 32))
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    parse_options = backend.parse_options
+
+    def with_fp_fusion_said(options: dict[str, Any]) -> Any:
+        # Inductor asks this backend for its options with none given (the FX-graph cache's extern-libs
+        # key); Triton 3.9 then warns, in the user's own program, that TRITON_DEFAULT_FP_FUSION is unset.
+        # The same default, asked for by name, gives the same options without the warning.
+        if "enable_fp_fusion" not in options:
+            default = _default_fp_fusion()
+            if default is not None:
+                options = {**options, "enable_fp_fusion": default}
+        return parse_options(options)
+
+    backend.parse_options = with_fp_fusion_said
+    return backend
+
+
+def _default_fp_fusion() -> bool | None:
+    """Triton's default for FP fusion (its knob, read without the warning), or None where it has none."""
+    try:
+        from triton import knobs
+
+        language = knobs.language
+        return not language.force_disable_fp_fusion and bool(language.default_fp_fusion)
+    except (ImportError, AttributeError):
+        return None
 
 
 # --- reductions ------------------------------------------------------------------------------

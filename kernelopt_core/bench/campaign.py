@@ -21,6 +21,7 @@ from ..events import EventSink
 from .config import CampaignConfig
 from .config_change import config_figure
 from .device_memory import MemoryReader
+from .outcome import counts_text, outcome_text
 from .problem_process import run_problem_process
 from .report import PLOT_NAME, CampaignInfo, write_reports
 from .results import ProblemResult, load_result, result_path, write_result
@@ -110,7 +111,7 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
             done = len(finished)
             write_reports(out_dir, info, list(finished.values()), plot=False)
         figure = result.vs_max_autotune
-        sink.progress(f"{result.name}: {result.outcome}" + (f" ({result.category})" if result.category else "")
+        sink.progress(f"{result.name}: {outcome_text(result.outcome, result.category)}"
                       + (f", {figure.value:.2f}x vs max-autotune" if figure else "")
                       + (f", rewrote {', '.join(result.kernels_changed)}" if result.kernels_changed else ""),
                       stage="problem-done", problem=result.name, outcome=result.outcome, category=result.category,
@@ -133,5 +134,7 @@ def run_campaign(problems: Sequence[ProblemSpec], config: CampaignConfig, out_di
     info.wall_s = round(time.monotonic() - started, 3)
     results = sorted(finished.values(), key=lambda r: (r.level, r.name))
     summary = write_reports(out_dir, info, results, not_reached, plot=config.plot)
-    sink.progress(f"campaign done: {summary.counts}", stage="campaign", percentage=100, done=len(results), total=total)
+    not_optimized = summary.fallback_reasons.get("not-optimized", 0)
+    sink.progress(f"campaign done: {counts_text(summary.counts, not_optimized)}", stage="campaign", percentage=100,
+                  done=len(results), total=total, counts=summary.counts)
     return CampaignResult(out_dir, info, results, summary, resumed, list(not_reached))

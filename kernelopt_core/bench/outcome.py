@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .results import Outcome
+from .results import OUTCOMES, Outcome
 
+NOT_OPTIMIZED = "not optimized (timing only)"  # a --no-optimize campaign's problems: nothing was searched
 FALLBACK_CATEGORIES: dict[str, str] = {
     "vendor-dominated": "vendor-dominated (cuBLAS/cuDNN time dominates)",
     "no-triton-kernels": "no Triton kernels",
@@ -21,7 +22,7 @@ FALLBACK_CATEGORIES: dict[str, str] = {
     "no-candidates": "no candidate was produced",
     "could-not-verify": "could not verify (the check itself failed, e.g. out of memory; not a rejection)",
     "budget": "budget reached before a candidate was verified",
-    "not-optimized": "not optimized (--no-optimize)",
+    "not-optimized": NOT_OPTIMIZED,
     "other": "other",
 }
 ERROR_CATEGORIES: dict[str, str] = {
@@ -95,3 +96,23 @@ def category_label(outcome: str, category: str | None) -> str:
         return outcome
     table = FALLBACK_CATEGORIES if outcome == "fallback" else ERROR_CATEGORIES
     return table.get(category, category)
+
+
+def outcome_text(outcome: str, category: str | None) -> str:
+    """A problem's outcome as a progress line says it: ``optimized``, ``matched``, ``fallback (gate-4-perf)``,
+    ...; a problem that ``--no-optimize`` only timed is "not optimized (timing only)", never a fallback."""
+    if outcome == "fallback" and category == "not-optimized":
+        return NOT_OPTIMIZED
+    return f"{outcome} ({category})" if category else outcome
+
+
+def counts_text(counts: dict[str, int], not_optimized: int = 0) -> str:
+    """``{'optimized': 2, 'matched': 1, ...}`` as "2 optimized, 1 matched, 0 fallback, 0 error". The
+    ``not_optimized`` of the fallbacks (problems only timed) are named apart, and a campaign of them
+    leaves out the outcomes a search would have had."""
+    if not not_optimized:
+        return ", ".join(f"{counts.get(outcome, 0)} {outcome}" for outcome in OUTCOMES)
+    rest = {**counts, "fallback": counts.get("fallback", 0) - not_optimized}
+    parts = [f"{not_optimized} {NOT_OPTIMIZED}"]
+    parts += [f"{rest[o]} {o}" for o in OUTCOMES if rest.get(o, 0) or o == "error"]
+    return ", ".join(parts)

@@ -191,7 +191,7 @@ def _run_stages(state: ProblemState) -> None:
     _soft(state, "classify", _classify)
     if not config.optimize:
         result.outcome, result.category = "fallback", "not-optimized"
-        result.reason = "not optimized (--no-optimize): the compiler's own code"
+        result.reason = "not optimized (timing only, --no-optimize): the compiler's own code"
         if state.accounting is not None:
             _soft(state, "config", _config_findings)
         _baseline_figures(state)

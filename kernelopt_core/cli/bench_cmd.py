@@ -16,11 +16,13 @@ import argparse
 import json
 import os
 import threading
+import time
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
-from ..events import EventSink, ProgressEvent, json_line_sink
+from ..events import HEARTBEAT_STAGE, EventSink, ProgressEvent, heartbeat, json_line_sink
 from .common import (
     DEVICE_HELP,
     EXIT_INTERRUPTED,
@@ -31,6 +33,8 @@ from .common import (
     output_result,
 )
 from .common import fail as _fail
+
+HEARTBEAT_S = 8.0  # with nothing new for this long, the last step is repeated with its clock (a line every 10 s)
 
 
 def fail(message: str, code: int = 2) -> int:
@@ -132,8 +136,10 @@ def run(args: argparse.Namespace) -> int:
         if args.events:
             result = run_campaign(problems, config, out_dir, json_line_sink(), suite=args.suite)
         else:
-            with _RichProgress(len(problems)) as progress:
-                result = run_campaign(problems, config, out_dir, progress.sink, suite=args.suite)
+            # the progress goes where the report goes (stdout), or to stderr when stdout is JSON
+            with BenchProgress(len(problems), err_console if args.json else console) as progress, \
+                    heartbeat(progress.sink, HEARTBEAT_S) as sink:
+                result = run_campaign(problems, config, out_dir, sink, suite=args.suite)
     except (SlotError, RayUnavailable) as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
@@ -149,36 +155,61 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _RichProgress:
-    """A progress bar over problems, plus one line per finished problem."""
+class BenchProgress:
+    """The campaign's progress. On a terminal: a bar over problems, its current step, and a line per
+    finished problem. Elsewhere (a log, a pipe): one timestamped line per step, finished problems
+    included, and the heartbeat's line while a step lasts, so a line comes at least every 10 s."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, out: Console):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        self.out = out
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
         self._progress = Progress(TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), TextColumn("{task.description}"), console=err_console)
-        self._task = self._progress.add_task("starting", total=total)
+                                  TimeElapsedColumn(), TextColumn("{task.description}"), console=out) \
+            if out.is_terminal else None
+        self._task = self._progress.add_task("starting", total=total) if self._progress is not None else None
         self._lock = threading.Lock()
         self.sink = EventSink(self._on_event)
 
-    def __enter__(self) -> _RichProgress:
-        self._progress.start()
+    def __enter__(self) -> BenchProgress:
+        if self._progress is not None:
+            self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        if self._progress is not None:
+            self._progress.stop()
 
     def _on_event(self, event: ProgressEvent) -> None:
         with self._lock:
             extra = event.extra
+            if isinstance(extra.get("done"), int):
+                self.done = extra["done"]
+            if self._progress is None:
+                self._line(event)
+                return
+            if event.stage == HEARTBEAT_STAGE:
+                return  # the bar's clock already shows it
             if "done" in extra:
                 self._progress.update(self._task, completed=extra["done"])
             if event.stage == "problem-done":
                 colour = {"optimized": "green", "matched": "blue", "fallback": "yellow"}.get(
                     str(extra.get("outcome")), "red")
-                self._progress.console.print(f"[{colour}]{event.message}[/{colour}]")
+                self._progress.console.print(f"[{colour}]{escape(event.message)}[/{colour}]")
             else:
-                self._progress.update(self._task, description=event.message[:80])
+                self._progress.update(self._task, description=escape(event.message[:80]))
+
+    def _line(self, event: ProgressEvent) -> None:
+        message = event.message
+        waiting = event.extra.get("waiting_stage") if event.stage == HEARTBEAT_STAGE else None
+        if waiting in ("problem-done", "campaign"):  # between problems: a problem's process is starting
+            first = "first" if waiting == "campaign" else "next"
+            message = f"the {first} problem is starting ({float(event.extra.get('waiting_s') or 0):.0f} s)"
+        self.out.print(f"{time.monotonic() - self.started:6.0f} s  [{self.done}/{self.total}]  {message}",
+                       soft_wrap=True, highlight=False, markup=False)
 
 
 def ratio_text(value: float | None) -> str:
@@ -200,6 +231,8 @@ def level_rows(levels: dict[int, Any] | dict[str, Any]) -> list[tuple[str, Any]]
 
 def _print_summary(result: Any) -> None:
     from rich.table import Table
+
+    from ..bench.outcome import NOT_OPTIMIZED
 
     summary = result.summary
     table = Table(title="benchmark campaign", header_style="bold")
@@ -224,6 +257,10 @@ def _print_summary(result: Any) -> None:
         console.print("[yellow]note[/yellow] on the CPU backend Triton's interpreter runs the compiled kernels: "
                       "gm/eager compares it with PyTorch's native CPU kernels and says nothing about a GPU",
                       soft_wrap=True)
+    timed_only = summary.fallback_reasons.get("not-optimized", 0)
+    if timed_only:
+        console.print(f"{timed_only} problem(s) {NOT_OPTIMIZED} (--no-optimize): nothing was "
+                      "searched; the table counts them under fallb", highlight=False)
     check = summary.regression
     verdict = "[green]0 regressions[/green]" if check.passed else f"[bold red]{len(check.regressions)} REGRESSIONS[/bold red]"
     console.print(f"{verdict} among {check.checked} accepted result(s)")

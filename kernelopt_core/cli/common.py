@@ -242,3 +242,21 @@ def machine_load_note() -> str | None:
         return None
     return (f"the machine is busy (load {load:.1f} on {cores} core(s)): timings vary from run to run; "
             "compare numbers taken on an idle machine")
+
+
+def kernelopt_command() -> str:
+    """How to run ``kernelopt`` from here, as a printed command must say it: ``kernelopt`` when it is on
+    PATH, else the venv's script by its path (``.venv/bin/kernelopt`` from the repository root: `make`
+    installs it there and no venv need be active), else this Python with ``-m``."""
+    import shlex
+    import shutil
+
+    script = os.path.join(os.path.dirname(sys.executable), "kernelopt")
+    on_path = shutil.which("kernelopt")
+    if on_path and (not os.path.isfile(script) or os.path.samefile(on_path, script)):
+        return "kernelopt"
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        relative = os.path.relpath(script)
+        path = relative if not relative.startswith("..") else script
+        return shlex.quote(path if os.sep in path else os.path.join(".", path))
+    return f"{shlex.quote(sys.executable)} -m kernelopt_core.cli.main"

@@ -38,7 +38,8 @@ HEARTBEAT_S = 8.0  # with nothing new for this long, the last step is repeated w
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("optimize", help="rewrite a compiled graph's Triton kernels and verify them (4 gates)")
-    parser.add_argument("path", nargs="?", help="an output_code.py or a dump folder (not needed with --resume)")
+    parser.add_argument("path", nargs="?", help="an output_code.py, a dump folder, or your own kernel file (FILE.py "
+                                               "with @triton.jit kernels; see --harness); not needed with --resume")
     parser.add_argument("--kernel", help="optimize only this Triton kernel (default: the largest by time share)")
     parser.add_argument("--provider", default="offline", choices=["offline", "anthropic", "vertex"],
                         help="who writes candidates: offline rewrite families (no API key) or an LLM")
@@ -234,6 +235,15 @@ def deploy_command(result: dict[str, Any]) -> str | None:
     return f"kernelopt accepted add {_quote(str(result['run_dir']))}"
 
 
+def runnable(command: str) -> str:
+    """``command`` ("kernelopt ...") as it runs from here, typed as printed: with the venv's path to
+    ``kernelopt`` when the venv is not active (``kernelopt_command``)."""
+    from .common import kernelopt_command
+
+    prefix = kernelopt_command()
+    return prefix + command.removeprefix("kernelopt") if command.startswith("kernelopt ") else command
+
+
 def is_user_kernel_run(result: dict[str, Any]) -> bool:
     from ..userkernels.cli import is_user_kernel_path
 
@@ -261,7 +271,7 @@ def print_deploy_hint(out: Console, result: dict[str, Any], deploy_asked: bool =
         out.print("use it: `import kernelopt; kernelopt.enable()` before torch.compile in your program "
                   "(or torch.compile(model, backend=\"kernelopt\"))", soft_wrap=True, highlight=False)
     elif result.get("deploy_command"):
-        out.print(f"deploy it: {escape(str(result['deploy_command']))}", soft_wrap=True, highlight=False)
+        out.print(f"deploy it: {escape(runnable(str(result['deploy_command'])))}", soft_wrap=True, highlight=False)
         out.print("  then `import kernelopt; kernelopt.enable()` before torch.compile in your program "
                   "(or run optimize with --deploy)", soft_wrap=True, highlight=False)
     elif result.get("decision") == "optimized" and is_user_kernel_run(result):
@@ -345,10 +355,12 @@ class LiveProgress:
         s.last = event.message
         s.last_at = time.monotonic()
         kept = event.stage in _KEPT_STAGES or (event.stage == "iteration" and "done" in event.message)
+        # the run's end: its decision; the result printed next gives the reason (said once)
+        message = f"run done: {extra['decision']}" if event.stage == "done" and extra.get("decision") else event.message
         if self.live is None:
-            self._line(event.message)
+            self._line(message)
         elif kept:
-            self.console.print(f"[dim]{escape(event.message)}[/dim]", soft_wrap=True)
+            self.console.print(f"[dim]{escape(message)}[/dim]", soft_wrap=True)
 
     def _line(self, message: str) -> None:
         self.console.print(f"[dim]{time.monotonic() - self.started:6.0f} s[/dim]  {escape(message)}",

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("profile", help="per-kernel time, tier and ncu metrics of compiled graphs")
-    parser.add_argument("path", nargs="?", help="a dump folder or output_code.py (optional with --ncu-csv)")
+    parser.add_argument("path", nargs="?", help="a dump folder, an output_code.py, or your own kernel file (FILE.py "
+                                               "with @triton.jit kernels; see --harness); optional with --ncu-csv")
     parser.add_argument("--kernel", help="only this Triton kernel")
     parser.add_argument("--ncu-csv", metavar="FILE", help="analyse this ncu --csv output; run nothing")
     parser.add_argument("--peaks", metavar="FILE", help="with --ncu-csv: the device peaks JSON (as cached by "
@@ -368,8 +369,7 @@ def _print(result: ProfileResult) -> None:
                                                   else f"{duration / 1e6:,.2f} ms")
         style = styles.get(row["tier"], "")
         # no share figure, said why in a note: "all of it, within noise" (a share over 100% means nothing)
-        share_text = "~100%" if row["time_share"] is None and row.get("time_share_note") else \
-            _fmt(row["time_share"], ".1%")
+        share_text = "~100%" if row.get("time_share_note") else _fmt(row["time_share"], ".1%")
         table.add_row(row["name"], time_text, share_text, _fmt(row.get("sol_pct"), ".0f", "%"),
                       _fmt(row.get("traffic_ratio"), ".2f", "x"), f"[{style}]{row['tier']}[/{style}]",
                       _fmt(row["dram_pct"], ".1f", "%"), _fmt(row["sm_pct"], ".1f", "%"),

@@ -32,9 +32,12 @@ class VerifySetupError(Exception):
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("verify", help="run the four verification gates on a candidate kernel")
-    parser.add_argument("dump", help="a dump folder or one output_code.py")
+    parser.add_argument("dump", metavar="PATH", help="a dump folder, one output_code.py, or your own kernel file "
+                                                     "(FILE.py with @triton.jit kernels; see --harness)")
     parser.add_argument("--kernel", required=True, help="the Triton kernel the candidate replaces")
-    parser.add_argument("--candidate", required=True, help="a file with the full candidate kernel module source")
+    parser.add_argument("--candidate", required=True, help="a file with the full candidate kernel module source; "
+                                                           "for your own kernel file also an edited copy of that "
+                                                           "file (its kernel, or its launch site alone)")
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--gates", default="1,2,3,4", help="which gates to run, e.g. 1,2,3 (default: all four)")
     parser.add_argument("--workdir", help="where the re-stitched output_code.py (or your kernel's candidate module) "
@@ -94,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
     _forget_temporary_paths(args, result)
-    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff))
+    output_result(args, _result_json(result), lambda: print_report(result, show_diff=args.diff))
     if result.could_not_verify:
         # Not a rejection: the check itself failed (e.g. it ran out of memory). Exit 2, like any
         # check that could not run.
@@ -124,10 +127,16 @@ def _run_user_kernel(args: argparse.Namespace, sink: Any) -> int:
     except CancelledError as exc:
         return _could_not_run(args, str(exc), None)
     _forget_temporary_paths(args, result)
-    output_result(args, result.to_json(), lambda: print_report(result, show_diff=args.diff, user=True))
+    output_result(args, _result_json(result), lambda: print_report(result, show_diff=args.diff, user=True))
     if result.could_not_verify:
         return fail(f"could not verify: {result.reason}")
     return 0 if result.accepted else 1
+
+
+def _result_json(result: CascadeResult) -> dict[str, Any]:
+    data = result.to_json()
+    data["correct_not_faster"] = correct_not_faster(result)
+    return data
 
 
 def _forget_temporary_paths(args: argparse.Namespace, result: CascadeResult) -> None:
@@ -201,13 +210,23 @@ def parse_gates(text: str) -> tuple[int, ...]:
     return gates
 
 
+def correct_not_faster(result: CascadeResult) -> bool:
+    """Rejected by gate 4 alone, after gates 1-3 ran and passed: correct, but not faster."""
+    if result.accepted or result.could_not_verify or result.failed_gate != 4:
+        return False
+    passed = {v.gate for v in result.gates if v.passed}
+    return {1, 2, 3} <= passed
+
+
 def print_report(result: CascadeResult, show_diff: bool, user: bool = False) -> None:
     """``user``: a project's own kernel, said in its words (your file, the candidate kernel module)."""
     from rich.markup import escape
     from rich.table import Table
 
+    slower = correct_not_faster(result)
     verdict = "[bold green]ACCEPTED[/bold green]" if result.accepted else (
-        "[bold yellow]COULD NOT VERIFY[/bold yellow]" if result.could_not_verify else "[bold red]REJECTED[/bold red]")
+        "[bold yellow]COULD NOT VERIFY[/bold yellow]" if result.could_not_verify else
+        "[bold yellow]CORRECT, NOT FASTER[/bold yellow]" if slower else "[bold red]REJECTED[/bold red]")
     console.print(f"{verdict} {escape(', '.join(result.kernels))} in {escape(result.graph_path or '')}")
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("gate")
@@ -231,7 +250,18 @@ def print_report(result: CascadeResult, show_diff: bool, user: bool = False) -> 
         console.print(f"  kernel alone {escape(name)}: {speedup:.3f}x (reported, never decides)")
     if not result.accepted:
         kept = "your file keeps its kernel" if user else "the graph keeps the compiler's kernel"
-        console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; {kept}")
+        failed = result.verdict(result.failed_gate) if result.failed_gate else None
+        if slower:
+            passed = [str(v.gate) for v in result.gates if v.passed]
+            console.print(f"[yellow]correct, not faster:[/yellow] gates {', '.join(passed)} passed (the candidate "
+                          f"computes what the original does), gate 4 found it not faster; {kept}. For a "
+                          f"correctness-only check: the same command with --gates {','.join(passed)}",
+                          soft_wrap=True, highlight=False)
+        elif failed is not None:  # its reason is the table's row: said once
+            console.print(f"[yellow]fallback:[/yellow] rejected by gate {failed.gate} ({failed.name}), its reason in "
+                          f"the table above; {kept}", soft_wrap=True, highlight=False)
+        else:
+            console.print(f"[yellow]fallback:[/yellow] {escape(result.reason)}; {kept}", soft_wrap=True)
     if result.quarantined:
         console.print("[bold red]quarantined:[/bold red] the candidate tried to write a file or open a socket "
                       "from its contained process")

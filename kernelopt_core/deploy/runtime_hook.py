@@ -164,10 +164,31 @@ def usage_summary() -> str:
         return f"kernelopt: no kernel replaced: Inductor loaded no Triton kernel in this process ({why})"
     same_name = [name for name in wanted if name in loaded]
     if same_name:
+        entry = next(e for e in table.by_hash.values() if e.kernel_name == same_name[0])
         return (f"kernelopt: no kernel replaced: {same_name[0]} was loaded, but its source differs from the one "
-                "the accepted entry was verified on (another model, input shape, dtype or torch.compile mode)")
+                f"the accepted entry was verified on; likely causes: {mismatch_causes(entry.graph_path)}")
     return (f"kernelopt: no kernel replaced: none of the {len(loaded)} Triton kernel(s) loaded has an accepted "
             f"entry (the store's entries are for {', '.join(wanted)})")
+
+
+def mismatch_causes(graph_path: str | None) -> str:
+    """Why a kernel of the same name can have another source, grad mode first: a model called under
+    ``torch.no_grad()`` compiles an inference graph, one called with gradients a training forward that
+    also saves what backward needs, so the same kernel name is another kernel. Inductor names the
+    graph's folder after it (``model__0_inference_0`` or ``model__0_forward_0``)."""
+    folder = os.path.basename(os.path.dirname(graph_path or "")) + os.path.basename(graph_path or "")
+    if "inference" in folder:
+        grad = ("grad mode: the entry was verified on an inference graph (compiled under torch.no_grad()); "
+                "called with gradients enabled, the model compiles a training graph with other kernels, so "
+                "call it under torch.no_grad() or torch.inference_mode()")
+    elif "forward" in folder:
+        grad = ("grad mode: the entry was verified on a training graph (compiled with gradients enabled); "
+                "under torch.no_grad() or torch.inference_mode() the model compiles an inference graph with "
+                "other kernels")
+    else:
+        grad = ("grad mode (torch.no_grad() or not: an inference graph and a training graph have different "
+                "kernels)")
+    return f"{grad}; or another model, input shape, dtype or torch.compile mode"
 
 
 def _summary_at_exit() -> None:

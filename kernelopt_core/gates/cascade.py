@@ -24,7 +24,7 @@ from .cascade_target import (
     TaskCaller,
     TaskFailed,
 )
-from .registry import GATE_NAMES, GATES, CommonSettings, Gate, gate2_battery
+from .registry import GATE_NAMES, GATES, CommonSettings, Gate, acceptance, gate2_battery
 from .static import run_static_gate
 from .verdict import GATE2_BATTERIES, CascadeConfig, CascadeResult, GateVerdict, TaskReply
 
@@ -76,12 +76,9 @@ def run_cascade(target: CascadeTarget | CompiledGraph, candidates: dict[str, str
             _close_candidate(call, keep_spare=config.spare_candidate and ended)
     if finished:
         result.accepted = True
-        skipped = [g for g in GATE_NAMES if g not in gates]
-        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        result.reason = "passed all four gates" if not skipped else (
-            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
-        if skipped:
-            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
+        result.reason, partial = acceptance(gates, config.passed_earlier)
+        if partial:
+            result.notes.append(partial)
     result.seconds = time.monotonic() - begin
     if sink is not None:
         sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)

@@ -126,5 +126,24 @@ GATES: dict[int, Gate] = {gate.number: gate for gate in (StaticGate(), KernelGat
 GATE_NAMES: dict[int, str] = {number: gate.name for number, gate in GATES.items()}
 ALL_GATES: tuple[int, ...] = tuple(GATES)
 
-__all__ = ["ALL_GATES", "GATES", "GATE_NAMES", "CommonSettings", "Gate", "KernelGate", "KernelSettings",
+
+def _gate_list(gates: list[int]) -> str:
+    return f"gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))}"
+
+
+def acceptance(gates: tuple[int, ...], passed_earlier: tuple[int, ...] = ()) -> tuple[str, str | None]:
+    """The reason of a cascade that passed ``gates``, and a note when that is not a full acceptance.
+    ``passed_earlier``: gates the candidate passed before this cascade (its screen's)."""
+    earlier = sorted(g for g in set(passed_earlier) if g in GATE_NAMES and g not in gates)
+    skipped = [g for g in GATE_NAMES if g not in gates and g not in earlier]
+    at_screen = f"{_gate_list(earlier)} at its screen" if earlier else ""
+    if not skipped:
+        return "passed all four gates" + (f" ({at_screen})" if at_screen else ""), None
+    not_run = f"{_gate_list(skipped)} not run"
+    reason = f"passed {_gate_list(sorted(gates))} ({'; '.join(p for p in (at_screen, not_run) if p)})"
+    return reason, f"{_gate_list(skipped)} did not run; this is not a full acceptance"
+
+
+
+__all__ = ["ALL_GATES", "GATES", "GATE_NAMES", "acceptance", "CommonSettings", "Gate", "KernelGate", "KernelSettings",
            "ModelGate", "ModelSettings", "PerfGate", "PerfSettings", "StaticGate", "gate2_battery"]

@@ -145,6 +145,9 @@ class CascadeConfig:
     # gate 1's compile numbers per kernel when gate 1 ran earlier (a finalist's screen): the sanitizer runs
     # racecheck only on kernels whose compile uses shared memory; unknown counts as used
     compiled: dict[str, Any] | None = None
+    # Gates this candidate passed before this cascade (a finalist's screen's): an acceptance names them
+    # instead of calling them "not run".
+    passed_earlier: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -55,8 +55,10 @@ def _decide(searches: list[KernelSearch], final: CascadeResult | None, config: O
         return "fallback", f"all {total} candidate(s) were rejected ({detail}); the compiler's code is kept"
     best = max((n.speedup for s in searches for n in s.nodes if n.id != "root"), default=None)
     if perf:
+        speed = final.verdict(4) if final is not None else None  # its own reason, not the cascade's "gate 4 ..."
+        why = speed.reason if speed is not None else (final.reason if final else "")
         reason = (f"{ok} correct candidate(s), but none cleared the {config.min_speedup:.2f}x end-to-end gate "
-                  f"({perf} rejected by gate 4: {final.reason if final else ''})")
+                  f"({perf} rejected by gate 4{': ' + why if why else ''})")
         return "matched", reason + "; the compiler's code is kept"
     too_late = [(s, n) for s in searches for n in s.found_unverified]
     if too_late:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from ..artifacts.model import CompiledGraph
@@ -239,7 +239,8 @@ class GateEvaluator:
         from ..gates import cascade
 
         final = tuple(sorted({2, *(g for g in gates if g > 2)})) if self.gates.gate2_screen else gates
-        config = self._config(final, "full")
+        # its screen passed gates 1-2: an acceptance names them (a gate run again here is named as run here)
+        config = replace(self._config(final, "full"), passed_earlier=(1, 2))
         compiled = {name: self._compiled.get(candidate_key(name, source)) for name, source in candidates.items()}
         config.compiled = {name: numbers for name, numbers in compiled.items() if numbers is not None}
         try:

@@ -67,6 +67,14 @@ class FinalistStage:
     def gates(self) -> tuple[int, ...]:
         return (3, 4) if self.ctx.config.use_perf_gate else (3,)
 
+    def final_gates_text(self) -> str:
+        """The gates a finalist goes through, as they will show: an Inductor kernel's screen ran part of
+        gate 2's battery, so its finalists run the full battery first; a user kernel's screen ran all of it."""
+        later = "gates 3-4" if self.gates() == (3, 4) else "gate 3"
+        inner = getattr(self.ctx.evaluator, "inner", self.ctx.evaluator)
+        screen_is_lighter = getattr(getattr(inner, "gates", None), "gate2_screen", True)
+        return f"gate 2's full battery and {later}" if screen_is_lighter else later
+
     def out_of_reach(self, search: KernelSearch, node: BeamNode) -> str | None:
         """Why ``node`` cannot pass the end-to-end gate whatever the other gates say (None: it can). With
         gate 4 off (an ablation), the kernel speedup itself must reach ``min_speedup``."""
@@ -147,7 +155,7 @@ class FinalistStage:
         if hasattr(inner, "sanitizer_timeout_s"):  # the sanitizers' share of what the budget leaves
             inner.sanitizer_timeout_s = ctx.schedule.sanitizer_limit_s()
         title = search.titles.get(node.id, node.id)
-        ctx.progress(f"{name}: {what} {node.id} ({title}) through the full gate 2 and gates 3-4", stage="gate",
+        ctx.progress(f"{name}: {what} {node.id} ({title}) through {self.final_gates_text()}", stage="gate",
                      kernel=name, candidate=node.id)
         search.finalized.add(node.id)
         before = ctx.evaluator.replayed

@@ -148,7 +148,8 @@ class Pipeline:
         self.writer.write(result, self.searches, findings)
         ctx.journal.record("time_split", value=result.time_split)
         ctx.journal.record("result", decision=decision, reason=reason, speedup=result.speedup)
-        ctx.progress(f"{decision}: {reason}", stage="done", percentage=100, best_speedup=result.speedup)
+        ctx.progress(f"{decision}: {reason}", stage="done", percentage=100, best_speedup=result.speedup,
+                     decision=decision)
         return result
 
 

@@ -138,23 +138,49 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
 
 def verify_user_kernel(args: argparse.Namespace, candidate: str, gates: tuple[int, ...], sink: EventSink,
                        setup_error: Any) -> Any:
-    """``kernelopt verify FILE.py --kernel K --candidate M.py``: the four gates on a candidate kernel module
-    (or on the kernel of an edited copy of FILE; an edit of the launch site alone is not a candidate)."""
+    """``kernelopt verify FILE.py --kernel K --candidate M.py``: the four gates on a candidate kernel module,
+    or on the kernel of an edited copy of FILE; a copy whose edit is at the launch site alone (another
+    BLOCK, grid or num_warps at the launch) runs through the gates with its launch (:mod:`.edited_launch`)."""
     from ..gates.verdict import CascadeConfig
     from .cascade import run_user_cascade
-    from .edited_file import launch_site_message, outside_note, read_candidate
+    from .edited_file import outside_note, read_candidate
 
     try:
         target = target_from_args(args, args.dump)
     except TargetError as exc:
         raise setup_error(str(exc)) from None
     found = read_candidate(target, candidate)
-    if found.outside and not found.kernel_changed:
-        raise setup_error(launch_site_message(target, found, args.candidate))
     config = CascadeConfig(device=target.device, run_gates=gates, workdir=args.workdir, min_speedup=args.min_speedup)
+    if found.outside and not found.kernel_changed:
+        return _verify_launch_edit(args, target, found, candidate, config, sink, setup_error)
     result = run_user_cascade(target, found.module, config, sink)
     if found.outside:
         result.notes.append(outside_note(target, found))
+    return result
+
+
+def _verify_launch_edit(args: argparse.Namespace, target: UserKernelTarget, found: Any, candidate: str,
+                        config: Any, sink: EventSink, setup_error: Any) -> Any:
+    """The gates on an edited copy of the user's file whose kernel is unchanged: gate 2 runs the kernel with
+    the edited launch against the original launch, gates 3-4 the harness with the edited copy."""
+    from ..gates.cascade import task_caller
+    from .cascade import run_user_cascade
+    from .edited_file import launch_edit_note, write_edited_copy
+    from .extract import unified_file_diff
+
+    try:
+        edited = write_edited_copy(target, candidate, os.path.join(args.workdir or os.getcwd(), "edited"))
+    except (OSError, ValueError) as exc:
+        raise setup_error(str(exc)) from None
+    call = task_caller(target.device, None, config.job_timeout_s, sink)
+    result = run_user_cascade(target, found.module, config, sink,
+                              call=lambda task, payload: call(task, {**payload, "edited_file": edited}))
+    label = os.path.relpath(target.file)
+    result.diff = unified_file_diff(target.text, candidate, target.file.lstrip("/") if label.startswith("..")
+                                    else label) or None
+    unchanged = f"the candidate's {target.kernel} is the one in"
+    result.notes = [note for note in result.notes if not note.startswith(unchanged)]
+    result.notes.insert(0, launch_edit_note(target, found, config.run_gates))
     return result
 
 

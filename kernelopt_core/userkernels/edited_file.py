@@ -4,8 +4,9 @@ edit changed outside it.
 A candidate is a kernel (its function, decorators, jit helpers and constants: the kernel module);
 gates 2-4 run it on the launch the user's own wrapper made, and an accepted one comes back as a
 diff of the kernel. An edit of the launch site (``BLOCK = 128`` in the wrapper, another grid or
-``num_warps``) is not part of it: :func:`read_candidate` finds such edits so the command can say
-so, instead of checking an unchanged kernel as if it were the edit. Pure Python.
+``num_warps``) is not part of it: :func:`read_candidate` finds such edits; an edit of the launch site
+alone is verified as the edited file's launch (:mod:`.edited_launch`), and beside a kernel edit it is
+named as left out. Pure Python.
 """
 
 from __future__ import annotations
@@ -95,16 +96,34 @@ def _function_at(tree: ast.Module, line: int) -> str | None:
     return None
 
 
-def launch_site_message(target: UserKernelTarget, candidate: CandidateFile, path: str) -> str:
-    """Why a copy whose kernel is unchanged is not a candidate, and what to do instead."""
-    passed = target.module.caller_passes
-    launch = f" ({target.kernel}'s launch passes {', '.join(passed)})" if passed else ""
-    return (f"only the launch site differs from {os.path.basename(target.file)} ({candidate.outside_text()}): "
-            f"a candidate changes the kernel (its function, decorators, jit helpers and constants), and the gates "
-            f"run it on the launch your wrapper made, so this edit has nothing to verify. To try other launch "
-            f"parameters{launch}, let the kernel choose them (stop passing one at the launch and give the kernel "
-            f"@triton.autotune configs or a tl.constexpr default: `kernelopt optimize` then tunes it through all four "
-            f"gates), or time the edited file itself: kernelopt profile {path} --kernel {target.kernel}")
+def write_edited_copy(target: UserKernelTarget, text: str, folder: str) -> str:
+    """Write the edited copy of the user's file under ``folder`` with the file's own name, so it imports
+    under the file's module name (a harness file importing the module then gets the copy); its path.
+    Raises ValueError for a file inside a package, whose copy would import under another name."""
+    from .harness import natural_module
+
+    module = natural_module(target.file)[1]
+    if "." in module:
+        raise ValueError(f"{os.path.basename(target.file)} is module {module} of a package: an edit of its launch "
+                         f"site alone cannot be verified yet; time the edited file instead (kernelopt profile "
+                         f"COPY.py --kernel {target.kernel}) or change the kernel itself")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, os.path.basename(target.file))
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def launch_edit_note(target: UserKernelTarget, candidate: CandidateFile, gates: tuple[int, ...]) -> str:
+    """What was verified for an edit of the launch site alone."""
+    ran = [f"gate 2 ran {target.kernel} with the edited launch against the original launch on the same "
+           "arguments"] if 2 in gates else []
+    if 3 in gates or 4 in gates:
+        ran.append(f"gate{'s 3-4' if 3 in gates and 4 in gates else ' 3' if 3 in gates else ' 4'} ran the "
+                   "harness with your edited file against the original file")
+    what = "; ".join(ran) if ran else "the kernel itself is unchanged"
+    return (f"your edit changes only the launch site ({candidate.outside_text()}): {what}; the diff is of the "
+            "whole file")
 
 
 def outside_note(target: UserKernelTarget, candidate: CandidateFile) -> str:
@@ -112,4 +131,4 @@ def outside_note(target: UserKernelTarget, candidate: CandidateFile) -> str:
             "gates ran the edited kernel on the launch of the original file, and the diff holds the kernel only")
 
 
-__all__ = ["CandidateFile", "launch_site_message", "outside_note", "read_candidate"]
+__all__ = ["CandidateFile", "launch_edit_note", "outside_note", "read_candidate", "write_edited_copy"]

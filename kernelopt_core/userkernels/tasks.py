@@ -13,7 +13,9 @@ contained process (:mod:`kernelopt_core.gates.tasks.skeleton`, shared with a dum
 * gate 4: the harness timed on each side in its own process, through the ``harness`` path.
 
 Payload keys: :meth:`.target.UserKernelTarget.payload`'s, with ``candidate`` (its module),
-``candidate_configs`` and the cascade's per-gate keys. Replies as the skeleton says.
+``candidate_configs`` and the cascade's per-gate keys; ``edited_file``: an edited copy of the user's file
+whose launch site alone differs (:mod:`.edited_launch`), which the candidate's side runs in place of
+the file. Replies as the skeleton says.
 """
 
 from __future__ import annotations
@@ -286,7 +288,21 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _candidate_key(payload: dict[str, Any]) -> str:
-    return hashlib.sha256((_session_key(payload) + "\0" + str(payload.get("candidate", ""))).encode()).hexdigest()[:24]
+    edited = payload.get("edited_file")
+    parts = [_session_key(payload), str(payload.get("candidate", "")), _file_digest(edited) if edited else ""]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _candidate_side(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The kernel file and harness (a HarnessSpec's JSON) the candidate's side runs: the user's, or with a
+    launch-site edit the edited copy (and a harness of the file becomes the copy's)."""
+    edited = payload.get("edited_file")
+    harness = dict(payload["harness"])
+    if not edited:
+        return str(payload["file"]), harness
+    if os.path.abspath(str(harness.get("file"))) == os.path.abspath(str(payload["file"])):
+        harness["file"] = str(edited)
+    return str(edited), harness
 
 
 def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> SandboxSlot:
@@ -311,6 +327,44 @@ def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
+_EDITED_PLANS: dict[str, dict[str, Any]] = {}  # the launch an edited copy makes, by candidate process key
+
+
+def _launch_plan(slot: SandboxSlot, built: Session, payload: dict[str, Any]) -> dict[str, Any]:
+    """The launch the candidate's launcher repeats: the captured one (its grid over the candidate's configs),
+    or with a launch-site edit the launch the edited copy makes, captured in the candidate's process (the
+    copy is the user's edit: the checker never imports it) on the same arguments as the original's."""
+    from .edited_launch import CAPTURE_PLAN, plan_mismatch
+
+    if not payload.get("edited_file"):
+        return _candidate_plan(built, payload)
+    if slot.key not in _EDITED_PLANS:
+        kernel_file, harness = _candidate_side(payload)
+        reply = slot.process.call("call", timeout_s=float(payload.get("run_timeout_s", 600.0)),
+                                  callable=CAPTURE_PLAN, kwargs={
+                                      "kernel_file": kernel_file, "kernel": payload["kernel"], "harness": harness,
+                                      "device": built.device, "params": built.params,
+                                      "constexprs": built.constexprs})
+        if not reply.get("ok"):
+            raise _EditedLaunchFailed(_failure(dict(reply), "the harness with the edited file fails"))
+        plan = reply["result"]
+        mismatch = plan_mismatch(built.plan, plan)
+        if mismatch:
+            raise _CouldNotVerify(f"the edited launch passes other arguments than the original's ({mismatch}); "
+                                  "gate 2 compares the two launches on the same arguments")
+        _EDITED_PLANS.clear()  # one candidate process at a time
+        _EDITED_PLANS[slot.key] = plan
+    return dict(_EDITED_PLANS[slot.key])
+
+
+class _EditedLaunchFailed(Exception):
+    """The edited copy's harness failed in the candidate's process: ``verdict`` says so."""
+
+    def __init__(self, verdict: dict[str, Any]):
+        super().__init__(verdict.get("reason"))
+        self.verdict = verdict
+
+
 def _load_launcher(slot: SandboxSlot, source: str, device: str) -> dict[str, Any] | None:
     if "launcher" in slot.loaded:
         return None
@@ -330,8 +384,9 @@ def _load_harness(slot: SandboxSlot, payload: dict[str, Any], device: str, candi
     folder = _workdir(payload)
     candidate_file = write_candidate_module(os.path.join(folder, "candidates"), payload["kernel"], candidate) \
         if candidate is not None else None
+    kernel_file, harness = _candidate_side(payload) if candidate is not None else (payload["file"], payload["harness"])
     path = write_harness_module(os.path.join(folder, "harnesses"), {
-        "kernel_file": os.path.abspath(payload["file"]), "kernel": payload["kernel"], "harness": payload["harness"],
+        "kernel_file": os.path.abspath(kernel_file), "kernel": payload["kernel"], "harness": harness,
         "device": device, "candidate_file": candidate_file})
     reply = slot.process.call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
     if not reply.get("ok"):
@@ -381,11 +436,13 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
     try:
         entry = _candidate(payload, device, from_spare=True)
-        launched = launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload))
+        launched = launcher_source(payload["candidate"], kernel, _launch_plan(entry, built, payload))
         failed = _load_launcher(entry, launched, device)
         probe = _decision_probe(entry.process, payload, launched, device) if failed is None else None
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
+    except _EditedLaunchFailed as exc:
+        return exc.verdict
     containment = _containment(entry.process)
     candidate_process = entry.how  # from the spare or not, and the seconds getting it took
     if failed is not None:
@@ -547,7 +604,9 @@ def _sanitize(payload: dict[str, Any], device: str) -> Any:
     payload's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
     from .sanitize_target import sanitize_user_finalist
 
-    return sanitize_user_finalist(payload, device, os.path.join(_workdir(payload), "sanitize"))
+    kernel_file, harness = _candidate_side(payload)
+    return sanitize_user_finalist({**payload, "file": kernel_file, "harness": harness}, device,
+                                  os.path.join(_workdir(payload), "sanitize"))
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------
@@ -605,8 +664,11 @@ def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int
     if failed is not None:
         raise RuntimeError(f"the original {kernel} fails to load in its timing process: {failed.get('error')}")
     candidate = _candidate(payload, device)
-    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, _candidate_plan(built, payload)),
-                            device)
+    try:
+        plan = _launch_plan(candidate, built, payload)
+    except (_EditedLaunchFailed, _CouldNotVerify) as exc:
+        raise RuntimeError(str(exc)) from None
+    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, plan), device)
     if failed is not None:
         raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
     timing, _ = time_kernel_pair(baseline.process, candidate.process, device, rounds, LAUNCHER_NAME,

@@ -138,10 +138,10 @@ def profile_line(profile: ProfileRecord) -> str:
     if dram is None and sm is None and duration is not None:
         parts.append(f"{duration_text(duration)} per call")
     share = profile.time_share
-    if share is not None:
-        parts.append(f"{share_text(share)} {profile.share_words}")
-    elif profile.share_over_whole:
+    if profile.share_over_whole:  # within noise of the whole call: the figure would flip between runs
         parts.append(f"~100% {profile.share_words}")
+    elif share is not None:
+        parts.append(f"{share_text(share)} {profile.share_words}")
     return " · ".join(parts)
 
 

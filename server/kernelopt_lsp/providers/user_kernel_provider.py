@@ -221,10 +221,10 @@ def lens_title(view: UserView) -> str:
         return lens_summary(view.file, view.kernel)
     parts = []
     share = profile.time_share
-    if share is not None:
-        parts.append(f"{share * 100:.1f}% of {profile.share_basis}")
-    elif profile.share_over_whole:
+    if profile.share_over_whole:  # within noise of the whole call: the figure would flip between runs
         parts.append(f"~100% of {profile.share_basis}")
+    elif share is not None:
+        parts.append(f"{share * 100:.1f}% of {profile.share_basis}")
     parts.append(profile.tier or "profiled")
     duration = profile.number("duration_ns")
     if duration is not None:
