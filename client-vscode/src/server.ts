@@ -7,6 +7,7 @@ import { CLIENT_ID, CLIENT_NAME, ClientCommand, CONFIG_SECTION, JOB_STATUS_NOTIF
 import { buildServerExecutable, describeLaunch, documentSelector, resolveInterpreter } from './serverOptions';
 import { initializationOptions, KernelOptSettings } from './settings';
 import { ServerState } from './status';
+import { TraceChannel } from './trace';
 
 /** Where the launch inputs come from; injected so the manager is testable. */
 export interface LaunchInputs {
@@ -36,11 +37,16 @@ export async function executeCommandMiddleware(command: string, args: any[], nex
   return result;
 }
 
-export function clientOptions(settings: KernelOptSettings, output: vscode.LogOutputChannel): LanguageClientOptions {
+export function clientOptions(
+  settings: KernelOptSettings,
+  output: vscode.LogOutputChannel,
+  traceOutput: vscode.LogOutputChannel = output,
+): LanguageClientOptions {
   return {
     documentSelector: documentSelector(settings.dumpFolders, settings.userKernels),
     outputChannel: output,
-    traceOutputChannel: output,
+    // Follows kernelopt.trace.server (see trace.ts) and writes into the same output.
+    traceOutputChannel: traceOutput,
     initializationOptions: initializationOptions(settings),
     // Pushes `workspace/didChangeConfiguration` for kernelopt.* besides the server's own pulls.
     synchronize: { configurationSection: CONFIG_SECTION },
@@ -59,12 +65,15 @@ export class ServerManager implements vscode.Disposable {
   private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
   readonly onDidChangeState = this.stateEmitter.event;
   private interpreter: string | undefined;
+  private readonly traceOutput: TraceChannel;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
     private readonly inputs: LaunchInputs,
     private readonly onJobStatus: (raw: unknown) => void,
-  ) {}
+  ) {
+    this.traceOutput = new TraceChannel(output);
+  }
 
   /** The interpreter the running server was launched with. */
   get launchedInterpreter(): string | undefined {
@@ -112,7 +121,7 @@ export class ServerManager implements vscode.Disposable {
     this.interpreter = exe.command;
     this.output.info(describeLaunch(exe, interpreter.source, settings.apiKeyEnv));
 
-    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, exe, clientOptions(settings, this.output));
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, exe, clientOptions(settings, this.output, this.traceOutput));
     this.client = client;
     client.onDidChangeState((e) => {
       if (this.client === client) {
@@ -162,5 +171,6 @@ export class ServerManager implements vscode.Disposable {
   async dispose(): Promise<void> {
     await this.stop();
     this.stateEmitter.dispose();
+    this.traceOutput.dispose();
   }
 }

@@ -83,7 +83,7 @@ class UserKernelContext:
     index: SharedIndex  # its ``user`` index: the kernel files as saved
     indexer: ThreadPoolExecutor  # where buffers are parsed
     results: ResultStore
-    settings: Callable[[], Settings]  # the harnesses setting
+    settings: Callable[[], Settings]  # the harnesses and userKernels settings
 
 
 class UserKernelFiles:
@@ -96,7 +96,7 @@ class UserKernelFiles:
     async def state(self, uri: str) -> UserState | None:
         """The kernels a document holds now (None: not a project's kernel file)."""
         path = uri_path(uri)
-        if path is None or not is_candidate_user_file(path):
+        if path is None or not self.ctx.settings().user_kernels or not is_candidate_user_file(path):
             return None
         doc = self.ctx.workspace.document(uri)
         if doc is None:
