@@ -9,12 +9,19 @@ test catches it without a browser.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest_lsp
 from kernelopt_lsp.settings import CLIENT_KEY_PREFIXES, KNOWN_KEYS, Settings, parse_settings
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
 
-MANIFEST = Path(__file__).resolve().parents[2] / "client-vscode" / "package.json"
+from .conftest import FAKE_SERVER, ROOT, initialize, make_client, open_document
+
+MANIFEST = ROOT / "client-vscode" / "package.json"
+USER_KERNEL_FIXTURE = ROOT / "tests" / "fixtures" / "user_kernels" / "scale_kernels.py"
 
 
 def contributed_defaults() -> dict[str, Any]:
@@ -66,3 +73,26 @@ def test_user_kernels_is_a_boolean():
     settings, problems = parse_settings({"userKernels": "no"}, Settings(user_kernels=False))
     assert settings.user_kernels is False
     assert problems == ["kernelopt.userKernels must be true or false; got 'no'"]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=FAKE_SERVER, client_factory=make_client))
+async def client_without_user_kernels(lsp_client: LanguageClient, workspace: Path):
+    shutil.copy(USER_KERNEL_FIXTURE, workspace / "scale_kernels.py")
+    await initialize(lsp_client, workspace, "neovim", options={"device": "cpu", "userKernels": False})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_user_kernels_off_serves_no_kernel_file(client_without_user_kernels: LanguageClient, workspace: Path):
+    """An editor that sends every Python file (Neovim's `filetypes = { 'python' }`) gets nothing for a
+    project's own kernels with userKernels false: no lens, no hover, no hint."""
+    client = client_without_user_kernels
+    path = workspace / "scale_kernels.py"
+    doc = open_document(client, path)
+    identifier = types.TextDocumentIdentifier(uri=doc)
+    line = next(i for i, row in enumerate(path.read_text().splitlines()) if "def scale_kernel(" in row)
+    assert not await client.text_document_code_lens_async(types.CodeLensParams(text_document=identifier))
+    assert await client.text_document_hover_async(types.HoverParams(
+        text_document=identifier, position=types.Position(line, 6))) is None
+    assert not client.diagnostics.get(doc)
+    assert not [m for m in client.messages if "bad setting" in m.message]
