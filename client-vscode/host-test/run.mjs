@@ -60,17 +60,31 @@ function prepareWorkspace() {
   fs.copyFileSync(path.join(REPO, 'tests/fixtures/user_kernels/scale_kernels.py'), USER_KERNELS);
   fs.mkdirSync(path.join(WS, 'extra-dumps'));
 
-  log('compiling examples/gelu_mlp.py for the CPU Triton backend (the tiny dump to optimize)');
-  const compile = spawnSync(PYTHON, ['-m', 'kernelopt_core.cli.main', 'compile', path.join(REPO, 'examples/gelu_mlp.py'),
-    '--out', path.join(WS, 'cpu'), '--device', 'cpu'], { cwd: REPO, encoding: 'utf8', env: childEnv(), timeout: 900_000 });
-  if (compile.status !== 0) {
-    throw new Error(`kernelopt compile failed (exit ${compile.status}):\n${compile.stdout}\n${compile.stderr}`);
+  const reuse = process.env.KERNELOPT_HOST_TEST_CPU_DUMPS; // a `kernelopt compile --out` folder, to save the compile
+  if (reuse) {
+    log(`copying the CPU dump from ${reuse}`);
+    fs.cpSync(reuse, path.join(WS, 'cpu'), { recursive: true });
+  } else {
+    compileCpuDump();
   }
   const found = findFiles(path.join(WS, 'cpu'), (p) => p.endsWith(`${path.sep}output_code.py`));
   if (found.length === 0) {
     throw new Error('kernelopt compile wrote no output_code.py');
   }
   cpuDump = found[0];
+  writeSettings();
+}
+
+function compileCpuDump() {
+  log('compiling examples/gelu_mlp.py for the CPU Triton backend (the tiny dump to optimize)');
+  const compile = spawnSync(PYTHON, ['-m', 'kernelopt_core.cli.main', 'compile', path.join(REPO, 'examples/gelu_mlp.py'),
+    '--out', path.join(WS, 'cpu'), '--device', 'cpu'], { cwd: REPO, encoding: 'utf8', env: childEnv(), timeout: 900_000 });
+  if (compile.status !== 0) {
+    throw new Error(`kernelopt compile failed (exit ${compile.status}):\n${compile.stdout}\n${compile.stderr}`);
+  }
+}
+
+function writeSettings() {
 
   // Every contributed setting, each at a valid value (several not at their default), so the
   // server receives all of them: one it does not know shows a "bad setting" warning.
@@ -118,6 +132,13 @@ function prepareWorkspace() {
   }
   fs.mkdirSync(path.join(USER_DATA, 'User'), { recursive: true });
   fs.writeFileSync(path.join(USER_DATA, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
+  // In code-server the window is remote: a `machine` or `machine-overridable` setting counts only
+  // from the machine's settings (the settings page's "Remote" tab), not the user's.
+  const machine = Object.fromEntries(contributed
+    .filter((k) => /^machine/.test(manifest.contributes.configuration.properties[k].scope ?? ''))
+    .map((k) => [k, settings[k]]));
+  fs.mkdirSync(path.join(USER_DATA, 'Machine'), { recursive: true });
+  fs.writeFileSync(path.join(USER_DATA, 'Machine', 'settings.json'), JSON.stringify(machine, null, 2));
 }
 
 function findFiles(dir, predicate) {
@@ -140,28 +161,65 @@ function childEnv(extra = {}) {
 
 // --- processes -----------------------------------------------------------------------------------
 
-/** Processes (pid, command line) whose environment carries this run's marker. */
-function markedProcesses() {
-  const found = [];
+/** The processes of this machine: pid -> parent, start time, command line, marked. */
+function processTable() {
+  const table = new Map();
   for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    if (Number(pid) === process.pid) {
-      continue;
-    }
     try {
-      const environ = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
-      if (environ.split('\0').includes(MARKER)) {
-        const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim();
-        found.push({ pid: Number(pid), cmd });
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim();
+      let marked = false;
+      try {
+        marked = fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(MARKER);
+      } catch {
+        // not ours to read
       }
+      table.set(Number(pid), { pid: Number(pid), ppid: Number(fields[1]), start: fields[19], cmd, marked });
     } catch {
-      // gone, or not ours to read
+      // gone meanwhile
     }
+  }
+  return table;
+}
+
+// Every process this run started: the children of this script and theirs (code-server, its extension
+// host, kernelopt-lsp and its workers, chromium), those whose environment has the run's marker, and
+// any seen so before that still lives (an orphan adopted by init keeps neither parent nor, if a
+// program reset its environment, the marker). Sampled every second while the run goes on.
+const seen = new Map(); // pid -> start time
+function runProcesses() {
+  const table = processTable();
+  const ours = new Set();
+  for (const [pid, p] of table) {
+    if (p.marked || seen.get(pid) === p.start) {
+      ours.add(pid);
+    }
+  }
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const [pid, p] of table) {
+      if (!ours.has(pid) && (p.ppid === process.pid || ours.has(p.ppid))) {
+        ours.add(pid);
+        grew = true;
+      }
+    }
+  }
+  ours.delete(process.pid);
+  const found = [];
+  for (const pid of ours) {
+    const p = table.get(pid);
+    seen.set(pid, p.start);
+    found.push(p);
   }
   return found;
 }
+const sampler = setInterval(() => runProcesses(), 1000);
+sampler.unref();
 
-function killMarked() {
-  for (const p of markedProcesses()) {
+function killRunProcesses() {
+  for (const p of runProcesses()) {
     try {
       process.kill(p.pid, 'SIGKILL');
     } catch {
@@ -351,9 +409,12 @@ async function openFile(file) {
       const row = page.locator('.quick-input-list .monaco-list-row', { hasText: path.basename(file) }).first();
       await row.waitFor({ timeout: 20_000 * SLOW });
       await input.press('Enter');
-      await waitFor(`the editor tab of ${relative}`, async () =>
-        (await page.locator('.tab.active').getAttribute('title'))?.includes(relative) ||
-        (await page.locator('.tab.active').innerText()).includes(path.basename(file)), 20);
+      // The breadcrumbs name the file's folders: two dumps are both output_code.py.
+      const parts = relative.split(path.sep);
+      await waitFor(`the editor of ${relative}`, async () => {
+        const crumbs = (await page.locator('.editor-group-container.active .breadcrumbs-control').first().innerText()).replace(/\s+/g, ' ');
+        return parts.every((p) => crumbs.includes(p));
+      }, 20);
       return;
     } catch (e) {
       log(`quick open attempt ${attempt} for ${relative} failed: ${e.message.split('\n')[0]}`);
@@ -368,7 +429,7 @@ async function goTo(line, column) {
   await page.keyboard.press('Control+g');
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible' });
-  await input.fill(`${line}:${column}`);
+  await input.fill(`:${line}:${column}`);
   await input.press('Enter');
   await sleep(300);
 }
@@ -416,28 +477,44 @@ async function activation() {
     }
     return text.includes('KernelOPT: idle') ? text : '';
   }, 120);
-  await waitFor('kernelopt-lsp among the processes', () => markedProcesses().some((p) => p.cmd.includes('kernelopt_lsp.main')), 30);
+  const server = await waitFor('kernelopt-lsp among the processes', () => runProcesses().find((p) => p.cmd.includes('kernelopt_lsp.main')), 30);
+  // The server inherits the editor's environment (PATH, HOME, CUDA variables, an exported API key):
+  // PYTHONPATH, set for code-server, makes it run this checkout's code.
+  const environ = fs.readFileSync(`/proc/${server.pid}/environ`, 'latin1').split('\0');
+  fs.writeFileSync(path.join(OUT, 'kernelopt-lsp-environment.txt'), environ.map((e) => e.split('=')[0]).sort().join('\n'));
+  const pythonPath = environ.find((e) => e.startsWith('PYTHONPATH=')) ?? 'PYTHONPATH unset';
+  log(`kernelopt-lsp: pid ${server.pid}, ${environ.length} environment variables, ${pythonPath}`);
+  const missing = ['PATH', 'HOME', MARKER.split('=')[0]].filter((name) => !environ.some((e) => e.startsWith(`${name}=`)));
+  if (missing.length > 0) {
+    throw new Error(`kernelopt-lsp did not inherit the editor's environment: no ${missing.join(', ')}`);
+  }
+  if (!pythonPath.startsWith(`PYTHONPATH=${REPO}`)) {
+    throw new Error(`kernelopt-lsp does not run this checkout's code (${pythonPath}; expected ${REPO} first)`);
+  }
   log(`status bar: ${status.trim()}`);
 }
 
 async function lensDiagnosticHover() {
+  const kernel = lineOf(FIXTURE_DUMP, 'def triton_');
+  await goTo(kernel.line, kernel.column + 6);
   const lenses = await waitFor('a KernelOPT code lens on the dump', async () => {
-    const texts = await page.locator('.codelens-decoration').allInnerTexts();
+    const texts = (await page.locator('.codelens-decoration').allInnerTexts()).filter((t) => t.trim() !== '');
     return texts.length > 0 ? texts : undefined;
   }, 90);
   log(`code lenses: ${lenses.slice(0, 3).join(' / ')}`);
   await screenshot('code-lens');
 
-  await runCommand('View: Focus Problems (Errors, Warnings, Infos)');
-  const problems = await waitFor('a KernelOPT diagnostic in Problems', async () => {
-    const rows = await page.locator('.markers-panel .monaco-list-row').allInnerTexts();
-    const ours = rows.filter((r) => /kernelopt/i.test(r));
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Control+Shift+M'); // View: Problems
+  const problems = await waitFor('a KernelOPT diagnostic of the fixture dump in Problems', async () => {
+    const rows = (await page.locator('.markers-panel .monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' '));
+    const file = rows.findIndex((r) => r.includes('fixture/softmax'));
+    const ours = file >= 0 ? rows.slice(file + 1).filter((r) => r.includes('kernelopt.dump')) : [];
     return ours.length > 0 ? ours : undefined;
   }, 60);
   log(`problems: ${problems[0].replace(/\s+/g, ' ').slice(0, 160)}`);
   await screenshot('problems');
 
-  const kernel = lineOf(FIXTURE_DUMP, 'def triton_');
   await goTo(kernel.line, kernel.column + 6);
   await runCommand('Show or Focus Hover');
   const hover = await waitFor('the hover on the kernel', async () => {
@@ -467,7 +544,7 @@ async function optimizeCancel() {
   await screenshot('optimize-progress');
   await runCommand('KernelOPT: Cancel Job');
   await waitFor('the status bar back to idle after the cancel', async () => (await kerneloptStatus()).includes('KernelOPT: idle'), 120);
-  await waitFor('no optimize worker left after the cancel', () => !markedProcesses().some((p) => / optimize /.test(p.cmd)), 60);
+  await waitFor('no optimize worker left after the cancel', () => !runProcesses().some((p) => / optimize /.test(p.cmd)), 60);
   await screenshot('optimize-cancelled');
 }
 
@@ -539,14 +616,24 @@ async function verifyUserKernel() {
 
 async function settingsPage() {
   await runCommand('Preferences: Open Settings (UI)');
-  const search = page.locator('.settings-editor .suggest-input-container textarea, .settings-editor .settings-header input').first();
-  await search.waitFor();
-  await search.fill('@ext:kernelopt.kernelopt');
-  await waitFor('the KernelOPT settings listed', async () => (await page.locator('.settings-editor .setting-item-contents').count()) > 0, 30);
+  await page.locator('.settings-editor').waitFor();
+  // The search box has the focus when the settings page opens.
+  const search = async (text) => {
+    await page.locator('.settings-editor .settings-header .suggest-input-container').click();
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type(text);
+    await sleep(1000);
+  };
+  await search('@ext:kernelopt.kernelopt');
+  const listed = await waitFor('the KernelOPT settings listed', async () => {
+    const titles = await page.locator('.settings-editor .setting-item-title').allInnerTexts();
+    return titles.length > 0 ? titles : undefined;
+  }, 30);
+  log(`settings page lists ${listed.length} (visible) KernelOPT settings, e.g. ${listed.slice(0, 3).join(' / ').replace(/\s+/g, ' ')}`);
   await screenshot('settings');
   // A change from the settings page reaches the running server, which must accept it.
-  await search.fill('kernelopt.budget');
-  const budget = page.locator('.settings-editor .setting-item-contents input').first();
+  await search('kernelopt.budget');
+  const budget = page.locator('.settings-editor .setting-item-number input').first();
   await budget.waitFor();
   await budget.fill('900');
   await budget.press('Tab');
@@ -578,12 +665,12 @@ async function noProcessLeft() {
   context = undefined;
   // The tab is gone: with a short --reconnection-grace-time the extension host and kernelopt-lsp end.
   await waitFor('the extension host and kernelopt-lsp to end after the tab closed', () =>
-    !markedProcesses().some((p) => p.cmd.includes('kernelopt_lsp') || p.cmd.includes('extensionHost') || p.cmd.includes('bootstrap-fork')), 60);
+    !runProcesses().some((p) => p.cmd.includes('kernelopt_lsp') || p.cmd.includes('extensionHost') || p.cmd.includes('bootstrap-fork')), 60);
   await stopCodeServer();
   const left = await waitFor('every process of the run to end', async () => {
-    const alive = markedProcesses();
+    const alive = runProcesses();
     return alive.length === 0 ? [] : undefined;
-  }, 30).catch(() => markedProcesses());
+  }, 30).catch(() => runProcesses());
   if (left.length > 0) {
     throw new Error(`processes left behind:\n${left.map((p) => `  ${p.pid} ${p.cmd.slice(0, 200)}`).join('\n')}`);
   }
@@ -644,7 +731,7 @@ async function main() {
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
     log(`${signal}: ending every process of this run`);
-    killMarked();
+    killRunProcesses();
     process.exit(signal === 'SIGINT' ? 130 : 143);
   });
 }
@@ -659,10 +746,10 @@ try {
 } finally {
   await context?.close().catch(() => undefined);
   await stopCodeServer();
-  const left = markedProcesses();
+  const left = runProcesses();
   if (left.length > 0) {
     log(`ending ${left.length} process(es) of this run still alive`);
-    killMarked();
+    killRunProcesses();
   }
   fs.writeFileSync(path.join(OUT, 'code-server.log'), codeServerLog);
   fs.writeFileSync(path.join(OUT, 'kernelopt-output.log'), kerneloptLog());

@@ -34,13 +34,22 @@ describe('extension', () => {
     await flush();
   }
 
+  // The server inherits the test process's environment: a key exported in the developer's shell
+  // must not decide what the API-key tests see.
+  let exportedKey: string | undefined;
+
   beforeEach(async () => {
     __mock.reset();
     LanguageClient.reset();
     __mock.state.workspaceFolders = [{ uri: Uri.file('/ws'), name: 'ws', index: 0 }];
+    exportedKey = process.env.ANTHROPIC_API_KEY;
+    delete process.env.ANTHROPIC_API_KEY;
   });
 
   afterEach(async () => {
+    if (exportedKey !== undefined) {
+      process.env.ANTHROPIC_API_KEY = exportedKey;
+    }
     await deactivate();
     for (const d of ctx?.subscriptions ?? []) {
       await d.dispose();
