@@ -548,37 +548,57 @@ async function optimizeCancel() {
   await screenshot('optimize-cancelled');
 }
 
-async function optimizeReviewApplyUndo() {
+/** Runs Optimize to its end; returns the finishing notification. */
+async function optimizeToTheEnd() {
+  await runCommand('Notifications: Clear All Notifications'); // an earlier run's message is not this one's
   await startOptimize();
-  // No fixed limit on the CPU interpreter's work: the run fails when the status bar stops changing.
+  // No fixed limit on the CPU interpreter's work: the run fails when the job stops reporting (the
+  // status bar and the KernelOPT output, which has the traced $/progress reports, stay the same).
   let lastText = '';
+  let lastLog = 0;
   let lastChange = Date.now();
   const stallMs = 300_000 * SLOW;
   for (;;) {
     await collectNotifications();
     const text = await kerneloptStatus();
-    if (text !== lastText) {
-      log(`status: ${text.trim()}`);
+    const logSize = kerneloptLog().length;
+    if (text !== lastText || logSize !== lastLog) {
+      if (text !== lastText) {
+        log(`status: ${text.trim()}`);
+      }
       lastText = text;
+      lastLog = logSize;
       lastChange = Date.now();
     }
-    const done = (await toasts()).find((t) => /KernelOPT: optimized|KernelOPT: optimize .* failed/.test(t));
+    const done = (await toasts()).find((t) => /KernelOPT: optimized|KernelOPT: optimize \S+ (done|failed)/.test(t));
     if (done) {
       log(`finished: ${done}`);
-      if (/failed/.test(done)) {
+      if (/KernelOPT: optimize \S+ failed/.test(done)) {
         throw new Error(`optimize failed: ${done}\n${kerneloptLog().slice(-4000)}`);
       }
-      break;
+      return done;
     }
     if (Date.now() - lastChange > stallMs) {
-      throw new Error(`optimize: the status bar stayed "${lastText}" for ${stallMs / 1000} s`);
+      throw new Error(`optimize: no report for ${stallMs / 1000} s (status bar "${lastText}")`);
     }
     await sleep(1000);
   }
-  await screenshot('optimize-done');
-  const doneToast = (await toasts()).find((t) => /KernelOPT: optimized/.test(t));
-  if (!/Show Diff/.test(await page.locator('.notifications-toasts .notification-toast', { hasText: 'KernelOPT: optimized' }).first().innerText())) {
-    throw new Error(`the finished optimize offers no diff to review: "${doneToast}" (the gates kept the compiler's kernel)`);
+}
+
+async function optimizeReviewApplyUndo() {
+  // Gate 4 times the kernel: on a loaded machine it may not tell a faster candidate from noise, and
+  // the run keeps the compiler's kernel (no diff). Then it is run again, up to three times in all.
+  let done = '';
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    done = await optimizeToTheEnd();
+    await screenshot(`optimize-done-${attempt}`);
+    if (/KernelOPT: optimized/.test(done)) {
+      break;
+    }
+    log(`attempt ${attempt}: the run kept the compiler's kernel; optimizing again`);
+  }
+  if (!/KernelOPT: optimized/.test(done)) {
+    throw new Error(`three optimize runs kept the compiler's kernel: no diff to review (last: "${done}")`);
   }
   await clickToastButton('KernelOPT: optimized', 'Show Diff');
   await waitFor('the diff editor', async () => (await page.locator('.monaco-diff-editor').count()) > 0, 30);

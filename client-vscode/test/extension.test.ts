@@ -303,6 +303,17 @@ describe('extension', () => {
       assert.deepStrictEqual(done.items, ['Show Diff', 'Apply', 'Discard']);
     });
 
+    it('a run that kept the compiler kernel says why and offers no diff to review', async () => {
+      const kept = 'kept the compiler kernel: gate 4 not distinguishable from noise';
+      notify({ jobId: 'j3', kind: 'optimize', state: 'done', kernel: 'k', runId: 'r7', bestSpeedup: 1.0, message: kept });
+      await flush();
+      const done = __mock.state.messages.find((m) => m.text.includes('optimize k done'));
+      assert.ok(done, JSON.stringify(__mock.state.messages));
+      assert.ok(done.text.includes(kept));
+      assert.deepStrictEqual(done.items, []);
+      assert.strictEqual(status(), '$(zap) KernelOPT: idle');
+    });
+
     it('reports a failed job once, with a way to the log', async () => {
       notify({ jobId: 'j2', kind: 'profile', state: 'running' });
       notify({ jobId: 'j2', kind: 'profile', state: 'failed', message: 'ncu not found' });
