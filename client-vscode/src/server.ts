@@ -2,7 +2,15 @@
 // forwards server commands. A new client per start, because the executable and its environment
 // (interpreter, API key) are fixed when a LanguageClient is constructed.
 import * as vscode from 'vscode';
-import { ExecuteCommandSignature, LanguageClient, LanguageClientOptions, State } from 'vscode-languageclient/node';
+import {
+  ClientCapabilities,
+  ExecuteCommandSignature,
+  FeatureState,
+  LanguageClient,
+  LanguageClientOptions,
+  State,
+  StaticFeature,
+} from 'vscode-languageclient/node';
 import { CLIENT_ID, CLIENT_NAME, ClientCommand, CONFIG_SECTION, JOB_STATUS_NOTIFICATION, ServerCommand, ServerCommandId } from './ids';
 import { buildServerExecutable, describeLaunch, documentSelector, resolveInterpreter } from './serverOptions';
 import { initializationOptions, KernelOptSettings } from './settings';
@@ -58,6 +66,24 @@ export function clientOptions(
     middleware: { executeCommand: executeCommandMiddleware },
   };
 }
+
+/**
+ * Tells the server what this client does itself: it turns kernelopt/jobStatus into its own messages
+ * and copies copyConfig's text to the clipboard. The server otherwise goes by the client's name, and
+ * code-server (VS Code in a browser) calls itself "code-server": the server then showed every job's
+ * end a second time.
+ */
+export const KERNELOPT_CAPABILITIES: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...experimental, kernelopt: { jobStatus: true, clipboard: true } };
+  },
+  initialize(): void {},
+  getState(): FeatureState {
+    return { kind: 'static' };
+  },
+  clear(): void {},
+};
 
 export class ServerManager implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -122,6 +148,7 @@ export class ServerManager implements vscode.Disposable {
     this.output.info(describeLaunch(exe, interpreter.source, settings.apiKeyEnv));
 
     const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, exe, clientOptions(settings, this.output, this.traceOutput));
+    client.registerFeature(KERNELOPT_CAPABILITIES);
     this.client = client;
     client.onDidChangeState((e) => {
       if (this.client === client) {

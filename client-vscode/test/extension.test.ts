@@ -314,6 +314,14 @@ describe('extension', () => {
       assert.strictEqual(status(), '$(zap) KernelOPT: idle');
     });
 
+    it('declares to the server that it shows job status and writes the clipboard (code-server is not named VS Code)', () => {
+      const capabilities: any = { experimental: { other: 1 } };
+      for (const feature of LanguageClient.last.features) {
+        feature.fillClientCapabilities(capabilities);
+      }
+      assert.deepStrictEqual(capabilities.experimental, { other: 1, kernelopt: { jobStatus: true, clipboard: true } });
+    });
+
     it('reports a failed job once, with a way to the log', async () => {
       notify({ jobId: 'j2', kind: 'profile', state: 'running' });
       notify({ jobId: 'j2', kind: 'profile', state: 'failed', message: 'ncu not found' });
