@@ -52,6 +52,8 @@ class OptionResult:
     option: ConfigOption
     verdict: ConfigVerdict | None = None
     error: str | None = None
+    not_verified: bool = False  # no time was left to verify it: the accounting's figure stands, unverified
+    measured_speedup: float | None = None  # that figure (current over recommended mode, full callable)
 
     @property
     def accepted(self) -> bool:
@@ -62,7 +64,8 @@ class OptionResult:
             return {**self.verdict.to_json(), "title": self.option.title}
         return {"option": self.option.name, "title": self.option.title, "change": dict(self.option.change),
                 "assumes": self.option.assumes, "snippet": self.option.snippet, "accepted": False, "ok": False,
-                "reason": self.error or "not verified"}
+                "reason": self.error or "not verified", "not_verified": self.not_verified,
+                "measured_speedup": self.measured_speedup}
 
 
 @dataclass
@@ -91,6 +94,8 @@ class ConfigFindings:
         chosen = self.chosen
         if chosen is not None and chosen.verdict is not None:
             lines.append(f"verified: {describe_verdict(chosen.verdict)}")
+        elif self.allowed and rec is not None and self.results and all(r.not_verified for r in self.results):
+            lines.append(f"not verified (no time was left for the check): {self.results[0].error}")
         elif self.allowed and rec is not None:
             reasons = "; ".join(f"{r.option.name}: {r.verdict.reason if r.verdict else r.error}" for r in self.results)
             lines.append(f"no configuration change was accepted ({reasons or 'nothing verified'})")
@@ -140,7 +145,8 @@ class ConfigFindings:
             found = by_name.get(option.name)
             verdict = found.verdict if found else None
             state = ("accepted" if verdict.accepted else "rejected") if verdict else \
-                (f"could not run: {found.error}" if found and found.error else "not verified")
+                (f"not verified: {found.error}" if found and found.not_verified else
+                 f"could not run: {found.error}" if found and found.error else "not verified")
             speed = f"{verdict.speedup:.2f}x" + (f" [{verdict.ci[0]:.2f}, {verdict.ci[1]:.2f}]" if verdict.ci else "") \
                 if verdict and verdict.speedup else "–"
             paths = f"{verdict.baseline_path} → {verdict.candidate_path}" if verdict and verdict.baseline_path else "–"
@@ -197,11 +203,14 @@ def find_config_changes(source: CallableAccounting | DispatchReport | dict[str, 
     rec = findings.recommendation
     if rec is None or not allowed or verify is None:
         return findings
-    from .recommend import primary_option
+    from .recommend import ConfigNotVerified, measured_speedup, primary_option
 
     for option in rec.options or [primary_option(rec)]:
         try:
             findings.results.append(OptionResult(option, verdict=verify(rec, option)))
+        except ConfigNotVerified as exc:  # no time left: the recommendation stands with its measured figure
+            findings.results.append(OptionResult(option, error=str(exc), not_verified=True,
+                                                 measured_speedup=measured_speedup(rec, option)))
         except Exception as exc:  # noqa: BLE001 - a verification that cannot run is reported, never fatal
             findings.results.append(OptionResult(option, error=f"{type(exc).__name__}: {exc}"))
     return findings

@@ -241,6 +241,8 @@ class ConfigVerdict:
     assumes: str = ""  # what that option assumes about the caller
     snippet: str = ""  # the code to copy
     device: str | None = None
+    # the check's device allocator peak against the problem's inputs and outputs (None on the CPU)
+    memory: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dict(vars(self))
@@ -257,6 +259,33 @@ class ConfigVerdict:
 
 class ConfigVerificationError(RuntimeError):
     """The verification could not run (bad problem file, worker failure)."""
+
+
+class ConfigNotVerified(ConfigVerificationError):
+    """The verification did not run: no time was left for it. The recommendation stands with the figure the
+    accounting measured, labelled "not verified"."""
+
+
+def measured_speedup(recommendation: ConfigRecommendation, option: ConfigOption | None = None) -> float | None:
+    """The speedup the whole-callable accounting measured for the recommended mode (current over recommended
+    median), None when it timed no alternative or ``option`` is not the plain mode change."""
+    if option is not None and (option.name != OPTION_MODE or option.change.get("static_inputs")):
+        return None
+    measured = recommendation.evidence.get("measured_ms") or {}
+    current, recommended = measured.get("current"), measured.get("recommended")
+    if not isinstance(current, (int, float)) or not isinstance(recommended, (int, float)) or recommended <= 0:
+        return None
+    return float(current) / float(recommended)
+
+
+def measured_text(recommendation: ConfigRecommendation, option: ConfigOption | None = None) -> str:
+    """The accounting's figure for ``option`` in words (it is no verification: no gate 3, no interleaved A/B)."""
+    speedup = measured_speedup(recommendation, option)
+    if speedup is None:
+        return "no measured figure for this option"
+    measured = recommendation.evidence["measured_ms"]
+    return (f"measured {speedup:.2f}x through the full callable by the accounting ({recommendation.baseline_mode} "
+            f"{measured['current']:.3f} ms, {recommendation.change.get('mode')} {measured['recommended']:.3f} ms)")
 
 
 def primary_option(recommendation: ConfigRecommendation) -> ConfigOption:
@@ -305,6 +334,7 @@ def verdict_from_job(value: dict[str, Any], option: ConfigOption, baseline_mode:
         baseline_path=perf.get("baseline_path") if perf else None,
         candidate_path=perf.get("candidate_path") if perf else None, notes=list(value.get("notes") or []),
         option=option.name, assumes=option.assumes, snippet=option.snippet, device=value.get("device"),
+        memory=value.get("memory"),
     )
 
 
@@ -321,6 +351,8 @@ def verify_option(problem: str, option: ConfigOption, baseline_mode: str, *, dev
     outcome = worker.call("kernelopt_core.measure.accounting_verify:verify_config_job", payload, timeout_s=timeout_s)
     if not outcome.ok:
         failure = outcome.failure
+        if failure is not None and failure.kind == "timeout":  # the time it was given ran out: no verdict
+            raise ConfigNotVerified(f"the check ran past the {timeout_s:.0f} s that were left for it")
         raise ConfigVerificationError(
             f"{problem}: verifying {option.change} failed ({failure.kind}: {failure.message})" if failure
             else f"{problem}: verifying {option.change} failed")

@@ -291,6 +291,10 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
                      + f"; {_fmt_seconds(budget.get('elapsed_s'))} used")
     lines.append(f"- end-to-end speedup: {_fmt_speedup(result.get('speedup'))} (95% CI {_fmt_ci(result.get('ci'))}, "
                  f"timing path `{result.get('timing_path') or '-'}`)")
+    for found in result.get("found_unverified") or []:  # worth finalizing, but the budget had no time left
+        lines.append(f"- `{found.get('kernel')}` {found.get('candidate')} ({found.get('title')}): kernel speedup "
+                     f"{_fmt_speedup(found.get('kernel_speedup'))} (95% CI {_fmt_ci(found.get('ci'))}), "
+                     f"**{found.get('status')}**")
     if str(started.get("device", "")).startswith("cpu"):
         lines.append("- note: times are CPU Triton-interpreter wall-clock times, not GPU times")
     lines += ["", "## Kernels", "",

@@ -89,3 +89,29 @@ def test_the_six_gathered_from_several_calls_reproduce_their_record(tmp_path: Pa
     assert math.isclose(verdict["checks"]["geomean"]["value"], expected, rel_tol=1e-9)
     assert verdict["sources"]["layer_norm_16_rows"]["environment"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert (tmp_path / "budget_six_combined.md").is_file()
+
+
+def test_each_row_has_its_budget_use_configuration_and_late_candidates() -> None:
+    script = _script()
+    softmax = _problem("softmax_long_rows", "matched", 1.0)
+    softmax["time_split"]["stages"]["config"] = 41.5
+    softmax["config_change"] = {"allowed": True, "chosen": None,
+                                "recommendation": {"change": {"mode": "max-autotune-no-cudagraphs"}},
+                                "verified": {"not_verified": True, "measured_speedup": 2.43, "reason": "budget"}}
+    softmax["found_unverified"] = [{"kernel": "triton_red_0", "candidate": "i1c3", "kernel_speedup": 1.1}]
+    pool = _problem("avg_pool1d", "optimized", 1.27)
+    pool["config_change"] = {"allowed": True, "chosen": "mode", "recommendation": {"change": {"mode": "m"}},
+                             "verified": {"speedup": 1.89, "accepted": True},
+                             "verifications": [{"memory": {"peak_over_working_set": 2.04}}, {"memory": None}]}
+    verdict = script.check(_results([softmax, pool], 1.13, 6.0, 12.0))
+    rows = {p["name"]: p for p in verdict["problems"]}
+    assert rows["softmax_long_rows"]["budget_used"] == round(170.0 / 180.0, 3)
+    assert rows["softmax_long_rows"]["config"] == "max-autotune-no-cudagraphs not verified (measured 2.43x)"
+    assert rows["softmax_long_rows"]["config_s"] == 41.5
+    assert rows["softmax_long_rows"]["found_unverified"] == ["triton_red_0 i1c3 1.100x"]
+    assert rows["avg_pool1d"]["config"] == "mode verified 1.89x" and rows["avg_pool1d"]["found_unverified"] == []
+    assert rows["avg_pool1d"]["config_memory"] == [2.04] and rows["softmax_long_rows"]["config_memory"] == []
+    table = script.markdown(verdict, 180.0)
+    assert "| configuration | config peak / working set | found, not verified |" in table
+    assert "94% |" in table and "not verified (measured 2.43x)" in table and "triton_red_0 i1c3 1.100x" in table
+    assert "| 2.04x |" in table

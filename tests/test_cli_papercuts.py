@@ -180,7 +180,7 @@ class StandInUserEvaluator:
         return {"kernels": {name: {"configs": []} for name in kernels}}
 
     def launch_timing(self) -> dict[str, Any]:
-        from kernelopt_core.search.user_kernel_evaluation import timing_from_profile
+        from kernelopt_core.userkernels.measurements import timing_from_profile
 
         return timing_from_profile(self.target, self.profile_reply)
 
@@ -204,9 +204,9 @@ class StandInUserEvaluator:
 def own_kernel_run(own_kernels: Path, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> tuple[str, Path]:
     """``kernelopt optimize scale_kernels.py`` (its harness from the comment), measured by the stand-in."""
-    from kernelopt_core.search import user_kernel_evaluation
+    from kernelopt_core.search import run_context
 
-    monkeypatch.setattr(user_kernel_evaluation, "UserKernelEvaluator", lambda target, *a, **k: StandInUserEvaluator(target))
+    monkeypatch.setattr(run_context, "GateEvaluator", lambda target, *a, **k: StandInUserEvaluator(target))
     assert main(["optimize", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--iterations", "1",
                  "--plans", "1", "--beam-width", "1", "--no-memory", "--run-root", str(own_kernels / "runs")]) == 0
     out = capsys.readouterr().out
@@ -258,9 +258,9 @@ class AcceptingUserEvaluator(StandInUserEvaluator):
 
 def test_an_optimized_own_kernel_comes_back_as_a_diff_of_the_file(own_kernels: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelopt_core.search import user_kernel_evaluation
+    from kernelopt_core.search import run_context
 
-    monkeypatch.setattr(user_kernel_evaluation, "UserKernelEvaluator", lambda target, *a, **k: AcceptingUserEvaluator(target))
+    monkeypatch.setattr(run_context, "GateEvaluator", lambda target, *a, **k: AcceptingUserEvaluator(target))
     original = (own_kernels / "scale_kernels.py").read_text()
     assert main(["optimize", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu", "--iterations", "1",
                  "--plans", "1", "--beam-width", "1", "--no-memory", "--run-root", str(own_kernels / "runs"),
@@ -311,7 +311,7 @@ def test_an_edit_of_the_launch_site_alone_says_what_a_candidate_is(own_kernels: 
 
 def test_a_kernel_timed_over_its_harness_call_is_within_noise_not_100_percent(
         own_kernels: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelopt_core.userkernels import cascade
+    from kernelopt_core.gates import cascade
     from kernelopt_core.userkernels.share import harness_share
 
     kernel, harness = {"median_ms": 34.71, "iqr_ms": 2.4}, {"median_ms": 32.90, "iqr_ms": 1.6}
@@ -322,12 +322,12 @@ def test_a_kernel_timed_over_its_harness_call_is_within_noise_not_100_percent(
     assert apart.share is None and "not comparable" in apart.note
 
     def job(name: str, payload: dict[str, Any]) -> dict[str, Any]:  # the worker's reply, its timings stood in
-        assert name == "profile_user_kernel"
+        assert name == "kernelopt_core.userkernels.tasks:profile_user_kernel"
         return {"kernel_ms": 34.71, "harness_ms": 32.90, "launches_per_call": 1, "launch_args": [],
                 "kernel_timing": kernel, "harness_timing": harness, "harness": "bench_scale() in scale_kernels.py",
                 "launches": [{"grid": [63], "meta": {"BLOCK": 16}}], "share": share.share, "share_note": share.note}
 
-    monkeypatch.setattr(cascade, "job_caller", lambda *a, **k: job)
+    monkeypatch.setattr(cascade, "task_caller", lambda *a, **k: job)
     assert main(["profile", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("scale_kernel "))

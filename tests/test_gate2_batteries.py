@@ -173,6 +173,7 @@ def test_the_search_screens_with_the_screen_and_finalises_with_the_full_battery(
     import kernelopt_core.gates.cascade as cascade
     from kernelopt_core.gates.verdict import CascadeConfig, CascadeResult, GateVerdict
     from kernelopt_core.search.evaluation import GateEvaluator
+    from kernelopt_core.search.target import DumpTarget
 
     asked: list[CascadeConfig] = []
 
@@ -183,7 +184,7 @@ def test_the_search_screens_with_the_screen_and_finalises_with_the_full_battery(
         return CascadeResult(False, 2, f"gate 2 (kernel) rejected the candidate: {gate2.reason}", gates=[gate2])
 
     monkeypatch.setattr(cascade, "run_cascade", fake_cascade)
-    evaluator = GateEvaluator(SimpleNamespace(device="cpu", name="g", path=str(tmp_path / "g.py")), "cpu",
+    evaluator = GateEvaluator(DumpTarget(SimpleNamespace(device="cpu", name="g", path=str(tmp_path / "g.py"))), "cpu",
                               str(tmp_path))
     evaluator.screen("k", "source")
     for gates in ((3, 4), (3,), (2, 3), ()):

@@ -121,14 +121,17 @@ def test_cuda_graph_without_a_gpu_keeps_the_gate1_verdict(tmp_path: Path) -> Non
 
 def test_a_hung_candidate_fails_gate2_and_the_worker_is_replaced(graphs: dict[str, str], tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelopt_core.gates import cascade
+    from dataclasses import replace
+
+    from kernelopt_core.gates.registry import CommonSettings
     from kernelopt_core.measure.worker import Worker
 
     # The worker's job timeout is the path under test. The job's own launch limit (0.8 x the job's time) would
     # catch the spin first on a machine that sets the job up in under 1.6 s; lift it so the outcome does not
     # depend on how fast the machine is. (The corpus's endless launcher covers the in-job limit.)
-    payload = cascade._payload
-    monkeypatch.setattr(cascade, "_payload", lambda *a, **k: {**payload(*a, **k), "run_timeout_s": 600.0})
+    settings = CommonSettings.of
+    monkeypatch.setattr(CommonSettings, "of", classmethod(lambda cls, config: replace(settings(config),
+                                                                                       run_timeout_s=600.0)))
     graph = parse_output_code(graphs["elementwise"])
     kernel = graph.kernels[0]
     anchor = "    xoffset = tl.program_id(0) * XBLOCK\n"

@@ -75,7 +75,7 @@ def test_out_of_memory_in_the_check_is_could_not_verify_and_retried_smaller(
         graphs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernelopt_core.gates import jobs
+    from kernelopt_core.gates.tasks import graph as tasks
 
     graph = parse_output_code(graphs["elementwise"])
     kernel = graph.kernels[0]
@@ -85,7 +85,7 @@ def test_out_of_memory_in_the_check_is_could_not_verify_and_retried_smaller(
         seen.append(bool(payload.get("low_memory")))
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB (fake, from the test)")
 
-    monkeypatch.setattr(jobs, "_kernel_gate", starved)
+    monkeypatch.setattr(tasks, "_kernel_gate", starved)
     result = run_cascade(graph, {kernel.name: kernel.source},
                          CascadeConfig(run_gates=(2,), workdir=str(tmp_path)), worker="in-process")
     assert seen == [False, True]  # the second try is the smaller check
@@ -101,18 +101,19 @@ _SMALLER_CHECK_DECIDES = """
 import json, sys
 import torch
 from kernelopt_core.artifacts import parse_output_code
-from kernelopt_core.gates import CascadeConfig, jobs, run_cascade
+from kernelopt_core.gates import CascadeConfig, run_cascade
+from kernelopt_core.gates.tasks import graph as tasks
 
 graph = parse_output_code(sys.argv[1])
 kernel = graph.kernels[0]
-real = jobs._kernel_gate
+real = tasks._kernel_gate
 
 def first_too_big(payload):
     if not payload.get("low_memory"):
         raise torch.OutOfMemoryError("out of memory (fake)")
     return real(payload)
 
-jobs._kernel_gate = first_too_big
+tasks._kernel_gate = first_too_big
 result = run_cascade(graph, {kernel.name: kernel.source}, CascadeConfig(run_gates=(2,), workdir=sys.argv[2]),
                      worker="in-process")
 print(json.dumps({"accepted": result.accepted, "reason": result.reason,

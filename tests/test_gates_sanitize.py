@@ -8,6 +8,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ def test_on_the_cpu_races_are_not_checked() -> None:
     assert "races and stray accesses not checked" in report.note
 
 
-def test_every_finalist_gets_memcheck_and_racecheck_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_finalist_gets_memcheck_and_racecheck_where_it_can_see_something(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
     def stand_in(tool: str, graph: str, restitched: str, kernel: str, device: str, timeout_s: float) -> SanitizerRun:
@@ -33,12 +34,16 @@ def test_every_finalist_gets_memcheck_and_racecheck_timed(monkeypatch: pytest.Mo
     monkeypatch.setattr(sanitize, "run_sanitizer", stand_in)
     compiled = {"k": {"configs": [{"shared_bytes": 0}]}, "racy": {"configs": [{"shared_bytes": 4096}]}}
     report = sanitize_finalist("g.py", "r.py", ["k", "racy"], compiled, "cuda:0")
-    assert calls == [("k", "memcheck"), ("k", "racecheck"), ("racy", "memcheck"), ("racy", "racecheck")]
-    assert [r["seconds"] for r in report.runs] == [1.5, 1.5, 1.5, 3.25]
+    # racecheck watches shared memory only: "k" compiles to none, so only memcheck runs on it
+    assert calls == [("k", "memcheck"), ("racy", "memcheck"), ("racy", "racecheck")]
+    assert [r["seconds"] for r in report.runs] == [1.5, 1.5, 3.25]
     assert report.errors == ["compute-sanitizer racecheck found 2 error(s) in racy: Error: Race reported between "
                              "Write access and Read access"]
-    assert report.note == ("compute-sanitizer: memcheck 0 errors (1.5 s), racecheck 0 hazards (1.5 s; the kernel uses "
-                           "no shared memory), memcheck 0 errors (1.5 s), racecheck 2 hazards (3.2 s)")
+    assert report.note == ("compute-sanitizer: memcheck 0 errors (1.5 s), racecheck not run: the kernel uses no shared "
+                           "memory, the only memory racecheck watches (races through global memory: gate 1's "
+                           "unsynchronised-reload rule), memcheck 0 errors (1.5 s), racecheck 2 hazards (3.2 s)")
+    unknown = sanitize_finalist("g.py", "r.py", ["k"], {}, "cuda:0")  # no compile known: both tools run
+    assert [r["tool"] for r in unknown.runs] == ["memcheck", "racecheck"]
 
 
 def test_a_sanitizer_that_cannot_run_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,3 +156,84 @@ def test_a_clean_racecheck_reads_no_errors(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     run = run_sanitizer("racecheck", "g.py", "r.py", "k", "cuda:0", timeout_s=30)
     assert run.ran and run.errors == 0 and run.summary == "no errors"
+
+
+def test_a_finalist_carries_its_screens_compile_numbers_to_the_sanitizer(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """Finalists run gates 2-4 without gate 1: the shared memory its screen's compile measured is what lets
+    racecheck be left out for a kernel that has none."""
+    from test_search_pipeline import ELEMENTWISE
+
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import cascade
+    from kernelopt_core.gates.verdict import CascadeResult, GateVerdict
+    from kernelopt_core.search.evaluation import GateEvaluator
+
+    graph = parse_output_code(ELEMENTWISE)
+    kernel = graph.kernels[0].name
+    compile_numbers = {"configs": [{"shared_bytes": 0, "registers": 24}]}
+    seen: list[Any] = []
+
+    def stand_in(graph: Any, candidates: dict[str, str], config: Any, sink: Any, worker: Any) -> CascadeResult:
+        seen.append(config)
+        gates = [GateVerdict(1, "static", True, "ok", {"compile": compile_numbers}, 0.1)] if 1 in config.run_gates \
+            else []
+        return CascadeResult(accepted=True, failed_gate=None, reason="ok", gates=gates, restitched_path="r.py")
+
+    monkeypatch.setattr(cascade, "run_cascade", stand_in)
+    evaluator = GateEvaluator(graph, "cuda:0", str(tmp_path), worker=object())
+    evaluator.screen(kernel, "source A")
+    evaluator.finalize({kernel: "source A"}, (3, 4))
+    evaluator.finalize({kernel: "source B"}, (3, 4))  # never screened here (a resumed run): not known
+    assert seen[1].run_gates == (2, 3, 4) and seen[1].compiled == {kernel: compile_numbers}
+    assert seen[2].compiled == {}
+
+
+def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wants_it() -> None:
+    """Gate 2's battery starts the tools of a finalist whose gate 3 follows; gate 3 takes that run by the
+    finalist's re-stitched graph. A run its gates left (a rejection) is ended, its tools killed, before any other
+    job: nothing shares the device with a timing."""
+    import subprocess
+    import threading
+    import time
+
+    from kernelopt_core.gates.sanitize import (
+        SanitizerReport,
+        begin_sanitizer,
+        claim_sanitizer,
+        settle_sanitizer,
+    )
+
+    started = threading.Event()
+    tools: list[subprocess.Popen[bytes]] = []
+
+    def long_run() -> SanitizerReport:  # a tool's run, registered as the real ones are
+        tool = subprocess.Popen(["sleep", "60"])
+        tools.append(tool)
+        sanitize._LIVE.add(tool.pid)
+        started.set()
+        try:
+            tool.wait()
+        finally:
+            sanitize._LIVE.discard(tool.pid)
+        return SanitizerReport([], [], "ended")
+
+    first = begin_sanitizer(long_run, beside=True, key="finalist-a.py")
+    assert started.wait(10) and not first.done()
+    assert claim_sanitizer("finalist-b.py") is None  # another finalist's gate 3 does not take it
+    settle_sanitizer(keep="finalist-a.py")  # gate 3 of its own finalist: left running for it
+    assert not first.done()
+    assert claim_sanitizer("finalist-a.py") is first
+
+    started.clear()
+    left = begin_sanitizer(long_run, beside=True, key="finalist-c.py")
+    assert started.wait(10)
+    begin = time.monotonic()
+    settle_sanitizer()  # any other job: the run left going is ended, not waited for
+    assert left.done() and time.monotonic() - begin < 30 and tools[-1].poll() is not None
+    assert claim_sanitizer("finalist-c.py") is None
+    for tool in tools:
+        tool.kill()
+        tool.wait()
+    now = begin_sanitizer(lambda: SanitizerReport([], [], "at once"), beside=False)  # no room: run in place
+    assert now.done() and now.result().note == "at once"

@@ -128,7 +128,7 @@ def test_the_layer_checks_name_the_offenders() -> None:
 
 def test_the_project_is_read() -> None:
     imported, named = _project()
-    assert "kernelopt_core.gates.kernel" in imported["kernelopt_core.gates.jobs"]  # inside a function
+    assert "kernelopt_core.gates.kernel" in imported["kernelopt_core.gates.tasks.graph"]  # inside a function
     assert "kernelopt_lsp.server" in imported["kernelopt_lsp.main"]
     assert "kernelopt_core.deploy.runtime_hook" in imported["kernelopt"]
     assert "kernelopt_core.cli.main" in named["kernelopt_core.jobs"]  # the job runner runs the CLI by name

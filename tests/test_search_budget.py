@@ -15,7 +15,7 @@ import pytest
 from test_search_pipeline import ELEMENTWISE, StandInEvaluator, kinds
 
 from kernelopt_core.gates.verdict import CascadeResult
-from kernelopt_core.search.budget import Budget
+from kernelopt_core.search.deadline import Budget
 from kernelopt_core.search.evaluation import KernelTime, Screen
 from kernelopt_core.search.pipeline import OptimizeConfig, optimize
 
@@ -137,7 +137,8 @@ def test_a_budget_too_small_for_a_finalist_reports_matched_budget_reached(tmp_pa
 def test_a_budget_too_small_for_any_candidate_reports_fallback_budget_reached(tmp_path: Path) -> None:
     clock = StandInClock()
     evaluator = ClockedEvaluator(clock, latency=fixed_configs())
-    result, _ = run(tmp_path, evaluator, Budget(30.0, clock))
+    # dispatch and facts take 8 s: 12 s are left, less than one candidate (the GPU's 15-s prior) and the files
+    result, _ = run(tmp_path, evaluator, Budget(20.0, clock))
     assert evaluator.calls["screen"] == 0 and evaluator.calls["profile"] == 0  # not even ncu: no time to use it
     assert result.decision == "fallback" and result.reason.startswith("budget reached")
     assert "no rewrite applied" in result.reason
@@ -205,7 +206,7 @@ class SanitizerLimitSeen(ClockedEvaluator):
 
 
 def test_a_finalists_sanitizers_get_their_share_of_what_the_budget_leaves(tmp_path: Path) -> None:
-    from kernelopt_core.search.budget import SANITIZER_MAX_S, SANITIZER_MIN_S, SANITIZER_SHARE
+    from kernelopt_core.search.deadline import SANITIZER_MAX_S, SANITIZER_MIN_S, SANITIZER_SHARE
 
     clock = StandInClock()
     evaluator = SanitizerLimitSeen(clock, latency=fixed_configs())
@@ -225,7 +226,7 @@ def test_a_finalists_sanitizers_get_their_share_of_what_the_budget_leaves(tmp_pa
 def test_the_runs_first_candidate_does_not_set_the_cost_of_the_next() -> None:
     """The first candidate pays the run's one-time costs (on the H200 the compile zygote's 16 s start, in
     its gate-1 compile); planning the next at that cost leaves room for too few."""
-    from kernelopt_core.search.budget import FIRST_CANDIDATE_SHARE, MEASURED_MARGIN, PRIORS_S, Schedule
+    from kernelopt_core.search.deadline import FIRST_CANDIDATE_SHARE, MEASURED_MARGIN, PRIORS_S, Schedule
     from kernelopt_core.search.time_split import CandidateTime, TimeSplit
 
     clock = StandInClock()
@@ -243,17 +244,24 @@ def test_the_runs_first_candidate_does_not_set_the_cost_of_the_next() -> None:
     assert schedule.candidate_s() == pytest.approx(0.5 * prior * MEASURED_MARGIN)  # a replayed one costs nothing
 
 
-def test_the_reserve_holds_one_finalist_and_the_largest_kernel_gets_its_share() -> None:
+def test_the_reserve_holds_one_finalist_once_one_is_worth_it_and_the_largest_kernel_gets_its_share() -> None:
     """On the H200, a finalist reserved for each of three kernels (152 s) was more than the 128 s the run had:
     layer_norm_16_rows' main kernel (77% of the graph) got no candidate and 67 s went unused. The reserve
-    holds one finalist, the kernel being searched's; its beam gets its share of the graph time of the
-    kernels left; a finalist of the kernel in hand is not held back for the kernels after it."""
-    from kernelopt_core.search.budget import CLOSING_S, Schedule
+    holds at most one finalist, and only once a candidate is worth finalizing; its beam gets its share of
+    the graph time of the kernels left; a finalist of the kernel in hand is not held back for the kernels
+    after it."""
+    from kernelopt_core.search.deadline import CLOSING_S, Schedule
     from kernelopt_core.search.time_split import TimeSplit
 
     clock = StandInClock()
-    schedule = Schedule(Budget(128.0, clock).start(), TimeSplit(clock), device_kind="cuda")
+    pending = [False]
+    schedule = Schedule(Budget(128.0, clock).start(), TimeSplit(clock), device_kind="cuda",
+                        finalist_pending=lambda: pending[0])
     finalist = schedule.finalize_s()
+    # nothing worth finalizing yet: nothing is kept from the search but the files
+    assert schedule.reserve_s(3) == schedule.reserve_s(1) == pytest.approx(CLOSING_S)
+    assert schedule.kernel_deadline(3, weight=0.77) - clock.now == pytest.approx(0.77 * (128.0 - CLOSING_S))
+    pending[0] = True
     assert schedule.reserve_s(3) == schedule.reserve_s(1) == pytest.approx(finalist + CLOSING_S)
     assert schedule.reserve_s(0) == pytest.approx(CLOSING_S)
     assert schedule.may_start_candidate("main", 3, schedule.kernel_deadline(3, weight=0.77))
@@ -265,3 +273,4 @@ def test_the_reserve_holds_one_finalist_and_the_largest_kernel_gets_its_share() 
     assert schedule.may_finalize("main")
     assert not schedule.may_start_candidate("main", 2, float("inf"))
     assert not schedule.stops[-1].detail.startswith("-")
+    assert "the final gates' reserve" in schedule.stops[-1].detail

@@ -191,11 +191,16 @@ def test_every_finalist_records_its_sanitizer_runs_and_times(tmp_path: Path) -> 
 
 
 def test_early_stop_after_two_iterations_without_improvement(tmp_path: Path) -> None:
-    # Every candidate is the same speed as Inductor: nothing ever improves.
+    # Every candidate is the same speed as Inductor: nothing ever improves. Without a budget (--budget 0) early
+    # stop ends the search; under a budget, the budget does (its time goes to the search).
     flat = StandInEvaluator(latency=lambda source: 1.0)
-    result, journal, _ = run(tmp_path, evaluator=flat)
+    result, journal, _ = run(tmp_path, evaluator=flat, budget_s=0)
     assert len(kinds(journal, "iteration_done")) == 2
     assert kinds(journal, "early_stop")
+    budgeted = StandInEvaluator(latency=lambda source: 1.0)
+    _, under_budget, _ = run(tmp_path / "budget", evaluator=budgeted, iterations=3)
+    assert not kinds(under_budget, "early_stop") and kinds(under_budget, "early_stop_skipped")
+    assert len(kinds(under_budget, "iteration_done")) == 3
     assert result.decision == "matched" and "none faster" in result.reason
     no_stop = StandInEvaluator(latency=lambda source: 1.0)
     _, journal, _ = run(tmp_path, evaluator=no_stop, early_stop=False, iterations=3, beam_width=1, plans=1)

@@ -155,7 +155,7 @@ def _screen(worker: Any, graph: Any, workdir: Path, source: str | None = None) -
 
 def _spare_pid(worker: Any) -> int:
     def ask() -> int | None:
-        outcome = worker.call("kernelopt_core.gates.jobs:spare_candidate_status", {})
+        outcome = worker.call("kernelopt_core.gates.tasks.skeleton:spare_candidate_status", {})
         assert outcome.ok, outcome.failure
         return outcome.value["pid"]
 
@@ -194,9 +194,9 @@ def test_gate2_screens_take_the_spare_and_nothing_outlives_the_worker(elementwis
         _same(replaced, fresh)
 
         closed = _spare_pid(worker)
-        assert worker.call("kernelopt_core.gates.jobs:close_candidate", {}).ok
+        assert worker.call("kernelopt_core.gates.tasks.skeleton:close_candidate", {}).ok
         wait_until(lambda: not running(closed), "close_candidate ends the spare")
-        assert worker.call("kernelopt_core.gates.jobs:spare_candidate_status", {}).value["pid"] is None
+        assert worker.call("kernelopt_core.gates.tasks.skeleton:spare_candidate_status", {}).value["pid"] is None
 
         _screen(worker, elementwise, tmp_path)
         last = _spare_pid(worker)
@@ -215,7 +215,7 @@ def test_a_full_gate2_keeps_no_spare_and_a_killed_worker_takes_its_spare(element
         result = run_cascade(elementwise, {kernel.name: kernel.source},
                              CascadeConfig(run_gates=(2,), workdir=str(tmp_path)), worker=worker)
         assert result.accepted, result.reason
-        status = worker.call("kernelopt_core.gates.jobs:spare_candidate_status", {}).value
+        status = worker.call("kernelopt_core.gates.tasks.skeleton:spare_candidate_status", {}).value
         assert status["pid"] is None and not status["starting"]  # not a screen: no next candidate expected
         _screen(worker, elementwise, tmp_path)
         spare = _spare_pid(worker)
@@ -310,8 +310,8 @@ def test_the_user_cascade_asks_for_the_spare_before_gate_1(spare: bool, tmp_path
     target = user_target(str(tmp_path / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu")
     asked: list[str] = []
 
-    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:  # stands in for the worker
-        asked.append(job)
+    def call(task: str, payload: dict[str, Any]) -> dict[str, Any]:  # stands in for the worker
+        asked.append(task.rpartition(":")[2])
         return {"passed": False, "reason": "stand-in verdict", "plan": None}
 
     config = CascadeConfig(device="cpu", run_gates=(1, 2), workdir=str(tmp_path / "verify"), spare_candidate=spare)
@@ -319,4 +319,4 @@ def test_the_user_cascade_asks_for_the_spare_before_gate_1(spare: bool, tmp_path
     assert ("begin_spare" in asked) is spare
     if spare:
         assert asked[0] == "begin_spare"  # before gate 1 compiles, so gate 2's process starts meanwhile
-    assert asked[-1] == "close_user_candidate"
+    assert asked[-1] == "close_candidate"

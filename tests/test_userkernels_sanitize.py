@@ -166,21 +166,21 @@ def test_a_sanitizer_that_does_not_finish_or_is_missing_is_a_note(folder: Path, 
 _GATE3 = """
 import json, sys
 from kernelopt_core.gates.verdict import CascadeConfig
-from kernelopt_core.userkernels import jobs
+from kernelopt_core.userkernels import tasks
 from kernelopt_core.userkernels.cascade import run_user_cascade
 from kernelopt_core.userkernels.target import user_target
 
 folder, timeout_s, where = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 if where == "gpu":
-    real = jobs._sanitize
-    jobs._sanitize = lambda payload, device: real(payload, "cuda:0")
+    real = tasks._sanitize
+    tasks._sanitize = lambda payload, device: real(payload, "cuda:0")
 target = user_target(folder + "/softmax.py", "softmax_kernel", "bench_softmax", "cpu")
 candidate = target.module.source.replace("tl.exp(row_minus_max)", "tl.exp2(row_minus_max * 1.4426950408889634)")
 config = CascadeConfig(device="cpu", run_gates=(3,), workdir=folder + "/verify", sanitizer_timeout_s=timeout_s)
 try:
     result = run_user_cascade(target, candidate, config, worker="in-process")
 finally:
-    jobs.close_user_processes()
+    tasks.close_user_processes()
 print(json.dumps(result.to_json()))
 """
 
@@ -230,10 +230,10 @@ def test_on_the_cpu_gate_3_says_races_were_not_checked(folder: Path, stand_in: P
 
 def test_the_searchs_sanitizer_limit_reaches_a_user_kernels_cascade(folder: Path) -> None:
     """finalists.py sets each tool's limit on the evaluator from the budget; a user kernel's cascade gets it."""
-    from kernelopt_core.search.user_kernel_evaluation import UserKernelEvaluator
+    from kernelopt_core.search.evaluation import GateEvaluator
 
-    evaluator = UserKernelEvaluator(user_target(str(folder / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu"),
-                                    str(folder / "search"), worker="in-process")
+    evaluator = GateEvaluator(user_target(str(folder / "softmax.py"), "softmax_kernel", "bench_softmax", "cpu"), "cpu",
+                              str(folder / "search"), worker="in-process")
     assert evaluator._config((1, 2, 3, 4)).sanitizer_timeout_s == 600.0
     evaluator.sanitizer_timeout_s = 75.0
     assert evaluator._config((1, 2, 3, 4)).sanitizer_timeout_s == 75.0

@@ -214,7 +214,7 @@ def test_gate2_asks_for_a_fresh_worker_only_when_it_left_a_working_set_behind(mo
     (38 GB after six candidates); what it leaves is recorded, and past slack the worker is replaced."""
     import torch
 
-    from kernelopt_core.gates.jobs import RETAINED_SLACK_BYTES, _retained_memory
+    from kernelopt_core.gates.tasks.graph import RETAINED_SLACK_BYTES, _retained_memory
 
     gib = 2**30
     allocated = [0]
@@ -291,12 +291,12 @@ def test_worker_job_memory_log_writes_a_line_per_job_and_a_census_past_slack(
 def test_kernel_timing_asks_for_a_fresh_worker_when_a_candidate_left_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """On the H200 each time_candidates job of a search left its exchange arena allocated in the worker
     (4.3-5.4 GB per candidate, 30 GB after seven): the timings stand and the worker is replaced."""
-    from kernelopt_core.gates import jobs
+    from kernelopt_core.gates.tasks import graph as tasks
     from kernelopt_core.measure.job_context import RECYCLE_KEY
     from kernelopt_core.search import kernel_jobs
 
     answers = {"a.py": {"speedup": 1.2}, "b.py": {"speedup": 0.9, RECYCLE_KEY: "the job left 4.00 GiB allocated"}}
-    monkeypatch.setattr(jobs, "time_candidate_kernel", lambda payload: dict(answers[payload["restitched"]]))
+    monkeypatch.setattr(tasks, "time_candidate_kernel", lambda payload: dict(answers[payload["restitched"]]))
     result = kernel_jobs.time_candidates({"candidates": {"i1c1": "a.py", "i1c2": "b.py"}})
     assert result["candidates"] == {"i1c1": {"speedup": 1.2}, "i1c2": {"speedup": 0.9}}
     assert result[RECYCLE_KEY] == "the job left 4.00 GiB allocated"

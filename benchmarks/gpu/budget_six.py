@@ -21,7 +21,12 @@ geomean vs max-autotune >= 1.15x with 0 regressions. It writes ``budget_six.json
 campaign is stopped then), ``KERNELOPT_BUDGET_SIX_S`` (per-problem budget, default 180),
 ``KERNELOPT_BUDGET_SIX_PROBLEMS`` (comma-separated subset), ``KERNELOPT_BUDGET_SIX_GPUS``,
 ``KERNELOPT_BUDGET_SIX_DEVICE`` (default auto), ``KERNELOPT_BUDGET_SIX_RESUME_FROM`` (an earlier
-``campaign/`` folder whose finished problems are kept: the six may span device calls).
+``campaign/`` folder whose finished problems are kept: the six may span device calls),
+``KERNELOPT_BUDGET_SIX_CONFIG=1`` (``--allow-config-changes``: each problem's configuration check runs
+beside its search; the record's configuration column says what it verified, or "not verified" with the
+accounting's figure). Each problem's row also gives the share of its budget it used, its configuration
+check's and final gates' seconds, and a candidate found too late for the final gates ("found, not
+verified within the budget", with its kernel speedup).
 """
 
 from __future__ import annotations
@@ -104,9 +109,50 @@ def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[
             "screen_median_s": (split.get("screen_s") or {}).get("median"),
             "screen_p90_s": (split.get("screen_s") or {}).get("p90"), "finalize_s": split.get("finalize_s"),
             "stages": split.get("stages"), "reason": p.get("reason"),
+            "budget_used": _share(p.get("wall_s"), p.get("budget_s")),
+            "config_s": (split.get("stages") or {}).get("config"), "config": config_cell(p.get("config_change")),
+            "config_memory": config_memory(p.get("config_change")),
+            "found_unverified": [f"{f.get('kernel')} {f.get('candidate')} {f.get('kernel_speedup'):.3f}x"
+                                 for f in p.get("found_unverified") or []
+                                 if isinstance(f, dict) and isinstance(f.get("kernel_speedup"), (int, float))],
         })
     return {"checks": {k: {"value": v, "target": t, "passed": ok} for k, (v, t, ok) in rows.items()},
             "passed": all(ok for _, _, ok in rows.values()), "time": time_totals, "problems": per_problem}
+
+
+def _share(part: Any, whole: Any) -> float | None:
+    if not isinstance(part, (int, float)) or not isinstance(whole, (int, float)) or whole <= 0:
+        return None
+    return round(part / whole, 3)
+
+
+def config_cell(change: Any) -> str:
+    """A problem's configuration change in a few words: the chosen option and its verified speedup, else why not."""
+    if not isinstance(change, dict):
+        return "-"
+    verified = change.get("verified") if isinstance(change.get("verified"), dict) else {}
+    mode = ((change.get("recommendation") or {}).get("change") or {}).get("mode")
+    if not change.get("allowed"):
+        return f"{mode} recommended (not allowed)"
+    if change.get("chosen") and isinstance(verified.get("speedup"), (int, float)):
+        return f"{change['chosen']} verified {verified['speedup']:.2f}x"
+    if verified.get("not_verified"):
+        measured = verified.get("measured_speedup")
+        return f"{mode} not verified" + (f" (measured {measured:.2f}x)" if isinstance(measured, (int, float)) else "")
+    return f"{mode} rejected: {str(verified.get('reason') or '?')[:60]}"
+
+
+def config_memory(change: Any) -> list[float]:
+    """Each configuration check's device peak over the problem's working set (issue 40's target: <= 3x)."""
+    if not isinstance(change, dict):
+        return []
+    ratios = []
+    for verdict in change.get("verifications") or []:
+        memory = verdict.get("memory") if isinstance(verdict, dict) else None
+        ratio = memory.get("peak_over_working_set") if isinstance(memory, dict) else None
+        if isinstance(ratio, (int, float)):
+            ratios.append(float(ratio))
+    return ratios
 
 
 def _at_most(value: Any, target: float) -> bool:
@@ -121,17 +167,22 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
         limit = "<=" if name not in ("geomean",) else ">="
         lines.append(f"| {name} | {shown} | {limit} {row['target']} | {'yes' if row['passed'] else '**no**'} |")
-    lines += ["", "| problem | outcome | vs max-autotune | budget reached | wall s | optimizer got s | screened "
-                  "| per min | screen median s | p90 s | final gates s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| problem | outcome | vs max-autotune | budget reached | wall s | budget used | optimizer got s "
+                  "| screened | per min | screen median s | p90 s | final gates s | config s | configuration "
+                  "| config peak / working set | found, not verified |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in verdict["problems"]:
         def num(value: Any, digits: int = 1) -> str:
             return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
 
         lines.append(f"| {p['name']} | {p['outcome']}{' (' + p['category'] + ')' if p['category'] else ''} "
                      f"| {num(p['vs_max_autotune'], 3)} | {'yes' if p['budget_reached'] else 'no'} | {num(p['wall_s'])} "
+                     f"| {num(100 * p['budget_used'], 0) + '%' if p.get('budget_used') is not None else '-'} "
                      f"| {num(p['optimize_budget_s'])} | {p['screened'] if p['screened'] is not None else '-'} "
                      f"| {num(p['screened_per_minute'])} | {num(p['screen_median_s'])} | {num(p['screen_p90_s'])} "
-                     f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} |")
+                     f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} | {num(p.get('config_s'))} "
+                     f"| {p.get('config') or '-'} | {', '.join(num(r, 2) + 'x' for r in p.get('config_memory') or []) or '-'} "
+                     f"| {'; '.join(p.get('found_unverified') or []) or '-'} |")
     time_totals = verdict.get("time") or {}
     if time_totals.get("stages"):
         lines += ["", "Optimizer seconds per stage, summed: " + ", ".join(
@@ -154,6 +205,8 @@ def run(out_dir: str) -> dict[str, Any]:
     gpus = env_int("KERNELOPT_BUDGET_SIX_GPUS", 0) or min(len(problems), _visible_gpus())
     args = ["bench", _suite(out_dir, problems), "--out", campaign, "--timeout", f"{budget_s:g}", "--device", device,
             "--no-plot"]
+    if env_text("KERNELOPT_BUDGET_SIX_CONFIG", "0") == "1":
+        args.append("--allow-config-changes")
     if gpus > 1 and device != "cpu":
         args += ["--gpus", str(gpus)]
     if resumed:

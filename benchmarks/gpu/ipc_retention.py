@@ -60,7 +60,8 @@ def _process(device: str, graph: bool) -> Any:
 def _scenario(device: str, name: str, consumers: list[Any], command: str, close: list[Any]) -> dict[str, Any]:
     import torch
 
-    from kernelopt_core.gates.jobs import _release_mappings, _share_inputs
+    from kernelopt_core.gates.tasks.skeleton import release_mappings as _release_mappings
+    from kernelopt_core.gates.tasks.skeleton import share_inputs as _share_inputs
     from kernelopt_core.sandbox.exchange import ExchangeArena
 
     before = _allocated(device)
@@ -89,10 +90,10 @@ def _scenario(device: str, name: str, consumers: list[Any], command: str, close:
 
 
 def _pair_scenario(device: str, name: str, baseline: Any, candidate: Any) -> dict[str, Any]:
-    """Kernel timing as the search runs it now (:func:`kernelopt_core.gates.jobs.time_kernel_pair`)."""
+    """Kernel timing as the search runs it now (:func:`kernelopt_core.gates.tasks.skeleton.time_kernel_pair`)."""
     import torch
 
-    from kernelopt_core.gates.jobs import time_kernel_pair
+    from kernelopt_core.gates.tasks.skeleton import time_kernel_pair
 
     before = _allocated(device)
     values = [torch.randn(NUMEL, device=device), torch.randn(NUMEL, device=device), torch.empty(NUMEL, device=device),

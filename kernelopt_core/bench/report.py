@@ -152,6 +152,11 @@ def _config_cell(result: ProblemResult) -> str:
     mode = ((data.get("recommendation") or {}).get("change") or {}).get("mode")
     if not data.get("allowed"):
         return f"mode='{mode}' recommended, not verified"
+    verified = data.get("verified") if isinstance(data.get("verified"), dict) else {}
+    if verified.get("not_verified"):  # no time was left for the check: the accounting's figure, unverified
+        measured = verified.get("measured_speedup")
+        return f"mode='{mode}' recommended, not verified (no time left)" + (
+            f"; measured {_num(measured)}× by the accounting" if isinstance(measured, (int, float)) else "")
     return f"mode='{mode}' recommended, rejected"
 
 

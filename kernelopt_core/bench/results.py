@@ -89,6 +89,9 @@ class ProblemResult:
     # the optimizer's time split: seconds per stage, candidates screened (and per minute), every screen's
     # seconds (the campaign's median and p90 come from them); the run's report.md has the per-candidate table
     time_split: dict[str, Any] | None = None
+    # candidates worth finalizing that the budget left no time to verify, each with its kernel speedup
+    # ("found, not verified within the budget"; never counted as a speedup)
+    found_unverified: list[dict[str, Any]] = field(default_factory=list)
     # what the bench had to end after the problem's own process ended, "pid N (command)" each (a
     # timed-out problem's worker, say); a problem that ends normally leaves nothing
     processes_ended: list[str] = field(default_factory=list)

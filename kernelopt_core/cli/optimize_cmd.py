@@ -85,7 +85,7 @@ def budget_seconds(value: float | None) -> float | None:
     """``--budget``: None (not given) is the default budget, 0 no limit; a negative or non-finite value is an error."""
     import math
 
-    from ..search.budget import DEFAULT_BUDGET_S
+    from ..search.deadline import DEFAULT_BUDGET_S
 
     if value is None:
         return DEFAULT_BUDGET_S

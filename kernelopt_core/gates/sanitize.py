@@ -19,7 +19,8 @@ gate 2's guard regions catch those). The target prints when each step ends; a ru
 not finish says which step it was in.
 
 What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
-go through it). A race through global memory, a program loading what its own threads stored with
+go through it). It runs only on kernels whose compile uses shared memory (gate 1's compile; unknown
+counts as used). A race through global memory, a program loading what its own threads stored with
 no barrier between, is not its business; gate 1's unsynchronised-reload rule
 (:mod:`.static_reloads`) rejects that from the source, on any machine.
 
@@ -45,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,10 @@ def find_sanitizer() -> str | None:
 
 
 TOOLS = ("memcheck", "racecheck")
+# racecheck watches shared memory only; a kernel whose every config compiles to none (gate 1's compile says
+# so) gives it nothing to watch. Races through global memory are gate 1's unsynchronised-reload rule's.
+RACECHECK_NOT_NEEDED = ("racecheck not run: the kernel uses no shared memory, the only memory racecheck watches "
+                        "(races through global memory: gate 1's unsynchronised-reload rule)")
 NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
               "a program's block as one step (gate 1's race rule reads the source; gate 2's guards catch stores near "
               "a tensor)")
@@ -155,14 +160,84 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
     report = SanitizerReport([], [], "")
     parts: list[str] = []
     for name in kernels:
-        # The two tools side by side: most of a run is the target's start (importing torch, loading and
+        uses_shared = (shared or {}).get(name)
+        tools = TOOLS if uses_shared != 0 else tuple(t for t in TOOLS if t != "racecheck")
+        # The tools side by side: most of a run is the target's start (importing torch, loading and
         # running the graph or harness), which the GPU does not limit, so together they take about one's time.
-        with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
-            futures = [pool.submit(run, tool, name) for tool in TOOLS]
+        with ThreadPoolExecutor(max_workers=len(tools)) as pool:
+            futures = [pool.submit(run, tool, name) for tool in tools]
         for future in futures:
-            parts.append(_judge(report, name, future.result(), (shared or {}).get(name)))
+            parts.append(_judge(report, name, future.result(), uses_shared))
+        if "racecheck" not in tools:
+            parts.append(RACECHECK_NOT_NEEDED)
     report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
     return report
+
+
+_LIVE: set[int] = set()  # the tools running now (pids), ended when their run is no longer wanted
+_BESIDE: dict[str, Any] = {}  # the one sanitizer run that may go on beside other work ("running") and its "key"
+# The sanitizer's targets hold a working set of their own: they run beside gate 3's seeds only while at least
+# this share of the device's memory is free (else one after the other, as the worker and the candidate's
+# process already hold two).
+BESIDE_FREE_SHARE = 0.5
+
+
+def room_beside(device: str) -> bool:
+    """Whether the device has room for the sanitizer's targets beside the worker's and the candidate's work."""
+    if not device.startswith("cuda"):
+        return False
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    return total > 0 and free / total >= BESIDE_FREE_SHARE
+
+
+def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str | None = None
+                    ) -> Future[SanitizerReport]:
+    """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now, so that
+    gate 2's battery and gate 3's seeds go on while the tools start their targets (the larger part of their
+    time). ``key`` names the finalist (its re-stitched graph): gate 3 takes a run begun during gate 2 with
+    :func:`claim_sanitizer`. The next job of any other finalist waits for a run left going
+    (:func:`settle_sanitizer`), so that no timing shares the device with it."""
+    settle_sanitizer()
+    if not beside:
+        done: Future[SanitizerReport] = Future()
+        try:
+            done.set_result(run())
+        except Exception as exc:  # noqa: BLE001 - the caller's result() raises it, as a thread's would
+            done.set_exception(exc)
+        return done
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sanitizer")
+    future = pool.submit(run)
+    pool.shutdown(wait=False)
+    _BESIDE.update(running=future, key=key)
+    return future
+
+
+def claim_sanitizer(key: str) -> Future[SanitizerReport] | None:
+    """The run begun for the finalist ``key`` (during its gate 2), now gate 3's; None when there is none."""
+    if _BESIDE.get("running") is None or _BESIDE.get("key") != key:
+        return None
+    future = _BESIDE.pop("running")
+    _BESIDE.pop("key", None)
+    return future
+
+
+def settle_sanitizer(keep: str | None = None) -> None:
+    """End a sanitizer run still going beside other work (its finalist's gates ended without needing it: a
+    rejection), unless it is the run of the finalist ``keep`` (its gate 3 takes it)."""
+    if keep is not None and _BESIDE.get("key") == keep:
+        return
+    future = _BESIDE.pop("running", None)
+    _BESIDE.pop("key", None)
+    if future is None:
+        return
+    for pid in list(_LIVE):  # its tools and their targets: nobody reads their verdict any more
+        end_tree(pid)
+    try:
+        future.result()
+    except Exception:  # noqa: BLE001 - only its end matters here
+        pass
 
 
 def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:
@@ -247,6 +322,7 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> 
     except OSError as exc:  # a sanitizer that cannot be started: a note, as a missing one
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
+    _LIVE.add(process.pid)
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -256,6 +332,8 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> 
         steps = steps_line((stdout or "") + "\n" + (stderr or ""))
         return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
                             + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
+    finally:
+        _LIVE.discard(process.pid)
     seconds = time.monotonic() - begin
     shutil.rmtree(scratch, ignore_errors=True)
     return read_report(tool, (stdout or "") + "\n" + (stderr or ""), process.returncode, seconds)

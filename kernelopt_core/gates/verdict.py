@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-GATE_NAMES: dict[int, str] = {1: "static", 2: "kernel", 3: "model", 4: "perf"}
-ALL_GATES: tuple[int, ...] = (1, 2, 3, 4)
 GATE2_BATTERIES: tuple[str, ...] = ("screen", "full")
 
 
@@ -26,6 +24,41 @@ class GateVerdict:
     def status(self) -> str:
         return "passed" if self.passed else ("could not verify" if self.could_not_verify else "rejected")
 
+    # --- the numbers the cascade reads, typed (every other number is the gate's own record) -------------
+
+    @property
+    def oom(self) -> bool:
+        """The check ran out of memory (a smaller check may fit)."""
+        return bool(self.numbers.get("oom"))
+
+    @property
+    def violation(self) -> bool:
+        """The candidate tried what its process may not do (a file, a socket), here or in gate 1's compile."""
+        compile_numbers = self.numbers.get("compile")
+        return bool(self.numbers.get("violation") or
+                    (isinstance(compile_numbers, dict) and compile_numbers.get("violation")))
+
+    @property
+    def containment(self) -> dict[str, Any] | None:
+        """The candidate's process: pid, and what held (filesystem, network)."""
+        found = self.numbers.get("containment")
+        return found if isinstance(found, dict) else None
+
+    @property
+    def sanitizer_note(self) -> str | None:
+        note = self.numbers.get("sanitizer_note")
+        return note if isinstance(note, str) else None
+
+    @property
+    def speed(self) -> Speed:
+        """Gate 4's end-to-end speedup, its interval and path, and the kernels' own speedups."""
+        numbers = self.numbers
+        measured = numbers.get("speedup") is not None
+        return Speed(speedup=float(numbers["speedup"]) if measured else None,
+                     ci=(float(numbers["ci_low"]), float(numbers["ci_high"])) if measured else None,
+                     timing_path=numbers.get("timing_path") if measured else None,
+                     kernel_speedups={str(k): float(v) for k, v in (numbers.get("kernel_speedups") or {}).items()})
+
     def to_json(self) -> dict[str, Any]:
         # The numbers sit beside the fixed keys (the documented --json shape); a number never
         # overwrites one of them.
@@ -39,10 +72,40 @@ class GateVerdict:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GateVerdict:
         fixed = ("gate", "name", "passed", "reason", "seconds", "could_not_verify", "status")
-        return cls(gate=int(data["gate"]), name=str(data.get("name", GATE_NAMES.get(int(data["gate"]), ""))),
+        return cls(gate=int(data["gate"]), name=str(data.get("name", "")),
                    passed=bool(data["passed"]), reason=str(data.get("reason", "")),
                    numbers={k: v for k, v in data.items() if k not in fixed},
                    seconds=float(data.get("seconds", 0.0)), could_not_verify=bool(data.get("could_not_verify")))
+
+
+@dataclass(frozen=True)
+class Speed:
+    speedup: float | None
+    ci: tuple[float, float] | None
+    timing_path: str | None
+    kernel_speedups: dict[str, float]
+
+
+@dataclass
+class TaskReply:
+    """A gate task's reply from the worker (JSON across the process boundary, typed here)."""
+
+    passed: bool
+    reason: str
+    numbers: dict[str, Any]
+    could_not_verify: bool = False  # the check itself failed
+    setup_error: str | None = None  # the original cannot be loaded or run: the cascade cannot go on
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskReply:
+        setup_error = data.get("setup_error")
+        return cls(passed=bool(data.get("passed")), reason=str(data.get("reason", "")),
+                   numbers=dict(data.get("numbers") or {}), could_not_verify=bool(data.get("could_not_verify")),
+                   setup_error=str(setup_error) if setup_error is not None else None)
+
+    def verdict(self, gate: int, name: str, seconds: float) -> GateVerdict:
+        return GateVerdict(gate, name, self.passed, self.reason, self.numbers, seconds,
+                           could_not_verify=self.could_not_verify)
 
 
 @dataclass
@@ -52,7 +115,7 @@ class CascadeConfig:
     seeds_model: tuple[int, ...] = (0, 42, 123)
     min_speedup: float = 1.03
     ab_rounds: int | None = None  # None: the timing budget of the device (measure.timing)
-    run_gates: tuple[int, ...] = ALL_GATES
+    run_gates: tuple[int, ...] = (1, 2, 3, 4)  # every gate of registry.GATES (a test holds them equal)
     workdir: str | None = None  # where re-stitched graphs go; a temporary folder when None
     model_tolerance: float = 1e-4  # gate 3: atol = rtol
     determinism_reruns: int = 2  # gate 2: extra runs of the candidate on the same inputs
@@ -76,6 +139,9 @@ class CascadeConfig:
     # each sanitizer tool's limit: one that does not finish is a note in the verdict, never a pass (the
     # search sets it from the time its budget leaves, so a finalist's sanitizers cannot take the run over)
     sanitizer_timeout_s: float = 600.0
+    # gate 1's compile numbers per kernel when gate 1 ran earlier (a finalist's screen): the sanitizer runs
+    # racecheck only on kernels whose compile uses shared memory; unknown counts as used
+    compiled: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

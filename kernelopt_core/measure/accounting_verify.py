@@ -27,6 +27,9 @@ MODEL_SEEDS = (0, 42, 123)
 MODEL_TOLERANCE = 1e-4
 RHO_LIMIT = 10.0
 D_REF_FLOOR = 1e-8
+# Elements compared per step: a whole output cast to float64 is twice its size again, on a device that
+# already holds both callables' working sets; a chunk of 2^24 elements is 128 MB in float64.
+COMPARE_CHUNK = 1 << 24
 
 
 def _flat_tensors(value: Any) -> list[Any]:
@@ -41,13 +44,35 @@ def _flat_tensors(value: Any) -> list[Any]:
     return []
 
 
-def _max_abs(tensors: list[Any]) -> float:
-    return max((float(t.double().abs().max()) for t in tensors if t.numel()), default=0.0)
+def _chunks(t: Any) -> Any:
+    """``t`` flattened, in COMPARE_CHUNK pieces (views: nothing is copied)."""
+    flat = t.reshape(-1)
+    for start in range(0, flat.numel(), COMPARE_CHUNK):
+        yield flat[start:start + COMPARE_CHUNK]
+
+
+def _work_device(*groups: list[Any]) -> Any:
+    """Where to compute: the device of the first tensor not on the host (outputs kept on the host are
+    compared there one chunk at a time), else the host."""
+    return next((t.device for group in groups for t in group if t.device.type != "cpu"), None)
+
+
+def _max_abs(tensors: list[Any], device: Any = None) -> float:
+    return max((float(piece.to(device or piece.device).double().abs().max())
+                for t in tensors if t.numel() for piece in _chunks(t)), default=0.0)
 
 
 def _max_diff(a: list[Any], b: list[Any]) -> float:
-    return max((float((x.double() - y.double()).abs().max()) for x, y in zip(a, b, strict=True) if x.numel()),
-               default=0.0)
+    """The largest absolute difference, in float64, one chunk at a time (either side may live on the host)."""
+    device = _work_device(a, b)
+    best = 0.0
+    for x, y in zip(a, b, strict=True):
+        if not x.numel():
+            continue
+        for px, py in zip(_chunks(x), _chunks(y), strict=True):
+            where = device or px.device
+            best = max(best, float((px.to(where).double() - py.to(where).double()).abs().max()))
+    return best
 
 
 def compare_outputs(baseline: Any, candidate: Any, reference64: Any | None, tol: float = MODEL_TOLERANCE
@@ -63,7 +88,7 @@ def compare_outputs(baseline: Any, candidate: Any, reference64: Any | None, tol:
     if any(not bool(t.isfinite().all()) for t in cand if t.is_floating_point()) and all(
             bool(t.isfinite().all()) for t in base if t.is_floating_point()):
         return {"passed": False, "reason": "candidate output has NaN/inf where the baseline has none"}
-    scale = max(_max_abs(base), 1e-12)
+    scale = max(_max_abs(base, _work_device(base, cand)), 1e-12)
     rel = _max_diff(base, cand) / scale
     numbers: dict[str, Any] = {"rel_err": rel}
     if rel <= tol:
@@ -84,20 +109,24 @@ def compare_outputs(baseline: Any, candidate: Any, reference64: Any | None, tol:
 
 
 def _inputs_for_seed(problem: Any, device: str, seed: int) -> list[Any]:
+    """The problem's inputs under ``seed``, made on the device (GBs made on the host and copied over take
+    seconds per seed)."""
     import torch
 
     torch.manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    with torch.device(device):
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
 
 
-def _clone(value: Any) -> Any:
-    # cudagraph trees overwrite a replay's outputs on the next replay: keep a copy
+def _clone(value: Any, to_host: bool = False) -> Any:
+    """A copy of a call's outputs (cudagraph trees overwrite a replay's outputs on the next replay); on the
+    host with ``to_host``, so the device holds one working set per callable, not a third copy."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return value.detach().to("cpu", copy=True) if to_host else value.detach().clone()
     if isinstance(value, (list, tuple)):
-        return type(value)(_clone(v) for v in value)
+        return type(value)(_clone(v, to_host) for v in value)
     return value
 
 
@@ -167,27 +196,39 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
     problem = load_problem(str(payload["problem"]))
     if static:  # dynamo inlines the model into the wrapper's frame: its class's module must be importable
         sys.modules.setdefault(problem.__name__, problem)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)  # this job's peak, not an earlier job's in this worker
     model, inputs = build_problem(problem, device)
     gates: list[dict[str, Any]] = []
     with torch.no_grad():
         started = time.perf_counter()
         baseline, _, base_skipped = compile_callable(model, inputs, modes["baseline"])
-        cand_inputs = _static_copies(inputs) if static else inputs
-        candidate, _, cand_skipped = compile_callable_keep(_own_frame(model) if static else model, cand_inputs,
-                                                           modes["candidate"])
+        cand_inputs = _static_copies(inputs) if static else None
+        candidate, _, cand_skipped = compile_callable_keep(_own_frame(model) if static else model,
+                                                           cand_inputs if static else inputs, modes["candidate"])
+        del inputs  # the seeds bring their own; the last seed's are timed (one input set on the device at a time)
+        _free(device)
+        # the candidate's replay overwrites the baseline's outputs only when both are CUDA graphs of one tree
+        shared_pool = cuda and static and mode_uses_cudagraphs(modes["baseline"]) and not base_skipped
         reference = copy.deepcopy(model).double()
         per_seed = []
+        seed_inputs: list[Any] = []
         for seed in seeds:
+            seed_inputs = []  # the previous seed's inputs go before this seed's come
             seed_inputs = _inputs_for_seed(problem, device, seed)
-            base_out = _clone(baseline(*seed_inputs))
-            cand_out = _clone(candidate(*(_refill(cand_inputs, seed_inputs) if static else seed_inputs)))
+            base_out = baseline(*seed_inputs)
+            if shared_pool:
+                base_out = _clone(base_out, to_host=True)
+            cand_out = candidate(*(_refill(cand_inputs, seed_inputs) if static else seed_inputs))
 
             def ref_out(seed_inputs: list[Any] = seed_inputs) -> Any:
                 return reference(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                                    for x in seed_inputs])
 
             per_seed.append({"seed": seed, **compare_outputs(base_out, cand_out, ref_out, tol)})
-            del base_out, cand_out, seed_inputs
+            del base_out, cand_out, ref_out
+        inputs = seed_inputs
         correct = all(item["passed"] for item in per_seed)
         failed = next((item for item in per_seed if not item["passed"]), None)
         gates.append({"gate": 3, "name": "model", "passed": correct, "seconds": time.perf_counter() - started,
@@ -197,12 +238,14 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         if static:
             _refill(cand_inputs, inputs)  # both sides are timed on the same data
         comparison = None
+        peak = _peak(device)
         if correct:
             started = time.perf_counter()
             timer = SyncedTimer(device)
             path_a = callable_path(modes["baseline"] if not base_skipped else "default", device)
             path_b = callable_path(modes["candidate"] if not cand_skipped else "default", device)
-            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*cand_inputs), rounds)
+            b_inputs = cand_inputs if static else inputs
+            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*b_inputs), rounds)
             paired = ab_speedup(a_ms, b_ms, path_a.value)
             comparison = speedup_between(summarize(a_ms, path_a.value), summarize(b_ms, path_b.value),
                                          across_configurations=True)
@@ -213,7 +256,12 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
                                      "with the interval above 1.0"),
                           "speedup": comparison.speedup, "ci": [comparison.ci_low, comparison.ci_high],
                           "baseline_path": path_a.value, "candidate_path": path_b.value, "rounds": rounds})
+        peak = _peak(device) or peak
+    working = _working_set_bytes(problem, device)
+    # the compiled callables and every tensor go before the device's cache is emptied (closures above hold names)
+    baseline = candidate = reference = inputs = seed_inputs = cand_inputs = model = None
     torch._dynamo.reset()
+    _free(device)
     accepted = all(g["passed"] for g in gates) and len(gates) == 2
     return {
         "accepted": accepted, "baseline_mode": baseline_mode, "candidate_mode": candidate_mode,
@@ -223,7 +271,45 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         "cudagraphs": {"baseline": mode_uses_cudagraphs(modes["baseline"]) and not base_skipped and device != "cpu",
                        "candidate": mode_uses_cudagraphs(modes["candidate"]) and not cand_skipped and device != "cpu"},
         "notes": notes,
+        # the device's allocator peak over the job and the problem's inputs and outputs (None on the CPU)
+        "memory": {"peak_bytes": peak, "working_set_bytes": working,
+                   "peak_over_working_set": round(peak / working, 3) if peak and working else None},
     }
+
+
+def _free(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _peak(device: str) -> int | None:
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated(device))
+
+
+def _working_set_bytes(problem: Any, device: str) -> int | None:
+    """The problem's inputs and outputs in bytes, from their shapes (meta tensors: nothing is allocated)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            values = [x for x in problem.get_inputs() if isinstance(x, torch.Tensor)]
+            model = problem.Model(*problem.get_init_inputs())
+            outputs = _flat_tensors(model(*values))
+    except Exception:  # noqa: BLE001 - a model that cannot run on meta tensors has no figure
+        return None
+    return sum(t.numel() * t.element_size() for t in [*values, *outputs])
 
 
 def compile_callable_keep(model: Any, inputs: list[Any], mode: str) -> tuple[Any, Any, bool]:

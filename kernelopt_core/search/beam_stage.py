@@ -1,8 +1,9 @@
 """The beam over one kernel: B nodes x N plans per iteration, each plan executed with up to K attempts
 (:mod:`.candidates`), UCB selection with diversity, meltdown detection and early stop (:mod:`.beam`).
 
-The budget decides what starts next: no candidate starts once the time left is what the final gates
-need, or once this kernel's share of the search time is spent. A candidate that clears a clear margin
+The budget decides what starts next: no candidate starts once the time left is less than one more
+candidate and what the run keeps (a finalist's time only once a candidate is worth finalizing), or once
+this kernel's share of the search time is spent. A candidate that clears a clear margin
 goes through the final gates at once (:meth:`FinalistStage.early`).
 """
 
@@ -43,6 +44,7 @@ class BeamStage:
                 weight: float | None) -> KernelSearch:
         ctx, config = self.ctx, self.ctx.config
         search = KernelSearch(brief)
+        self.finalists.track(search)  # its candidates worth finalizing make the schedule keep a finalist's time
         baseline = brief.baseline_ms if brief.baseline_ms and brief.baseline_ms > 0 else 1.0
         root = BeamNode("root", brief.original_source, source_digest(brief.original_source), baseline, 1.0, "root")
         search.nodes.append(root)
@@ -126,10 +128,16 @@ class BeamStage:
                          stage="iteration", iteration=iteration, iterations=iterations, kernel=brief.name,
                          best_speedup=round(baseline / best_now, 4))
             if search.stopped_by_budget:
-                ctx.journal.record("budget_end", kernel=brief.name, iteration=iteration,
-                                   reason="the budget keeps the time left for the final gates")
+                reason = ("the budget keeps the time left for the final gates" if ctx.schedule.finalist_pending()
+                          else "the time left is less than one more candidate")
+                ctx.journal.record("budget_end", kernel=brief.name, iteration=iteration, reason=reason)
                 break
             if stopper.update(iteration_best) and config.early_stop and iteration < iterations:
+                if ctx.budget.limited:  # the budget decides: its time goes to the search while there is more to try
+                    ctx.journal.record("early_stop_skipped", kernel=brief.name, iteration=iteration,
+                                       reason=f"{config.patience} iterations without a faster candidate, but the "
+                                              "budget has time for more")
+                    continue
                 ctx.journal.record("early_stop", kernel=brief.name, iteration=iteration,
                                    reason=f"{config.patience} iterations without a faster candidate")
                 break

@@ -1,6 +1,11 @@
 """The callable beyond its kernels: the whole-callable accounting, the overheads and suggestions, and
-the recommended torch.compile configuration change, verified through gates 3-4 when allowed (and
-when the budget leaves time for it)."""
+the recommended torch.compile configuration change, verified through gates 3-4 when allowed.
+
+:meth:`CallableChecks.plan` reads the recommendation before the search, so that the schedule keeps the
+check's slot only when there is something to verify. The check runs at the end, in the evaluator's
+worker once the search's working sets are released (one working set on the device at a time), with
+the time that is left as its limit; one that does not fit is reported with the accounting's figure,
+"not verified"."""
 
 from __future__ import annotations
 
@@ -14,6 +19,27 @@ class CallableChecks:
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         self.accounting_summary: dict[str, Any] | None = None
+        self.released = False  # the search's working sets were given back before the first check
+
+    def plan(self, report: DispatchReport) -> None:
+        """Before the search: keep the configuration check's slot only when a change is recommended."""
+        ctx = self.ctx
+        if not ctx.schedule.config_check:
+            return
+        from ..config_findings import find_config_changes
+        from ..measure.accounting import CallableAccounting
+
+        with ctx.times.stage("config"):
+            data = self._accounting()
+            try:
+                source: Any = CallableAccounting.from_json(data) if data is not None else report
+                recommendation = find_config_changes(source).recommendation
+            except (KeyError, TypeError, ValueError):
+                recommendation = None
+        ctx.schedule.config_check = recommendation is not None
+        ctx.journal.record("config_plan", recommended=recommendation is not None,
+                           slot_s=round(ctx.schedule.config_slot_s(), 3),
+                           title=recommendation.title if recommendation is not None else None)
 
     def findings(self, report: DispatchReport) -> Any:
         """Overheads, suggestions and the configuration change: from the whole callable when the
@@ -53,10 +79,10 @@ class CallableChecks:
             try:
                 from ..measure.accounting_run import account_problem
 
-                # the other mode informs a recommendation (GPU only); with verification coming, gate 4 times it
+                # the other mode informs a recommendation (GPU only) and is its figure when no check fits
                 gpu = ctx.evaluator.device.startswith("cuda")
                 measured = account_problem(source.problem, source.mode or "max-autotune", ctx.evaluator.device,
-                                           alternatives=gpu and not ctx.config.allow_config_changes)
+                                           alternatives=gpu)
                 value = measured.to_json()
             except Exception as exc:  # noqa: BLE001 - the accounting adds information; the run stands without it
                 value = {"error": f"{type(exc).__name__}: {exc}"}
@@ -78,7 +104,13 @@ class CallableChecks:
 
     def _verify_option(self, recommendation: Any, option: Any) -> Any:
         """Verify one configuration option like a candidate (needs the problem the dump came from)."""
-        from ..recommend import ConfigVerdict, ConfigVerificationError, verify_option
+        from ..recommend import (
+            ConfigNotVerified,
+            ConfigVerdict,
+            ConfigVerificationError,
+            measured_text,
+            verify_option,
+        )
 
         ctx = self.ctx
         problem = ctx.callable_source.problem
@@ -91,14 +123,30 @@ class CallableChecks:
                 raise ConfigVerificationError(entry["value"]["error"])
             return ConfigVerdict.from_json(entry["value"])
         if not ctx.schedule.may_check_config():  # not journaled: a resumed run with time left checks it
-            raise ConfigVerificationError(f"not verified: budget reached (a configuration check takes about "
-                                          f"{ctx.schedule.config_s():.0f} s, {max(0.0, ctx.budget.left()):.0f} s were left)")
+            raise ConfigNotVerified(f"budget reached (a configuration check takes about {ctx.schedule.config_s():.0f} "
+                                    f"s, {max(0.0, ctx.budget.left()):.0f} s were left); "
+                                    f"{measured_text(recommendation, option)}")
+        if not self.released:  # the search is over: its working sets go before the check's comes
+            self.released = True
+            release = getattr(ctx.evaluator, "release", None)
+            if callable(release):
+                ctx.journal.record("released", value=release())
         ctx.progress(f"verifying the configuration change {option.change} through gates 3-4", stage="gate")
+        baseline = recommendation.baseline_mode or ctx.callable_source.mode or "max-autotune"
+        limit = ctx.schedule.config_time_s() if ctx.budget.limited else 900.0
+        begin = ctx.times.clock()
         try:
-            verdict = verify_option(problem, option, recommendation.baseline_mode or ctx.callable_source.mode
-                                    or "max-autotune", device=ctx.evaluator.device)
+            in_worker = getattr(ctx.evaluator, "verify_config", None)
+            if callable(in_worker):  # in the search's own worker: no second process holds a working set
+                verdict = in_worker(problem, option, baseline, limit)
+            else:
+                verdict = verify_option(problem, option, baseline, device=ctx.evaluator.device, timeout_s=limit)
+        except ConfigNotVerified as exc:  # its time ran out: not journaled, a resumed run with time left checks it
+            raise ConfigNotVerified(f"{exc}; {measured_text(recommendation, option)}") from None
         except Exception as exc:
             ctx.journal.append("config_change", key, value={"error": f"{type(exc).__name__}: {exc}"})
             raise
+        finally:
+            ctx.schedule.config_measured.append(ctx.times.clock() - begin)
         ctx.journal.append("config_change", key, value=verdict.to_json())
         return verdict

@@ -58,6 +58,13 @@ def _decide(searches: list[KernelSearch], final: CascadeResult | None, config: O
         reason = (f"{ok} correct candidate(s), but none cleared the {config.min_speedup:.2f}x end-to-end gate "
                   f"({perf} rejected by gate 4: {final.reason if final else ''})")
         return "matched", reason + "; the compiler's code is kept"
+    too_late = [(s, n) for s in searches for n in s.found_unverified]
+    if too_late:
+        search, node = max(too_late, key=lambda pair: (pair[1].speedup, pair[1].id))
+        title = search.titles.get(node.id, node.id)
+        return "matched", (f"{ok} correct candidate(s); {search.brief.name} {node.id} ({title}, kernel speedup "
+                           f"{node.speedup:.3f}x) did not go through the final gates within the budget: found, not "
+                           "verified within the budget; the compiler's code is kept")
     waiting = [n for s in searches for n in s.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in s.finalized
                and n.id not in s.out_of_reach]
     if budget_cut and waiting and best is not None:

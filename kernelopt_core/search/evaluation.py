@@ -1,6 +1,7 @@
 """How the search measures things: gates, kernel timings, dispatch timing, ncu profiles.
 
-:class:`GateEvaluator` is the real one (the gates' cascade and worker jobs on the graph's device).
+:class:`GateEvaluator` is the real one, for every kind of target (:mod:`.target`): the gates' cascade
+and the target's measurements, in the worker of its device.
 :class:`RecordedEvaluator` wraps any evaluator with the run's journal: every result is written
 before it is used and looked up first on a resumed run, so nothing recorded is measured twice.
 Nothing here imports torch.
@@ -16,9 +17,11 @@ from typing import Any, Protocol
 
 from ..artifacts.model import CompiledGraph
 from ..events import EventSink
+from ..gates.cascade_target import TaskCaller
 from ..gates.verdict import CascadeConfig, CascadeResult
 from ..runs import Journal
 from .rewrites.kernel_source import source_digest
+from .target import DumpTarget, Target, TargetUnavailable
 
 
 class EvaluationError(RuntimeError):
@@ -93,26 +96,28 @@ class Evaluator(Protocol):
 
 
 class GateEvaluator:
-    """Gates and measurements on the graph's own device, through the shared worker."""
+    """Gates and measurements of one target on its device, through the shared worker: the cascade through
+    the target's view of it (:meth:`.target.Target.gates`), the measurements through the target's own."""
 
-    def __init__(self, graph: CompiledGraph, device: str, workdir: str, *, ab_rounds: int | None = None,
+    def __init__(self, target: Target | CompiledGraph, device: str, workdir: str, *, ab_rounds: int | None = None,
                  kernel_rounds: int | None = None, sink: EventSink | None = None, worker: Any = None,
-                 kernel_timing_in_gate4: bool = False, job_timeout_s: float = 900.0):
-        from ..measure.devices import DeviceMismatch, device_for_graph
-
+                 kernel_timing_in_gate4: bool | None = None, job_timeout_s: float = 900.0):
+        self.target: Target = DumpTarget(target) if isinstance(target, CompiledGraph) else target
         try:
-            self.device = device_for_graph(device, graph.device, graph.name)
-        except DeviceMismatch as exc:
+            self.device = self.target.device_for(device)
+        except TargetUnavailable as exc:
             raise EvaluationError(str(exc)) from None
-        self.graph = graph
+        self.gates = self.target.gates()
         self.workdir = workdir
         self.ab_rounds = ab_rounds
         self.kernel_rounds = kernel_rounds
         self.sink = sink
         self._worker = worker
-        self.kernel_timing_in_gate4 = kernel_timing_in_gate4
+        self.kernel_timing_in_gate4 = self.target.times_kernel_in_gate4 if kernel_timing_in_gate4 is None \
+            else kernel_timing_in_gate4
         self.job_timeout_s = job_timeout_s
         self.sanitizer_timeout_s = 600.0  # each compute-sanitizer tool's limit on a finalist (the search sets it)
+        self._compiled: dict[str, Any] = {}  # (kernel, source digest) -> gate 1's compile numbers from its screen
 
     @property
     def worker(self) -> Any:
@@ -122,48 +127,54 @@ class GateEvaluator:
             self._worker = get_worker(self.device)
         return self._worker
 
-    def _job(self, function: str, payload: dict[str, Any]) -> Any:
-        outcome = self.worker.call(f"kernelopt_core.search.kernel_jobs:{function}", payload,
-                                   timeout_s=self.job_timeout_s,
-                                   cancel=self.sink.cancel_event if self.sink else None)
-        if not outcome.ok:
-            failure = outcome.failure
-            kind = failure.kind if failure else "error"
-            if kind == "cancelled":
-                from ..events import CancelledError
+    def _measure(self) -> TaskCaller:
+        from ..gates.cascade import measurement_caller
 
-                raise CancelledError("cancelled by the user")
-            raise EvaluationError(f"{function} failed ({kind}): {failure.message if failure else ''}")
-        return outcome.value
+        return measurement_caller(self.device, self.worker, self.job_timeout_s, self.sink)
 
     def _config(self, gates: tuple[int, ...], gate2_battery: str = "full") -> CascadeConfig:
-        return CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
-                             workdir=os.path.join(self.workdir, "restitched"),
-                             kernel_timing=self.kernel_timing_in_gate4, gate2_battery=gate2_battery,
-                             keep_candidate=gates == (1, 2), sanitizer_timeout_s=self.sanitizer_timeout_s,  # the kernel timing that follows reuses it
-                             spare_candidate=gate2_battery == "screen")  # screens follow one another
+        config = CascadeConfig(device=self.device, run_gates=gates, ab_rounds=self.ab_rounds,
+                               workdir=os.path.join(self.workdir, "restitched"),
+                               kernel_timing=self.kernel_timing_in_gate4, gate2_battery=gate2_battery,
+                               # the kernel timing that follows a screen reuses the candidate's process
+                               keep_candidate=gates == (1, 2), sanitizer_timeout_s=self.sanitizer_timeout_s,
+                               spare_candidate=gates == (1, 2))  # screens follow one another
+        if self.target.cascade_timeout_s is not None:
+            config.job_timeout_s = self.target.cascade_timeout_s
+        return config
 
     def warm_up(self) -> None:
         """Start, in the background, the processes the first screen needs: gate 1's compile zygote here and
         gate 2's spare candidate process in the worker. Both start during the profile (on a GPU, 25-30 s of
         ncu) instead of adding their start (about 9 s and 4 s on the H100) to the first candidate's screen.
         Neither launches a kernel: the profile's and the peaks' timings do not share the GPU with them."""
+        from ..gates.cascade import SHARED_TASKS, TaskFailed
+
         start_gate1_compiler()
-        # only a head start: where it fails, the first screen starts its process itself and says so
-        self.worker.call("kernelopt_core.gates.jobs:begin_spare", {"device": self.device}, timeout_s=60.0)
+        try:  # only a head start: where it fails, the first screen starts its process itself and says so
+            self._measure()(f"{SHARED_TASKS}:begin_spare", {"device": self.device})
+        except TaskFailed:
+            pass
+        if self.device.startswith("cuda") and not self.target.users_own:  # the baseline's timing process too
+            try:
+                self._measure()(f"{self.gates.tasks}:begin_baseline_timing",
+                                {"graph": self.target.graph().path, "device": self.device})
+            except TaskFailed:
+                pass
 
-    def facts(self, kernels: list[str]) -> dict[str, Any]:
-        # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).
-        return self._job("graph_facts", {"graph_path": self.graph.path, "device": self.device, "kernels": kernels,
-                                         "rounds": self.kernel_rounds, "time": False})
-
-    def launch_timing(self) -> dict[str, Any] | None:
-        from ..measure.launch_timing import time_launches
+    def _measured(self, measure: Any) -> Any:
+        from ..gates.cascade import TaskFailed
 
         try:
-            return time_launches(self.graph, self.device, worker=self.worker).to_json()
-        except Exception as exc:  # noqa: BLE001 - the shares fall back to launch counts
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return measure(self._measure())
+        except TaskFailed as exc:
+            raise EvaluationError(str(exc)) from None
+
+    def facts(self, kernels: list[str]) -> dict[str, Any]:
+        return self._measured(lambda call: self.target.facts(call, self.device, kernels, self.kernel_rounds))
+
+    def launch_timing(self) -> dict[str, Any] | None:
+        return self._measured(lambda call: self.target.launch_timing(call, self.worker, self.device, self.workdir))
 
     def peaks(self) -> Any:
         """The device's measured copy and matmul peaks (cached per GPU; None on the CPU backend)."""
@@ -174,54 +185,66 @@ class GateEvaluator:
     def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
         if not self.device.startswith("cuda"):
             return {"error": "ncu needs a CUDA GPU; the CPU backend has no hardware counters"}
-        from ..measure.ncu import NcuError
-        from ..measure.ncu_profile import profile_graph
-
-        try:
-            profile = profile_graph(self.graph, kernels=[kernel], device=self.device, sections=sections)
-        except (NcuError, OSError, ValueError) as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        metrics = next((m for m in profile.kernels if m.name == kernel or kernel in (m.name or "")), None)
-        return {"metrics": metrics.to_json() if metrics else None, "notes": profile.notes,
-                "wall_s": profile.wall_s}
+        return self.target.profile(kernel, sections, self.device, self.sink.cancel_event if self.sink else None)
 
     def screen(self, kernel: str, source: str) -> Screen:
-        from ..gates.cascade import CascadeSetupError, run_cascade
+        from ..gates import cascade
 
         try:
-            result = run_cascade(self.graph, {kernel: source}, self._config((1, 2), "screen"), self.sink,
-                                 self._worker)
-        except CascadeSetupError as exc:
+            result = cascade.run_cascade(self.gates, {kernel: source}, self._config((1, 2), "screen"), self.sink,
+                                         self._worker)
+        except cascade.CascadeSetupError as exc:
             if exc.partial is not None and exc.partial.gates and not exc.partial.gates[-1].passed:
                 result = exc.partial
             else:
                 raise EvaluationError(str(exc)) from None
+        static = next((v for v in result.gates if v.gate == 1), None)
+        if static is not None and isinstance(static.numbers.get("compile"), dict):  # the finalist's sanitizer reads it
+            self._compiled[candidate_key(kernel, source)] = static.numbers["compile"]
         return Screen(result.accepted, result.failed_gate, result.reason, [v.to_json() for v in result.gates],
                       result.restitched_path, result.seconds, could_not_verify=result.could_not_verify,
                       quarantined=result.quarantined, containment=result.containment)
 
     def time(self, kernel: str, source: str, screen: Screen) -> KernelTime:
-        if not screen.restitched_path:
-            return KernelTime(None, None, None, None, "no re-stitched graph to time")
-        value = self._job("time_candidates", {"graph_path": self.graph.path, "device": self.device, "kernel": kernel,
-                                              "candidates": {"c": screen.restitched_path},
-                                              "rounds": self.kernel_rounds})
-        entry = (value.get("candidates") or {}).get("c") or {"error": value.get("error", "no timing returned")}
+        entry = self._measured(lambda call: self.target.time_candidate(
+            call, self.device, kernel, source, screen.restitched_path, self.kernel_rounds, self.workdir))
         if "error" in entry:
             return KernelTime(None, None, None, None, str(entry["error"]))
         ci = entry.get("ci")
         return KernelTime(entry.get("speedup"), (ci[0], ci[1]) if ci else None, entry.get("baseline_ms"),
                           entry.get("ms"))
 
-    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
-        """Gate 2's full battery, then ``gates`` (the pipeline's final gates, e.g. (3, 4)): the screen ran
-        gate 2 on the captured launch and one seed only, and no candidate is accepted without the rest."""
-        from ..gates.cascade import CascadeSetupError, run_cascade
+    def release(self) -> dict[str, Any]:
+        """Give back the working sets the gate jobs keep between candidates (the candidate's, the spare's and
+        the baseline's timing processes), before a job that needs the device to itself."""
+        return self._job_in("kernelopt_core.gates.working_sets:release_working_sets", {"device": self.device})
 
-        final = tuple(sorted({2, *(g for g in gates if g > 2)}))
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """A configuration change checked in this evaluator's worker (after :meth:`release`): one process
+        holds a working set on the device at a time."""
+        from ..recommend import verify_option
+
+        return verify_option(problem, option, baseline_mode, device=self.device, worker=self.worker,
+                             timeout_s=timeout_s)
+
+    def _job_in(self, job: str, payload: dict[str, Any]) -> Any:
+        outcome = self.worker.call(job, payload, timeout_s=120.0)
+        if not outcome.ok:  # nothing was held, or the worker is gone (and its processes with it)
+            return {"error": outcome.failure.message if outcome.failure else "failed"}
+        return outcome.value
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        """``gates`` (the pipeline's final gates, e.g. (3, 4)), after gate 2's full battery where the screen ran
+        a lighter one (the captured launch and one seed): no candidate is accepted without the rest."""
+        from ..gates import cascade
+
+        final = tuple(sorted({2, *(g for g in gates if g > 2)})) if self.gates.gate2_screen else gates
+        config = self._config(final, "full")
+        compiled = {name: self._compiled.get(candidate_key(name, source)) for name, source in candidates.items()}
+        config.compiled = {name: numbers for name, numbers in compiled.items() if numbers is not None}
         try:
-            return run_cascade(self.graph, candidates, self._config(final, "full"), self.sink, self._worker)
-        except CascadeSetupError as exc:
+            return cascade.run_cascade(self.gates, candidates, config, self.sink, self._worker)
+        except cascade.CascadeSetupError as exc:
             if exc.partial is not None:
                 return exc.partial
             raise EvaluationError(str(exc)) from None
@@ -260,6 +283,20 @@ class RecordedEvaluator:
         value = compute()
         self.journal.append(kind, key, value=value)
         return value
+
+    def release(self) -> dict[str, Any]:
+        """Give back the inner evaluator's working sets, where it keeps any (stand-ins need not)."""
+        release = getattr(self.inner, "release", None)
+        return release() if callable(release) else {}
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
+        """The inner evaluator's configuration check (its worker); the caller journals the verdict."""
+        verify = getattr(self.inner, "verify_config", None)
+        if not callable(verify):
+            from ..recommend import verify_option
+
+            return verify_option(problem, option, baseline_mode, device=self.device, timeout_s=timeout_s)
+        return verify(problem, option, baseline_mode, timeout_s)
 
     def facts(self, kernels: list[str]) -> dict[str, Any]:
         return self._memo("facts", ",".join(kernels), lambda: self.inner.facts(kernels))

@@ -42,6 +42,27 @@ class FinalistStage:
     def __init__(self, ctx: RunContext, on_verified: Callable[[KernelSearch], None] = lambda search: None):
         self.ctx = ctx
         self.on_verified = on_verified  # writes the run's result as soon as one is verified
+        self.searches: list[KernelSearch] = []  # every kernel's search, the one in progress included
+        self.done: list[KernelSearch] = []  # the kernels whose final gates have run
+        ctx.schedule.finalist_pending = self.pending
+
+    def track(self, search: KernelSearch) -> None:
+        if search not in self.searches:
+            self.searches.append(search)
+
+    def waiting(self, search: KernelSearch) -> list[BeamNode]:
+        """The screened candidates worth finalizing that have not been: faster than Inductor's kernel (and
+        than an accepted one), within reach of the end-to-end gate; fastest first."""
+        accepted = search.accepted
+        ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
+                         and (accepted is None or n.speedup > accepted.speedup)),
+                        key=lambda n: (n.latency_ms, n.id))
+        return [n for n in ranked if n.id not in search.out_of_reach and self.out_of_reach(search, n) is None]
+
+    def pending(self) -> bool:
+        """A candidate of a kernel still searched waits for the final gates: the schedule keeps a finalist's time
+        from then on (a kernel whose final gates have run keeps none: what they left is not tried again)."""
+        return any(self.waiting(search) for search in self.searches if search not in self.done)
 
     def gates(self) -> tuple[int, ...]:
         return (3, 4) if self.ctx.config.use_perf_gate else (3,)
@@ -84,6 +105,7 @@ class FinalistStage:
 
     def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
+        self.done.append(search)
         accepted = search.accepted
         ranked = sorted((n for n in search.nodes if n.id != "root" and n.speedup > 1.0 and n.id not in search.finalized
                          and (accepted is None or n.speedup > accepted.speedup)),
@@ -99,9 +121,24 @@ class FinalistStage:
         for node in reachable[: max(1, self.ctx.config.finalists)]:
             self.ctx.sink.check_cancelled()
             if not self.ctx.schedule.may_finalize(search.brief.name):
+                self._found_too_late(search, node)
                 return
             if self._finalize(search, node, "finalist") and search.accepted is node:
                 return
+
+    def _found_too_late(self, search: KernelSearch, node: BeamNode) -> None:
+        """``node`` was worth finalizing but the budget had no finalist's time left: it is reported with its
+        kernel speedup, "found, not verified within the budget"."""
+        if search.accepted is not None or any(n.id == node.id for n in search.found_unverified):
+            return
+        search.found_unverified.append(node)
+        ci = f" [{node.ci_low:.3f}, {node.ci_high:.3f}]" if node.ci_low is not None and node.ci_high is not None else ""
+        self.ctx.journal.record("found_unverified", kernel=search.brief.name, node=node.id,
+                                title=search.titles.get(node.id, node.id), kernel_speedup=node.speedup,
+                                ci=[node.ci_low, node.ci_high] if ci else None)
+        self.ctx.progress(f"{search.brief.name}: {node.id} ({search.titles.get(node.id, node.id)}) found, kernel "
+                          f"speedup {node.speedup:.3f}x{ci}, not verified within the budget", stage="budget",
+                          kernel=search.brief.name, candidate=node.id, best_speedup=node.speedup)
 
     def _finalize(self, search: KernelSearch, node: BeamNode, what: str) -> bool:
         """Run the final gates on ``node``; True when it passed them (whether or not it replaced another)."""

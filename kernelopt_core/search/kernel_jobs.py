@@ -55,9 +55,9 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
 
     Each candidate runs in a fresh contained process of its own (never in this worker), the
     original kernel in a timing process of the baseline's; both get the same captured arguments
-    and are timed on this process's clock (:func:`kernelopt_core.gates.jobs.time_candidate_kernel`).
+    and are timed on this process's clock (:func:`kernelopt_core.gates.tasks.graph.time_candidate_kernel`).
     """
-    from ..gates.jobs import time_candidate_kernel
+    from ..gates.tasks.graph import time_candidate_kernel
     from ..measure.job_context import RECYCLE_KEY
 
     out: dict[str, Any] = {}
@@ -77,7 +77,7 @@ def compare_kernel_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     """Run each re-stitched candidate's kernel (in a contained process of its own) on the baseline's
     captured launch arguments and report the largest difference of its outputs from the baseline
     kernel's (a quick pre-check for tests and diagnostics; gate 2 is the real check)."""
-    from ..gates.jobs import compare_candidate_outputs
+    from ..gates.tasks.graph import compare_candidate_outputs
 
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():

@@ -58,6 +58,8 @@ class KernelSearch:
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
     not_searched: str | None = None  # why no candidate was tried (the kernel already runs at the speed of light)
+    # candidates worth finalizing for which the budget had no finalist's time: "found, not verified"
+    found_unverified: list[BeamNode] = field(default_factory=list)
 
     def best(self) -> BeamNode | None:
         found = [n for n in self.nodes if n.id != "root"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .budget import DEFAULT_BUDGET_S
+from .deadline import DEFAULT_BUDGET_S
 
 # The CPU interpreter runs a small graph in ~0.1-1 s: fewer A/B rounds than a GPU's budget keep a
 # run to minutes; the confidence interval still decides gate 4.
@@ -57,7 +57,7 @@ class OptimizeConfig:
     api_base_delay_s: float = 1.0
     base_url: str | None = None
     # seconds for the whole run, from start to written result (0 or None: no limit); the search plans
-    # against it (kernelopt_core.search.budget). Like the transport fields, a resumed run takes this
+    # against it (kernelopt_core.search.deadline). Like the transport fields, a resumed run takes this
     # invocation's budget, not the one it started with.
     budget_s: float | None = DEFAULT_BUDGET_S
 

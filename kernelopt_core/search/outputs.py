@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..gates.restitch import restitch, unified_diff
+from ..gates.restitch import unified_diff
 from ..gates.verdict import CascadeResult
 from ..runs import render_report
 from .agents import KernelBrief
@@ -68,7 +68,8 @@ class ResultWriter:
             kernels=kernels, accepted_sources=accepted, cascade=final, graph_path=os.path.abspath(ctx.graph.path),
             device=ctx.evaluator.device, llm_usage=ctx.ledger.totals() if ctx.provider is not None else {},
             environment=environment(ctx.evaluator.device), budget=ctx.schedule.to_json(),
-            time_split=ctx.times.to_json(), final=done)
+            time_split=ctx.times.to_json(), final=done,
+            found_unverified=[] if decision == "optimized" else found_unverified(searches))
 
     def write(self, result: OptimizeResult, searches: list[KernelSearch], findings: Any = None) -> None:
         ctx = self.ctx
@@ -76,14 +77,10 @@ class ResultWriter:
             folder = ctx.run_folder
             original_text = Path(ctx.graph.path).read_text(encoding="utf-8")
             diff = ""
-            if result.accepted_sources and ctx.target is not None:  # the user's own file, the kernel edited
+            if result.accepted_sources:  # the dump's graph re-stitched, or the user's own file edited
                 new_text = ctx.target.rewrite(original_text, result.accepted_sources)
                 diff = unified_diff(original_text, new_text, ctx.graph.path)
-                folder.write_text(os.path.basename(ctx.graph.path), new_text)
-            elif result.accepted_sources:
-                new_text = restitch(ctx.graph, result.accepted_sources, original_text)
-                diff = unified_diff(original_text, new_text, ctx.graph.path)
-                folder.write_text("optimized_output_code.py", new_text)
+                folder.write_text(ctx.target.rewritten_name(), new_text)
             best = max(searches, key=lambda s: (s.accepted is not None, s.brief.share or 0.0), default=None)
             if best is not None:
                 folder.write_text("original_kernel.py", best.brief.original_source)
@@ -95,11 +92,27 @@ class ResultWriter:
             folder.write_text("final.diff", diff)
             report = render_report(data, ctx.journal)
             # torch.compile's configuration and the dump's call() are not a project's own kernel's business
-            if findings is not None and ctx.target is None and (findings.overheads
+            if findings is not None and not ctx.target.users_own and (findings.overheads
                                                                 or findings.recommendation is not None):
                 report = report.rstrip("\n") + "\n\n" + findings.to_markdown()
             folder.write_text("report.md", report)
             folder.write_json("result.json", data)
+
+
+FOUND_UNVERIFIED = "found, not verified within the budget"
+
+
+def found_unverified(searches: list[KernelSearch]) -> list[dict[str, Any]]:
+    """The candidates worth finalizing that the budget left no time to put through the final gates, each with
+    its kernel speedup (kernel alone against Inductor's, never an end-to-end figure)."""
+    found = []
+    for s in searches:
+        for node in s.found_unverified:
+            ci = [node.ci_low, node.ci_high] if node.ci_low is not None and node.ci_high is not None else None
+            found.append({"kernel": s.brief.name, "candidate": node.id, "title": s.titles.get(node.id, node.id),
+                          "family": node.family, "kernel_speedup": node.speedup, "ci": ci,
+                          "status": FOUND_UNVERIFIED})
+    return found
 
 
 def sol_entry(brief: KernelBrief, accepted_speedup: float | None) -> dict[str, Any]:

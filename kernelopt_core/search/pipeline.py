@@ -17,7 +17,7 @@ The stages, each in its own module, all reading one :class:`~.run_context.RunCon
    candidates, none measurably faster: the compiler's code is kept), or ``fallback`` with its reason,
    labelled "budget reached" when the budget cut the search short.
 
-The budget (:mod:`.budget`, a deadline on one clock) is an argument: the search stops starting
+The budget (:mod:`.deadline`, a deadline on one clock) is an argument: the search stops starting
 candidates when the time left is what the final gates need. The result is written as soon as one is
 verified (:mod:`.outputs`) and again at the end. Everything is journaled in the run folder (see
 :mod:`kernelopt_core.runs`) and a killed run resumes with ``resume=RUN``. Nothing here imports torch;
@@ -31,8 +31,8 @@ from typing import Any
 from ..events import EventSink
 from .beam_stage import BeamStage
 from .brief import BriefStage
-from .budget import DEFAULT_BUDGET_S, Budget
 from .callable_checks import CallableChecks
+from .deadline import DEFAULT_BUDGET_S, Budget
 from .decision import decide
 from .evaluation import EvaluationError, Evaluator, Screen
 from .finalists import FinalistStage
@@ -41,13 +41,14 @@ from .options import OptimizeConfig, OptimizeError
 from .outputs import ResultWriter
 from .result import Decision, OptimizeResult
 from .run_context import CallableSource, RunContext, open_run
+from .target import Target
 from .targets import choose_targets, dispatch
 
 
 def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, sink: EventSink | None = None,
              resume: str | None = None, evaluator: Evaluator | None = None,
              launch_timing: dict[str, Any] | None = None, problem: str | None = None,
-             accounting: dict[str, Any] | None = None, target: Any = None,
+             accounting: dict[str, Any] | None = None, target: Target | None = None,
              budget: Budget | None = None) -> OptimizeResult:
     """Optimize the graph at ``path`` (an output_code.py or a dump folder). ``evaluator`` replaces
     the gates and measurements (tests use a stand-in); by default they run on the graph's device.
@@ -56,8 +57,8 @@ def optimize(path: str, *, kernel: str | None = None, config: OptimizeConfig, si
     ``problem`` is the problem file the dump was compiled from (default: the one
     ``compile_report.json`` above the dump names); ``accounting`` is its whole-callable accounting
     the caller already measured (``CallableAccounting.to_json()``), used instead of measuring it.
-    ``target`` is a project's own kernel (:class:`kernelopt_core.userkernels.target.UserKernelTarget)`
-    in place of a dump: its graph view, evaluator, contract and file edit stand in for the dump's.
+    ``target`` is what is optimized (:class:`.target.Target`; default: the dump's graph at ``path``), e.g. a
+    project's own kernel (:class:`kernelopt_core.userkernels.target.UserKernelTarget`).
     ``budget`` is the deadline the search plans against (default: ``config.budget_s`` from now, on
     the monotonic clock); a test passes one on a stand-in clock."""
     budget = (budget or Budget(config.budget_s)).start()
@@ -88,11 +89,12 @@ class Pipeline:
                      percentage=0, run_id=ctx.run_folder.id, run_dir=str(ctx.run_folder.path),
                      budget_s=ctx.budget.seconds)
         report, timing = dispatch(ctx)
-        if ctx.target is not None:
-            self.writer.share_note = (timing or {}).get("share_note")
+        # a project's kernel timed over its whole harness call says why its share is no figure
+        self.writer.share_note = (timing or {}).get("share_note")
         targets = choose_targets(ctx, report)
         if isinstance(targets, str):
             return self._finish(None, "fallback", targets, report)
+        self.checks.plan(report)  # the configuration check's slot, kept only when a change is recommended
         ctx.evaluator.warm_up()  # there are kernels to search: candidates will be screened
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
@@ -120,7 +122,7 @@ class Pipeline:
         if stops or self.ctx.schedule.reached:
             where = sorted({s.stage for s in stops}) or ["the deadline"]
             note = f"{self.ctx.budget.label()}; cut short: {', '.join(where)}"
-        return decide(self.searches, final, self.ctx.config, note, user_kernel=self.ctx.target is not None)
+        return decide(self.searches, final, self.ctx.config, note, user_kernel=self.ctx.target.users_own)
 
     def _write_verified(self, search: KernelSearch) -> None:
         """A finalist passed the final gates while the search goes on: write the best verified kernel
@@ -130,7 +132,7 @@ class Pipeline:
                    key=lambda s: s.cascade.speedup or 0.0 if s.cascade else 0.0, default=None)
         if best is None:
             return
-        decision, reason = decide([best], best.cascade, self.ctx.config, user_kernel=self.ctx.target is not None)
+        decision, reason = decide([best], best.cascade, self.ctx.config, user_kernel=self.ctx.target.users_own)
         result = self.writer.build(searches, best.cascade, decision, f"{reason} (verified while the search goes on)",
                                    done=False, only=best.brief.name)
         self.writer.write(result, searches)

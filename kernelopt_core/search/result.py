@@ -37,6 +37,8 @@ class OptimizeResult:
     time_split: dict[str, Any] = field(default_factory=dict)
     # False while the search goes on: an early finalist's verified result, written as soon as it passed
     final: bool = True
+    # candidates worth finalizing that the budget left no time to verify: kernel, node, title, kernel speedup
+    found_unverified: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def budget_reached(self) -> bool:
@@ -54,6 +56,6 @@ class OptimizeResult:
             "config_change": self.config_change, "accepted_sources": dict(self.accepted_sources),
             "environment": self.environment, "accounting": self.accounting,
             "budget": self.budget, "budget_reached": self.budget_reached, "time_split": self.time_split,
-            "final": self.final,
+            "final": self.final, "found_unverified": self.found_unverified,
             "report": os.path.join(self.run_dir, "report.md"), "diff": os.path.join(self.run_dir, "final.diff"),
         }

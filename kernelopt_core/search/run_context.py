@@ -18,13 +18,14 @@ from ..artifacts.model import source_hash
 from ..events import EventSink
 from ..runs import Journal, RunFolder
 from .agents import Executor, Planner, Profiler, Summarizer
-from .budget import Budget, BudgetStop, Schedule
+from .deadline import Budget, BudgetStop, Schedule
 from .evaluation import EvaluationError, Evaluator, GateEvaluator, RecordedEvaluator
 from .experience import Experience
 from .llm import ProviderConfigError, RetryPolicy, UsageLedger, make_provider
 from .llm.recording import RecordingProvider
 from .options import CPU_AB_ROUNDS, CPU_KERNEL_ROUNDS, TRANSPORT_FIELDS, OptimizeConfig, OptimizeError
 from .prompts import PromptError, load_prompt, load_text
+from .target import DumpTarget, Target
 from .time_split import TimeSplit
 
 
@@ -42,6 +43,7 @@ class RunContext:
     """What every stage of one run reads: the graph, the journal, the evaluator, the agents, the budget."""
 
     config: OptimizeConfig
+    target: Target  # what is optimized: a dump's graph, or a project's own kernel
     graph: CompiledGraph
     kernel_name: str | None
     run_folder: RunFolder
@@ -57,7 +59,6 @@ class RunContext:
     profiler: Profiler
     ledger: UsageLedger
     provider: Any = None
-    target: Any = None  # a project's own kernel (userkernels.target.UserKernelTarget), else None
     callable_source: CallableSource = field(default_factory=CallableSource)
     given_launch_timing: dict[str, Any] | None = None
     probe_enabled: bool = False  # families may compile candidates for sm_90 to read their registers
@@ -77,8 +78,8 @@ class RunContext:
 
 def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventSink, resume: str | None,
              evaluator: Evaluator | None, budget: Budget, launch_timing: dict[str, Any] | None = None,
-             callable_source: CallableSource | None = None, target: Any = None) -> RunContext:
-    """A new run on ``path`` (or the run ``resume`` names, continued from its journal)."""
+             callable_source: CallableSource | None = None, target: Target | None = None) -> RunContext:
+    """A new run on ``path`` or on ``target`` (or the run ``resume`` names, continued from its journal)."""
     callable_source = callable_source or CallableSource()
     times = TimeSplit(budget.clock)
     begin = times.clock()
@@ -94,14 +95,13 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
             raise OptimizeError(f"{run_folder.path}: the journal has no run_started entry; cannot resume")
         path = started["graph_path"]
         kernel = started.get("kernel")
-        if started.get("user_kernel") and target is None:
-            target = _user_target(started["user_kernel"])
         if started.get("problem") and not callable_source.problem:
             callable_source.problem = started["problem"]
         # The search parameters are the run's own; how to reach the provider is this invocation's.
         transport = {k: getattr(config, k) for k in TRANSPORT_FIELDS}
         config = OptimizeConfig.from_json({**started["config"], **transport})
-    graph = target.graph() if target is not None else pick_graph(path, kernel)
+    target = target or resolve_target(path, kernel, started)
+    graph = target.graph()
     if started is not None and source_hash(Path(graph.path).read_text(encoding="utf-8")) != started.get("text_hash"):
         assert run_folder is not None
         raise OptimizeError(f"{graph.path} changed since run {run_folder.id} started; "
@@ -109,21 +109,17 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
     device_kind = "cpu" if graph.device == "cpu" else "cuda"
     # Before a new run folder exists: a missing key or a broken prompt file leaves nothing behind.
     provider = _provider(config)
-    prompts = _prompts(target) if provider is not None else {}
+    prompts = _prompts(target.contract_prompt) if provider is not None else {}
     if run_folder is None:
         run_folder = RunFolder.create(config.run_root, graph.name)
     workdir = str(run_folder.path / "work")
     ab_rounds, kernel_rounds = _rounds(config, device_kind)
-    if evaluator is None and target is not None:
-        from .user_kernel_evaluation import UserKernelEvaluator
-
-        evaluator = UserKernelEvaluator(target, workdir, ab_rounds=ab_rounds, kernel_rounds=kernel_rounds, sink=sink)
     # Register budgets come from the candidate compiled for sm_90 (rewrites.budget), on real GPU runs.
-    probe_enabled = (evaluator is None and device_kind == "cuda"
+    probe_enabled = (evaluator is None and device_kind == "cuda" and target.compile_probes
                      and os.environ.get("KERNELOPT_COMPILE_PROBE", "1") != "0")
     if evaluator is None:
         try:
-            evaluator = GateEvaluator(graph, config.device, workdir, ab_rounds=ab_rounds, kernel_rounds=kernel_rounds,
+            evaluator = GateEvaluator(target, config.device, workdir, ab_rounds=ab_rounds, kernel_rounds=kernel_rounds,
                                       sink=sink)
         except EvaluationError as exc:
             raise OptimizeError(str(exc)) from None
@@ -134,7 +130,7 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
             "run_started", "run", graph_path=os.path.abspath(graph.path), graph=graph.name,
             text_hash=source_hash(Path(graph.path).read_text(encoding="utf-8")), kernel=kernel,
             config=config.to_json(), provider=config.provider, model=config.model, device=evaluator.device,
-            problem=callable_source.problem, user_kernel=target.to_json() if target is not None else None)
+            problem=callable_source.problem, user_kernel=target.resume_record())
     else:
         journal.append("resumed", dropped_torn_line=journal.dropped_tail, budget_s=budget.seconds)
     ledger = UsageLedger()
@@ -150,15 +146,21 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
     schedule.on_stop = budget_stop
     times.add("setup", times.clock() - begin)
     return RunContext(
-        config=config, graph=graph, kernel_name=kernel, run_folder=run_folder,
+        config=config, target=target, graph=graph, kernel_name=kernel, run_folder=run_folder,
         evaluator=RecordedEvaluator(evaluator, journal), sink=sink, budget=budget, times=times, schedule=schedule,
         experience=experience,
         planner=Planner(recording, prompts.get("planner"), experience.lookup),
         executor=Executor(recording, prompts.get("executor"), prompts.get("launcher_contract", ""), config.retries),
         summarizer=Summarizer(recording, prompts.get("summarizer")),
         profiler=Profiler(recording, prompts.get("profiler")),
-        ledger=ledger, provider=recording, target=target, callable_source=callable_source,
+        ledger=ledger, provider=recording, callable_source=callable_source,
         given_launch_timing=launch_timing, probe_enabled=probe_enabled)
+
+
+def resolve_target(path: str, kernel: str | None, started: dict[str, Any] | None) -> Target:
+    """The project's own kernel a resumed run was started on, else the dump's graph at ``path``."""
+    recorded = (started or {}).get("user_kernel")
+    return _user_target(recorded) if recorded else DumpTarget(pick_graph(path, kernel))
 
 
 def pick_graph(path: str, kernel: str | None) -> CompiledGraph:
@@ -224,17 +226,16 @@ def _rounds(config: OptimizeConfig, device_kind: str) -> tuple[int | None, int |
     return ab, kernel
 
 
-def _prompts(target: Any) -> dict[str, Any]:
+def _prompts(contract: str) -> dict[str, Any]:
     try:
         prompts: dict[str, Any] = {agent: load_prompt(agent) for agent in ("planner", "executor", "summarizer", "profiler")}
-        contract = target.contract_prompt if target is not None else "launcher_contract.md"
         prompts["launcher_contract"] = load_text(contract)
         return prompts
     except PromptError as exc:
         raise OptimizeError(str(exc)) from None
 
 
-def _user_target(data: dict[str, Any]) -> Any:
+def _user_target(data: dict[str, Any]) -> Target:
     """The user kernel a resumed run was started on."""
     from ..userkernels.target import TargetError, UserKernelTarget
 

@@ -21,9 +21,7 @@ def dispatch(ctx: RunContext) -> tuple[DispatchReport, dict[str, Any] | None]:
         if timing is not None and "error" not in timing:
             ctx.journal.record("note", message="dispatch uses the launch timing the caller measured")
         else:
-            step = ctx.target.timing_step() if ctx.target is not None else \
-                "timing the graph's launches (the first measurement also starts the worker)"
-            ctx.progress(step, stage="timing", percentage=1)
+            ctx.progress(ctx.target.timing_step(), stage="timing", percentage=1)
             timing = ctx.evaluator.launch_timing()
         if timing and "error" not in timing:
             times = {int(k): float(v) for k, v in timing["launch_times_ms"].items()}
@@ -35,8 +33,7 @@ def dispatch(ctx: RunContext) -> tuple[DispatchReport, dict[str, Any] | None]:
         else:
             timing = None
             report = analyze(ctx.graph)
-        if ctx.target is not None:  # a project's own kernel: its share of the harness, in those words
-            report.evidence = ctx.target.dispatch_evidence(report, timing)
+        report.evidence = ctx.target.dispatch_evidence(report, timing)  # in the target's own words
     ctx.journal.record("dispatch", classification=report.classification, evidence=report.evidence,
                        timed=report.timed)
     ctx.progress(f"{report.classification}: {report.evidence}", stage="dispatch", percentage=2)

@@ -3,10 +3,10 @@ launch capture and the gates for hand-written ``@triton.jit`` code (docs/user-ke
 
 No torch or triton at import anywhere here. ``model``, ``parse``, ``hints``, ``extract``,
 ``index``, ``dialect``, ``launcher``, ``target`` are pure (the language server uses them);
-``harness``, ``capture``, ``runtime``, ``harness_module`` and ``jobs`` run in a worker or a
-candidate process and import torch inside their functions; ``cascade``, ``cli`` and ``ncu_run``
+``harness``, ``capture``, ``runtime``, ``harness_module`` and ``tasks`` run in a worker or a
+candidate process and import torch inside their functions; ``cascade``, ``measurements``, ``cli`` and ``ncu_run``
 drive them from the CLI process (the search measures a target with
-:mod:`kernelopt_core.search.user_kernel_evaluation`).
+:class:`kernelopt_core.search.evaluation.GateEvaluator`).
 """
 
 from .model import AccessSite, AutotuneSpec, ConfigSpec, DotSite, LaunchSite, UserKernel, UserKernelFile

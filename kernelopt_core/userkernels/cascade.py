@@ -1,15 +1,14 @@
-"""The four gates for a user kernel candidate (the same gates, the same order, the same verdicts).
+"""The cascade's view of a user's kernel (:class:`UserKernelGates`): the same four gates, in the same
+order, with the same verdicts as a dump's kernels (:func:`kernelopt_core.gates.cascade.run_cascade`).
 
-1. static: the user-kernel dialect (:mod:`.dialect`) and the compile for sm_90 (this process,
-   plus a contained compile process);
-2. kernel: the candidate against the original on the captured launch and on fresh seeds;
-3. model: on a GPU, compute-sanitizer's memcheck and racecheck on the harness run with the
-   candidate (each limited to ``config.sanitizer_timeout_s``, which the search sets from its
-   budget); then the harness output with the candidate against the original's, by the float64
-   rule where the harness runs in float64, else at the kernel tolerance;
-4. perf: the harness timed on each side, through the ``harness`` path.
+What differs is only what a user's kernel supplies:
 
-Gates 2-4 run as worker jobs (:mod:`.jobs`); the candidate runs in its own contained process.
+1. static: the user-kernel dialect (:mod:`.dialect`) and the compile for sm_90, on the launch plan
+   the worker captured from the harness;
+2-4. the worker tasks of :mod:`.tasks`: the candidate against the original on the captured launch;
+   the harness with the candidate (compute-sanitizer first, on a GPU) against the original's output;
+   the harness timed on each side.
+
 The user's file is never written: the result carries the unified diff of the file with the
 candidate in place. Nothing here imports torch.
 """
@@ -19,187 +18,123 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from ..events import CancelledError, EventSink
-from ..gates.cascade import CascadeSetupError, ask_for_spare
-from ..gates.verdict import GATE_NAMES, CascadeConfig, CascadeResult, GateVerdict
+from ..events import EventSink
+from ..gates.cascade import CascadeSetupError, TaskCaller, run_cascade
+from ..gates.verdict import CascadeConfig, CascadeResult, GateVerdict
 from .dialect import candidate_configs, run_user_static_gate
-from .target import UserKernelTarget
-
-_JOBS = "kernelopt_core.userkernels.jobs"
-JobCaller = Callable[[str, dict[str, Any]], dict[str, Any]]
-_GATE_JOBS = {2: "run_user_kernel_gate", 3: "run_user_harness_gate", 4: "run_user_perf_gate"}
+from .measurements import TASKS
 
 
-def job_caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None) -> JobCaller:
-    """Call a job of :mod:`.jobs` in the device's worker (or in this process: ``worker="in-process"``)."""
-    if worker == "in-process":
-        from . import jobs
+class UserKernelTarget(Protocol):
+    """What the cascade reads of :class:`.target.UserKernelTarget` (which makes the cascade's view itself)."""
 
-        return lambda job, payload: getattr(jobs, job)(payload)
-    if worker is None:
-        from ..measure.worker import get_worker
+    file: str
+    kernel: str
+    device: str
+    module: Any
 
-        worker = get_worker(device)
-    cancel = sink.cancel_event if sink is not None else None
+    @property
+    def name(self) -> str: ...
 
-    def call(job: str, payload: dict[str, Any]) -> dict[str, Any]:
-        outcome = worker.call(f"{_JOBS}:{job}", payload, timeout_s=timeout_s, cancel=cancel)
-        if outcome.ok:
-            return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
-        failure = outcome.failure
-        if failure is not None and failure.kind == "cancelled":
-            raise CancelledError(failure.message)
-        if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
-            raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
-        kind = failure.kind if failure else "error"
-        message = failure.message if failure else "the job failed"
-        numbers = {"failure": failure.to_json() if failure else None}
-        if kind in ("oom", "error"):
-            what = "ran out of memory" if kind == "oom" else "failed"
-            return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
-                    "numbers": {**numbers, "oom": kind == "oom"}}
-        what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
-                "cuda_error": "caused a device fault"}.get(kind, "failed")
-        return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
+    def payload(self, **extra: Any) -> dict[str, Any]: ...
 
-    return call
+    def diff(self, candidate: str, text: str | None = None) -> str | None: ...
 
 
-def facts(target: UserKernelTarget, call: JobCaller, workdir: str) -> dict[str, Any]:
+def facts(target: UserKernelTarget, call: TaskCaller, workdir: str) -> dict[str, Any]:
     """The captured launches of the target (raises CascadeSetupError when the harness cannot run)."""
-    reply = call("user_kernel_facts", target.payload(workdir=workdir))
+    reply = call(f"{TASKS}:user_kernel_facts", target.payload(workdir=workdir))
     if "setup_error" in reply:
         raise CascadeSetupError(str(reply["setup_error"]))
     return reply
 
 
+def _default_root() -> str:
+    return os.path.join(tempfile.gettempdir(), f"kernelopt-verify-{os.getuid()}")
+
+
+class UserKernelGates:
+    """A user's kernel as the cascade verifies it: one candidate kernel module, run through its harness."""
+
+    tasks = TASKS
+    retry_low_memory = False  # its tasks have no smaller check
+    static_gate_uses_worker = True  # gate 1 checks the candidate against the launch plan the worker captured
+    gate2_screen = False  # its gate 2 runs every check on the one captured launch, in the screen too
+
+    def __init__(self, target: UserKernelTarget, plan: dict[str, Any] | None = None):
+        self.target = target
+        self.plan = plan
+        self.root = _default_root()  # the tasks' work folder: the configuration's, once a candidate is written
+
+    @property
+    def path(self) -> str:
+        return self.target.file
+
+    def check(self, candidates: dict[str, str]) -> None:
+        if set(candidates) != {self.target.kernel}:
+            raise CascadeSetupError(f"a user-kernel cascade verifies {self.target.kernel} alone, not "
+                                    f"{', '.join(sorted(candidates)) or 'nothing'}")
+
+    def resolve_device(self, requested: str, gates: tuple[int, ...]) -> str:
+        return self.target.device  # the target resolved it
+
+    def _candidate(self, candidates: dict[str, str]) -> str:
+        return candidates[self.target.kernel]
+
+    def _workdir(self, candidate: str) -> str:
+        digest = hashlib.sha256(f"{self.target.file}\0{self.target.kernel}\0{candidate}".encode()).hexdigest()[:12]
+        return os.path.join(self.root, f"{self.target.name}-{digest}")
+
+    def write_candidate(self, candidates: dict[str, str], config: CascadeConfig,
+                        result: CascadeResult) -> str | None:
+        """The candidate module in a work folder, and the diff of the user's file with it in place."""
+        target, candidate = self.target, self._candidate(candidates)
+        self.root = config.workdir or _default_root()
+        diff = target.diff(candidate)
+        result.diff = diff or None
+        if diff == "":
+            result.notes.append(f"the candidate's {target.kernel} is the one in {os.path.basename(target.file)}: "
+                                "no change, no diff")
+        elif diff is None:
+            result.notes.append("the candidate cannot be put into the file as a diff (see gate 1)")
+        workdir = self._workdir(candidate)
+        candidate_file = os.path.join(workdir, f"{target.kernel}.py")
+        try:
+            os.makedirs(workdir, exist_ok=True)
+            with open(candidate_file, "w", encoding="utf-8") as handle:
+                handle.write(candidate)
+        except (OSError, UnicodeError) as exc:
+            result.notes.append(f"the candidate could not be written to {candidate_file}: {exc}")
+            return None
+        result.restitched_path = candidate_file
+        return candidate_file
+
+    def prepare(self, call: TaskCaller | None, config: CascadeConfig) -> None:
+        """The launch plan the harness makes (once): gate 1 checks the candidate against it."""
+        if self.plan is None:
+            assert call is not None
+            self.plan = facts(self.target, call, self.root).get("plan")
+
+    def static_gate(self, candidates: dict[str, str],
+                    config: CascadeConfig) -> tuple[GateVerdict, dict[str, Any] | None]:
+        verdict = run_user_static_gate(self.target.module.source, self.target.kernel, self._candidate(candidates),
+                                       self.plan, config.compile_timeout_s, device=self.target.device)
+        compiled = verdict.numbers.get("compile")
+        return verdict, compiled if isinstance(compiled, dict) else None
+
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
+        candidate = self._candidate(candidates)
+        return self.target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, self.target.kernel),
+                                   workdir=self.root)
+
+
 def run_user_cascade(target: UserKernelTarget, candidate: str, config: CascadeConfig | None = None,
-                     sink: EventSink | None = None, worker: Any = None, *, call: JobCaller | None = None,
+                     sink: EventSink | None = None, worker: Any = None, *, call: TaskCaller | None = None,
                      plan: dict[str, Any] | None = None) -> CascadeResult:
     """Gates ``config.run_gates`` in order on one candidate kernel module of ``target``."""
-    config = config or CascadeConfig()
-    begin = time.monotonic()
-    gates = tuple(sorted(set(config.run_gates)))
-    if not gates or any(g not in GATE_NAMES for g in gates):
-        raise CascadeSetupError(f"run_gates must be a subset of 1-4, got {config.run_gates}")
-    workdir = _workdir(target, candidate, config)
-    result = CascadeResult(accepted=False, failed_gate=None, reason="", graph_path=target.file,
-                           kernels=[target.kernel], device=target.device)
-    diff = target.diff(candidate)
-    result.diff = diff or None
-    if diff == "":
-        result.notes.append(f"the candidate's {target.kernel} is the one in {os.path.basename(target.file)}: "
-                            "no change, no diff")
-    elif diff is None:
-        result.notes.append("the candidate cannot be put into the file as a diff (see gate 1)")
-    candidate_file = os.path.join(workdir, f"{target.kernel}.py")
-    try:
-        os.makedirs(workdir, exist_ok=True)
-        with open(candidate_file, "w", encoding="utf-8") as handle:
-            handle.write(candidate)
-        result.restitched_path = candidate_file
-    except (OSError, UnicodeError) as exc:
-        result.notes.append(f"the candidate could not be written to {candidate_file}: {exc}")
-    call = call or job_caller(target.device, worker, config.job_timeout_s, sink)
-    payload = target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, target.kernel),
-                             workdir=os.path.dirname(workdir), run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
-    if config.spare_candidate and 1 in gates and 2 in gates:
-        ask_for_spare(call, target.device)
-    ended = False  # the gates ran to a verdict (not an exception): only then may a spare process stay
-    try:
-        if plan is None:
-            plan = facts(target, call, payload["workdir"]).get("plan")
-        finished = _run_gates(gates, target, candidate, payload, plan, config, call, sink, result, begin)
-        ended = True
-    except CascadeSetupError as exc:
-        result.seconds = time.monotonic() - begin
-        raise CascadeSetupError(str(exc), partial=result) from None
-    finally:
-        try:
-            call("close_user_candidate", {"keep_spare": config.spare_candidate and ended})
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
-    if finished:
-        result.accepted = True
-        skipped = [g for g in GATE_NAMES if g not in gates]
-        not_run = f"gate{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        result.reason = "passed all four gates" if not skipped else (
-            f"passed gate{'s' if len(gates) > 1 else ''} {', '.join(map(str, gates))} ({not_run} not run)")
-        if skipped:
-            result.notes.append(f"{not_run} did not run; this is not a full acceptance")
-    result.seconds = time.monotonic() - begin
-    if sink is not None:
-        sink.progress(result.reason, stage="gate", percentage=100, accepted=result.accepted)
-    return result
+    return run_cascade(UserKernelGates(target, plan), {target.kernel: candidate}, config, sink, worker, call=call)
 
 
-def _workdir(target: UserKernelTarget, candidate: str, config: CascadeConfig) -> str:
-    root = config.workdir or os.path.join(tempfile.gettempdir(), f"kernelopt-verify-{os.getuid()}")
-    digest = hashlib.sha256(f"{target.file}\0{target.kernel}\0{candidate}".encode()).hexdigest()[:12]
-    return os.path.join(root, f"{target.name}-{digest}")
-
-
-def _run_gates(gates: tuple[int, ...], target: UserKernelTarget, candidate: str, payload: dict[str, Any],
-               plan: dict[str, Any] | None, config: CascadeConfig, call: JobCaller, sink: EventSink | None,
-               result: CascadeResult, begin: float) -> bool:
-    compiled: dict[str, Any] | None = None  # gate 1's compile numbers: the sanitizer's note reads its shared memory
-    for position, gate in enumerate(gates):
-        if sink is not None:
-            sink.check_cancelled()
-            sink.progress(f"gate {gate} ({GATE_NAMES[gate]})", stage="gate", gate=gate,
-                          percentage=int(100 * position / len(gates)))
-        if gate == 1:
-            verdict = run_user_static_gate(target.module.source, target.kernel, candidate, plan,
-                                           config.compile_timeout_s, device=target.device)
-            compiled = verdict.numbers.get("compile") if isinstance(verdict.numbers.get("compile"), dict) else None
-        else:
-            job = {**payload, "seeds": list(config.seeds_kernel if gate == 2 else config.seeds_model),
-                   "reruns": config.determinism_reruns, "tolerance": config.model_tolerance,
-                   "rounds": config.ab_rounds, "min_speedup": config.min_speedup,
-                   "kernel_timing": config.kernel_timing, "sanitize": config.sanitize,
-                   "sanitizer_timeout_s": config.sanitizer_timeout_s, "compiled": compiled,
-                   "spare": gate == 2 and config.spare_candidate}
-            started = time.monotonic()
-            reply = call(_GATE_JOBS[gate], job)
-            if "setup_error" in reply:
-                raise CascadeSetupError(str(reply["setup_error"]))
-            verdict = GateVerdict(gate, GATE_NAMES[gate], bool(reply.get("passed")), str(reply.get("reason", "")),
-                                  dict(reply.get("numbers") or {}), time.monotonic() - started,
-                                  could_not_verify=bool(reply.get("could_not_verify")))
-        result.gates.append(verdict)
-        sanitized = verdict.numbers.get("sanitizer_note")
-        if isinstance(sanitized, str) and "not checked" in sanitized and sanitized not in result.notes:
-            result.notes.append(sanitized)
-        containment = verdict.numbers.get("containment")
-        if isinstance(containment, dict):
-            result.containment = containment
-            if not containment.get("contained"):
-                note = (f"the candidate's process was only partly contained ({containment.get('filesystem')}; "
-                        f"{containment.get('network')})")
-                if note not in result.notes:
-                    result.notes.append(note)
-        if verdict.numbers.get("violation") or (verdict.numbers.get("compile") or {}).get("violation"):
-            result.quarantined = True
-        if gate == 4:
-            numbers = verdict.numbers
-            if numbers.get("speedup") is not None:
-                result.speedup = float(numbers["speedup"])
-                result.ci = (float(numbers["ci_low"]), float(numbers["ci_high"]))
-                result.timing_path = numbers.get("timing_path")
-            result.kernel_speedups = {str(k): float(v) for k, v in (numbers.get("kernel_speedups") or {}).items()}
-        if not verdict.passed:
-            result.failed_gate = gate
-            if verdict.could_not_verify:
-                result.could_not_verify = True
-                result.reason = f"gate {gate} ({verdict.name}) could not verify the candidate: {verdict.reason}"
-            else:
-                result.reason = f"gate {gate} ({verdict.name}) rejected the candidate: {verdict.reason}"
-            return False
-    return True
-
-
-__all__ = ["facts", "job_caller", "run_user_cascade"]
+__all__ = ["TASKS", "UserKernelGates", "facts", "run_user_cascade"]

@@ -38,9 +38,9 @@ def target_from_args(args: argparse.Namespace, path: str) -> UserKernelTarget:
 def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: Any, failure: Any) -> Any:
     """``kernelopt profile FILE.py``: the kernel alone and the harness timed; ncu on a GPU when it is there."""
     from ..analyst import analyze_kernel
+    from ..gates.cascade import task_caller
     from ..measure.ncu import NcuError, NcuNotFound, NcuPermissionDenied
     from ..measure.traffic import LaunchArg, LaunchTraffic
-    from .cascade import job_caller
     from .hints import file_hints
 
     try:
@@ -49,9 +49,9 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
         raise failure(str(exc)) from None
     sink.progress(f"running {target.harness.describe()} and capturing {target.kernel}", stage="profile",
                   percentage=10)
-    call = job_caller(target.device, None, 900.0, sink)
+    call = task_caller(target.device, None, 900.0, sink)
     workdir = os.path.join(os.getcwd(), ".kernelopt", "user-kernels")
-    reply = call("profile_user_kernel", target.payload(workdir=workdir))
+    reply = call("kernelopt_core.userkernels.tasks:profile_user_kernel", target.payload(workdir=workdir))
     if "setup_error" in reply:
         raise failure(str(reply["setup_error"]))
     if reply.get("could_not_verify") or "kernel_ms" not in reply:

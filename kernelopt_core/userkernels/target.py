@@ -5,9 +5,9 @@
 :class:`UserKernelTarget`: the parsed kernel, the harness spec, the extracted kernel module and
 the device. The target also speaks the optimizer's language: :meth:`graph` is the
 :class:`~kernelopt_core.artifacts.model.CompiledGraph` view the search pipeline reads (one
-kernel, one launch), :meth:`rewrite` puts accepted kernels into the user's file text; the
-search measures and gates it with its own evaluator
-(:mod:`kernelopt_core.search.user_kernel_evaluation`). Nothing here imports torch.
+kernel, one launch), :meth:`rewrite` puts accepted kernels into the user's file text, and the
+search's evaluator gates it through :meth:`gates` and measures it through :mod:`.measurements`.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..artifacts.model import CompiledGraph, Launch, TritonKernel, source_hash
 from .extract import (
@@ -73,6 +74,13 @@ def _has_gpu() -> bool:
 
 @dataclass
 class UserKernelTarget:
+    """A user's kernel as the search's target (:class:`kernelopt_core.search.target.Target`)."""
+
+    users_own: ClassVar[bool] = True
+    compile_probes: ClassVar[bool] = False
+    times_kernel_in_gate4: ClassVar[bool] = True
+    cascade_timeout_s: ClassVar[float | None] = 900.0
+
     file: str
     kernel: str
     harness: HarnessSpec
@@ -154,6 +162,43 @@ class UserKernelTarget:
     @property
     def contract_prompt(self) -> str:
         return CONTRACT_PROMPT
+
+    def resume_record(self) -> dict[str, Any] | None:
+        return self.to_json()
+
+    def rewritten_name(self) -> str:
+        return os.path.basename(self.file)
+
+    # --- measured through the search's evaluator, in the worker of its device ----------------------
+
+    def device_for(self, requested: str) -> str:
+        return self.device  # resolved with the target
+
+    def gates(self) -> Any:
+        """The cascade's view (:class:`.cascade.UserKernelGates`); it keeps the launch plan once captured."""
+        from .cascade import UserKernelGates
+
+        return UserKernelGates(self)
+
+    def facts(self, call: Any, device: str, kernels: list[str], rounds: int | None) -> dict[str, Any]:
+        return {"kernels": {name: {"configs": []} for name in kernels}}  # no autotuner configs to read
+
+    def launch_timing(self, call: Any, worker: Any, device: str, workdir: str) -> dict[str, Any] | None:
+        from .measurements import launch_timing
+
+        return launch_timing(self, call, workdir)
+
+    def profile(self, kernel: str, sections: tuple[str, ...], device: str,
+                cancel: threading.Event | None) -> dict[str, Any] | None:
+        from .measurements import profile
+
+        return profile(self, sections, cancel)
+
+    def time_candidate(self, call: Any, device: str, kernel: str, source: str, written: str | None,
+                       rounds: int | None, workdir: str) -> dict[str, Any]:
+        from .measurements import time_candidate
+
+        return time_candidate(self, call, source, rounds, workdir)
 
 
 def _label(path: str) -> str:

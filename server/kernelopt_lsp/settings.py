@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelopt_core.search.budget import DEFAULT_BUDGET_S
+from kernelopt_core.search.deadline import DEFAULT_BUDGET_S
 
 PROVIDERS = ("anthropic", "vertex", "offline")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

@@ -180,11 +180,11 @@ def _evaluate_two_stage(cases: list[Case], graphs: dict[str, str], gates: tuple[
 
 def _close_candidate(evaluator: Any, worker: Any) -> None:
     if worker == "in-process":
-        from kernelopt_core.gates import jobs
+        from kernelopt_core.gates.tasks import skeleton
 
-        jobs.close_candidate({})
+        skeleton.close_candidate({})
     else:
-        evaluator.worker.call("kernelopt_core.gates.jobs:close_candidate", {})
+        evaluator.worker.call("kernelopt_core.gates.tasks.skeleton:close_candidate", {})
 
 
 def summary_rows(results: list[CaseResult]) -> list[dict[str, Any]]:

@@ -1,63 +1,60 @@
-"""Gates 2-4 as worker jobs: plain functions from a JSON-able payload to a JSON-able verdict.
+"""Gates 2-4 of a kernel in an Inductor dump, as worker tasks (what the graph compares and times).
 
-They run inside a worker (``Worker.call("kernelopt_core.gates.jobs:run_kernel_gate", payload)``)
-or in-process (tests); torch is imported inside the functions. The worker is the *checker*: it
-loads the baseline graph, prepares arguments and compares results. The candidate itself is never
-imported here: it runs in a fresh contained process (:mod:`kernelopt_core.sandbox`), one per
-candidate, kept for that candidate's gates 2-4 and closed before the next candidate starts. Gate 2
-takes a spare process started ahead of time when one is ready (:mod:`kernelopt_core.sandbox.spare`:
-a fresh process all the same, only started earlier) and, for the search's screens, starts the next.
-
-Each job returns ``{"passed": bool, "reason": str, "numbers": {...}}``; ``"could_not_verify":
-True`` when the check itself failed (out of memory, the candidate process could not start, the
-float64 reference failed to build...) — never a rejection of the candidate; or ``{"setup_error":
-str}`` when the *baseline* cannot be loaded or run.
+The worker loads the baseline graph, captures the kernels' launches and compares; the candidate runs
+in its own contained process (:mod:`.skeleton`, shared with a user's kernel). Replies as
+:mod:`.skeleton` says.
 
 Payload keys: ``graph`` (the original output_code.py), ``restitched`` (the candidate's
 re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (their candidate
 sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
 launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
 ``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
-(2: keep a spare process ready for the next candidate).
+(2: keep a spare process ready for the next candidate); ``adds_decisions`` (2: False when gate 1 found no
+decision the candidate adds, which spares it the structured families) and ``constants`` (2: the values the
+``constants`` family draws at; by default the candidate's literals).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ..measure.job_context import RECYCLE_KEY
-
-_LOCK = threading.Lock()
-_CANDIDATE: dict[str, Any] = {}  # "key", "process", "graph_loaded", "kernels", "inputs"
-_BASELINES: dict[str, Any] = {}  # graph path -> {"process", "kernels", "inputs"}
-
-
-class _SetupError(Exception):
-    pass
-
-
-class _CouldNotVerify(Exception):
-    pass
-
-
-def _device(payload: dict[str, Any]) -> str:
-    from ..measure.job_context import worker_device
-
-    return str(payload.get("device") or worker_device())
-
-
-def _flavor(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
+from ...measure.job_context import RECYCLE_KEY
+from .skeleton import (
+    CANDIDATE,
+    SandboxSlot,
+    baseline_slot,
+    candidate_inputs,
+    candidate_slot,
+    model_numbers,
+    perf_gate,
+    sanitizer_rejection,
+    time_kernel_pair,
+)
+from .skeleton import CouldNotVerify as _CouldNotVerify
+from .skeleton import SetupError as _SetupError
+from .skeleton import candidate_failure as _candidate_failure
+from .skeleton import candidate_memory as _candidate_memory
+from .skeleton import candidate_outputs as _candidate_outputs
+from .skeleton import containment as _containment
+from .skeleton import could_not_verify as _could_not_verify
+from .skeleton import device_of as _device
+from .skeleton import guarded as _guarded
+from .skeleton import is_oom as _is_oom
+from .skeleton import release_mappings as _release_mappings
+from .skeleton import sandbox_failure as _sandbox_failure
+from .skeleton import settle_spare as _settle_spare
+from .skeleton import share_inputs as _share_inputs
+from .skeleton import verdict as _verdict
 
 
 def _load(path: str, device: str, role: str) -> ModuleType:
-    from ..graph_module import load_graph_module
+    from ...graph_module import load_graph_module
 
     with open(path, "rb") as handle:
         digest = hashlib.sha256(os.path.abspath(path).encode() + b"\0" + handle.read()).hexdigest()[:20]
@@ -71,148 +68,37 @@ def _load_baseline(payload: dict[str, Any], device: str) -> ModuleType:
         raise _SetupError(f"the baseline graph {payload['graph']} cannot be loaded: {type(exc).__name__}: {exc}") from exc
 
 
-def _verdict(passed: bool, reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": passed, "reason": reason, "numbers": numbers}
-
-
-def _could_not_verify(reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": False, "could_not_verify": True, "reason": reason, "numbers": numbers}
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError) or \
-        "out of memory" in str(exc).lower()
-
-
-def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return job(payload)
-    except _SetupError as exc:
-        return {"setup_error": str(exc)}
-    except _CouldNotVerify as exc:
-        return _could_not_verify(str(exc))
-    except Exception as exc:  # noqa: BLE001 - the checker's own failure is never the candidate's
-        if _is_oom(exc):
-            _empty_cache(payload)
-            return _could_not_verify(f"the check ran out of memory: {type(exc).__name__}: {str(exc)[:600]}",
-                                     oom=True)
-        raise
-
-
-def _empty_cache(payload: dict[str, Any]) -> None:
-    import gc
-
-    gc.collect()
-    if _device(payload).startswith("cuda"):
-        import torch
-
-        torch.cuda.empty_cache()
-
-
 # --- the candidate's process -----------------------------------------------------------------
 
 
-def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> Any:
-    """This candidate's contained process (a fresh one; the previous candidate's is closed).
-
-    ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``payload["spare"]``
-    (the search's screens, where another candidate follows) the next spare is started at once.
-    """
-    from ..sandbox.process import SandboxError
-    from ..sandbox.spare import take_process
-
-    key = str(payload["restitched"])
-    with _LOCK:
-        if _CANDIDATE.get("key") == key and _CANDIDATE.get("process") is not None \
-                and not _CANDIDATE["process"].closed:
-            return _CANDIDATE["process"]
-        _close_candidate_locked()
-        try:
-            taken = take_process(_flavor(device), device, payload.get("scratch_root"),
-                                 keep_spare=bool(payload.get("spare")), use_spare=from_spare)
-            process, how = taken.process, taken.to_json()
-        except SandboxError as exc:
-            raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
-        _CANDIDATE.update(key=key, process=process, graph_loaded=False, kernels=set(), inputs=False, how=how)
-        return process
+def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> SandboxSlot:
+    """This candidate's process, kept by its re-stitched graph's path (:func:`.skeleton.candidate`)."""
+    return candidate_slot(payload, device, str(payload["restitched"]), from_spare=from_spare)
 
 
-def _close_candidate_locked() -> None:
-    process = _CANDIDATE.pop("process", None)
-    _CANDIDATE.clear()
-    if process is not None:
-        process.close()
-
-
-def close_candidate(payload: dict[str, Any]) -> dict[str, Any]:
-    """Job: end the current candidate's process (the cascade calls this when it is done), and the spare
-    process too unless ``keep_spare`` (a screen that ended normally: the next candidate takes it)."""
-    from ..sandbox.spare import close_spare
-
-    with _LOCK:
-        _close_candidate_locked()
-    if not payload.get("keep_spare"):
-        close_spare()
-    return {"closed": True}
-
-
-def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
-    """Job: start the spare candidate process now, unless one is kept or starting (the cascade asks before
-    gate 1 of a screen, so that the first candidate's process starts while gate 1 compiles)."""
-    from ..sandbox.spare import ensure_spare
-
-    device = _device(payload)
-    return {"started": ensure_spare(_flavor(device), device, payload.get("scratch_root"))}
-
-
-def spare_candidate_status(payload: dict[str, Any]) -> dict[str, Any]:
-    """Job: the spare candidate process's pid (None until it is ready) and state, for tests and reports."""
-    from ..sandbox.spare import spare_status
-
-    return spare_status()
-
-
-def _settle_spare() -> None:
-    """Before timing: let a spare that is starting finish, so that its start-up does not share the machine."""
-    from ..sandbox.spare import settle_spare
-
-    settle_spare()
-
-
-def _containment(process: Any) -> dict[str, Any]:
-    report = process.containment
-    return {"pid": process.pid, "contained": report.contained, "filesystem": report.filesystem,
-            "network": report.network}
-
-
-def _candidate_failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
-    """The verdict for a failed request: the candidate's fault, or the check's."""
-    if reply.get("checker_error") or reply.get("oom"):
-        return _could_not_verify(f"{what}: the check failed ({reply.get('error')})", oom=bool(reply.get("oom")))
-    return _verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
-
-
-def _load_candidate_kernels(process: Any, payload: dict[str, Any], names: list[str], device_str: str) -> \
+def _load_candidate_kernels(slot: SandboxSlot, payload: dict[str, Any], names: list[str], device_str: str) -> \
         dict[str, Any] | None:
-    loaded: set[str] = _CANDIDATE.setdefault("kernels", set())
     sources: dict[str, str] = dict(payload.get("sources") or {})
     for name in names:
-        if name in loaded:
+        if f"kernel:{name}" in slot.loaded:
             continue
         if name not in sources:
             raise _SetupError(f"the payload carries no candidate source for {name}")
-        reply = process.call("load_kernel", name=name, source=sources[name], device_str=device_str)
+        reply = slot.process.call("load_kernel", name=name, source=sources[name], device_str=device_str)
         if not reply.get("ok"):
             return _candidate_failure(reply, f"{name} fails to load")
-        loaded.add(name)
+        slot.loaded.add(f"kernel:{name}")
     return None
 
 
-def _sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
-    kind = getattr(exc, "kind", "error")
-    if kind in ("timeout", "crash"):
-        return _verdict(False, f"{what}: {exc}")
-    return _could_not_verify(f"{what}: {exc}")
+def _load_candidate_graph(slot: SandboxSlot, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The re-stitched graph in the candidate's process (once per candidate); a verdict when it fails."""
+    if "graph" not in slot.loaded:
+        reply = slot.process.call("load_graph", path=payload["restitched"])
+        if not reply.get("ok"):
+            return _candidate_failure(reply, "the re-stitched graph fails to load")
+        slot.loaded.add("graph")
+    return None
 
 
 def _peak_device_bytes(device: str) -> int | None:
@@ -234,7 +120,7 @@ def _reset_peak(device: str) -> None:
 
 
 def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..sandbox.spare import closing_spare_unless_verdict
+    from ...sandbox.spare import closing_spare_unless_verdict
 
     return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
 
@@ -242,15 +128,15 @@ def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from ..artifacts import parse_output_code
-    from ..artifacts.kernel_arguments import argument_roles, runtime_parameters
-    from ..graph_module import make_inputs
-    from ..sandbox.exchange import ExchangeArena
-    from ..sandbox.process import SandboxError
-    from .kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
-    from .kernel_gate import BATTERIES, check_kernel
-    from .launch_capture import capture_launches
-    from .step_clock import StepClock
+    from ...artifacts import parse_output_code
+    from ...artifacts.kernel_arguments import argument_roles, runtime_parameters
+    from ...graph_module import make_inputs
+    from ...sandbox.exchange import ExchangeArena
+    from ...sandbox.process import SandboxError
+    from ..kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
+    from ..kernel_gate import BATTERIES, check_kernel
+    from ..launch_capture import capture_launches
+    from ..step_clock import StepClock
 
     device = _device(payload)
     graph = parse_output_code(payload["graph"])
@@ -261,6 +147,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if battery not in BATTERIES:
         raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
+    with clock("sanitizer_ahead"):
+        _sanitize_ahead(payload, device)
     with clock("load_baseline"):
         baseline = _load_baseline(payload, device)
     resident = _allocated(device)  # what the loaded graph keeps (its constants): never counted as retained
@@ -288,12 +176,13 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
     try:
         with clock("load_candidate"):  # getting the process (the spare, or a fresh one) and loading the kernels
-            process = _candidate(payload, device, from_spare=True)
-            failed = _load_candidate_kernels(process, payload, names, graph.device or "cuda")
+            slot = _candidate(payload, device, from_spare=True)
+            process = slot.process
+            failed = _load_candidate_kernels(slot, payload, names, graph.device or "cuda")
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
-    candidate_process = _CANDIDATE.get("how")  # from the spare or not, and the seconds getting it took
+    candidate_process = slot.how  # from the spare or not, and the seconds getting it took
     if failed is not None:
         failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery,
                                  candidate_process=candidate_process)
@@ -378,7 +267,7 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
     (:mod:`..measure.allocator_census`)."""
     if before is None or not device.startswith("cuda"):
         return None
-    from ..measure.allocator_census import census, settled_allocated
+    from ...measure.allocator_census import census, settled_allocated
 
     retained = settled_allocated() - before
     memory["retained_after_bytes"] = retained
@@ -434,34 +323,6 @@ def _release_cached(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _candidate_memory(process: Any, reset: bool = False) -> int | None:
-    """The candidate process's own allocator peak (None on the CPU, or when it cannot answer)."""
-    from ..sandbox.process import SandboxError
-
-    if process.closed:
-        return None
-    try:
-        reply = process.call("memory", timeout_s=30.0, reset=reset)
-    except SandboxError:
-        return None
-    peak = reply.get("peak_bytes")
-    return int(peak) if isinstance(peak, (int, float)) else None
-
-
-def _release_mappings(process: Any) -> None:
-    """Ask a process to drop the exchange buffers it mapped. A CUDA buffer another process still maps
-    cannot be freed (nor can it ever be, if that process is later killed), so this comes before the
-    arena that allocated them closes."""
-    from ..sandbox.process import SandboxError
-
-    if process is None or process.closed:
-        return
-    try:
-        process.call("release", timeout_s=30.0, buffers=True)
-    except SandboxError:
-        pass
-
-
 def _gate2_memory(clock: Any, working: int, tracked: int, candidate_peak: int | None) -> dict[str, Any]:
     """Gate 2's memory against the launch's working set: its own buffers as it counts them (tracked), and
     what the device's allocators saw (the worker's and the candidate process's peaks, on a GPU)."""
@@ -494,11 +355,15 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
                 names: list[str]) -> list[Any]:
     """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
-    from .kernel import input_family_sets
+    from ..kernel import input_family_sets
+    from ..structured_families import adds_decisions, candidate_constants
 
     if payload.get("families") is False:
         return []
-    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source))
+    candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
+    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
+                             adds_decisions=adds_decisions(payload),
+                             constants=candidate_constants(payload, candidate, kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
@@ -508,86 +373,13 @@ def run_model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _guarded(_model_gate, payload)
 
 
-def _share_inputs(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-    """Copy the graph's inputs into exchange buffers: (refs, message arguments)."""
-    import torch
-
-    from ..sandbox.exchange import TensorView
-
-    refs: list[dict[str, Any]] = []
-    args: list[Any] = []
-    for value in inputs:
-        if not isinstance(value, torch.Tensor):
-            args.append(value if isinstance(value, (bool, int, float, str)) or value is None else str(value))
-            continue
-        span = 1 + sum((s - 1) * st for s, st in zip(value.size(), value.stride(), strict=True)) if value.numel() else 1
-        buffer, ref = arena.allocate(span * value.element_size())
-        view = buffer[: span * value.element_size()].view(value.dtype).as_strided(value.size(), value.stride(), 0)
-        view.copy_(value)
-        refs.append(ref.to_json())
-        args.append({"view": TensorView(len(refs) - 1, str(value.dtype), tuple(value.size()), tuple(value.stride()),
-                                        0).to_json()})
-    return refs, args
-
-
-def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | None, name: str, values: list[Any],
-                     kwargs: dict[str, Any], share: Callable[..., Any] | None = None) -> tuple[Any, int]:
-    """Kernel-alone A/B of two processes, each on its own copy of the launch's arguments in an exchange arena
-    of its own: (the timing, the arenas' peak bytes).
-
-    Never one buffer for both: on the H200 (torch 2.11) a CUDA IPC buffer that two processes had mapped stayed
-    allocated in the worker after both let go of it, and after both ended (``benchmarks/gpu/ipc_retention.py``;
-    a buffer mapped by one process at a time is given back). A search's kernel timing lost one working set per
-    candidate that way. Separate copies also keep a candidate that writes its inputs from touching the
-    baseline's."""
-    from ..sandbox.exchange import ExchangeArena
-    from ..sandbox.process import settle_device_work
-    from .perf import time_processes
-
-    share = share or _share_inputs
-    arenas = [ExchangeArena(device), ExchangeArena(device)]
-    try:
-        requests = []
-        for arena in arenas:
-            refs, args = share(arena, values)
-            requests.append({"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs})
-        settle_device_work()  # the copies are complete before another process reads them
-        timing = time_processes(baseline, candidate, device, rounds, requests[0], path="kernel",
-                                candidate_request=requests[1])
-    finally:
-        _release_mappings(baseline)
-        _release_mappings(candidate)
-        peak = sum(arena.peak_bytes for arena in arenas)
-        for arena in arenas:
-            arena.close()
-    return timing, peak
-
-
-def _candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
-    from ..sandbox.exchange import SharedRef, TensorView, open_shared, view_of
-
-    refs = [SharedRef.from_json(r) for r in reply.get("refs", [])]
-    for ref in refs:
-        if ref.kind == "file" and not process.owns_path(ref.path):
-            raise _CouldNotVerify(f"the candidate process named an output file outside its scratch folder: {ref.path}")
-    buffers = [open_shared(ref) for ref in refs]
-    outputs: list[Any] = []
-    for item in reply.get("outputs", []):
-        if "view" in item:
-            view = TensorView.from_json(item["view"])
-            outputs.append(view_of(buffers[view.buffer], view))
-        else:
-            outputs.append(item.get("value"))
-    return outputs
-
-
 def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..graph_module import call_graph, make_inputs
-    from ..sandbox.exchange import ExchangeArena
-    from ..sandbox.process import SandboxError
-    from .float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
-    from .model import check_seed, judge_structure
-    from .step_clock import StepClock
+    from ...graph_module import call_graph, make_inputs
+    from ...sandbox.exchange import ExchangeArena
+    from ...sandbox.process import SandboxError
+    from ..float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
+    from ..model import check_seed, judge_structure
+    from ..step_clock import StepClock
 
     device = _device(payload)
     seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
@@ -598,20 +390,19 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         baseline = _load_baseline(payload, device)
     try:
         with clock("load_candidate"):
-            process = _candidate(payload, device)
-            if not _CANDIDATE.get("graph_loaded"):
-                reply = process.call("load_graph", path=payload["restitched"])
-                if not reply.get("ok"):
-                    return _candidate_failure(reply, "the re-stitched graph fails to load")
-                _CANDIDATE["graph_loaded"] = True
+            slot = _candidate(payload, device)
+            process = slot.process
+            failed = _load_candidate_graph(slot, payload)
+            if failed is not None:
+                return failed
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     with clock("sanitizer"):
-        sanitizer = _sanitize(payload, device)
-    if sanitizer.errors:
-        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
-                        containment=containment)
+        sanitizing = _begin_sanitize(payload, device)  # beside the seeds below where the device has room, else now
+    rejected = sanitizer_rejection(sanitizing.result(), containment) if sanitizing.done() else None
+    if rejected is not None:
+        return rejected
     reference: Any = None
     reference_error: str | None = None
     checks = []
@@ -624,8 +415,8 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     def inputs_for(seed: int, family: str | None) -> list[Any]:
         values = make_inputs(baseline, seed=seed)
         if family is not None:
-            from .input_families import families_for, fill
-            from .kernel import device_chunk
+            from ..input_families import families_for, fill
+            from ..kernel import device_chunk
 
             for value in values:
                 if hasattr(value, "is_floating_point") and value.is_floating_point() and \
@@ -698,18 +489,17 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         finally:
             _release_mappings(process)
             arena.close()
-    numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
-                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-                               "containment": containment, "steps_s": clock.rounded(),
-                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note,
-                               "memory": {"device_peak_bytes": _peak_device_bytes(device),
-                                          "candidate_process_peak_bytes": child_peak or None}}
+    with clock("sanitizer_wait"):
+        sanitizer = sanitizing.result()
+    rejected = sanitizer_rejection(sanitizer, containment)
+    if rejected is not None:
+        return rejected
+    numbers = {**model_numbers(checks, tolerance, containment, sanitizer), "steps_s": clock.rounded(),
+               "memory": {"device_peak_bytes": _peak_device_bytes(device),
+                          "candidate_process_peak_bytes": child_peak or None}}
     fallbacks = [c.fallback for c in checks if c.fallback is not None]
     if fallbacks:
-        worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
-        numbers.update(d_ref=worst.d_ref, d_opt=worst.d_opt, rho=worst.rho, float64_reference=reference is not None)
-    else:
-        numbers.update(d_ref=None, d_opt=None, rho=None)
+        numbers["float64_reference"] = reference is not None
     failed = next((c for c in checks if not c.passed), None)
     if failed is not None:
         inputs = f" (inputs: {failed.label})" if failed.label else ""
@@ -722,9 +512,32 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
+def _begin_sanitize(payload: dict[str, Any], device: str) -> Any:
+    """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
+    room for its targets, else now (a future either way)."""
+    from ..sanitize import begin_sanitizer, claim_sanitizer, room_beside
+
+    ahead = claim_sanitizer(str(payload.get("restitched")))
+    if ahead is not None:
+        return ahead
+    beside = payload.get("sanitize") is not False and room_beside(device)
+    return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched")))
+
+
+def _sanitize_ahead(payload: dict[str, Any], device: str) -> None:
+    """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
+    battery (no timing runs in either), where the device has room; gate 3 takes the run."""
+    from ..sanitize import begin_sanitizer, room_beside
+
+    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False or not room_beside(device):
+        return
+    ahead = {**payload, "compiled": payload.get("compiled") or {}}
+    begin_sanitizer(lambda: _sanitize(ahead, device), True, key=str(payload.get("restitched")))
+
+
 def _sanitize(payload: dict[str, Any], device: str) -> Any:
     """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
-    from .sanitize import sanitize_finalist
+    from ..sanitize import sanitize_finalist
 
     return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
                              dict(payload.get("compiled") or {}), device,
@@ -736,8 +549,8 @@ def _check_reference_arguments(reference: Any, graph_path: str) -> None:
     """Repro.forward must take the wrapper's arguments, by name and in order."""
     import inspect
 
-    from ..artifacts import parse_output_code
-    from .float64_reference import ReferenceUnavailable
+    from ...artifacts import parse_output_code
+    from ..float64_reference import ReferenceUnavailable
 
     wanted = [spec.name for spec in parse_output_code(graph_path).inputs]
     taken = list(inspect.signature(reference.module.forward).parameters)
@@ -760,135 +573,115 @@ GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negat
 STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
 
 
-def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> dict[str, Any]:
+def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
+    """Task: start the baseline's timing process (loading the original graph: seconds) on a thread, so that the
+    first candidate's kernel timing finds it ready (the holder's lock makes that timing wait for the start). A
+    start that fails is forgotten: the timing starts the process itself and says why."""
+    import threading
+
+    device = _device(payload)
+
+    def start() -> None:
+        try:
+            _baseline_process(payload, device)
+        except Exception:  # noqa: BLE001 - only a head start: the timing tries again
+            pass
+
+    threading.Thread(target=start, name="baseline-timing-start", daemon=True).start()
+    return {"started": True}
+
+
+def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> SandboxSlot:
     """A process holding the original graph, timed the same way as the candidate's (reused per graph).
 
     Its graph input sets are made only when ``inputs`` asks (graph timing): kernel timing needs none, and
     three input sets held for the whole search are device memory every candidate's gate 2 lacks.
+    ``from_start``: called by :func:`begin_baseline_timing`'s thread (every other caller waits for it).
     """
-    from ..sandbox.process import SandboxError, SandboxProcess
+    from ...sandbox.process import SandboxError
 
     key = os.path.abspath(payload["graph"])
-    entry = _BASELINES.get(key)
-    if entry is None or entry["process"].closed:
-        for other in list(_BASELINES.values()):
-            other["process"].close()
-        _BASELINES.clear()
+
+    def load(process: Any) -> None:
+        reply = process.call("load_graph", path=key)
+        if not reply.get("ok"):
+            raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
+
+    slot = baseline_slot(payload, device, key, load)
+    if inputs and "inputs" not in slot.loaded:
         try:
-            process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
-            reply = process.call("load_graph", path=key)
-            if not reply.get("ok"):
-                raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
-        except SandboxError as exc:
-            raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
-        entry = _BASELINES[key] = {"process": process, "kernels": set(), "inputs": False}
-    if inputs and not entry["inputs"]:
-        try:
-            reply = entry["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
+            reply = slot.process.call("make_inputs", seeds=list(INPUT_SEEDS))
         except SandboxError as exc:
             raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
         if not reply.get("ok"):
             raise _SetupError(f"the baseline graph cannot make its inputs: {reply.get('error')}")
-        entry["inputs"] = True
-    return entry
-
-
-def close_baselines(payload: dict[str, Any] | None = None) -> dict[str, Any]:
-    for entry in list(_BASELINES.values()):
-        entry["process"].close()
-    _BASELINES.clear()
-    return {"closed": True}
+        slot.loaded.add("inputs")
+    return slot
 
 
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..sandbox.process import SandboxError
-    from .perf import perf_decision, time_processes
+    from ...measure.paths import TimingPath
 
     device = _device(payload)
     names: list[str] = list(payload.get("kernels") or [])
-    min_speedup = float(payload.get("min_speedup", 1.03))
-    rounds = payload.get("rounds")
-    _settle_spare()
-    try:
+
+    def sides() -> tuple[SandboxSlot, SandboxSlot] | dict[str, Any]:
         baseline = _baseline_process(payload, device, inputs=True)
-        process = _candidate(payload, device)
-        if not _CANDIDATE.get("graph_loaded"):
-            reply = process.call("load_graph", path=payload["restitched"])
-            if not reply.get("ok"):
-                return _candidate_failure(reply, "the re-stitched graph fails to load")
-            _CANDIDATE["graph_loaded"] = True
-        if not _CANDIDATE.get("inputs"):
-            reply = process.call("make_inputs", seeds=list(INPUT_SEEDS))
-            if not reply.get("ok"):
-                return _candidate_failure(reply, "the re-stitched graph cannot make its inputs")
-            _CANDIDATE["inputs"] = True
-        result = time_processes(baseline["process"], process, device, rounds,
-                                {"what": "graph", "input_sets": list(INPUT_SEEDS)})
-    except SandboxError as exc:
-        return _sandbox_failure(exc, "timing")
-    except RuntimeError as exc:
-        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
-    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
-    kernel_speedups: dict[str, float] = {}
-    kernel_notes: list[str] = []
-    if payload.get("kernel_timing", True) and names:
-        try:
-            kernel_speedups = _kernel_speedups(payload, device, baseline, process, names, rounds)
-        except Exception as exc:  # noqa: BLE001 - reported, never decides
-            kernel_notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
-    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
-    memory = {}
-    for label, side in (("baseline_process_peak_bytes", baseline["process"]), ("candidate_process_peak_bytes", process)):
-        try:
-            memory[label] = side.call("memory").get("peak_bytes")
-        except SandboxError:
-            memory[label] = None
-    return _verdict(decision.passed, decision.reason + note, memory=memory, speedup=result.speedup,
-                    ci_low=result.ci_low,
-                    ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
-                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
-                    min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=kernel_notes,
-                    device=device, timed_by="the checker's clock around requests to each side's own process",
-                    containment=_containment(process))
+        slot = _candidate(payload, device)
+        failed = _load_candidate_graph(slot, payload)
+        if failed is None:
+            failed = candidate_inputs(slot, INPUT_SEEDS, "the re-stitched graph")
+        return failed if failed is not None else (baseline, slot)
+
+    return perf_gate(payload, device, sides, INPUT_SEEDS, TimingPath.MODULE_CALL.value,
+                     lambda baseline, slot: _kernel_speedups(payload, device, baseline, slot, names,
+                                                             payload.get("rounds")) if names else {})
 
 
-def _kernel_speedups(payload: dict[str, Any], device: str, baseline: dict[str, Any], process: Any,
+def _kernel_speedups(payload: dict[str, Any], device: str, baseline: SandboxSlot, slot: SandboxSlot,
                      names: list[str], rounds: int | None) -> dict[str, float]:
     """Each kernel alone, on its captured arguments in exchange memory both processes map."""
-    from ..artifacts import parse_output_code
-    from ..graph_module import make_inputs
-    from .launch_capture import capture_launches
+    from ...artifacts import parse_output_code
+    from ...graph_module import make_inputs
+    from ..launch_capture import capture_launches
 
     graph = parse_output_code(payload["graph"])
     module = _load_baseline(payload, device)
     launches, output = capture_launches(module, names, make_inputs(module, seed=1000), limit=1)
     del output
-    if _load_candidate_kernels(process, payload, names, graph.device or "cuda") is not None:
+    if _load_candidate_kernels(slot, payload, names, graph.device or "cuda") is not None:
         return {}
     speedups: dict[str, float] = {}
     for launch in launches:
         kernel = graph.kernel(launch.kernel)
         assert kernel is not None
-        if launch.kernel not in baseline["kernels"]:
-            reply = baseline["process"].call("load_kernel", name=launch.kernel, source=kernel.source,
-                                             device_str=graph.device or "cuda")
-            if not reply.get("ok"):
-                raise RuntimeError(f"the original {launch.kernel} fails to load in its timing process")
-            baseline["kernels"].add(launch.kernel)
-        from .kernel_gate import _child_kwargs
+        failed = _load_original_kernel(baseline, launch.kernel, kernel.source, graph.device or "cuda")
+        if failed is not None:
+            raise RuntimeError(f"the original {launch.kernel} fails to load in its timing process")
+        from ..kernel_gate import _child_kwargs
 
-        timing, _ = time_kernel_pair(baseline["process"], process, device, rounds, launch.kernel, launch.args,
+        timing, _ = time_kernel_pair(baseline.process, slot.process, device, rounds, launch.kernel, launch.args,
                                      _child_kwargs(launch.kwargs))
         launch.args.clear()
         speedups[launch.kernel] = timing.speedup
     return speedups
 
 
+def _load_original_kernel(baseline: SandboxSlot, name: str, source: str, device_str: str) -> dict[str, Any] | None:
+    """The original kernel in the baseline's timing process (once); the failed reply when it cannot load."""
+    if f"kernel:{name}" not in baseline.loaded:
+        reply = baseline.process.call("load_kernel", name=name, source=source, device_str=device_str)
+        if not reply.get("ok"):
+            return dict(reply)
+        baseline.loaded.add(f"kernel:{name}")
+    return None
+
+
 # --- kernel-alone timing and output comparison for the search ---------------------------------
 
 
 def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, str]:
-    from ..artifacts import parse_output_code
+    from ...artifacts import parse_output_code
 
     restitched = parse_output_code(payload["restitched"])
     sources = {}
@@ -900,58 +693,77 @@ def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, 
     return sources
 
 
-def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
-    from ..artifacts import parse_output_code
-    from ..graph_module import make_inputs
-    from ..sandbox.process import SandboxError
-    from .kernel_gate import _child_kwargs
-    from .launch_capture import capture_launches
+@dataclass
+class _CapturedLaunch:
+    """One kernel's first launch in the baseline graph, with the candidate's source from its re-stitched copy."""
 
-    device = _device(payload)
+    payload: dict[str, Any]
+    graph: Any  # the parsed dump
+    kernel: Any  # the original kernel
+    module: ModuleType  # the baseline graph, loaded
+    launch: Any
+
+
+def _captured_launch(payload: dict[str, Any], device: str, seed: int,
+                     before_capture: Callable[[], Any] = lambda: None) -> _CapturedLaunch | dict[str, Any]:
+    """The kernel's captured launch on the graph's inputs of ``seed``, or ``{"error": ...}``."""
+    from ...artifacts import parse_output_code
+    from ...graph_module import make_inputs
+    from ..launch_capture import capture_launches
+
     name = str(payload["kernel"])
     payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
     payload["sources"] = _restitched_sources(payload, [name])
     graph = parse_output_code(payload["graph"])
-    original = graph.kernel(name)
-    if original is None:
+    kernel = graph.kernel(name)
+    if kernel is None:
         return {"error": f"{payload['graph']} has no kernel {name}"}
     module = _load_baseline(payload, device)
-    resident = _allocated(device)
-    launches, output = capture_launches(module, [name], make_inputs(module, seed=2000), limit=1)
+    before_capture()
+    launches, output = capture_launches(module, [name], make_inputs(module, seed=seed), limit=1)
     del output
     if not launches:
         return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
+    return _CapturedLaunch(payload, graph, kernel, module, launches[0])
+
+
+def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
+    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
+    from ...sandbox.process import SandboxError
+    from ..kernel_gate import _child_kwargs
+
+    device = _device(payload)
+    name = str(payload["kernel"])
+    resident: list[int | None] = []
+    captured = _captured_launch(payload, device, 2000, lambda: resident.append(_allocated(device)))
+    if isinstance(captured, dict):
+        return captured
+    payload, graph, original, launch = captured.payload, captured.graph, captured.kernel, captured.launch
     arena_peak = 0
     _settle_spare()
     try:
-        process = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
-        failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
+        slot = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
+        failed = _load_candidate_kernels(slot, payload, [name], graph.device or "cuda")
         if failed is not None:
             return {"error": failed["reason"]}
         baseline = _baseline_process(payload, device)
-        if name not in baseline["kernels"]:
-            reply = baseline["process"].call("load_kernel", name=name, source=original.source,
-                                             device_str=graph.device or "cuda")
-            if not reply.get("ok"):
-                return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
-            baseline["kernels"].add(name)
+        reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda")
+        if reply is not None:
+            return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
         values = list(launch.args)
         launch.args.clear()
-        timing, arena_peak = time_kernel_pair(baseline["process"], process, device, payload.get("rounds"), name,
+        timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, payload.get("rounds"), name,
                                               values, _child_kwargs(launch.kwargs))
         del values
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc)}
     finally:
-        with _LOCK:
-            _close_candidate_locked()
+        CANDIDATE.close()
     out: dict[str, Any] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
                            "timed_by": "the checker's clock, each side in its own process"}
     memory: dict[str, Any] = {}
-    recycle = _retained_memory(device, resident, arena_peak, memory)
+    recycle = _retained_memory(device, resident[0], arena_peak, memory)
     if memory:
         out["memory"] = memory
     if recycle:
@@ -963,36 +775,27 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     """{"graph_path", "restitched", "kernel", "seed"?} -> the candidate's largest output difference."""
     import torch
 
-    from ..artifacts import parse_output_code
-    from ..artifacts.kernel_arguments import argument_roles, runtime_parameters
-    from ..graph_module import make_inputs
-    from ..sandbox.exchange import ExchangeArena
-    from .kernel import Side, run_original
-    from .kernel_gate import CandidateSide
-    from .launch_capture import capture_launches
+    from ...artifacts.kernel_arguments import argument_roles, runtime_parameters
+    from ...sandbox.exchange import ExchangeArena
+    from ..kernel import Side, run_original
+    from ..kernel_gate import CandidateSide
 
     device = _device(payload)
     name = str(payload["kernel"])
-    payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
-    payload["sources"] = _restitched_sources(payload, [name])
-    graph = parse_output_code(payload["graph"])
-    kernel = graph.kernel(name)
-    assert kernel is not None
-    module = _load_baseline(payload, device)
-    launches, output = capture_launches(module, [name], make_inputs(module, seed=int(payload.get("seed", 0))), limit=1)
-    del output
-    if not launches:
-        return {"error": f"{name} was not launched by the graph"}
-    launch = launches[0]
+    captured = _captured_launch(payload, device, int(payload.get("seed", 0)))
+    if isinstance(captured, dict):
+        return captured
+    payload, graph, kernel, module, launch = (captured.payload, captured.graph, captured.kernel, captured.module,
+                                              captured.launch)
     params = runtime_parameters(kernel.source, name)
     role_of = argument_roles(kernel.source, name, list(kernel.inductor_meta.get("mutated_arg_names") or []))
     roles = [role_of.get(params[i], "scalar") if i < len(params) else "scalar" for i in range(len(launch.args))]
-    with _LOCK:
-        _close_candidate_locked()
-    process = _candidate(payload, device)
+    CANDIDATE.close()
+    slot = _candidate(payload, device)
+    process = slot.process
     arena = ExchangeArena(device)
     try:
-        failed = _load_candidate_kernels(process, payload, [name], graph.device or "cuda")
+        failed = _load_candidate_kernels(slot, payload, [name], graph.device or "cuda")
         if failed is not None:
             return {"error": failed["reason"]}
         original, candidate = Side(launch.args, roles), CandidateSide(launch.args, roles, process, arena, name, 600.0)
@@ -1010,9 +813,8 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
         return {"max_abs_diff": max(diffs, default=0.0), "nan": nan}
     finally:
         arena.close()
-        with _LOCK:
-            _close_candidate_locked()
+        CANDIDATE.close()
 
 
-__all__ = ["close_baselines", "close_candidate", "run_kernel_gate", "run_model_gate", "run_perf_gate",
-           "spare_candidate_status"]
+__all__ = ["begin_baseline_timing", "compare_candidate_outputs", "run_kernel_gate", "run_model_gate", "run_perf_gate",
+           "time_candidate_kernel"]

@@ -1,22 +1,17 @@
-"""The run's time budget: a deadline on one clock, and what the stages still need before it.
+"""The search's deadline and schedule: a deadline on one clock, and what the stages still need before it.
 
 A :class:`Budget` is an argument of the search, never a global: tests hand it a stand-in clock and
 the run's decisions follow that clock. :class:`Schedule` answers the questions the stages ask:
 
-* may another candidate start? Only while the time left covers one more candidate (its measured
-  duration in this run, else a prior) *and* one finalist of the kernel being searched;
-* how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve,
-  so a second and third kernel are searched too (time one kernel leaves unused goes to the next);
+* may another candidate start? While the time left covers one more candidate (its measured duration
+  in this run, else a prior) and what must stay in hand: one finalist only once a screened candidate
+  is worth finalizing (none before), the configuration check's slot when one will run, the files;
+* how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve
+  (time one kernel leaves unused goes to the next);
 * is there time for a finalist (full gate 2, gates 3-4), an ncu profile, a configuration check?
 
-The reserve holds one finalist, never one per kernel still to search: kernels are searched largest
-share first, and a smaller kernel's finalist is worth less than the larger kernel's candidates. On the
-H200 (2026-12-02) a reserve of a finalist per kernel starved layer_norm_16_rows' main kernel (77% of the
-graph) of every candidate: 152 s of reserve for three kernels against 128 s of budget, of which 67 s
-went unused.
-
 Durations come from this run's own measurements where it has any (:class:`TimeSplit`), else from
-the conservative priors per device below. Nothing here imports torch.
+the priors per device below; the measured figures behind them are in docs/optimizer.md. No torch.
 """
 
 from __future__ import annotations
@@ -41,11 +36,15 @@ DEFAULT_BUDGET_S = 600.0
 # 2-core machine at load 7: a screen 323 s, so a finalist was planned at 485 s). GPU figures are issue
 # 25's targets at KernelBench scale on the H200 (a screen <= 10 s, gate 2's full battery <= 10 s, then
 # gates 3-4; ncu 26-33 s per kernel): low enough that a problem's 180-s budget, less its compile, still
-# starts a candidate, whose measured screen then replaces the guess.
+# starts a candidate, whose measured screen then replaces the guess. A GPU configuration check's prior is
+# what the H100 measured at 2-13 GB working sets (docs/optimizer.md, "The budget").
 PRIORS_S: dict[str, dict[str, float]] = {
     "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
-    "cuda": {"finalize": 75.0, "candidate": 15.0, "profile": 35.0, "config": 120.0},
+    "cuda": {"finalize": 75.0, "candidate": 15.0, "profile": 35.0, "config": 30.0},
 }
+# The configuration check's slot is at most this share of the budget: the kernel search keeps the rest.
+# A check that does not fit its slot is reported with the accounting's measured figure, "not verified".
+CONFIG_SHARE = 0.4
 FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 60.0}  # on a GPU a finalist also runs compute-sanitizer's two tools
 # compute-sanitizer's two tools run side by side on a GPU finalist, each limited to this share of the time
 # the budget leaves (at least SANITIZER_MIN_S, at most
@@ -127,9 +126,13 @@ class Schedule:
     budget: Budget
     times: TimeSplit
     device_kind: str = "cpu"
-    config_check: bool = False  # a configuration change will be verified at the end (its time is reserved)
+    config_check: bool = False  # a configuration change will be verified at the end (its slot is kept)
     stops: list[BudgetStop] = field(default_factory=list)
     on_stop: Callable[[BudgetStop], None] | None = None  # told of each new stop (the journal, the progress)
+    # whether a screened candidate worth finalizing waits for the final gates: only then is a finalist's
+    # time kept back from the search (the pipeline asks its finalist stage)
+    finalist_pending: Callable[[], bool] = lambda: False
+    config_measured: list[float] = field(default_factory=list)  # this run's configuration checks, in seconds
 
     def _prior(self, what: str) -> float:
         return PRIORS_S.get(self.device_kind, PRIORS_S["cuda"])[what]
@@ -164,14 +167,26 @@ class Schedule:
         return max(measured) * MEASURED_MARGIN if measured else self._prior("profile")
 
     def config_s(self) -> float:
+        """One configuration check: the longest this run measured (with a margin), else the prior."""
+        if self.config_measured:
+            return max(self.config_measured) * MEASURED_MARGIN
         return self._prior("config")
+
+    def config_slot_s(self) -> float:
+        """What the search leaves for the configuration check: its estimate, at most CONFIG_SHARE of the
+        budget (0 when no check will run)."""
+        if not self.config_check:
+            return 0.0
+        if not self.budget.limited:
+            return self.config_s()
+        return min(self.config_s(), CONFIG_SHARE * float(self.budget.seconds or 0.0))
 
     def reserve_s(self, kernels_left: int) -> float:
         """What must stay in hand while ``kernels_left`` kernels (this one included) are still to search:
-        one finalist for the kernel being searched (none once all are done), the configuration check,
-        the decision and the files."""
-        finalists = 1 if kernels_left > 0 else 0
-        return finalists * self.finalize_s() + (self.config_s() if self.config_check else 0.0) + CLOSING_S
+        one finalist once a candidate is worth finalizing (before that, nothing: the time goes to the
+        search), the configuration check's slot, the decision and the files."""
+        finalists = 1 if kernels_left > 0 and self.finalist_pending() else 0
+        return finalists * self.finalize_s() + self.config_slot_s() + CLOSING_S
 
     def kernel_deadline(self, kernels_left: int, weight: float | None = None) -> float:
         """The clock time this kernel's beam stops starting candidates: its ``weight`` (its share of the
@@ -192,8 +207,8 @@ class Schedule:
         if left >= need and slice_left >= need:
             return True
         share = f", {max(0.0, slice_left):.0f} s of this kernel's share" if math.isfinite(slice_left) else ""
-        detail = (f"{max(0.0, left):.0f} s left after the final gates' reserve{share}; a candidate takes about "
-                  f"{need:.0f} s")
+        kept = "the final gates' reserve" if self.finalist_pending() else "what the run keeps"
+        detail = f"{max(0.0, left):.0f} s left after {kept}{share}; a candidate takes about {need:.0f} s"
         self._stop("beam", kernel, max(0.0, left), need, detail)
         return False
 
@@ -211,11 +226,13 @@ class Schedule:
 
     def may_finalize(self, kernel: str) -> bool:
         """Time for one more finalist of this kernel. A kernel in hand goes before the kernels after it:
-        they are searched with whatever its finalists leave."""
+        they are searched with whatever its finalists leave. A found kernel win also goes before the
+        configuration check's slot: a check left without time is still reported, "not verified", with the
+        accounting's measured figure, while a win dropped here would be lost."""
         if not self.budget.limited:
             return True
         need = self.finalize_s()
-        left = self.budget.left() - self.reserve_s(0)
+        left = self.budget.left() - CLOSING_S
         if left >= need:
             return True
         self._stop("finalists", kernel, max(0.0, left), need,
@@ -229,15 +246,21 @@ class Schedule:
         left = self.budget.left() - self.reserve_s(0)
         return min(SANITIZER_MAX_S, max(SANITIZER_MIN_S, SANITIZER_SHARE * left))
 
+    def config_time_s(self) -> float:
+        """The time the next configuration check may take: all that is left but the files."""
+        return max(0.0, self.budget.left() - CLOSING_S)
+
     def may_check_config(self) -> bool:
+        """Time for a configuration check: its slot (what the search left for it) or its estimate, whichever
+        is less; it runs with :meth:`config_time_s` as its limit."""
         if not self.budget.limited:
             return True
-        need = self.config_s()
-        left = self.budget.left() - CLOSING_S
-        if left >= need:
+        need = min(self.config_s(), self.config_slot_s() or self.config_s())
+        left = self.config_time_s()
+        if left >= need and left > 0:
             return True
-        self._stop("config", None, max(0.0, left), need,
-                   f"{max(0.0, left):.0f} s left, a configuration check takes about {need:.0f} s")
+        self._stop("config", None, left, self.config_s(),
+                   f"{left:.0f} s left, a configuration check takes about {self.config_s():.0f} s")
         return False
 
     @property
@@ -256,6 +279,8 @@ class Schedule:
         return {"seconds": self.budget.seconds, "elapsed_s": round(self.budget.elapsed(), 3),
                 "reached": self.reached, "stops": [s.to_json() for s in self.stops],
                 "estimates_s": {"finalize": round(self.finalize_s(), 3), "candidate": round(self.candidate_s(), 3),
-                                "profile": round(self.profile_s(), 3)},
+                                "profile": round(self.profile_s(), 3),
+                                **({"config": round(self.config_s(), 3), "config_slot": round(self.config_slot_s(), 3)}
+                                   if self.config_check else {})},
                 "measured": {"finalize": bool(self.times.durations("finalize")),
                              "candidate": bool(self.times.candidate_seconds())}}

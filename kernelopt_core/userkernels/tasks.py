@@ -1,29 +1,19 @@
-"""Worker jobs for a user kernel: facts and profile, gates 2-4, the search's kernel timing.
+"""Gates 2-4 of a user's ``@triton.jit`` kernel, as worker tasks: what its harness compares and times.
 
-They run inside a worker (``Worker.call("kernelopt_core.userkernels.jobs:<job>", payload)``) or
-in-process (tests); torch is imported inside the functions. The worker is the *checker*: it
-imports the user's kernel file and harness (the user's own code, as for an Inductor baseline
-graph), runs the harness once and captures the kernel's launches. A candidate is never imported
-here: it runs in a fresh contained process (:mod:`kernelopt_core.sandbox`), one per candidate,
-closed before the next candidate starts, as for Inductor kernels:
+The worker imports the user's kernel file and harness (the user's own code, as for a dump's baseline
+graph), runs the harness once and captures the kernel's launches; the candidate runs in its own
+contained process (:mod:`kernelopt_core.gates.tasks.skeleton`, shared with a dump's kernels):
 
 * gate 2: a generated launcher module (:mod:`.launcher`) repeats the captured launch with the
-  candidate, on guarded, poisoned exchange buffers the checker lays out
-  (:func:`kernelopt_core.gates.kernel_gate.check_kernel`); the original runs here, pinned to
-  the launch it made (its autotuner's choice included);
-* gate 3: on a GPU first compute-sanitizer, memcheck and racecheck, on the harness run once with
-  the candidate (:mod:`.sanitize_target`); then the harness with the candidate in place of the
-  kernel (:mod:`.harness_module`) against the original's output here, with the float64 rule of
-  gate 3 where the harness runs in float64, else at the kernel tolerance;
+  candidate on guarded exchange buffers (:func:`kernelopt_core.gates.kernel_gate.check_kernel`);
+  the original runs here, pinned to the launch it made (its autotuner's choice included);
+* gate 3: on a GPU compute-sanitizer first (:mod:`.sanitize_target`); then the harness with the
+  candidate in place of the kernel (:mod:`.harness_module`) against the original's output, by the
+  float64 rule where the harness runs in float64, else at the kernel tolerance;
 * gate 4: the harness timed on each side in its own process, through the ``harness`` path.
 
-Payload keys: ``file``, ``kernel``, ``harness`` (a HarnessSpec's JSON), ``device``, ``module``
-(the original kernel module), ``loaded`` (parameters the kernel loads from, from the source),
-``workdir``; with a candidate: ``candidate`` (its module), ``candidate_configs`` (its literal
-autotune configs); per gate ``seeds``, ``reruns``, ``tolerance``, ``rounds``, ``min_speedup``,
-``run_timeout_s``; for gate 3's sanitizer ``sanitize``, ``sanitizer_timeout_s`` and ``compiled`` (gate
-1's compile numbers). Replies: ``{"passed", "reason", "numbers"}``, ``"could_not_verify": True``
-when the check itself failed, or ``{"setup_error": str}`` when the original cannot run.
+Payload keys: :meth:`.target.UserKernelTarget.payload`'s, with ``candidate`` (its module),
+``candidate_configs`` and the cascade's per-gate keys. Replies as the skeleton says.
 """
 
 from __future__ import annotations
@@ -37,62 +27,37 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..gates.tasks.skeleton import (
+    BASELINE,
+    SandboxSlot,
+    baseline_slot,
+    candidate_inputs,
+    candidate_slot,
+    close_candidate,
+    model_numbers,
+    perf_gate,
+    sanitizer_rejection,
+    time_kernel_pair,
+)
+from ..gates.tasks.skeleton import CouldNotVerify as _CouldNotVerify
+from ..gates.tasks.skeleton import SetupError as _SetupError
+from ..gates.tasks.skeleton import candidate_failure as _failure
+from ..gates.tasks.skeleton import candidate_outputs as _candidate_outputs
+from ..gates.tasks.skeleton import containment as _containment
+from ..gates.tasks.skeleton import could_not_verify as _could_not_verify
+from ..gates.tasks.skeleton import device_of as _device
+from ..gates.tasks.skeleton import flavor as _device_str
+from ..gates.tasks.skeleton import guarded as _guarded
+from ..gates.tasks.skeleton import is_oom as _is_oom
+from ..gates.tasks.skeleton import sandbox_failure as _sandbox_failure
+from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
+from ..gates.tasks.skeleton import verdict as _verdict
 from .launcher import LAUNCHER_NAME, launcher_source
 
-_LOCK = threading.Lock()
+_SESSIONS_LOCK = threading.Lock()
 _SESSIONS: dict[str, Any] = {}
-_CANDIDATE: dict[str, Any] = {}  # key, process, launcher, harness
-_BASELINE: dict[str, Any] = {}  # key, process, launcher, harness
 INPUT_SEEDS = (1000, 1001)
 KERNEL_TOLERANCE = {"torch.float32": 1e-3, "torch.float64": 1e-3, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
-
-
-class _SetupError(Exception):
-    pass
-
-
-class _CouldNotVerify(Exception):
-    pass
-
-
-def _device(payload: dict[str, Any]) -> str:
-    from ..measure.job_context import worker_device
-
-    return str(payload.get("device") or worker_device())
-
-
-def _flavor(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
-
-
-def _device_str(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
-
-
-def _verdict(passed: bool, reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": passed, "reason": reason, "numbers": numbers}
-
-
-def _could_not_verify(reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": False, "could_not_verify": True, "reason": reason, "numbers": numbers}
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError) or \
-        "out of memory" in str(exc).lower()
-
-
-def _guarded(job: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return job(payload)
-    except _SetupError as exc:
-        return {"setup_error": str(exc)}
-    except _CouldNotVerify as exc:
-        return _could_not_verify(str(exc))
-    except Exception as exc:  # noqa: BLE001 - the checker's own failure is never the candidate's
-        if _is_oom(exc):
-            return _could_not_verify(f"the check ran out of memory: {type(exc).__name__}: {str(exc)[:600]}", oom=True)
-        raise
 
 
 def _workdir(payload: dict[str, Any]) -> str:
@@ -149,13 +114,13 @@ def _signature(source: str, kernel: str) -> tuple[list[str], list[str]]:
 
 def session(payload: dict[str, Any]) -> Session:
     key = _session_key(payload)
-    with _LOCK:
+    with _SESSIONS_LOCK:
         found = _SESSIONS.get(key)
         if found is not None:
             return found
         _SESSIONS.clear()  # one harness at a time: the previous one's tensors are released
     built = _build_session(payload, key)
-    with _LOCK:
+    with _SESSIONS_LOCK:
         _SESSIONS[key] = built
     return built
 
@@ -324,82 +289,18 @@ def _candidate_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256((_session_key(payload) + "\0" + str(payload.get("candidate", ""))).encode()).hexdigest()[:24]
 
 
-def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> dict[str, Any]:
-    """This candidate's contained process (a fresh one; the previous candidate's is closed). ``from_spare``
-    (gate 2): a spare started ahead of time when one is ready, and the next one started with ``payload["spare"]``
-    (:mod:`kernelopt_core.sandbox.spare`, shared with the Inductor gates)."""
-    from ..sandbox.process import SandboxError
-    from ..sandbox.spare import take_process
-
-    key = _candidate_key(payload)
-    with _LOCK:
-        if _CANDIDATE.get("key") == key and not _CANDIDATE["process"].closed:
-            return _CANDIDATE
-        _close_candidate_locked()
-        try:
-            taken = take_process(_flavor(device), device, payload.get("scratch_root"),
-                                 keep_spare=bool(payload.get("spare")), use_spare=from_spare)
-            process, how = taken.process, taken.to_json()
-        except SandboxError as exc:
-            raise _CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
-        _CANDIDATE.update(key=key, process=process, launcher=False, harness=False, how=how)
-        return _CANDIDATE
-
-
-def _close_candidate_locked() -> None:
-    process = _CANDIDATE.get("process")
-    _CANDIDATE.clear()
-    if process is not None:
-        process.close()
-
-
-def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
-    """Job: start the spare candidate process now (a no-op when one is kept or starting), so the first
-    candidate's gate 2 process starts while its gate 1 compiles. The spare is the Inductor gates' own."""
-    from ..gates.jobs import begin_spare as begin
-
-    return begin(payload)
-
-
-def close_user_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
-    """End the candidate's process, and the spare too unless ``keep_spare`` (a screen that ended normally)."""
-    from ..sandbox.spare import close_spare
-
-    with _LOCK:
-        _close_candidate_locked()
-    if not (payload or {}).get("keep_spare"):
-        close_spare()
-    return {"closed": True}
+def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> SandboxSlot:
+    """This candidate's process, kept by the harness and the candidate's source (:func:`candidate_slot`)."""
+    return candidate_slot(payload, device, _candidate_key(payload), from_spare=from_spare)
 
 
 def close_user_processes(payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """End the candidate's and the baseline's processes and forget the harness."""
-    close_user_candidate()
-    with _LOCK:
-        process = _BASELINE.get("process")
-        _BASELINE.clear()
+    close_candidate()
+    BASELINE.close()
+    with _SESSIONS_LOCK:
         _SESSIONS.clear()
-    if process is not None:
-        process.close()
     return {"closed": True}
-
-
-def _containment(process: Any) -> dict[str, Any]:
-    report = process.containment
-    return {"pid": process.pid, "contained": report.contained, "filesystem": report.filesystem,
-            "network": report.network}
-
-
-def _failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
-    if reply.get("checker_error") or reply.get("oom"):
-        return _could_not_verify(f"{what}: the check failed ({reply.get('error')})", oom=bool(reply.get("oom")))
-    return _verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
-
-
-def _sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
-    if getattr(exc, "kind", "error") in ("timeout", "crash"):
-        return _verdict(False, f"{what}: {exc}")
-    return _could_not_verify(f"{what}: {exc}")
 
 
 def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
@@ -410,21 +311,21 @@ def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
-def _load_launcher(entry: dict[str, Any], source: str, device: str) -> dict[str, Any] | None:
-    if entry.get("launcher"):
+def _load_launcher(slot: SandboxSlot, source: str, device: str) -> dict[str, Any] | None:
+    if "launcher" in slot.loaded:
         return None
-    reply = entry["process"].call("load_kernel", name=LAUNCHER_NAME, source=source, device_str=_device_str(device))
+    reply = slot.process.call("load_kernel", name=LAUNCHER_NAME, source=source, device_str=_device_str(device))
     if not reply.get("ok"):
-        return reply
-    entry["launcher"] = True
+        return dict(reply)
+    slot.loaded.add("launcher")
     return None
 
 
-def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, candidate: str | None) -> \
+def _load_harness(slot: SandboxSlot, payload: dict[str, Any], device: str, candidate: str | None) -> \
         dict[str, Any] | None:
     from .harness_module import write_candidate_module, write_harness_module
 
-    if entry.get("harness"):
+    if "harness" in slot.loaded:
         return None
     folder = _workdir(payload)
     candidate_file = write_candidate_module(os.path.join(folder, "candidates"), payload["kernel"], candidate) \
@@ -432,17 +333,17 @@ def _load_harness(entry: dict[str, Any], payload: dict[str, Any], device: str, c
     path = write_harness_module(os.path.join(folder, "harnesses"), {
         "kernel_file": os.path.abspath(payload["file"]), "kernel": payload["kernel"], "harness": payload["harness"],
         "device": device, "candidate_file": candidate_file})
-    reply = entry["process"].call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
+    reply = slot.process.call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
     if not reply.get("ok"):
-        return reply
-    entry["harness"] = True
+        return dict(reply)
+    slot.loaded.add("harness")
     return None
 
 
 # --- gate 2 -------------------------------------------------------------------------------------------
 
 
-def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.spare import closing_spare_unless_verdict
 
     return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
@@ -451,6 +352,7 @@ def run_user_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
+    from ..gates.structured_families import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .capture import clone
@@ -465,8 +367,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                                 device)
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
-    containment = _containment(entry["process"])
-    candidate_process = entry.get("how")  # from the spare or not, and the seconds getting it took
+    containment = _containment(entry.process)
+    candidate_process = entry.how  # from the spare or not, and the seconds getting it took
     if failed is not None:
         verdict = _failure(failed, f"{kernel} fails to load")
         verdict["numbers"].update(containment=containment, candidate_process=candidate_process)
@@ -474,10 +376,12 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
     # tensor's last dimension: a user kernel's reduction length is not written into its source.
     families = [] if payload.get("families") is False else \
-        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None)
+        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None,
+                          adds_decisions=adds_decisions(payload),
+                          constants=candidate_constants(payload, str(payload["candidate"]), built.module))
     arena = ExchangeArena(device)
     try:
-        outcome = check_kernel(built.original, entry["process"], arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
+        outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
                                original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)))
@@ -514,51 +418,8 @@ def _reduces(module_source: str) -> bool:
 # --- gate 3 -------------------------------------------------------------------------------------------
 
 
-def run_user_harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def run_model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _guarded(_harness_gate, payload)
-
-
-def _share_inputs(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-    """Copy the harness's inputs into exchange buffers: (refs, message arguments)."""
-    import torch
-
-    from ..sandbox.exchange import TensorView
-
-    refs: list[dict[str, Any]] = []
-    args: list[Any] = []
-    for value in inputs:
-        if not isinstance(value, torch.Tensor):
-            if not (isinstance(value, (bool, int, float, str)) or value is None):
-                raise _CouldNotVerify(f"a harness input of type {type(value).__name__} cannot cross to the candidate's "
-                                      "process (inputs are tensors, numbers, strings or None)")
-            args.append(value)
-            continue
-        span = 1 + sum((s - 1) * st for s, st in zip(value.size(), value.stride(), strict=True)) if value.numel() else 1
-        buffer, ref = arena.allocate(span * value.element_size())
-        view = buffer[: span * value.element_size()].view(value.dtype).as_strided(value.size(), value.stride(), 0)
-        view.copy_(value)
-        refs.append(ref.to_json())
-        args.append({"view": TensorView(len(refs) - 1, str(value.dtype), tuple(value.size()), tuple(value.stride()),
-                                        0).to_json()})
-    return refs, args
-
-
-def _candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
-    from ..sandbox.exchange import SharedRef, TensorView, open_shared, view_of
-
-    refs = [SharedRef.from_json(r) for r in reply.get("refs", [])]
-    for ref in refs:
-        if ref.kind == "file" and not process.owns_path(ref.path):
-            raise _CouldNotVerify(f"the candidate process named an output file outside its scratch folder: {ref.path}")
-    buffers = [open_shared(ref) for ref in refs]
-    outputs: list[Any] = []
-    for item in reply.get("outputs", []):
-        if "view" in item:
-            view = TensorView.from_json(item["view"])
-            outputs.append(view_of(buffers[view.buffer], view))
-        else:
-            outputs.append(item.get("value"))
-    return outputs
 
 
 def _kernel_tolerance(outputs: Any) -> float:
@@ -572,7 +433,6 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .capture import clone
-    from .harness import HarnessError
 
     built = session(payload)
     device = built.device
@@ -584,29 +444,16 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         failed = _load_harness(entry, payload, device, payload["candidate"])
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
-    containment = _containment(entry["process"])
+    containment = _containment(entry.process)
     if failed is not None:
         verdict = _failure(failed, "the harness with the candidate fails to load")
         verdict["numbers"].update(containment=containment)
         return verdict
     sanitizer = _sanitize(payload, device)
-    if sanitizer.errors:
-        return _verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
-                        containment=containment)
-    reference: Any = None
-    reference_error: str | None = None
-    if pytest_kind:
-        reference_error = "a test returns no outputs; passing it is the check"
-    else:
-        try:
-            reference = harness.float64_reference()
-            reference([clone(x) for x in harness.make_inputs(seeds[0])])
-        except HarnessError as exc:
-            reference, reference_error = None, str(exc)
-        except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
-            if _is_oom(exc):
-                raise
-            reference, reference_error = None, f"the original does not run in float64 ({type(exc).__name__}: {exc})"
+    rejected = sanitizer_rejection(sanitizer, containment)
+    if rejected is not None:
+        return rejected
+    reference, reference_error = _float64_reference(harness, seeds[0], pytest_kind)
     tolerance = float(payload.get("tolerance", 1e-4)) if reference is not None else _kernel_tolerance(built.output)
     checks = []
     for seed in seeds:
@@ -615,7 +462,7 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         try:
             refs, args = _share_inputs(arena, inputs)
             try:
-                reply = entry["process"].call("run_graph", refs=refs, args=args,
+                reply = entry.process.call("run_graph", refs=refs, args=args,
                                               timeout_s=float(payload.get("run_timeout_s", 600.0)))
             except SandboxError as exc:
                 return _sandbox_failure(exc, f"the harness with the candidate, seed {seed}")
@@ -623,7 +470,7 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 verdict = _failure(reply, f"the harness with the candidate fails on seed {seed}")
                 verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
                 return verdict
-            candidate_out = _candidate_outputs(entry["process"], reply)
+            candidate_out = _candidate_outputs(entry.process, reply)
             try:
                 original_out = harness.run([clone(x) for x in inputs])
             except Exception as exc:  # noqa: BLE001
@@ -634,18 +481,11 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
             checks.append(check_seed(seed, original_out, candidate_out, tolerance, reference,
                                      lambda seed=seed: [clone(x) for x in harness.make_inputs(seed)], reference_error))
             del original_out, candidate_out
-            entry["process"].call("release")
+            entry.process.call("release")
         finally:
             arena.close()
-    numbers: dict[str, Any] = {"seeds": [c.to_json() for c in checks], "tolerance": tolerance,
-                               "max_abs_diff": max((c.max_abs_diff for c in checks), default=0.0),
-                               "float64_reference": reference is not None, "reference_error": reference_error,
-                               "containment": containment, "compared_with": "the original kernel in the same harness",
-                               "sanitizer": sanitizer.runs, "sanitizer_note": sanitizer.note}
-    fallbacks = [c.fallback for c in checks if c.fallback is not None]
-    if fallbacks:
-        worst = max(fallbacks, key=lambda d: (not d.passed, d.rho or 0.0, d.d_opt))
-        numbers.update(d_ref=worst.d_ref, d_opt=worst.d_opt, rho=worst.rho)
+    numbers = {**model_numbers(checks, tolerance, containment, sanitizer), "float64_reference": reference is not None,
+               "reference_error": reference_error, "compared_with": "the original kernel in the same harness"}
     failed_seed = next((c for c in checks if not c.passed), None)
     if failed_seed is not None:
         return _verdict(False, f"seed {failed_seed.seed}: {failed_seed.problem}", **numbers)
@@ -659,6 +499,25 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
                     **numbers)
 
 
+def _float64_reference(harness: Any, seed: int, pytest_kind: bool) -> tuple[Any, str | None]:
+    """The harness run in float64 with the original kernel (tried on ``seed``'s inputs), or why there is none."""
+    from .capture import clone
+    from .harness import HarnessError
+
+    if pytest_kind:
+        return None, "a test returns no outputs; passing it is the check"
+    try:
+        reference = harness.float64_reference()
+        reference([clone(x) for x in harness.make_inputs(seed)])
+    except HarnessError as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
+        if _is_oom(exc):
+            raise
+        return None, f"the original does not run in float64 ({type(exc).__name__}: {exc})"
+    return reference, None
+
+
 def _sanitize(payload: dict[str, Any], device: str) -> Any:
     """compute-sanitizer memcheck and racecheck on the harness run with the candidate (on a GPU; the
     payload's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
@@ -670,88 +529,42 @@ def _sanitize(payload: dict[str, Any], device: str) -> Any:
 # --- gate 4 -------------------------------------------------------------------------------------------
 
 
-def run_user_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
     return _guarded(_perf_gate, payload)
 
 
-def _baseline(payload: dict[str, Any], device: str) -> dict[str, Any]:
+def _baseline(payload: dict[str, Any], device: str) -> SandboxSlot:
     """A process holding the original kernel and harness, timed like the candidate's (kept per harness)."""
-    from ..sandbox.process import SandboxError, SandboxProcess
-
-    key = _session_key(payload)
-    if _BASELINE.get("key") == key and not _BASELINE["process"].closed:
-        return _BASELINE
-    if _BASELINE.get("process") is not None:
-        _BASELINE["process"].close()
-    _BASELINE.clear()
-    try:
-        process = SandboxProcess.start(_flavor(device), device, payload.get("scratch_root"))
-    except SandboxError as exc:
-        raise _CouldNotVerify(f"the baseline's timing process: {exc}") from exc
-    _BASELINE.update(key=key, process=process, launcher=False, harness=False)
-    return _BASELINE
+    return baseline_slot(payload, device, _session_key(payload))
 
 
-def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[dict[str, Any], dict[str, Any]] | \
+def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[SandboxSlot, SandboxSlot] | \
         dict[str, Any]:
     baseline = _baseline(payload, device)
     failed = _load_harness(baseline, payload, device, None)
     if failed is not None:
         raise _SetupError(f"the original harness fails to load in its timing process: {failed.get('error')}")
-    if not baseline.get("inputs"):
-        reply = baseline["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
+    if "inputs" not in baseline.loaded:
+        reply = baseline.process.call("make_inputs", seeds=list(INPUT_SEEDS))
         if not reply.get("ok"):
             raise _SetupError(f"the harness cannot make its inputs: {reply.get('error')}")
-        baseline["inputs"] = True
+        baseline.loaded.add("inputs")
     candidate = _candidate(payload, device)
     failed = _load_harness(candidate, payload, device, payload["candidate"])
     if failed is not None:
         return _failure(failed, "the harness with the candidate fails to load")
-    if not candidate.get("inputs"):
-        reply = candidate["process"].call("make_inputs", seeds=list(INPUT_SEEDS))
-        if not reply.get("ok"):
-            return _failure(reply, "the harness with the candidate cannot make its inputs")
-        candidate["inputs"] = True
-    return baseline, candidate
+    cannot = candidate_inputs(candidate, INPUT_SEEDS, "the harness with the candidate")
+    return cannot if cannot is not None else (baseline, candidate)
 
 
 def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..gates.perf import perf_decision, time_processes
     from ..measure.paths import TimingPath
-    from ..sandbox.process import SandboxError
-    from ..sandbox.spare import settle_spare
 
     built = session(payload)
-    device = built.device
-    min_speedup = float(payload.get("min_speedup", 1.03))
-    settle_spare()  # a spare still starting would share the machine with the timing
-    try:
-        sides = _prepare_harness_sides(payload, device)
-        if isinstance(sides, dict):
-            return sides
-        baseline, candidate = sides
-        result = time_processes(baseline["process"], candidate["process"], device, payload.get("rounds"),
-                                {"what": "graph", "input_sets": list(INPUT_SEEDS)}, path=TimingPath.HARNESS.value)
-    except SandboxError as exc:
-        return _sandbox_failure(exc, "timing")
-    except RuntimeError as exc:
-        return _verdict(False, f"timing failed: {str(exc)[:1000]}")
-    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
-    kernel_speedups: dict[str, float] = {}
-    notes: list[str] = []
-    if payload.get("kernel_timing", True):
-        try:
-            timing = _kernel_ab(payload, built, device, payload.get("rounds"))
-            kernel_speedups[str(payload["kernel"])] = timing.speedup
-        except Exception as exc:  # noqa: BLE001 - reported, never decides
-            notes.append(f"kernel-alone timing failed: {type(exc).__name__}: {exc}")
-    note = "" if device.startswith("cuda") else " [CPU Triton interpreter wall-clock time, not GPU time]"
-    return _verdict(decision.passed, decision.reason + note, speedup=result.speedup, ci_low=result.ci_low,
-                    ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
-                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
-                    min_speedup=min_speedup, kernel_speedups=kernel_speedups, kernel_notes=notes, device=device,
-                    timed_by="the checker's clock around requests to each side's own process",
-                    containment=_containment(candidate["process"]))
+    return perf_gate(payload, built.device, lambda: _prepare_harness_sides(payload, built.device), INPUT_SEEDS,
+                     TimingPath.HARNESS.value,
+                     lambda baseline, candidate: {str(payload["kernel"]): _kernel_ab(payload, built, built.device,
+                                                                                     payload.get("rounds")).speedup})
 
 
 # --- kernel alone, for the search ---------------------------------------------------------------------
@@ -759,7 +572,6 @@ def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int | None) -> Any:
     """The candidate's kernel against the original's on the captured launch, each in its own process."""
-    from ..gates.jobs import time_kernel_pair
     from ..sandbox.spare import settle_spare
 
     kernel = str(payload["kernel"])
@@ -773,7 +585,7 @@ def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int
                             device)
     if failed is not None:
         raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
-    timing, _ = time_kernel_pair(baseline["process"], candidate["process"], device, rounds, LAUNCHER_NAME,
+    timing, _ = time_kernel_pair(baseline.process, candidate.process, device, rounds, LAUNCHER_NAME,
                                  list(built.values), {}, share=_share_inputs)
     return timing
 
@@ -788,10 +600,10 @@ def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
     except (_SetupError, _CouldNotVerify, SandboxError, RuntimeError) as exc:
         return {"error": str(exc)}
     finally:
-        close_user_candidate({"keep_spare": True})  # the candidate's process; a spare waits for the next screen
+        close_candidate({"keep_spare": True})  # the candidate's process; a spare waits for the next screen
     return {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high], "baseline_ms": timing.a.median_ms,
             "ms": timing.b.median_ms, "timed_by": "the checker's clock, each side in its own process"}
 
 
-__all__ = ["close_user_candidate", "close_user_processes", "profile_user_kernel", "run_user_harness_gate",
-           "run_user_kernel_gate", "run_user_perf_gate", "session", "time_user_candidate", "user_kernel_facts"]
+__all__ = ["close_user_processes", "profile_user_kernel", "run_kernel_gate", "run_model_gate", "run_perf_gate",
+           "session", "time_user_candidate", "user_kernel_facts"]

@@ -1,0 +1,129 @@
+"""The gates as objects, registered in one place (:data:`GATES`).
+
+A gate is a class: its number and name, the worker task that runs it (in each target's task module;
+gate 1 runs in the cascade's own process), the settings its task takes from the cascade's
+configuration (a dataclass each), and what the cascade's result takes from its verdict. Adding a
+gate means adding one class here; the cascade (:mod:`.cascade`) asks the registry for the rest.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from .verdict import CascadeConfig, CascadeResult, GateVerdict
+
+
+def gate2_battery(config: CascadeConfig, gates: tuple[int, ...]) -> str:
+    """The battery gate 2 runs: the configured one, but always the full battery when the cascade goes on to
+    gate 3 or 4 (no candidate reaches acceptance on the screen alone)."""
+    return config.gate2_battery if max(gates) <= 2 else "full"
+
+
+@dataclass(frozen=True)
+class CommonSettings:
+    """What every gate task takes from the configuration."""
+
+    low_memory: bool  # a smaller check: one captured launch, argument values on the host
+    families: bool  # the input families (NaN/Inf, zeros, constant rows, ...)
+    sanitize: bool  # compute-sanitizer on a GPU (gate 3)
+    sanitizer_timeout_s: float
+    run_timeout_s: float  # a hung candidate is the candidate process's to lose, inside the task's time
+
+    @classmethod
+    def of(cls, config: CascadeConfig) -> CommonSettings:
+        return cls(low_memory=config.low_memory, families=config.families, sanitize=config.sanitize,
+                   sanitizer_timeout_s=config.sanitizer_timeout_s, run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    seeds: list[int]
+    reruns: int  # extra runs of the candidate on the same inputs
+    battery: str  # "screen" or "full"
+    spare: bool  # keep a spare process ready for the next candidate
+    sanitize_ahead: bool = False  # gate 3 follows: its sanitizer may start beside this battery
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    seeds: list[int]
+    tolerance: float  # atol = rtol
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    min_speedup: float
+    rounds: int | None  # None: the timing budget of the device
+    kernel_timing: bool  # also time the kernel alone (reported, never decides)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Gate:
+    """One gate: subclasses set ``number``, ``name`` and ``task`` and say what their task takes."""
+
+    number: ClassVar[int]
+    name: ClassVar[str]
+    task: ClassVar[str | None] = None  # the worker task in the target's task module; None: runs in the cascade
+
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+        """The payload keys this gate's task takes from ``config`` (``gates``: the cascade's gates)."""
+        return {}
+
+    def take(self, result: CascadeResult, verdict: GateVerdict) -> None:
+        """What the cascade's result takes from this gate's verdict beyond the pass or fail."""
+        return None
+
+
+class StaticGate(Gate):
+    number, name = 1, "static"
+
+
+class KernelGate(Gate):
+    number, name, task = 2, "kernel", "run_kernel_gate"
+
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+        return KernelSettings(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
+                              battery=gate2_battery(config, gates), spare=config.spare_candidate,
+                              sanitize_ahead=3 in gates).to_json()
+
+
+class ModelGate(Gate):
+    number, name, task = 3, "model", "run_model_gate"
+
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+        return ModelSettings(seeds=list(config.seeds_model), tolerance=config.model_tolerance).to_json()
+
+
+class PerfGate(Gate):
+    number, name, task = 4, "perf", "run_perf_gate"
+
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+        return PerfSettings(min_speedup=config.min_speedup, rounds=config.ab_rounds,
+                            kernel_timing=config.kernel_timing).to_json()
+
+    def take(self, result: CascadeResult, verdict: GateVerdict) -> None:
+        speed = verdict.speed
+        if speed.speedup is not None:
+            result.speedup, result.ci, result.timing_path = speed.speedup, speed.ci, speed.timing_path
+        result.kernel_speedups = dict(speed.kernel_speedups)
+
+
+GATES: dict[int, Gate] = {gate.number: gate for gate in (StaticGate(), KernelGate(), ModelGate(), PerfGate())}
+GATE_NAMES: dict[int, str] = {number: gate.name for number, gate in GATES.items()}
+ALL_GATES: tuple[int, ...] = tuple(GATES)
+
+__all__ = ["ALL_GATES", "GATES", "GATE_NAMES", "CommonSettings", "Gate", "KernelGate", "KernelSettings",
+           "ModelGate", "ModelSettings", "PerfGate", "PerfSettings", "StaticGate", "gate2_battery"]

@@ -1,0 +1,231 @@
+"""The budget goes to the search, on a stand-in clock: no finalist's time is kept before a candidate is worth
+finalizing, so a run with nothing worth finalizing searches until its deadline less one candidate; a candidate
+found too late for the final gates is reported "found, not verified within the budget" with its kernel speedup;
+with configuration changes allowed the search still screens candidates and the check runs in its slot, in the
+search's worker once the working sets the search keeps are released (a stand-in allocator counts who holds
+one); a check that cannot fit is reported "not verified" with the accounting's measured figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_search_budget import COSTS, ClockedEvaluator, StandInClock, fixed_configs, run
+from test_search_pipeline import kinds
+
+from kernelopt_core.gates.verdict import CascadeResult
+from kernelopt_core.recommend import ConfigNotVerified, ConfigVerdict
+from kernelopt_core.search.deadline import CLOSING_S, MEASURED_MARGIN, Budget
+from kernelopt_core.search.evaluation import KernelTime, Screen
+
+ROOT = Path(__file__).resolve().parents[1]
+RELU = json.loads((ROOT / "benchmarks" / "results" / "h200" / "accounting.json").read_text())["accountings"][
+    "relu_6p4GB"]  # the H200's accounting of a graph whose CUDA-graph input copy is half of the callable
+# The stand-in run finds its win with 69 s left: a finalist (60 s, the GPU floor) fits, a finalist and the
+# configuration check's 30-s slot together do not.
+BUDGET_WIN_BEFORE_CHECK_S = 145.0
+CANDIDATE_S = COSTS["screen"] + COSTS["time"]  # one stand-in candidate: its screen and its kernel timing
+
+
+def slower(source: str) -> float:
+    """Every candidate 10% slower than Inductor's kernel: nothing is worth finalizing."""
+    return 1.1 if "fixed_config" in source else 1.0
+
+
+def test_with_nothing_worth_finalizing_the_search_goes_on_until_its_deadline_less_one_candidate(
+        tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=slower)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(200.0, clock), early_stop=False, iterations=20)
+    used = clock.now - start
+    # it stopped only when one more candidate (12 s measured, planned at x 1.25) and the files no longer fit
+    assert 200.0 - used < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S
+    assert used <= 200.0
+    assert not evaluator.finalized and not kinds(journal, "finalist")  # no finalist's time was kept, none ran
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    assert "after what the run keeps" in stop["detail"]
+    (end,) = kinds(journal, "budget_end")
+    assert end["reason"] == "the time left is less than one more candidate"
+    assert result.decision == "matched" and result.found_unverified == []
+    # the old reserve (a GPU finalist: at least 60 s) would have stopped it more than 60 s before its deadline
+    assert evaluator.calls["screen"] >= (200.0 - 8.0 - 20.0 - 62.0) // CANDIDATE_S + 3
+
+
+def test_a_candidate_found_too_late_for_the_final_gates_is_reported_with_its_kernel_speedup(tmp_path: Path) -> None:
+    clock = StandInClock()
+    # 1.111x, below the early-finalist margin: it waits for the beam's end, when a finalist (60 s) no longer fits
+    evaluator = ClockedEvaluator(clock, latency=fixed_configs(0.9))
+    result, journal = run(tmp_path, evaluator, Budget(100.0, clock), early_stop=False)
+    assert evaluator.calls["screen"] >= 1 and not evaluator.finalized
+    (found,) = result.found_unverified
+    assert found["status"] == "found, not verified within the budget"
+    assert found["kernel_speedup"] == pytest.approx(1 / 0.9) and found["ci"] == pytest.approx([1.1, 1 / 0.9 * 1.01])
+    assert found["candidate"] in {c["label"] for c in result.time_split["candidates"]}
+    assert result.decision == "matched" and "found, not verified within the budget" in result.reason
+    assert "kernel speedup 1.111x" in result.reason
+    (entry,) = kinds(journal, "found_unverified")
+    assert entry["node"] == found["candidate"]
+    saved = json.loads(Path(result.run_dir, "result.json").read_text())
+    assert saved["found_unverified"] == result.found_unverified
+    report = Path(result.run_dir, "report.md").read_text()
+    line = next(line for line in report.splitlines() if "found, not verified within the budget" in line)
+    assert found["candidate"] in line and "1.111x" in line
+
+
+def test_a_candidate_worth_finalizing_in_time_is_finalized_not_reported_unverified(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=fixed_configs(0.9))
+    result, journal = run(tmp_path, evaluator, Budget(240.0, clock), early_stop=False)
+    assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
+    # the finalist's time was kept from the first candidate worth it on: the search stopped for it
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    assert "the final gates' reserve" in stop["detail"]
+
+
+class DeviceLedger:
+    """A stand-in allocator: which processes hold a working set on the device, and the most at once."""
+
+    def __init__(self) -> None:
+        self.holders: set[str] = set()
+        self.most = 0
+        self.events: list[str] = []
+
+    def hold(self, who: str) -> None:
+        self.holders.add(who)
+        self.most = max(self.most, len(self.holders))
+        self.events.append(f"hold {who}")
+
+    def drop(self, who: str) -> None:
+        self.holders.discard(who)
+        self.events.append(f"drop {who}")
+
+
+class ConfigEvaluator(ClockedEvaluator):
+    """The clocked stand-in with the search's kept working sets (the baseline's timing process and the kept
+    candidate) and a configuration check in the same worker; ``check_s`` is what a check takes."""
+
+    def __init__(self, clock: StandInClock, ledger: DeviceLedger, check_s: float = 30.0, **kwargs: Any):
+        super().__init__(clock, **kwargs)
+        self.ledger = ledger
+        self.check_s = check_s
+        self.checks: list[tuple[str, float]] = []  # (option, the time it was given)
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self.ledger.hold("candidate process")  # kept for the kernel timing that follows
+        return super().screen(kernel, source)
+
+    def time(self, kernel: str, source: str, screen: Screen) -> KernelTime:
+        self.ledger.hold("baseline timing process")  # the original graph and its arguments, kept per graph
+        return super().time(kernel, source, screen)
+
+    def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+        self.ledger.hold("candidate process")
+        return super().finalize(candidates, gates)
+
+    def release(self) -> dict[str, Any]:
+        held = sorted(self.ledger.holders)
+        for who in held:
+            self.ledger.drop(who)
+        return {"closed": held}
+
+    def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> ConfigVerdict:
+        self.checks.append((option.name, timeout_s))
+        self.ledger.hold("configuration check")
+        try:
+            if self.check_s > timeout_s:  # the worker's limit ends it, as a real worker's timeout does
+                self.clock.now += timeout_s
+                raise ConfigNotVerified(f"the check ran past the {timeout_s:.0f} s that were left for it")
+            self.clock.now += self.check_s
+            return ConfigVerdict(accepted=option.name == "mode", reason="stand-in", change=dict(option.change),
+                                 baseline_mode=baseline_mode, gates=[{"gate": 3, "passed": True}],
+                                 speedup=2.1, ci=(2.05, 2.15), baseline_path="compiled-callable-cudagraphs",
+                                 candidate_path="compiled-callable", option=option.name)
+        finally:
+            self.ledger.drop("configuration check")
+
+
+def config_run(tmp_path: Path, evaluator: ConfigEvaluator, budget: Budget, **overrides: Any):
+    from test_search_pipeline import ELEMENTWISE
+
+    from kernelopt_core.search.pipeline import OptimizeConfig, optimize
+
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"),
+                            allow_config_changes=True, **overrides)
+    result = optimize(ELEMENTWISE, config=config, evaluator=evaluator, budget=budget, problem=__file__,
+                      accounting=RELU)
+    journal = [json.loads(line) for line in Path(result.run_dir, "journal.jsonl").read_text().splitlines()]
+    return result, journal
+
+
+def test_with_configuration_changes_the_search_still_screens_and_the_check_runs_alone(tmp_path: Path) -> None:
+    clock, ledger = StandInClock(), DeviceLedger()
+    evaluator = ConfigEvaluator(clock, ledger, check_s=12.0, latency=slower)  # the H100: 9-23 s for both
+    start = clock.now
+    result, journal = config_run(tmp_path, evaluator, Budget(180.0, clock), early_stop=False, iterations=20)
+    assert clock.now - start <= 180.0
+    # the search got what the check's slot left: several candidates, not none
+    assert evaluator.calls["screen"] >= 5
+    (plan,) = kinds(journal, "config_plan")
+    assert plan["recommended"] and plan["slot_s"] == pytest.approx(30.0)  # the GPU's prior, under 40% of 180 s
+    # both options were checked, each after the search's working sets were given back
+    assert [name for name, _ in evaluator.checks] == ["mode", "static-inputs"]
+    assert ledger.most == 2  # the search's own two processes, never a third beside the check
+    first_check = ledger.events.index("hold configuration check")
+    assert not {e for e in ledger.events[:first_check] if e.startswith("hold")} - {
+        f"hold {who}" for who in ("candidate process", "baseline timing process")}
+    held_at_check = {e[5:] for e in ledger.events[:first_check] if e.startswith("hold")} - {
+        e[5:] for e in ledger.events[:first_check] if e.startswith("drop")}
+    assert held_at_check == set()  # nothing of the search's was still held when the check took the device
+    change = result.config_change
+    assert change["chosen"] == "mode" and change["verified"]["accepted"]
+    assert any(s.startswith("verified:") for s in result.suggestions)
+    assert kinds(journal, "released")
+
+
+def test_memory_the_check_and_the_search_never_hold_a_working_set_at_once(tmp_path: Path) -> None:
+    """The property itself, checked at every hold: the configuration check never sees another holder."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    seen: list[set[str]] = []
+
+    class Watching(ConfigEvaluator):
+        def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> ConfigVerdict:
+            seen.append(set(ledger.holders))
+            return super().verify_config(problem, option, baseline_mode, timeout_s)
+
+    evaluator = Watching(clock, ledger, latency=fixed_configs(0.9))  # with a finalist too
+    config_run(tmp_path, evaluator, Budget(400.0, clock), early_stop=False)
+    assert evaluator.finalized and seen and all(holders == set() for holders in seen)
+
+
+def test_a_check_that_cannot_fit_reports_the_recommendation_not_verified_with_its_measured_figure(
+        tmp_path: Path) -> None:
+    clock, ledger = StandInClock(), DeviceLedger()
+    evaluator = ConfigEvaluator(clock, ledger, check_s=500.0, latency=slower)  # longer than the whole budget
+    start = clock.now
+    result, journal = config_run(tmp_path, evaluator, Budget(180.0, clock), early_stop=False, iterations=20)
+    assert clock.now - start <= 180.0 and evaluator.calls["screen"] >= 5
+    change = result.config_change
+    verified = change["verified"]
+    assert change["chosen"] is None and verified["not_verified"] is True
+    assert verified["measured_speedup"] == pytest.approx(6.9094719886779785 / 3.222000002861023)
+    assert "measured 2.14x through the full callable" in verified["reason"]
+    assert any(s.startswith("not verified") and "2.14x" in s for s in result.suggestions)
+    report = Path(result.run_dir, "report.md").read_text()
+    assert "not verified:" in report and "2.14x" in report
+    assert not [e for e in journal if e["kind"] == "config_change"]  # a resumed run with time left checks it
+
+
+def test_a_kernel_win_goes_to_the_final_gates_before_the_configuration_checks_slot(tmp_path: Path) -> None:
+    """A candidate worth finalizing, with less time left than a finalist and the check's slot together: the
+    finalist runs (a check left without time is still reported with its measured figure, a win dropped here
+    would be lost). Before, the slot was kept from the finalist, which was reported found-unverified while
+    the search stopped for a finalist that never ran (an H100 bench run of avg_pool1d)."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    evaluator = ConfigEvaluator(clock, ledger, check_s=10.0, latency=fixed_configs(0.9))
+    result, journal = config_run(tmp_path, evaluator, Budget(BUDGET_WIN_BEFORE_CHECK_S, clock), early_stop=False)
+    assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
+    assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "finalists"]
+    assert result.config_change is not None and result.config_change["verified"] is not None
