@@ -94,6 +94,15 @@ test-vscode:
 	  cd client-vscode && $(NPM) ci --no-audit --no-fund && $(NPM) run build && $(NPM) test && $(NPM) run package; \
 	else echo "test-vscode: npm or client-vscode/package.json missing; skipped"; fi
 
+# The extension in a real VS Code (code-server) driven through a real browser (Debian's chromium): its
+# setup (Node 24, code-server, playwright-core, chromium) comes from npm and Debian and is cached under
+# ~/.cache/kernelopt-vscode-host (KERNELOPT_VSCODE_HOST_CACHE). Screenshots: client-vscode/host-test/out/.
+# See client-vscode/host-test/README.md. The time limit is a backstop for a hung browser or host.
+.PHONY: test-vscode-host
+VSCODE_HOST_TIMEOUT ?= 3000
+test-vscode-host: venv
+	timeout --kill-after=30 $(VSCODE_HOST_TIMEOUT) bash client-vscode/host-test/run.sh
+
 # Both parts run whatever the other's outcome; the last lines say how each went.
 test: venv
 	@python_status=0; vscode_status=0; \

@@ -28,8 +28,13 @@ export function isActive(job: JobStatus): boolean {
 }
 
 /** An optimize run the user has not yet applied or discarded. */
+/** An optimize run with a kernel to review: one that kept the compiler's kernel has no diff. */
+export function hasDiff(job: JobStatus): boolean {
+  return job.optimizedUri !== undefined || job.diffPath !== undefined;
+}
+
 export function isPendingResult(job: JobStatus): boolean {
-  return job.kind === 'optimize' && job.state === 'done' && typeof job.runId === 'string' && job.runId !== '';
+  return job.kind === 'optimize' && job.state === 'done' && typeof job.runId === 'string' && job.runId !== '' && hasDiff(job);
 }
 
 function optString(v: unknown): string | undefined {

@@ -1,7 +1,7 @@
 // `kernelopt/jobStatus` handling: update the tracker, and tell the user once when a job ends.
 import * as vscode from 'vscode';
 import { ClientCommand, JOB_STATUS_NOTIFICATION } from './ids';
-import { JobStatus, JobTracker, parseJobStatus } from './jobs';
+import { hasDiff, JobStatus, JobTracker, parseJobStatus } from './jobs';
 import { formatSpeedup } from './status';
 
 export interface JobStatusSink {
@@ -14,7 +14,7 @@ export function finishMessage(job: JobStatus): string | undefined {
   const kernel = job.kernel ?? job.jobId;
   switch (job.state) {
     case 'done':
-      if (job.kind === 'optimize') {
+      if (job.kind === 'optimize' && hasDiff(job)) {
         const best = job.bestSpeedup !== undefined ? `best ${formatSpeedup(job.bestSpeedup)}` : 'done';
         return `KernelOPT: optimized ${kernel}, ${best}.`;
       }
@@ -52,7 +52,8 @@ async function announce(job: JobStatus, sink: JobStatusSink): Promise<void> {
     }
     return;
   }
-  if (job.kind === 'optimize' && job.runId) {
+  // A run that kept the compiler's kernel has nothing to review or apply: its message says why.
+  if (job.kind === 'optimize' && job.runId && hasDiff(job)) {
     const choice = await vscode.window.showInformationMessage(text, 'Show Diff', 'Apply', 'Discard');
     const command =
       choice === 'Show Diff' ? ClientCommand.showDiff : choice === 'Apply' ? ClientCommand.applyResult : choice === 'Discard' ? ClientCommand.discardResult : undefined;

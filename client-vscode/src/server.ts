@@ -2,11 +2,20 @@
 // forwards server commands. A new client per start, because the executable and its environment
 // (interpreter, API key) are fixed when a LanguageClient is constructed.
 import * as vscode from 'vscode';
-import { ExecuteCommandSignature, LanguageClient, LanguageClientOptions, State } from 'vscode-languageclient/node';
+import {
+  ClientCapabilities,
+  ExecuteCommandSignature,
+  FeatureState,
+  LanguageClient,
+  LanguageClientOptions,
+  State,
+  StaticFeature,
+} from 'vscode-languageclient/node';
 import { CLIENT_ID, CLIENT_NAME, ClientCommand, CONFIG_SECTION, JOB_STATUS_NOTIFICATION, ServerCommand, ServerCommandId } from './ids';
 import { buildServerExecutable, describeLaunch, documentSelector, resolveInterpreter } from './serverOptions';
 import { initializationOptions, KernelOptSettings } from './settings';
 import { ServerState } from './status';
+import { TraceChannel } from './trace';
 
 /** Where the launch inputs come from; injected so the manager is testable. */
 export interface LaunchInputs {
@@ -36,11 +45,16 @@ export async function executeCommandMiddleware(command: string, args: any[], nex
   return result;
 }
 
-export function clientOptions(settings: KernelOptSettings, output: vscode.LogOutputChannel): LanguageClientOptions {
+export function clientOptions(
+  settings: KernelOptSettings,
+  output: vscode.LogOutputChannel,
+  traceOutput: vscode.LogOutputChannel = output,
+): LanguageClientOptions {
   return {
     documentSelector: documentSelector(settings.dumpFolders, settings.userKernels),
     outputChannel: output,
-    traceOutputChannel: output,
+    // Follows kernelopt.trace.server (see trace.ts) and writes into the same output.
+    traceOutputChannel: traceOutput,
     initializationOptions: initializationOptions(settings),
     // Pushes `workspace/didChangeConfiguration` for kernelopt.* besides the server's own pulls.
     synchronize: { configurationSection: CONFIG_SECTION },
@@ -53,18 +67,39 @@ export function clientOptions(settings: KernelOptSettings, output: vscode.LogOut
   };
 }
 
+/**
+ * Tells the server what this client does itself: it turns kernelopt/jobStatus into its own messages
+ * and copies copyConfig's text to the clipboard. The server otherwise goes by the client's name, and
+ * code-server (VS Code in a browser) calls itself "code-server": the server then showed every job's
+ * end a second time.
+ */
+export const KERNELOPT_CAPABILITIES: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...experimental, kernelopt: { jobStatus: true, clipboard: true } };
+  },
+  initialize(): void {},
+  getState(): FeatureState {
+    return { kind: 'static' };
+  },
+  clear(): void {},
+};
+
 export class ServerManager implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private queue: Promise<void> = Promise.resolve();
   private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
   readonly onDidChangeState = this.stateEmitter.event;
   private interpreter: string | undefined;
+  private readonly traceOutput: TraceChannel;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
     private readonly inputs: LaunchInputs,
     private readonly onJobStatus: (raw: unknown) => void,
-  ) {}
+  ) {
+    this.traceOutput = new TraceChannel(output);
+  }
 
   /** The interpreter the running server was launched with. */
   get launchedInterpreter(): string | undefined {
@@ -112,7 +147,8 @@ export class ServerManager implements vscode.Disposable {
     this.interpreter = exe.command;
     this.output.info(describeLaunch(exe, interpreter.source, settings.apiKeyEnv));
 
-    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, exe, clientOptions(settings, this.output));
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, exe, clientOptions(settings, this.output, this.traceOutput));
+    client.registerFeature(KERNELOPT_CAPABILITIES);
     this.client = client;
     client.onDidChangeState((e) => {
       if (this.client === client) {
@@ -162,5 +198,6 @@ export class ServerManager implements vscode.Disposable {
   async dispose(): Promise<void> {
     await this.stop();
     this.stateEmitter.dispose();
+    this.traceOutput.dispose();
   }
 }

@@ -43,19 +43,27 @@ export interface ServerExecutable {
 }
 
 /**
- * The server process description. `env` holds only additions: the LanguageClient merges them over
- * the editor's own environment, so a key exported in the user's shell still reaches the server
- * when none is stored in SecretStorage.
+ * The server process description. `env` is the whole environment: the LanguageClient spawns a
+ * `command` server with exactly `options.env` (it merges the editor's environment only for `module`
+ * servers), so it starts from the editor's own (`baseEnv`). Without it the server ran with no PATH,
+ * HOME or CUDA variables, and a key exported in the user's shell never reached it.
  */
 export function buildServerExecutable(
   settings: Pick<KernelOptSettings, 'interpreter' | 'apiKeyEnv'>,
   pythonExtensionPath: string | undefined,
   apiKey: string | undefined,
   cwd?: string,
+  baseEnv: Readonly<Record<string, string | undefined>> = process.env,
 ): ServerExecutable {
   const interpreter = resolveInterpreter(settings.interpreter, pythonExtensionPath);
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(baseEnv)) {
+    if (value !== undefined) {
+      env[name] = value;
+    }
+  }
   // Unbuffered so the server's stderr log reaches the output channel as it is written.
-  const env: Record<string, string> = { PYTHONUNBUFFERED: '1' };
+  env.PYTHONUNBUFFERED = '1';
   if (apiKey) {
     env[apiKeyEnvName(settings.apiKeyEnv)] = apiKey;
   }

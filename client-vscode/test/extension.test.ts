@@ -34,13 +34,22 @@ describe('extension', () => {
     await flush();
   }
 
+  // The server inherits the test process's environment: a key exported in the developer's shell
+  // must not decide what the API-key tests see.
+  let exportedKey: string | undefined;
+
   beforeEach(async () => {
     __mock.reset();
     LanguageClient.reset();
     __mock.state.workspaceFolders = [{ uri: Uri.file('/ws'), name: 'ws', index: 0 }];
+    exportedKey = process.env.ANTHROPIC_API_KEY;
+    delete process.env.ANTHROPIC_API_KEY;
   });
 
   afterEach(async () => {
+    if (exportedKey !== undefined) {
+      process.env.ANTHROPIC_API_KEY = exportedKey;
+    }
     await deactivate();
     for (const d of ctx?.subscriptions ?? []) {
       await d.dispose();
@@ -292,6 +301,25 @@ describe('extension', () => {
       const done = __mock.state.messages.find((m) => m.text.includes('optimized triton_poi_fused_add_0, best 1.23×'));
       assert.ok(done);
       assert.deepStrictEqual(done.items, ['Show Diff', 'Apply', 'Discard']);
+    });
+
+    it('a run that kept the compiler kernel says why and offers no diff to review', async () => {
+      const kept = 'kept the compiler kernel: gate 4 not distinguishable from noise';
+      notify({ jobId: 'j3', kind: 'optimize', state: 'done', kernel: 'k', runId: 'r7', bestSpeedup: 1.0, message: kept });
+      await flush();
+      const done = __mock.state.messages.find((m) => m.text.includes('optimize k done'));
+      assert.ok(done, JSON.stringify(__mock.state.messages));
+      assert.ok(done.text.includes(kept));
+      assert.deepStrictEqual(done.items, []);
+      assert.strictEqual(status(), '$(zap) KernelOPT: idle');
+    });
+
+    it('declares to the server that it shows job status and writes the clipboard (code-server is not named VS Code)', () => {
+      const capabilities: any = { experimental: { other: 1 } };
+      for (const feature of LanguageClient.last.features) {
+        feature.fillClientCapabilities(capabilities);
+      }
+      assert.deepStrictEqual(capabilities.experimental, { other: 1, kernelopt: { jobStatus: true, clipboard: true } });
     });
 
     it('reports a failed job once, with a way to the log', async () => {

@@ -59,9 +59,21 @@ describe('settings → server options', () => {
       assert.strictEqual(exe.command, '/venv/python');
     });
 
-    it('adds no key variable without a stored secret, so an inherited one still applies', () => {
-      const exe = buildServerExecutable({ interpreter: '', apiKeyEnv: 'ANTHROPIC_API_KEY' }, undefined, undefined);
-      assert.deepStrictEqual(Object.keys(exe.options.env), ['PYTHONUNBUFFERED']);
+    it('passes the editor environment on, so an inherited key, PATH and CUDA variables reach the server', () => {
+      // The LanguageClient spawns a command server with exactly options.env: anything missing here is gone.
+      const base = { PATH: '/usr/bin', HOME: '/home/me', CUDA_VISIBLE_DEVICES: '1', ANTHROPIC_API_KEY: 'inherited', UNSET: undefined };
+      const exe = buildServerExecutable({ interpreter: '', apiKeyEnv: 'ANTHROPIC_API_KEY' }, undefined, undefined, undefined, base);
+      assert.deepStrictEqual(exe.options.env, {
+        PATH: '/usr/bin', HOME: '/home/me', CUDA_VISIBLE_DEVICES: '1', ANTHROPIC_API_KEY: 'inherited', PYTHONUNBUFFERED: '1',
+      });
+      const stored = buildServerExecutable({ interpreter: '', apiKeyEnv: 'ANTHROPIC_API_KEY' }, undefined, 'sk-stored', undefined, base);
+      assert.strictEqual(stored.options.env.ANTHROPIC_API_KEY, 'sk-stored', 'a stored key wins over an inherited one');
+      assert.strictEqual(base.ANTHROPIC_API_KEY, 'inherited', 'the base environment is not changed');
+    });
+
+    it("defaults to the extension host's own environment", () => {
+      const exe = buildServerExecutable({ interpreter: '', apiKeyEnv: 'K' }, undefined, undefined);
+      assert.strictEqual(exe.options.env.PATH, process.env.PATH);
     });
 
     it('sets cwd only when given', () => {

@@ -113,19 +113,27 @@ describe('JobTracker', () => {
   it('merges updates, reports the first finish only, and tracks pending results', () => {
     const t = new JobTracker();
     t.update(running({ iteration: 1, iterations: 5, bestSpeedup: 1.1 }));
-    const u = t.update({ jobId: 'j1', kind: 'optimize', state: 'done', runId: 'r1' });
+    const u = t.update({ jobId: 'j1', kind: 'optimize', state: 'done', runId: 'r1', optimizedUri: 'file:///r/optimized_kernel.py' });
     assert.ok(u.finished);
     assert.strictEqual(u.current.bestSpeedup, 1.1, 'fields from earlier notifications are kept');
-    assert.strictEqual(t.update({ jobId: 'j1', kind: 'optimize', state: 'done', runId: 'r1' }).finished, false);
+    assert.strictEqual(t.update({ jobId: 'j1', kind: 'optimize', state: 'done', runId: 'r1', optimizedUri: 'file:///r/optimized_kernel.py' }).finished, false);
     assert.deepStrictEqual(t.pendingResults().map((j) => j.runId), ['r1']);
     t.resolveRun('r1');
     assert.deepStrictEqual(t.pendingResults(), []);
   });
 
+  it('has no result to review for a run that kept the compiler kernel (no diff)', () => {
+    const t = new JobTracker();
+    t.update({ jobId: 'j1', kind: 'optimize', state: 'done', runId: 'r1', bestSpeedup: 1.0, message: 'kept the compiler kernel' });
+    assert.deepStrictEqual(t.pendingResults(), []);
+    t.update({ jobId: 'j2', kind: 'optimize', state: 'done', runId: 'r2', diffPath: '/r2/final.diff' });
+    assert.deepStrictEqual(t.pendingResults().map((j) => j.runId), ['r2']);
+  });
+
   it('forgets active jobs when the server goes away, keeps results', () => {
     const t = new JobTracker();
     t.update(running({ jobId: 'a' }));
-    t.update(running({ jobId: 'b', state: 'done', runId: 'r' }));
+    t.update(running({ jobId: 'b', state: 'done', runId: 'r', optimizedUri: 'file:///r/optimized_kernel.py' }));
     t.dropActive();
     assert.deepStrictEqual(t.active(), []);
     assert.strictEqual(t.pendingResults().length, 1);
@@ -153,7 +161,7 @@ describe('StatusBar item', () => {
     assert.strictEqual(item.text, '$(zap) KernelOPT: idle');
     tracker.update(running({ iteration: 3, iterations: 5 }));
     assert.strictEqual(item.text, '$(sync~spin) KernelOPT: optimizing 3/5');
-    tracker.update(running({ state: 'done', bestSpeedup: 1.23, runId: 'r' }));
+    tracker.update(running({ state: 'done', bestSpeedup: 1.23, runId: 'r', optimizedUri: 'file:///r/optimized_kernel.py' }));
     assert.strictEqual(item.text, '$(check) KernelOPT: best 1.23×');
     bar.setServerState('stopped');
     assert.ok(item.backgroundColor);

@@ -42,6 +42,7 @@ class Settings:
     budget: float = DEFAULT_BUDGET_S  # seconds an optimize job plans against (0: no limit), as `optimize --budget`
     # A project's own kernels: (file or file::kernel, absolute) -> harness (docs/user-kernels.md)
     harnesses: tuple[tuple[str, str], ...] = ()
+    user_kernels: bool = True  # serve the @triton.jit kernels of any Python file, not only Inductor dumps
 
     def harness_for(self, path: str, kernel: str) -> str | None:
         """The harness the ``harnesses`` setting names for a kernel (file::kernel first, then the file)."""
@@ -137,12 +138,13 @@ def parse_settings(raw: Any, base: Settings | None = None,
                                 "jobs keep using the server's own Python")
             else:
                 changes["interpreter"] = path
-    if "allowConfigChanges" in values:
-        value = values["allowConfigChanges"]
-        if not isinstance(value, bool):
-            problems.append(f"kernelopt.allowConfigChanges must be true or false; got {value!r}")
-        else:
-            changes["allow_config_changes"] = value
+    for key, attr in (("allowConfigChanges", "allow_config_changes"), ("userKernels", "user_kernels")):
+        if key in values:
+            value = values[key]
+            if not isinstance(value, bool):
+                problems.append(f"kernelopt.{key} must be true or false; got {value!r}")
+            else:
+                changes[attr] = value
     if "budget" in values:
         value = values["budget"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -163,16 +165,22 @@ def parse_settings(raw: Any, base: Settings | None = None,
             changes["harnesses"] = tuple(entries)
     if beam_changes:
         changes["beam"] = replace(settings.beam, **beam_changes)
-    unknown = sorted(k for k in values if k not in _KNOWN_KEYS and not k.startswith("trace"))
+    unknown = sorted(k for k in values if k not in KNOWN_KEYS and not k.startswith(CLIENT_KEY_PREFIXES))
     if unknown:
         problems.append(f"unknown kernelopt setting(s) ignored: {', '.join(unknown)}")
     return replace(settings, **changes), problems
 
 
-_KNOWN_KEYS = {
+# Every key the server reads. A client that contributes a setting the server does not know (VS Code
+# sends the whole section) makes every start warn "unknown setting": tests compare this with the VS Code
+# extension's package.json.
+KNOWN_KEYS = frozenset({
     "dumpFolders", "provider", "model", "apiKeyEnv", "beam.width", "beam.iterations", "beam.plans",
     "beam.retries", "device", "ncuPath", "interpreter", "allowConfigChanges", "harnesses", "budget",
-}
+    "userKernels",
+})
+# The clients' own settings under the section, accepted and not read: the LSP trace (`trace.server`).
+CLIENT_KEY_PREFIXES = ("trace",)
 
 
 def _flatten(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -80,7 +80,7 @@ class UserKernelContext:
     workspace: ProjectWorkspace  # the open documents
     index: SharedIndex  # its ``user`` index: the kernel files as saved
     indexer: ThreadPoolExecutor  # where buffers are parsed
-    settings: Callable[[], Settings]  # the harnesses setting
+    settings: Callable[[], Settings]  # the harnesses and userKernels settings
 
 
 class UserKernelFiles:
@@ -93,7 +93,7 @@ class UserKernelFiles:
     async def state(self, uri: str) -> UserState | None:
         """The kernels a document holds now (None: not a project's kernel file)."""
         path = uri_path(uri)
-        if path is None or not is_candidate_user_file(path):
+        if path is None or not self.ctx.settings().user_kernels or not is_candidate_user_file(path):
             return None
         doc = self.ctx.workspace.document(uri)
         if doc is None:

@@ -36,6 +36,11 @@ export class LanguageClient {
     LanguageClient.instances.push(this);
   }
 
+  readonly features: any[] = [];
+  registerFeature(feature: any): void {
+    this.features.push(feature);
+  }
+
   static reset(): void {
     LanguageClient.instances = [];
     LanguageClient.startError = undefined;

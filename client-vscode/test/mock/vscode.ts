@@ -213,6 +213,15 @@ export class MockStatusBarItem {
   }
 }
 
+export enum LogLevel {
+  Off = 0,
+  Trace = 1,
+  Debug = 2,
+  Info = 3,
+  Warning = 4,
+  Error = 5,
+}
+
 export class MockOutputChannel {
   readonly lines: string[] = [];
   shown = 0;
@@ -248,8 +257,14 @@ export class MockOutputChannel {
   clear(): void {}
   replace(): void {}
   dispose(): void {}
-  logLevel = 2;
-  onDidChangeLogLevel = new EventEmitter<number>().event;
+  logLevel: LogLevel = LogLevel.Info;
+  readonly logLevelEmitter = new EventEmitter<LogLevel>();
+  onDidChangeLogLevel = this.logLevelEmitter.event;
+  /** As "Developer: Set Log Level" does. */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    this.logLevelEmitter.fire(level);
+  }
 }
 
 /** Answers for the next prompts; a prompt with no queued answer is dismissed (undefined). */
