@@ -80,6 +80,7 @@ demo: venv
 
 lint: venv
 	$(VENV)/bin/ruff check kernelopt_core kernelopt server tests benchmarks
+	$(VENV)/bin/mypy
 
 test-python: venv lint
 	$(PYTEST) -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
@@ -99,7 +100,7 @@ test: venv
 	$(MAKE) --no-print-directory test-python || python_status=$$?; \
 	$(MAKE) --no-print-directory test-vscode || vscode_status=$$?; \
 	verdict() { [ "$$1" = 0 ] && echo passed || echo "FAILED (exit $$1)"; }; \
-	echo "make test: python (ruff + pytest -m 'not slow'): $$(verdict $$python_status)"; \
+	echo "make test: python (ruff + mypy + pytest -m 'not slow'): $$(verdict $$python_status)"; \
 	if command -v $(NPM) >/dev/null 2>&1; then vscode_verdict=$$(verdict $$vscode_status); \
 	else vscode_verdict="SKIPPED: $(NPM) not found (install Node.js 20 with npm to test the extension)"; fi; \
 	echo "make test: vscode extension (build + tests + package): $$vscode_verdict"; \

@@ -11,6 +11,7 @@ all read this store.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import os
@@ -218,12 +219,12 @@ class AcceptedStore:
             return None
         return self._read(path)
 
-    def find_by_source_hash(self, original_hash: str) -> list[AcceptedEntry]:
+    def find_by_source_hash(self, original_hash: str) -> builtins.list[AcceptedEntry]:
         """Entries that replace the kernel with this source hash, newest first."""
         found = [e for e in self.list() if e.original_hash == original_hash]
         return sorted(found, key=lambda e: (e.created, e.id), reverse=True)
 
-    def find_by_accepted_hash(self, accepted_hash: str) -> list[AcceptedEntry]:
+    def find_by_accepted_hash(self, accepted_hash: str) -> builtins.list[AcceptedEntry]:
         """Entries whose accepted source has this hash (e.g. a dump already edited to it)."""
         return [e for e in self.list() if e.accepted_hash == accepted_hash]
 
@@ -360,7 +361,7 @@ def entries_from_run(run_dir: str) -> list[AcceptedEntry]:
     cascade = result.get("cascade") if isinstance(result.get("cascade"), dict) else None
     graph = _graph_of_run(result, cascade, run_dir)
     sources = _accepted_sources(result, run_dir)
-    env = result.get("environment") if isinstance(result.get("environment"), dict) else {}
+    env: dict[str, Any] = result["environment"] if isinstance(result.get("environment"), dict) else {}
     run_id = str(result.get("run_id") or os.path.basename(os.path.normpath(run_dir)))
     entries = []
     for name, source in sources.items():

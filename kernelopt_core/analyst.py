@@ -1,30 +1,14 @@
 """The deterministic strategy analyst: a tier per kernel from its speed of light, causes and directions.
 
-The first question is how far a kernel is from the time its unavoidable traffic takes:
-**speed of light** = ideal bytes / (kernel time x the copy bandwidth measured on the device), the
-ideal bytes being every distinct tensor the launch reads, once, plus every tensor it writes, once
-(:mod:`kernelopt_core.measure.traffic`). The tier rule, first match wins:
+**Speed of light** = ideal bytes / (kernel time x the device's measured copy bandwidth); the ideal
+bytes are every distinct tensor the launch reads, once, plus every tensor it writes, once
+(:mod:`kernelopt_core.measure.traffic`). The tier, first match wins: ``near-optimal`` (>= 85%, or
+compute-bound near the compute peak), ``unknown`` (no ncu figures), ``underutilized``,
+``memory-bound``, ``compute-bound``. A kernel below 85% gets its causes named with their numbers:
+``re-reads``, ``low-parallelism``, ``strided-access``, ``l2-thrash``; each cause maps to a
+direction. The paper's rule (:func:`classify`) stays as a second figure, ``paper_tier``.
 
-1. ``near-optimal``   speed of light >= 85%, or compute-bound near the compute peak: >= 80% of the
-                      measured matmul peak, or, where the speed of light is not known, SOL compute
-                      (SM) above 80% and leading memory. A kernel whose SM is busy while it is far
-                      from its speed of light spends instructions per byte (a pooling window read
-                      with many loads: on the H200, 62% of speed of light at SM 80%, and a 1.59x
-                      faster rewrite existed): that is a cause, not a ceiling;
-2. ``unknown``        no ncu SOL memory/compute figures (no ncu, e.g. on the CPU backend);
-3. ``underutilized``  both < 30 (nothing is busy: latency-bound), or the two are similar
-                      (|memory - compute| <= 10) and both <= 60;
-4. ``memory-bound``   memory >= compute (an exact tie counts as memory-bound, since Inductor's
-                      kernels move data more than they compute);
-5. ``compute-bound``  compute > memory.
-
-A kernel below 85% gets its causes named, each with its numbers (what only the source suggests, a
-memory cause on a compute-bound kernel, is left out): ``re-reads`` (traffic ratio >=
-1.3, passes counted in the source), ``low-parallelism`` (fewer programs than one wave, few long
-rows), ``strided-access`` (sector efficiency, transposed indexes, pooling windows) and
-``l2-thrash`` (re-read data evicted from L2 before its reuse). The paper's rule (:func:`classify`:
-SOL memory or compute > 80% is near-optimal) stays as a second, labelled figure, ``paper_tier``,
-so both readings are visible. Every claim carries the numbers behind it. Pure Python: no torch.
+Pure Python: no torch. The rules in full: docs/design-notes.md, "analyst.py".
 """
 
 from __future__ import annotations
@@ -494,7 +478,7 @@ def _l2_thrash(m: KernelMetrics | None, sol: SpeedOfLight, facts: KernelFacts, r
                "l2_bytes": facts.l2_bytes}
     size_text = ""  # said only when the sizes alone predict the eviction
     if working_set is not None and facts.l2_bytes and working_set > facts.l2_bytes:
-        size_text = (f"the rows re-read while at least {min(facts.xnumel or facts.sm_count, facts.sm_count or 0)} "
+        size_text = (f"the rows re-read while at least {min(facts.xnumel or facts.sm_count or 0, facts.sm_count or 0)} "
                      f"are in flight span {bytes_text(working_set)}, more than the {bytes_text(facts.l2_bytes)} L2")
     ratio = sol.traffic_ratio
     if ratio is not None and ratio >= REREAD_RATIO and hit is not None and hit < LOW_L2_HIT_PCT:

@@ -94,10 +94,9 @@ def analyze(
 ) -> DispatchReport:
     """Classify a graph. ``launch_times_ms`` maps a launch's ``order`` to its measured time."""
     timeline = graph.timeline()
-    timed = bool(launch_times_ms) and all(item.order in launch_times_ms for item in timeline)
-    weights: list[float] = []
-    for item in timeline:
-        weights.append(launch_times_ms[item.order] if timed and launch_times_ms else 1.0)
+    times = launch_times_ms or {}
+    timed = bool(times) and all(item.order in times for item in timeline)
+    weights = [times[item.order] if timed else 1.0 for item in timeline]
     total = sum(weights) + (sum(o.time_ms for o in overheads or []) if timed else 0.0)
     shares: list[LaunchShare] = []
     for item, weight in zip(timeline, weights, strict=True):
@@ -131,6 +130,6 @@ def analyze(
         overheads=list(overheads or []), timing_path=timing_path,
     )
     if timed and total:
-        for item in report.overheads:
-            item.share = item.time_ms / total
+        for overhead in report.overheads:
+            overhead.share = overhead.time_ms / total
     return report

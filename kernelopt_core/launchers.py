@@ -1,37 +1,15 @@
 """Launcher candidates: one Inductor kernel launch replaced by a Python function of our own.
 
-Inductor's wrapper launches each kernel as ``name.run(<runtime args>, stream=stream0)``, where
-``name = async_compile.triton('name', '''<kernel module>''', device_str=...)``. A *plain*
-candidate is a kernel module like Inductor's (one ``@triton_heuristics``-decorated
-``@triton.jit`` function of the same name). A *launcher* candidate changes the algorithm: its
-module defines any number of ``@triton.jit`` kernels and one plain function with the kernel's own
-name that takes the same runtime parameters, in the same order, and launches them::
+A *plain* candidate is a kernel module like Inductor's. A *launcher* candidate changes the
+algorithm: its module defines any number of ``@triton.jit`` kernels and one plain function with
+the kernel's own name, taking the same runtime parameters in the same order, that launches them
+on the current stream (the stream Inductor passes). It may allocate scratch with
+``torch.empty``/``empty_like``/``zeros``/``zeros_like`` on its arguments' device and use nothing
+else of torch (gate 1 checks exactly this).
 
-    import torch
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _partial_sums(in_ptr, partial_ptr, r0_numel, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-        ...
-
-    @triton.jit
-    def _finalize(partial_ptr, out_ptr, xnumel, SPLIT: tl.constexpr):
-        ...
-
-    def triton_red_fused_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel):
-        partials = torch.empty((xnumel, 64), dtype=torch.float32, device=in_ptr0.device)
-        _partial_sums[(xnumel, 64)](in_ptr0, partials, r0_numel, CHUNK=65536, BLOCK=1024)
-        _finalize[(triton.cdiv(xnumel, 128),)](partials, out_ptr0, xnumel, SPLIT=64)
-
-The launcher may allocate scratch with ``torch.empty``/``empty_like``/``zeros``/``zeros_like`` on
-its arguments' device and nothing else of torch (gate 1 checks exactly this). It launches on the
-current stream, which is the stream Inductor passes.
-
-Re-stitching swaps only the source literal, as for a plain candidate; whoever loads a re-stitched
-graph (the gates, ``kernelopt.enable()``, an exported wrapper) routes launcher sources through
-:func:`load_launcher` with :func:`routing_launchers`. This module imports torch only inside
-functions that need it.
+Re-stitching swaps only the source literal; whoever loads a re-stitched graph routes launcher
+sources through :func:`load_launcher` with :func:`routing_launchers`. torch is imported only
+inside functions that need it. An example launcher: docs/launchers.md.
 """
 
 from __future__ import annotations

@@ -1,33 +1,17 @@
 """Every process KernelOPT starts ends with the work that started it.
 
-The tree (docs/architecture.md, "Ownership of processes")::
+Three layers, because each alone has a gap (the tree: docs/architecture.md, "Ownership of
+processes"):
 
-    CLI / kernelopt-lsp job / bench problem process
-       ├─ worker                  parent-death signal; exits on request-pipe EOF, even mid-job
-       │    ├─ zygote (cpu|cuda)  parent-death signal
-       │    │    └─ candidates    die with the zygote
-       │    └─ compute-sanitizer, in the worker's process group
-       ├─ zygote (compile)        parent-death signal; its compile processes die with it
-       └─ ncu                     its target watches the process that started ncu
+1. the parent-death signal (``prctl(PR_SET_PDEATHSIG)``), which belongs to the *thread* that
+   started the child, so :func:`start_owned` starts children from the main thread or one
+   long-lived spawner thread;
+2. a watchdog in the child (:func:`die_with_owner`), for a process started through another
+   program (ncu's target) and systems without prctl;
+3. the owner ends what it started, by pid (:class:`ProcessTree`), re-parented descendants included.
 
-Three layers, because each alone has a gap:
-
-1. **The parent-death signal** (Linux ``prctl(PR_SET_PDEATHSIG)``): the kernel kills the child
-   when its parent goes, even while the child is stuck in C code. The signal belongs to the
-   *thread* that started the child, not to the process, so :func:`start_owned` starts children
-   from the main thread or from one long-lived spawner thread, never from a job's short-lived
-   thread (which would take its child with it when it ends).
-2. **A watchdog in the child** (:func:`die_with_owner`): a thread that notices the owner (its
-   pid and start time) is gone. It covers a process started through someone else's program
-   (ncu's target, whose parent is ncu) and systems without prctl.
-3. **The owner ends what it started, by pid** (:class:`ProcessTree`): it remembers every
-   descendant it saw and ends them, and the process groups and sessions they lead, even after
-   they were re-parented (a session id is never reused while a member lives).
-
-The owner is passed in ``$KERNELOPT_OWNER`` ("pid:start time"); the child removes it from its
-environment at once, so its own children never mistake their grandparent for their owner.
-Standard library only; psutil is used when importable (the worker and the zygote also run on
-machines without it, and then read /proc).
+The owner is passed in ``$KERNELOPT_OWNER`` ("pid:start time"). Standard library only; psutil when
+importable. Details: docs/design-notes.md, "process_lifetime.py".
 """
 
 from __future__ import annotations
@@ -56,11 +40,12 @@ def _psutil_module() -> Any:
     """psutil, or None: a dependency of the package, but worker-side processes run without it
     (imported on first use: the launcher of :func:`owned_command` never needs it)."""
     if not _PSUTIL:
+        module: Any
         try:
-            import psutil
+            import psutil as module
         except ImportError:  # pragma: no cover - machines without psutil read /proc
-            psutil = None
-        _PSUTIL.append(psutil)
+            module = None
+        _PSUTIL.append(module)
     return _PSUTIL[0]
 
 T = TypeVar("T")

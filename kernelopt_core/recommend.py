@@ -1,25 +1,14 @@
 """Deterministic configuration recommendations when graph-level overhead dominates.
 
-Pure Python; no torch at import. The rule (documented in docs/accounting.md):
-
-1. Overhead dominates when the named overheads (CUDA-graph input copy, launch gaps, guard +
-   wrapper) take at least 30% of the full callable's time. Otherwise: no recommendation.
-2. The largest overhead decides:
-   * **CUDA-graph input copy** -> compile without CUDA graphs
-     (``max-autotune`` -> ``max-autotune-no-cudagraphs``, ``reduce-overhead`` -> ``default``);
-     a second option keeps CUDA graphs and marks the inputs static
-     (``torch._dynamo.mark_static_address``), which assumes the caller reuses the same input
-     tensors; persistent input buffers are named as the manual alternative.
-   * **launch gaps** or **guard + wrapper**, with no CUDA graphs in use, on a GPU -> CUDA graphs
-     (``max-autotune``, or ``reduce-overhead`` from ``default``) for a launch-bound graph.
-   * with CUDA graphs already on, or on the CPU backend, no configuration change helps.
-3. Where the accounting timed the recommended configuration too, the recommendation stands only
-   if that configuration was faster; its numbers go into the reason.
+When the named overheads take at least 30% of the full callable's time, the largest decides: a
+CUDA-graph input copy -> compile without CUDA graphs (or keep them and mark the inputs static);
+launch gaps or guard + wrapper without CUDA graphs, on a GPU -> CUDA graphs; otherwise nothing
+helps. Where the accounting timed the recommended configuration too, it stands only if faster.
 
 :func:`verify_recommendation` checks a recommendation like any candidate (``--allow-config-changes``):
-it compiles the problem both ways in a worker, compares outputs gate-3 style and times both
-through the full callable, interleaved. :func:`verify_option` does the same for one of the
-recommendation's :class:`ConfigOption` s (each says what it assumes about the caller).
+both configurations compiled in a worker, outputs compared gate-3 style, both timed through the
+full callable; :func:`verify_option` does the same for one :class:`ConfigOption`. Pure Python; no
+torch at import. The rule in full: docs/accounting.md and docs/design-notes.md, "recommend.py".
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def test_the_project_is_read() -> None:
     assert "kernelopt_core.gates.kernel" in imported["kernelopt_core.gates.tasks.graph"]  # inside a function
     assert "kernelopt_lsp.server" in imported["kernelopt_lsp.main"]
     assert "kernelopt_core.deploy.runtime_hook" in imported["kernelopt"]
-    assert "kernelopt_core.cli.main" in named["kernelopt_core.jobs"]  # the job runner runs the CLI by name
+    assert "kernelopt_core.cli.main" in named["kernelopt_core.job_runner"]  # the job runner runs the CLI by name
 
 
 # --- the house ------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The language server's job path on the GPU (issue 6), without the server itself (the GPU machine has
-no pygls/lsprotocol/watchdog): ``kernelopt_core.jobs`` runs the real CLI commands as the server does.
+no pygls/lsprotocol/watchdog): ``kernelopt_core.job_runner`` runs the real CLI commands as the server does.
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT lsp_jobs:170
 
@@ -41,7 +41,7 @@ def profile_through_runner(out_dir: str, budget_s: float) -> dict[str, Any]:
     from kernelopt_lsp.kernel_facts import profile_line
     from kernelopt_lsp.results import profile_records
 
-    from kernelopt_core.jobs import JobRequest, run_job
+    from kernelopt_core.job_runner import JobRequest, run_job
 
     dump = os.path.join(FIXTURE_DUMPS, "rmsnorm", "output_code.py")
     name, digest = _kernel(dump)
@@ -91,7 +91,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _cancel_mid_run(out_dir: str, wait_s: float) -> dict[str, Any]:
-    from kernelopt_core.jobs import JobRequest, JobRunner, descendants
+    from kernelopt_core.job_runner import JobRequest, JobRunner, descendants
 
     dump = os.path.join(FIXTURE_DUMPS, "softmax", "output_code.py")
     name, _ = _kernel(dump)

@@ -233,7 +233,8 @@ class _Parser:
                 return
         # self.partitions[i](args) -> inline partition_i
         if isinstance(func, ast.Subscript) and dotted_name(func.value) == "self.partitions":
-            index = func.slice.value if isinstance(func.slice, ast.Constant) else None
+            index = func.slice.value if isinstance(func.slice, ast.Constant) and isinstance(func.slice.value, int) \
+                else None
             target = functions.get(f"partition_{index}")
             if target is not None and depth < 4:
                 self._walk_function(target, target.name, graph, kernel_names, functions, depth + 1)
@@ -497,10 +498,11 @@ def _buffer_alloc(stmt: ast.Assign, function: str) -> BufferAlloc | None:
     # device='cuda', dtype=torch.float32)
     dtype_node = call.args[2] if len(call.args) > 2 else kwargs.get("dtype")
     dtype = _unparse(dtype_node) if dtype_node is not None else ""
+    device_node = kwargs.get("device")
     if dotted.startswith("empty_strided_"):
         device = dotted.rsplit("_", 1)[-1]
-    elif isinstance(kwargs.get("device"), ast.Constant):
-        device = str(kwargs["device"].value).split(":")[0]  # type: ignore[union-attr]
+    elif isinstance(device_node, ast.Constant):
+        device = str(device_node.value).split(":")[0]
     else:
         device = "unknown"
     return BufferAlloc(
@@ -530,8 +532,8 @@ def _input_specs(func: ast.FunctionDef) -> list[InputSpec]:
                 dtype=dtype, device=str(device) if device is not None else None,
             ))
         elif isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
-            kind = "int" if isinstance(value.value, int) else "float"
-            specs.append(InputSpec(name=name, kind=kind, value=value.value))
+            specs.append(InputSpec(name=name, kind="int" if isinstance(value.value, int) else "float",
+                                   value=value.value))
     return specs
 
 

@@ -147,7 +147,7 @@ def _numpy_table() -> dict[str, tuple[Callable[..., Any], bool]]:
         "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "fabs", "abs",
     ):
         table[name] = (_np_unary(name), False)
-    for alias, fn in {
+    aliases: dict[str, Callable[..., Any]] = {
         "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh,
         "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "pow": np.power,
         "fmod": np.fmod, "copysign": np.copysign, "hypot": np.hypot, "nextafter": np.nextafter,
@@ -156,7 +156,8 @@ def _numpy_table() -> dict[str, tuple[Callable[..., Any], bool]]:
         "fma": lambda a, b, c: a * b + c, "rsqrt": rsqrt, "erf": erf, "erfc": erfc,
         "lgamma": lgamma, "erfinv": erfinv, "ilogb": ilogb, "sqrt_rn": np.sqrt,
         "div_rn": np.divide, "exp10": lambda x: np.power(10.0, x),
-    }.items():
+    }
+    for alias, fn in aliases.items():
         table[alias] = (fn, False)
     for name, fn in {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite,
                      "finitef": np.isfinite, "signbit": np.signbit}.items():

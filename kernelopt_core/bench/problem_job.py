@@ -450,7 +450,8 @@ def _optimize(state: ProblemState) -> None:
     state.optimize_result = outcome
     _keep_findings(result, getattr(outcome, "accounting", None), list(getattr(outcome, "suggestions", []) or []),
                    getattr(outcome, "config_change", None))
-    cascade = outcome.cascade.to_json() if getattr(outcome, "cascade", None) is not None else None
+    found = getattr(outcome, "cascade", None)
+    cascade = found.to_json() if found is not None else None
     result.outcome, result.category = classify_decision(outcome.decision, outcome.reason, cascade,
                                                         result.classification)
     result.reason = outcome.reason or outcome.decision

@@ -152,7 +152,7 @@ def _config_cell(result: ProblemResult) -> str:
     mode = ((data.get("recommendation") or {}).get("change") or {}).get("mode")
     if not data.get("allowed"):
         return f"mode='{mode}' recommended, not verified"
-    verified = data.get("verified") if isinstance(data.get("verified"), dict) else {}
+    verified: dict[str, Any] = data["verified"] if isinstance(data.get("verified"), dict) else {}
     if verified.get("not_verified"):  # no time was left for the check: the accounting's figure, unverified
         measured = verified.get("measured_speedup")
         return f"mode='{mode}' recommended, not verified (no time left)" + (
@@ -324,8 +324,8 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
         reason = r.reason.replace("|", "/").replace("\n", " ")
         if len(reason) > 140:
             reason = reason[:137] + "..."
-        outcome = f"{r.outcome} (budget reached)" if r.budget_reached else r.outcome
-        lines.append(f"| `{r.name}` | {r.level} | {outcome} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
+        outcome_text = f"{r.outcome} (budget reached)" if r.budget_reached else r.outcome
+        lines.append(f"| `{r.name}` | {r.level} | {outcome_text} | {reason} | {_ms(r.eager)} | {_ms(r.max_autotune)} | "
                      f"{_speedup(r.vs_max_autotune)} | {_config_cell(r)} | {_speedup(r.vs_eager)} | {_sol(r.sol)} | "
                      f"{r.wall_s:.1f} |")
     lines.append("")

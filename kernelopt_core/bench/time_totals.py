@@ -2,8 +2,8 @@
 
 A problem keeps a compact copy of its optimize run's time split (seconds per stage, candidates
 screened, every screen's seconds); the campaign adds the stages up, and takes the screening rate
-and the screens' median and p90 over all problems (the targets of issue 25: median <= 10 s,
-p90 <= 20 s on the H200).
+and the screens' median and p90 over all problems (docs/benchmarks.md gives the targets they are
+held to).
 """
 
 from __future__ import annotations

@@ -140,6 +140,7 @@ def _print_graph(graph: CompiledGraph, report: DispatchReport, sol: dict[str, An
     per_launch = {item["order"]: item for item in (sol or {}).get("launches", [])}
     kinds = {k.name: k for k in graph.kernels}
     for share in report.launches:
+        kind: str
         if share.type == "triton":
             kernel = kinds.get(share.name)
             kind = kernel.kind if kernel else "?"

@@ -401,5 +401,5 @@ def _print(result: ProfileResult) -> None:
 
 
 def _share_basis(result: ProfileResult) -> str:
-    bases = {row.get("time_share_of") for row in result.kernels} - {None}
+    bases = {str(row["time_share_of"]) for row in result.kernels if row.get("time_share_of") is not None}
     return " / ".join(sorted(bases)) or "n/a"

@@ -44,7 +44,7 @@ from ..sandbox.guarded_buffers import (
     guarded_allocation,
     poison_bits,
 )
-from .error_structure import MagnitudeFloor
+from .error_structure import MAGNITUDE_RTOL, MagnitudeFloor
 
 KERNEL_TOLERANCE = {"torch.float32": 1e-3, "torch.float64": 1e-3, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
 DISTRIBUTIONS = ("randn", "uniform", "small-ints")
@@ -393,8 +393,9 @@ def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: 
             if floor is not None:
                 limit = floor.limits(offset, c.numel()).reshape(c.shape)
                 both = c_finite & o_finite
-                close = torch.where(both, diff <= limit.to(diff.dtype), close)
-                ratio = torch.where(both, diff.double() / (limit.double() / floor.factor), 0.0).reshape(-1)
+                within = (diff <= limit.to(diff.dtype)) | (diff <= MAGNITUDE_RTOL * o.abs().to(diff.dtype))
+                close = torch.where(both, within, close)
+                ratio = torch.where(both & ~within, diff.double() / (limit.double() / floor.factor), 0.0).reshape(-1)
                 at = ratio.argmax()
                 sums.max("worst_ratio", ratio[at])
                 # the worst element's place and values, kept where this chunk holds the largest ratio so far

@@ -107,6 +107,7 @@ class PtxCompiler:
         deadline = begin + timeout_s
         limit = min(MAX_CONFIGS, max_configs or MAX_CONFIGS)
         outcomes: list[_Outcome] = []
+        units: list[dict[str, Any]]
         if launches is not None:
             units = [{"plan": plan} for plan in launches[:limit]]
             total: int | None = len(launches)

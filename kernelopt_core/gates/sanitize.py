@@ -1,41 +1,20 @@
 """compute-sanitizer on a finalist's captured launch (GPU only): stray accesses and races.
 
-Gate 2's guards catch stores near a tensor; a store far away, or a race the hardware scheduler
-shows only now and then, needs the sanitizer. For every finalist (a candidate that reached
-gate 3) on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` and ``--tool racecheck``
-(issue 28: both, always, each timed) on a small program (:func:`main`) that captures the kernel's
-first launch from the baseline graph, applies the candidate-process policy, loads the candidate
-and launches it once per config on copies of the captured arguments.
+For every finalist on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` and ``--tool
+racecheck``, both, each timed, on a small program (:func:`main`) that captures the kernel's first
+launch from the baseline graph, applies the candidate-process policy, loads the candidate and
+launches each of its configs once on copies of the captured arguments. Only the candidate is
+instrumented (its jit functions renamed with :data:`CHECKED_SUFFIX`); the caching allocator is off
+so that each tensor is its own allocation.
 
-Only the candidate is instrumented. Its ``@triton.jit`` functions are renamed with
-:data:`CHECKED_SUFFIX` and the sanitizer is told ``--kernel-name kns=<suffix>``: the baseline's
-kernels (which the capture runs, autotuning included) run at full speed. On the H200 at KernelBench
-sizes, instrumenting the whole graph made neither tool finish within 25 s. Each of the candidate's
-configs is launched once instead of autotuned (autotuning under the tool costs configs x benchmark
-runs, and the one it picks is not known in advance). PyTorch's caching allocator is off in the
-target (``PYTORCH_NO_CUDA_MEMORY_CACHING``), so that each tensor is its own allocation and a store
-beyond it is one memcheck sees (a short overrun that stays inside the allocation's rounding is not:
-gate 2's guard regions catch those). The target prints when each step ends; a run that does
-not finish says which step it was in.
-
-What racecheck sees: hazards on *shared* memory (a Triton kernel's reductions and layout changes
-go through it). It runs only on kernels whose compile uses shared memory (gate 1's compile; unknown
-counts as used). A race through global memory, a program loading what its own threads stored with
-no barrier between, is not its business; gate 1's unsynchronised-reload rule
-(:mod:`.static_reloads`) rejects that from the source, on any machine.
-
-A sanitizer that finds errors rejects the candidate; one that is missing or cannot run is a note
-in the verdict (never a rejection, never silently skipped); on the CPU the verdict says races were
-not checked. A target that ran out of device memory (memcheck reports the failed allocation as
-"Program hit cudaErrorMemoryAllocation ... on CUDA API call") could not run: that is no error of the
-candidate's, and the run says ``out_of_memory`` so that a run started beside other work is run again
-alone (gates/tasks/graph.py). The worker side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing
-heavy; :func:`main` runs only under the sanitizer.
-
-The machinery is shared with user kernels (:mod:`kernelopt_core.userkernels.sanitize_target`, whose
-target runs the user's harness once with the candidate): a :class:`SanitizerTarget` names the
-program, :func:`run_target` runs one tool over it and reads its report, and :func:`sanitize_kernels`
-runs both tools side by side per kernel and words the verdict's errors and note.
+Errors reject the candidate; a sanitizer that is missing or cannot run is a note in the verdict. A target
+that ran out of device memory (memcheck's "Program hit cudaErrorMemoryAllocation ... on CUDA API call")
+could not run: no error of the candidate's; its run says ``out_of_memory`` and gate 3 runs a run started
+beside other work again alone (gates/tasks/graph.py).
+racecheck runs only on kernels whose compile uses shared memory (unknown counts as used). The worker
+side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing heavy; :func:`main` runs only
+under the sanitizer. :func:`run_target` and :func:`sanitize_kernels` are shared with user kernels.
+Why each choice: docs/design-notes.md, "gates/sanitize.py".
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics
         report.findings.extend(checker.findings)
-        # the data rules of issue 28: value windows and intra-program races, against the original
+        # the data rules: value windows and intra-program races, against the original
         flow = module_flow(tree)
         for message, line in check_literal_windows(original_source, flow):
             report.findings.append(StaticFinding(LITERAL_RULE, message, line))

@@ -1,23 +1,14 @@
 """What the ``@triton.jit`` functions of a kernel module do with their data, read from the source.
 
 Gate 1's data rules (:mod:`.static_literals`, :mod:`.static_reloads`) need three facts about each
-jit function, which this module computes with :mod:`ast` alone (nothing of the module runs):
+jit function, computed with :mod:`ast` alone: which names hold **data** (values that depend on what
+a ``tl.load`` read, through any arithmetic and loop-carried accumulators; what an atomic returns is
+taken for synchronisation state), which names are **constants** (every binding one literal value),
+and which names flow into an **address**.
 
-* which names hold **data**: values that depend on what a ``tl.load`` read from memory, through
-  any arithmetic, loop-carried accumulators included (a fixpoint over the function's
-  assignments); a helper's parameters count as data (it may be passed some). What an atomic
-  returns is not followed: it is taken for synchronisation state (flags, arrival counters);
-* which names are **constants**: every binding of the name is a literal, ``float("inf")``,
-  ``tl.full(shape, value, dtype)``, ``tl.zeros(...)``, arithmetic of constants, a module-level
-  constant or a ``math`` constant, all with one value; a ``tl.constexpr`` parameter is a constant
-  known by its name;
-* which names flow into an **address** (the pointer argument of a load, store or atomic), for
-  bounds comparisons of loaded indices.
-
-Calls are recognised by what the module's imports make of their names (``import
-triton.language as tl``, ``from triton.language import load as ld``, ``triton_helpers.maximum``),
-by the last part of the qualified name, within Triton and Inductor's ``triton_helpers``. Gate 1's
-resolution rules (:mod:`.static_rules`) have rejected anything else by the time these rules matter.
+Calls are recognised by what the module's imports make of their names, within Triton and
+Inductor's ``triton_helpers``; gate 1's resolution rules (:mod:`.static_rules`) have rejected
+anything else by then. Details: docs/design-notes.md, "gates/static_dataflow.py".
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """Gate 1's launcher dialect (docs/launchers.md), and the compile plans of a launcher's kernels.
 
 A launcher is plain Python that runs on the host with torch at hand, so it is held to a small
-language and nothing else:
+language: its parameters, int/float/bool arithmetic, ``if``/``else``, ``for ... in range``,
+assignments to plain names, a tensor's ``.device``/``.dtype``/``.shape``/``.stride(i)``/
+``.numel()``, scratch from ``torch.empty``/``zeros`` (and ``_like``), and launches
+``kernel[grid](...)`` of the module's own jit kernels. Anything else is rejected and named.
 
-* read its parameters; int/float/bool arithmetic (``+ - * / // % ** & | ^ << >>``, comparisons,
-  ``and/or/not``, ``x if c else y``), ``min``, ``max``, ``triton.cdiv``, ``triton.next_power_of_2``;
-* ``if``/``else``; ``for i in range(...)``; assignments to plain names;
-* ``.device``, ``.dtype``, ``.shape`` (and ``.shape[i]``), ``.stride(i)``, ``.numel()`` of its
-  tensor parameters and of the scratch it allocated;
-* ``torch.empty``/``torch.zeros`` with ``dtype=torch.<dtype>`` (or ``<tensor>.dtype``) and
-  ``device=<tensor>.device``, ``torch.empty_like``/``torch.zeros_like`` of a tensor;
-* ``kernel[grid](args..., META=value, num_warps=..., num_stages=...)`` for the module's own
-  ``@triton.jit`` kernels, as a statement. The grid is a tuple of int expressions, or a grid function
-  ``lambda meta: (...)`` of the same arithmetic over ``meta['NAME']`` (for ``@triton.autotune``d
-  kernels whose block size decides the grid): the one lambda a launcher may contain.
-
-Anything else is rejected and named: other torch attributes, tensor methods that compute or write,
-indexing a tensor, ``while``, ``try``, ``with``, nested functions, lambdas elsewhere,
-comprehensions, ``global``, attribute or item assignment, I/O.
-
-While checking, the launcher is followed abstractly (types and, where they are constants,
-values: :mod:`.static_launcher_values`) to know what each launch passes: a launch whose runtime
-arguments all have a known type and whose ``tl.constexpr`` parameters all have a known value
-becomes a *compile plan* (signature, constants, ``num_warps``/``num_stages``) that gate 1 compiles
-for sm_90; a launch that depends on runtime values (a block size computed from ``r0_numel``) is
-not compiled, with a note saying why (gate 2 runs it): :mod:`.static_launcher_plans`.
-
-This module walks the launcher's statements and launches; the expressions in them are checked
-by :mod:`.static_launcher_expressions`.
+While checking, the launcher is followed abstractly (:mod:`.static_launcher_values`): a launch whose
+arguments all have known types and constexprs known values becomes a compile plan for sm_90
+(:mod:`.static_launcher_plans`). This module walks statements and launches; expressions are
+checked by :mod:`.static_launcher_expressions`. The full list: docs/design-notes.md,
+"gates/static_launcher.py".
 """
 
 from __future__ import annotations

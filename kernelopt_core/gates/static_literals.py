@@ -1,28 +1,15 @@
-"""Gate 1's literal-window rule (issue 28): a candidate may not add a comparison of loaded data with
-a literal the original never compares data with.
+"""Gate 1's literal-window rule: a candidate may not add a comparison of loaded data with a literal
+the original never compares data with.
 
-A kernel whose output changes only inside a narrow window of values (``tl.where((x > 0.3) & (x <
-0.30001), ...)``) passes every random input and every input family: none of them lands in the
-window. The window is plain in the source, though: a comparison between a value computed from
-memory (:mod:`.static_dataflow`) and a constant. Gate 1 lists every such comparison in the
-candidate's ``@triton.jit`` functions (in a ``tl.where``, an ``if``, a mask or a value alike), and
-rejects each one, with its line, unless
+A kernel whose output changes only inside a narrow window of values passes every random input and
+input family, but the window is plain in the source: a comparison between a value computed from
+memory (:mod:`.static_dataflow`) and a constant. Each such comparison in the candidate's jit
+functions is rejected, with its line, unless the original compares data with the same constant
+the same way, the constant is 0, +-Inf or NaN, it is a bounds comparison of a loaded index, or it
+sits inside an assert.
 
-* the original compares data with the same constant the same way (ordering: ``<``, ``<=``, ``>``,
-  ``>=``, and ``maximum``/``minimum``/``clamp`` of data and the constant; equality: ``==``, ``!=``);
-  "the same constant" is equal once rounded to float32, or the same ``tl.constexpr`` parameter;
-* the constant is 0, +-Inf or NaN: the windows they cut are what the input families already draw
-  (zeros, zero blocks and the sign of every random draw; the NaN/Inf family), which gate 2 judges;
-* it is a bounds comparison: the data is a loaded index (it flows into a load's or store's address)
-  and the constant an integer, such as Inductor's ``tmp0 < 0`` before indexing a table;
-* it sits inside ``tl.device_assert``/``tl.static_assert``/``assert`` (it changes no output).
-
-Comparisons of indices, masks and sizes never involve loaded data and are not looked at.
-
-Not seen: a threshold folded into arithmetic on the data (``x - 50.0 > 0``, ``maximum(x, 50.0) ==
-x``), which leaves the comparison without a new constant, and data read through an atomic (taken for
-synchronisation state, :mod:`.static_dataflow`): such windows are left to gate 2.
-Pure :mod:`ast`.
+Not seen: a threshold folded into arithmetic, and data read through an atomic; gate 2 judges those.
+Pure :mod:`ast`. The rule in full: docs/design-notes.md, "gates/static_literals.py".
 """
 
 from __future__ import annotations

@@ -2,28 +2,15 @@
 
 Gate 1 resolves every name of a candidate to a qualified name (``tl.load`` ->
 ``triton.language.load``) and looks it up here. The member lists of the Triton language,
-``triton_helpers`` and ``libdevice`` are read from the installed packages' *source files*, with
-:mod:`ast`, never by importing them: gate 1 runs in processes that must not import torch (the
-language server). ``importlib.util.find_spec("torch")`` locates a top-level package without
-importing it. When a file is not found, the checked-in snapshot in :mod:`._kernel_names_snapshot`
-is used and :attr:`KernelNamespace.notes` says so.
+``triton_helpers`` and ``libdevice`` are read from the installed packages' source files with
+:mod:`ast`, never by importing them (gate 1 also runs where torch must not be imported); when a file
+is not found, the snapshot in :mod:`._kernel_names_snapshot` is used and
+:attr:`KernelNamespace.notes` says so.
 
-What is allowed, and why:
-
-* ``triton.language`` (``tl``): its ``__all__``, less ``device_print``/``static_print`` (I/O) and
-  ``target_info``; ``tl.math``, ``tl.extra.libdevice``, ``tl.extra.cuda.libdevice`` and the CUDA
-  extras Inductor emits (``gdc_wait``, ``gdc_launch_dependents``, ...), not ``globaltimer``/``smid``
-  (results that depend on time or placement);
-* ``triton_helpers``: only functions *defined* there with ``@triton.jit`` (or its
-  ``@triton_builtin``), plus its ``libdevice`` and ``math`` attributes; never the modules it imports
-  (``triton_helpers.torch``, ``.triton``, ``.os``...) nor its host functions, except
-  ``set_driver_to_gpu()``/``set_driver_to_cpu()`` as a module-level statement;
-* ``triton``: ``jit``, ``autotune``, ``heuristics``, ``Config`` (decorators only), ``cdiv``,
-  ``next_power_of_2``, ``language``;
-* ``triton_heuristics``: the launch decorators listed in :data:`HEURISTIC_DECORATORS`;
-* ``hints``: the ``ReductionHint``/``TileHint``/``AutotuneHint`` members and ``DeviceProperties``;
-* Python's ``math``: constants and pure functions (listed here: it has no source file);
-* ``torch`` (launcher modules only): ``empty``, ``empty_like``, ``zeros``, ``zeros_like`` and dtypes.
+Allowed: ``triton.language`` (less I/O and placement-dependent calls), ``triton_helpers``' own jit
+functions, a few ``triton`` names, Inductor's launch decorators and hints, Python's pure ``math``,
+and, in launcher modules only, ``torch``'s allocators and dtypes. The list and why:
+docs/design-notes.md, "gates/static_names.py".
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
-"""Gate 1's unsynchronised-reload rule (issue 28): a program may not load, without a barrier, from
-a buffer it stored to.
+"""Gate 1's unsynchronised-reload rule: a program may not load, without a barrier, from a buffer it
+stored to.
 
-Within one program, ``tl.store(out + offs, v)`` followed by ``tl.load(out + other_offs)`` reads
-elements that *other threads of the program* wrote. Triton orders those accesses only across a
-``tl.debug_barrier()``; without one, a GPU runs the threads apart and some read the old contents:
-an intra-program race. The CPU interpreter runs a program's block as one step, so the race never
-shows there; and ``compute-sanitizer --tool racecheck`` watches shared memory only, so it does not
-see a race through global memory either. The source shows it plainly, so gate 1 looks:
+A store followed by a load of other addresses of the same buffer, in one program, reads what
+*other threads of the program* wrote; Triton orders those only across ``tl.debug_barrier()``. The
+race never shows on the CPU interpreter, and racecheck watches shared memory only, but the source
+shows it: in each jit function, a load through a pointer parameter that an earlier store wrote
+through, at a different address expression, with no barrier between, is rejected with both lines,
+unless the original reloads it the same way.
 
-in source order within each ``@triton.jit`` function, a load whose pointer is based on a pointer
-parameter (the pointer operand of the address arithmetic, followed through local names and
-``tl.make_block_ptr``/``tl.advance``) that an earlier store of the function wrote through, at a
-different address expression, with no ``tl.debug_barrier()`` between them, is rejected with both
-lines, unless the original reloads that parameter the same way. A reload at the same address
-expression reads each thread's own elements (the same layout) and is fine.
-
-Not seen: a store in one iteration of a loop read back at the top of the next (the load comes first
-in the source), and stores made inside a called helper. Atomics are synchronised and not counted.
-Pure :mod:`ast`.
+Not seen: a store read back in the next loop iteration, stores inside a called helper; atomics are
+synchronised. Pure :mod:`ast`. Details: docs/design-notes.md, "gates/static_reloads.py".
 """
 
 from __future__ import annotations

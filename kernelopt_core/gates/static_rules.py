@@ -1,27 +1,16 @@
 """Gate 1's source rules: a kernel module may use only what it can be shown to reach.
 
-Every name is resolved to what it refers to and looked up in the allowed namespace of
-:mod:`.static_names` (:mod:`.static_resolution`); everything else is rejected with the line and
-the construct.
+Every name is resolved (:mod:`.static_resolution`) and looked up in the allowed namespace of
+:mod:`.static_names`; everything else is rejected with the line and the construct. What a module
+may contain depends on its :class:`Dialect`: ``INDUCTOR`` (a kernel module as Inductor writes it),
+``LAUNCHER`` (docs/launchers.md: jit kernels and one launcher function, :mod:`.static_launcher`) or
+``USER`` (hand-written ``@triton.jit``/``@triton.autotune`` kernels, whose rules are in place and
+whose contract is not yet).
 
-What a module may contain depends on its :class:`Dialect`:
-
-* ``INDUCTOR``: a kernel module as Inductor writes it: a docstring, Inductor's imports,
-  ``triton_helpers.set_driver_to_gpu()/set_driver_to_cpu()``, immutable constants and
-  ``@triton.jit`` functions, the kernel under one ``@triton_heuristics.<kind>(...)``;
-* ``LAUNCHER`` (docs/launchers.md): ``@triton.jit`` kernels, optionally under
-  ``@triton.autotune(configs=[triton.Config(...)], key=[...])``/``@triton.heuristics({...})``,
-  ``import torch`` and one undecorated launcher function checked by :mod:`.static_launcher`;
-* ``USER`` (hand-written kernels, issue 19): ``@triton.jit``/``@triton.autotune`` kernels without
-  Inductor's decorator and without a launcher. Its rules are in place; its contract is not.
-
-This module checks the module level and the functions' shape; names are resolved by
-:mod:`.static_resolution`, the ``@triton.jit`` bodies are checked by :mod:`.static_jit`, decorator
-arguments by :mod:`.static_decorators`, a launcher's body by :mod:`.static_launcher`; the tables
-they share are in :mod:`.static_tables`. No dunder names anywhere (``__file__`` in decorator
-arguments aside).
-
-Pure Python (:mod:`ast`): no torch, nothing of the candidate runs.
+This module checks the module level and the functions' shape; jit bodies are :mod:`.static_jit`'s,
+decorator arguments :mod:`.static_decorators`', shared tables :mod:`.static_tables`'. No dunder
+names anywhere (``__file__`` in decorator arguments aside). Pure Python (:mod:`ast`): nothing of
+the candidate runs. The dialects in full: docs/design-notes.md, "gates/static_rules.py".
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 class Dialect(str, Enum):
     INDUCTOR = "inductor"  # a plain candidate (Inductor's kernel-module contract)
     LAUNCHER = "launcher"  # @triton.jit kernels and one launcher function (docs/launchers.md)
-    USER = "user"  # hand-written @triton.jit/@triton.autotune kernels (issue 19; no contract yet)
+    USER = "user"  # hand-written @triton.jit/@triton.autotune kernels (no contract yet)
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,15 @@
 """Whole-callable accounting: where the time of a ``torch.compile`` callable goes beyond its kernels.
 
-The user calls ``compiled(x)``; Inductor's module exposes ``call(args)``. Between the two sit
-dynamo's guards, the AOT/cudagraph-tree wrappers and, with CUDA graphs, a copy of every
-non-static input into the graph's own buffers before each replay (see the measurement notes:
-``relu`` on 6.4 GB takes 6.62 ms through ``max-autotune`` and 3.01 ms without CUDA graphs).
+The callable's median time ``T`` is split into kernel time ``K`` (the graph's kernels and vendor
+calls), the ``CUDA-graph input copy`` ``X``, ``launch gaps`` ``G`` (idle time between the first and
+last launch) and ``guard + wrapper`` ``W`` (the rest). A graph's overhead *dominates* when
+``(X + G + W) / T >= OVERHEAD_DOMINATES_SHARE`` (30%).
 
-This module holds the data and the arithmetic only (no torch): the measured parts come from
-:mod:`kernelopt_core.measure.accounting_run` (in a worker). The callable's median time ``T`` is
-split into
-
-* kernel time ``K``: the graph's own Triton kernels and vendor calls (busy time);
-* ``CUDA-graph input copy`` ``X``: the copies of non-static inputs (bytes and time);
-* ``launch gaps`` ``G``: idle time between the first and the last launch of the callable
-  (host work between launches: the wrapper's Python, allocations, launcher overhead);
-* ``guard + wrapper`` ``W``: the rest, before the first launch and after the last (guards,
-  dynamo/AOT/cudagraph-tree wrappers, output handling).
-
-A graph's overhead *dominates* when ``(X + G + W) / T >= OVERHEAD_DOMINATES_SHARE`` (30%).
-
-Like for like: every timing carries its :class:`~kernelopt_core.measure.paths.TimingPath`.
-:func:`speedup_between` refuses to compare timings taken through different paths, except two
-user-facing callables (eager, compiled with or without CUDA graphs) when the caller says the
-comparison is *across configurations*: that is the user's own choice of configuration, never a
-candidate's ``call()`` against a baseline callable.
+This module holds the data and the arithmetic only (no torch); the measured parts come from
+:mod:`kernelopt_core.measure.accounting_run` (in a worker). Every timing carries its
+:class:`~kernelopt_core.measure.paths.TimingPath`: :func:`speedup_between` refuses to compare
+different paths, except user-facing callables compared *across configurations*.
+docs/accounting.md has the rest.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ dump, where only the module's ``call()`` can be run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import statistics
 import time
@@ -374,7 +375,7 @@ def _time_alternatives(model: Any, inputs: list[Any], mode: str, device: str, ti
                 compiled, _, skipped = compile_callable(model, inputs, other)
                 graphs = mode_uses_cudagraphs(other) and not skipped
                 path = callable_path(other if graphs else "default", device)
-                stats = timer.stats(lambda compiled=compiled: compiled(*inputs), path)
+                stats = timer.stats(functools.partial(compiled, *inputs), path)
             timed.append(PathTiming(_label(other), None if other == "eager" else other, stats))
         except Exception as exc:  # noqa: BLE001 - an alternative is extra information: record, go on
             notes.append(f"timing {other} failed: {type(exc).__name__}: {exc}")

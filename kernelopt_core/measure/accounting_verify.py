@@ -232,7 +232,7 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         correct = all(item["passed"] for item in per_seed)
         failed = next((item for item in per_seed if not item["passed"]), None)
         gates.append({"gate": 3, "name": "model", "passed": correct, "seconds": time.perf_counter() - started,
-                      "reason": f"seeds {list(seeds)}: " + ("all within tolerance" if correct else
+                      "reason": f"seeds {list(seeds)}: " + ("all within tolerance" if failed is None else
                                                             f"seed {failed['seed']}: {failed['reason']}"),
                       "seeds": per_seed})
         if static:

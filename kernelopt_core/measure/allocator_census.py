@@ -1,7 +1,7 @@
 """What a worker's CUDA allocator still holds after a job, and where it came from.
 
-Gate 2 asks for a census when more is allocated after a job than before it (a screen of a 5.4 GB
-max-pool on the H200 left one working set behind each time). Live blocks are summed
+Gate 2 asks for a census when more is allocated after a job than before it (a screen of a large
+max-pool was seen to leave one working set behind each time). Live blocks are summed
 
 * by memory pool: the exchange arena's private pool against the worker's default pool. An exchange
   buffer alive after its arena closed is held by torch's CUDA-IPC bookkeeping (a candidate process

@@ -90,7 +90,8 @@ def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
     module = _load(payload["dump"], device)
     iters = int(payload.get("iters") or (20 if cuda else 3))
     input_sets = [make_inputs(module, seed=i) for i in range(3 if cuda else 1)]
-    keys = [(item.order, getattr(item, "kernel", None) or getattr(item, "op", "")) for item in graph.timeline()]
+    keys: list[tuple[int, str]] = [(item.order, getattr(item, "kernel", "") or getattr(item, "op", ""))
+                                   for item in graph.timeline()]
     notes: list[str] = []
     # first call: lazy compilation and autotuning, untimed; it records the launch arguments
     launch_traffic, graph_ideal = _call_recording_arguments(graph, module, input_sets[0], keys, notes)

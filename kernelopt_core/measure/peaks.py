@@ -90,7 +90,7 @@ def _matmul_ms(torch: Any, device: str, n: int) -> float:
 
 
 def measure_peaks(device: str = "cuda:0", copy_bytes: int = COPY_BYTES, matmul_n: int = MATMUL_N) -> DevicePeaks:
-    """Measure this GPU's copy and matmul ceilings (about 2 s on an H200). Imports torch."""
+    """Measure this GPU's copy and matmul ceilings (a few seconds). Imports torch."""
     import torch
 
     index = torch.device(device).index or 0

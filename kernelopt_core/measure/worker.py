@@ -113,10 +113,6 @@ class _Process:
                 sys.stderr.write(f"[worker {self.popen.pid}] {line}\n")
 
     @property
-    def restarts(self) -> int:
-        return max(0, self.starts - 1)
-
-    @property
     def pid(self) -> int:
         return self.popen.pid
 
@@ -388,7 +384,7 @@ _CUDA_ERROR_MARKERS = ("CUDA error", "illegal memory access", "CUDA_ERROR", "cud
 
 
 def _looks_like_cuda_error(text: str | None) -> bool:
-    return bool(text) and any(marker in text for marker in _CUDA_ERROR_MARKERS)
+    return text is not None and any(marker in text for marker in _CUDA_ERROR_MARKERS)
 
 
 _WORKERS: dict[str, Worker] = {}

@@ -1,30 +1,15 @@
 """The candidate process: loads one candidate and runs what its checker asks, nothing more.
 
-It is forked by :mod:`kernelopt_core.sandbox.zygote`, restricted by :mod:`.policy` before any
-candidate code is imported, and talks to its checker over one authenticated Unix socket. Every
-message both ways is JSON (never pickle), so nothing the candidate does can make the checker run
-code. Tensors cross as exchange buffers (:mod:`.exchange`): the checker lays out guarded,
-poisoned argument buffers; this process only maps them and launches.
+Forked by :mod:`kernelopt_core.sandbox.zygote` and restricted by :mod:`.policy` before any candidate
+code is imported, it talks to its checker over one authenticated Unix socket, in JSON both ways
+(never pickle), so nothing the candidate does can make the checker run code. Tensors cross as
+guarded, poisoned exchange buffers (:mod:`.exchange`) that this process only maps and launches on.
 
-Commands (``{"command": ..., ...}`` -> ``{"ok": bool, ...}``):
-
-* ``load_kernel``   import a candidate kernel module (Inductor's loader, or a launcher module)
-* ``run_kernel``    launch it on exchange views (optionally in a shuffled program order on the
-                    CPU interpreter; a launcher's scratch is guarded and poisoned)
-* ``load_graph``    import a re-stitched wrapper; ``make_inputs`` draws its own input sets
-* ``run_graph``     call it on exchange inputs (or an input set) and hand the outputs back
-* ``repeat``        run a kernel or the graph ``reps`` times, then synchronize: the checker
-                    times the whole request on its own clock
-* ``memory``        peak device memory of this process; ``release``; ``shutdown``
-* ``warm``          pay what any candidate's first load pays (Inductor's and the sandbox's imports;
-                    on a GPU the compilers' source hashes and Triton's driver), before any candidate
-                    is known: a spare process does this while it waits for its candidate
-* ``call``          run a function named by its import path (``"package.module:function"``) with
-                    the request's keyword arguments; its JSON-able return value is the reply's
-                    ``result`` (gate 1's compile for sm_90 runs this way, in a "compile" process).
-                    The checker names the function; the sandbox knows nothing of what it does.
-
-Runs only inside a candidate process (imports torch).
+Commands (``{"command": ..., ...}`` -> ``{"ok": bool, ...}``): ``load_kernel``, ``run_kernel``,
+``load_graph``, ``make_inputs``, ``run_graph``, ``repeat``, ``memory``, ``release``, ``shutdown``,
+``warm`` (what any candidate's first load pays, done ahead by a spare process) and ``call`` (a
+function named ``"package.module:function"``, as gate 1's sm_90 compile runs). What each does:
+docs/design-notes.md, "sandbox/child.py". Runs only inside a candidate process (imports torch).
 """
 
 from __future__ import annotations
@@ -337,7 +322,7 @@ def _repeat(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         args = _arguments(state, message.get("refs", []), message.get("args", []))
         kwargs = _kwargs(state, message.get("kwargs") or {})
 
-        def once(_: int) -> None:
+        def once(i: int) -> None:
             kernel.run(*args, **kwargs)
     else:
         sets = [list(state.input_sets[int(s)]) for s in message.get("input_sets", [])] or [

@@ -43,7 +43,7 @@ def settle_device_work() -> None:
     CUDA copies and fills run asynchronously on this process's stream, while the candidate process
     works on its own context and stream: nothing orders the two. Without this wait, a candidate
     launched right after the checker poisons its outputs and copies in a 4 GB input can write its
-    results first and have them overwritten by the fill still queued (seen on the H200: correct
+    results first and have them overwritten by the fill still queued (seen on a GPU: correct
     kernels "left unwritten"). A no-op unless this process has already initialised CUDA.
     """
     torch = sys.modules.get("torch")

@@ -1,19 +1,15 @@
-"""One spare candidate process, started ahead of the candidate that will take it (issue 25).
+"""One spare candidate process, started ahead of the candidate that will take it.
 
-Getting a contained process ready costs seconds that do not depend on the candidate (on the H200,
-6-10 s of every screen: a fresh interpreter or fork, torch's CUDA context, Inductor's imports). A
-checker that screens candidate after candidate keeps one *spare*: :meth:`SpareKeeper.take` hands it
-to the next candidate and at once starts the following one on a background thread, so each screen
-finds its process ready. A spare has run no candidate code: each candidate still gets a process of
-its own, only started earlier. Its warm-up (the child's ``warm`` command) is candidate-independent.
+Getting a contained process ready costs seconds that do not depend on the candidate (a fresh
+interpreter or fork, torch's CUDA context, Inductor's imports). A checker that screens candidate
+after candidate keeps one *spare*: :meth:`SpareKeeper.take` hands it to the next candidate and at
+once starts the following one on a background thread. A spare has run no candidate code: each
+candidate still gets a process of its own, only started earlier.
 
-Hygiene (issue 26): a spare is a child of the same zygote as any candidate process (it dies with the
-zygote, which dies with the worker) and its scratch folder is fresh and removed with it; the keeper
-closes it when asked (``close``), when the spare is not wanted, and at exit. A spare that died or
-fails to answer is discarded and a fresh process is started the normal way.
-
-``KERNELOPT_SPARE_CANDIDATE=0`` turns spares off (on a GPU each holds a CUDA context, ~0.5 GB).
-Imports nothing heavy.
+A spare is a child of the same zygote as any candidate process, with a fresh scratch folder removed
+with it; the keeper closes it when asked, when it is not wanted, and at exit; one that died is
+replaced the normal way. ``KERNELOPT_SPARE_CANDIDATE=0`` turns spares off (on a GPU each holds a
+CUDA context). Imports nothing heavy. Measured costs: docs/design-notes.md, "sandbox/spare.py".
 """
 
 from __future__ import annotations
@@ -169,6 +165,7 @@ class SpareKeeper:
             spare, self._spare = self._spare, None
         process: SandboxProcess | None = None
         age: float | None = None
+        note: str | None
         if spare is None:
             note = "no spare was kept" if spare_enabled() else f"spares are off ({SPARE_ENV}=0)"
         elif spare.key != key:

@@ -18,6 +18,7 @@ SHARED_CACHE_ENV = "KERNELOPT_SHARED_TRITON_CACHE"
 
 
 class ReadThroughCacheManager(FileCacheManager):
+    cache_dir: str  # Triton's manager sets it; get_group swaps it for a moment
     def __init__(self, key: str, override: bool = False, dump: bool = False):
         super().__init__(key, override=override, dump=dump)
         shared = os.environ.get(SHARED_CACHE_ENV, "")
@@ -36,7 +37,8 @@ class ReadThroughCacheManager(FileCacheManager):
         group = super().get_group(filename)
         if group is not None or not self.shared_dir:
             return group
-        saved, self.cache_dir = self.cache_dir, self.shared_dir
+        saved: str = self.cache_dir
+        self.cache_dir = self.shared_dir
         try:
             return super().get_group(filename)
         finally:

@@ -103,8 +103,8 @@ def _child_main(request: dict[str, Any], flavor: str, zygote: int) -> None:
 
         device = str(request.get("device") or ("cpu" if flavor != "cuda" else "cuda:0"))
         if device.startswith("cuda"):
-            # The driver opens and creates what it needs while it sets up the context (seen on the
-            # H200: initialised under the policy, it failed with "OS call failed"); that happens
+            # The driver opens and creates what it needs while it sets up the context (seen on a
+            # GPU: initialised under the policy, it failed with "OS call failed"); that happens
             # here, before the policy and long before any candidate code is imported.
             import torch
 
@@ -150,9 +150,9 @@ def forks_children(flavor: str) -> bool:
     """Whether this zygote forks its children (else each is a fresh interpreter that imports torch).
 
     Only a cuda child needs a CUDA context that a fork may have spoiled. A compile or cpu child never
-    touches the device, so it forks even where Inductor's imports asked the driver for its devices: on
-    the H200 a spawned compile child took 7.5-11 s to start (its imports), a forked one takes
-    milliseconds, and gate 1 compiled one launch config in 17-25 s instead of about one.
+    touches the device, so it forks even where Inductor's imports asked the driver for its devices: a
+    spawned compile child takes seconds to start (its imports), a forked one milliseconds, and gate 1's
+    compile of one launch config is that much slower (figures: docs/design-notes.md, "Measurements").
     """
     if os.environ.get("KERNELOPT_ZYGOTE_SPAWN") == "1":
         return False

@@ -25,8 +25,8 @@ MINIMUM_TRAFFIC = 1.05  # DRAM bytes over the ideal at which a kernel moves no m
 
 def at_speed_of_light(brief: KernelBrief) -> str | None:
     """Why no rewrite of the kernel can be faster, or None: it moves its minimum bytes (ncu's DRAM traffic within
-    5% of the ideal) at the device's measured copy bandwidth or faster (max_pool2d_dilated on the H100: 105%,
-    traffic 1.00x). A rewrite cannot move fewer bytes than the ideal, so it could only gain what a kernel can run
+    5% of the ideal) at the device's measured copy bandwidth or faster (a pooling kernel measured so:
+    docs/design-notes.md, "Measurements"). A rewrite cannot move fewer bytes than the ideal, so it could only gain what a kernel can run
     above the copy bandwidth, a few percent, under the 3% end-to-end gate's noise."""
     sol = brief.speed_of_light or {}
     pct, traffic = sol.get("sol_pct"), sol.get("traffic_ratio")

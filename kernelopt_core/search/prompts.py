@@ -93,7 +93,8 @@ def check_tool_input(tool: ToolSpec, value: Any) -> str | None:
     missing = [key for key in schema.get("required", []) if key not in value]
     if missing:
         return f"{tool.name} is missing required field(s): {', '.join(missing)}"
-    types = {"string": str, "number": (int, float), "integer": int, "array": list, "object": dict, "boolean": bool}
+    types: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "array": list,
+                                                 "object": dict, "boolean": bool}
     for key, spec in (schema.get("properties") or {}).items():
         if key not in value or not isinstance(spec, dict):
             continue

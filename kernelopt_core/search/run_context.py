@@ -114,7 +114,7 @@ def open_run(path: str, kernel: str | None, config: OptimizeConfig, sink: EventS
         run_folder = RunFolder.create(config.run_root, graph.name)
     workdir = str(run_folder.path / "work")
     ab_rounds, kernel_rounds = _rounds(config, device_kind)
-    # Register budgets come from the candidate compiled for sm_90 (rewrites.budget), on real GPU runs.
+    # Register budgets come from the candidate compiled for sm_90 (rewrites.cost_model), on real GPU runs.
     probe_enabled = (evaluator is None and device_kind == "cuda" and target.compile_probes
                      and os.environ.get("KERNELOPT_COMPILE_PROBE", "1") != "0")
     if evaluator is None:

@@ -28,11 +28,21 @@ class TargetUnavailable(RuntimeError):
 class Target(Protocol):
     """A kernel the search optimizes, what it is measured with, and how an accepted rewrite is written."""
 
-    users_own: bool  # a project's own kernel: its file is the user's, no compiler configuration is advised
-    compile_probes: bool  # families may compile candidates for sm_90 to read their registers
-    contract_prompt: str  # the prompt file that tells the agents what a candidate must keep
-    times_kernel_in_gate4: bool  # gate 4 also times the kernel alone (reported, never decides)
-    cascade_timeout_s: float | None  # each gate task's limit in the worker (None: the cascade's default)
+    # Read-only, so that an implementation may set them on the class.
+    @property
+    def users_own(self) -> bool: ...  # a project's own kernel: its file is the user's, no configuration advised
+
+    @property
+    def compile_probes(self) -> bool: ...  # families may compile candidates for sm_90 to read their registers
+
+    @property
+    def contract_prompt(self) -> str: ...  # the prompt file that tells the agents what a candidate must keep
+
+    @property
+    def times_kernel_in_gate4(self) -> bool: ...  # gate 4 also times the kernel alone (reported, never decides)
+
+    @property
+    def cascade_timeout_s(self) -> float | None: ...  # each gate task's limit in the worker (None: the default)
 
     def graph(self) -> CompiledGraph: ...  # the pipeline's view: its kernels and launches
 

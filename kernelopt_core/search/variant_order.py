@@ -1,25 +1,17 @@
 """The best variants first: order a family's variants by what the device and this run measured.
 
-Within a budget only a family's first variants are reached, so their order decides the result
-(issue 25: on the held-out softmax, cooperative rows' first variant ran at 0.30x while the
-prototype's configuration had measured 1.26x). Each variant's score, in log speedup, is a prior
-from the device's measurements plus an adjustment from this run's timings:
+Within a search's time only a family's first variants are reached, so their order decides the
+result. Each variant's score, in log speedup, is a prior from the device's measurements
+(:mod:`kernelopt_core.search.rewrites.measured`, GPU runs only) plus an adjustment from this run's
+timings of the family's variants:
 
     prior(v)  = (sum_m w_m * log(speedup_m / best_m) + w_0 * log(0.85)) / (sum_m w_m + w_0)
                 w_m = source weight * exp(-shape distance - 2 * parameter distance)
     adjust(v) = sum_t u_t * log(speedup_t / ref) / (sum_t u_t + u_0),  u_t = exp(-parameter distance)
 
-Distances are in octaves (|log2| of the ratio; another method costs 2). The measurements
-(:mod:`kernelopt_core.search.rewrites.measured`, GPU runs only; the family's own launchers count
-twice a prototype) transfer their ratios to the best configuration of their experiment (best_m),
-not their level: the code measured then may have changed since. The ``w_0`` term is what nothing
-measured says, a configuration 15% behind the best: a variant measured far behind goes after an
-untried one, and one only near a good measurement ranks after the measured one. This run's
-timings of the family's variants on the kernel (t) move their neighbours up or down against
-``ref``, the geometric mean of the timings and Inductor's kernel (1.0): one loss below Inductor
-pushes its neighbours back, a win brings them forward, and timings that are all alike move nothing.
-Scores are compared in steps of 5% (timing noise), and ties keep the family's own order (the sort
-is stable).
+Distances are in octaves. Scores are compared in steps of 5% (timing noise); ties keep the
+family's own order. What each term means, and the measurement that called for it:
+docs/design-notes.md, "search/variant_order.py".
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ def launch_plan(launch: UserLaunch, params: list[str], constexprs: list[str],
 
     positional = [encode(params[i] if i < len(params) else f"arg{i}", v) for i, v in enumerate(launch.args)]
     keywords = {k: encode(k, v) for k, v in launch.kwargs.items()}
-    outer_values = {id(v): i for i, v in enumerate(launch.args) if isinstance(v, torch.Tensor)}
+    outer_values: dict[int, int | str] = {id(v): i for i, v in enumerate(launch.args) if isinstance(v, torch.Tensor)}
     outer_values |= {id(v): k for k, v in launch.kwargs.items() if isinstance(v, torch.Tensor)}
     pinned_keywords: dict[str, Any] = {}
     for key, value in launch.resolved_kwargs.items():

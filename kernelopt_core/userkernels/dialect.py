@@ -82,8 +82,8 @@ def _check_contract(original_source: str, kernel: str, candidate_source: str, re
     found = candidate_file.function(kernel)
     original = original_file.function(kernel)
     if found is None:
-        names = ", ".join(k.name for k in [*candidate_file.kernels, *candidate_file.helpers]) or "none"
-        add(f"defines no @triton.jit function named {kernel} (found: {names}); a candidate keeps the kernel's name")
+        defined = ", ".join(k.name for k in [*candidate_file.kernels, *candidate_file.helpers]) or "none"
+        add(f"defines no @triton.jit function named {kernel} (found: {defined}); a candidate keeps the kernel's name")
         return
     line = found.def_line + 1
     report.heuristic = "user"

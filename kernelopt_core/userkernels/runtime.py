@@ -46,7 +46,7 @@ def autotuners(obj: Any) -> list[Any]:
 def _interpreter_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> list[float]:
     """Wall-clock time of one interpreted run (ms), in the shape Triton's benchmarker returns."""
     times = []
-    for _ in range(2):
+    for _run in range(2):
         begin = time.perf_counter()
         kernel_call()
         times.append((time.perf_counter() - begin) * 1e3)

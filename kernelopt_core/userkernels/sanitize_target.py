@@ -1,21 +1,14 @@
 """compute-sanitizer on a user kernel's finalist: the user's harness run once with the candidate (GPU only).
 
-Gate 3 of a user kernel (:mod:`.jobs`) runs ``compute-sanitizer --tool memcheck`` and ``--tool
-racecheck`` on every finalist, as for Inductor's: the command, the report's reading, the two tools
-side by side, the time limit and the verdict's wording are :mod:`kernelopt_core.gates.sanitize`'s.
-Only the target differs. This one (:func:`main`, run under the tool):
+Gate 3 of a user kernel runs memcheck and racecheck on every finalist as for Inductor's: command,
+report reading, time limit and wording are :mod:`kernelopt_core.gates.sanitize`'s. Only the target
+differs: :func:`main`, run under the tool, loads the user's file and harness, contains itself with
+the candidate process's policy, imports the candidate with its jit functions renamed with
+``CHECKED_SUFFIX`` (only those are instrumented) where the original kernel was, and runs the
+harness once on its seed-0 inputs (an autotuned candidate launches each config once).
 
-1. loads the user's kernel file and harness (the user's code, which the checker imports too);
-2. contains itself with the candidate process's policy (:mod:`kernelopt_core.sandbox.policy`);
-3. imports the candidate with its ``@triton.jit`` functions renamed with ``CHECKED_SUFFIX`` (the
-   tool is told to instrument those alone: other kernels the harness runs go at full speed) and
-   puts it wherever a module holds the original kernel, as gate 3's candidate process does;
-4. runs the harness once on its seed-0 inputs. An autotuned candidate launches each config once
-   while it tunes (one run, not a benchmark: under the tool a benchmark costs minutes).
-
-It prints ``SANITIZE-STEP`` lines as each step ends and ``SANITIZE-TARGET-OK`` when the harness
-ran and launched the candidate. On the CPU it runs as a plain process on Triton's interpreter
-(the tests do; there is no sanitizer there). The worker side (:func:`sanitize_user_finalist`,
+It prints ``SANITIZE-STEP`` lines and ``SANITIZE-TARGET-OK``. On the CPU it runs as a plain process
+on Triton's interpreter (the tests do). The worker side (:func:`sanitize_user_finalist`,
 :func:`user_sanitizer_target`) imports nothing heavy.
 """
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelopt_core.jobs import Job
+from kernelopt_core.job_runner import Job
 
 from .kernel_facts import KernelView
 from .lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
@@ -31,7 +31,7 @@ def config_change_actions(uri: str, finding: dict[str, Any] | None, *, diagnosti
         return []
     if finding.get("allowed") and not finding.get("chosen"):
         return []  # verified and rejected by the gates: nothing to copy
-    verified = finding.get("verified") if isinstance(finding.get("verified"), dict) else {}
+    verified: dict[str, Any] = finding["verified"] if isinstance(finding.get("verified"), dict) else {}
     speedup = verified.get("speedup") if finding.get("chosen") else None
     change = (verified.get("change") if finding.get("chosen") else None) or \
         finding["recommendation"].get("change") or {}
@@ -49,7 +49,7 @@ def kernel_actions(uri: str, view: KernelView, *, edited: bool, active_jobs: lis
     if not _wanted(only):
         return []
     name = view.kernel.name
-    target = {"uri": uri, "kernel": name}
+    target: dict[str, object] = {"uri": uri, "kernel": name}
 
     def action(title: str, command: str, argument: dict[str, object], preferred: bool = False) -> types.CodeAction:
         return types.CodeAction(title=title, kind=ACTION_KIND, is_preferred=preferred or None,

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelopt_core.jobs import Job
+from kernelopt_core.job_runner import Job
 
 from .settings import Settings
 

@@ -39,10 +39,10 @@ def remember_result(results: ResultStore, link: JobLink, result: Any) -> tuple[s
         return (profile_line(mine) if mine else f"profiled {len(records)} kernel(s)"), None
     if link.kind == "verify":
         cascade = result.get("cascade", result) if isinstance(result, dict) else result
-        record = gate_record_from_cascade(cascade, graph_path=link.graph_path, kernel=link.kernel,
-                                          kind="verify", kernel_hash=link.kernel_hash)
-        results.set_gates(record)
-        return gate_line(record), None
+        verdict = gate_record_from_cascade(cascade, graph_path=link.graph_path, kernel=link.kernel,
+                                           kind="verify", kernel_hash=link.kernel_hash)
+        results.set_gates(verdict)
+        return gate_line(verdict), None
     if link.kind == "optimize":
         run = run_record_from_result(result, graph_path=link.graph_path, kernel=link.kernel,
                                      original_hash=link.kernel_hash, cwd=link.cwd)

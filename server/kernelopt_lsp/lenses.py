@@ -10,7 +10,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelopt_core.jobs import Job
+from kernelopt_core.job_runner import Job
 
 from .kernel_facts import KernelView, lens_summary
 

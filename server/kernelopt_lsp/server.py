@@ -19,13 +19,16 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from kernelopt_core.jobs import ArgvBuilder, JobRunner, cli_argv
+from kernelopt_core.job_runner import ArgvBuilder, JobRunner, cli_argv
 
 from . import __version__
 from .client import EditorClient
 from .context import Lifecycle
 from .documents import SharedIndex
 from .features import actions, diagnostics, edits, hover, jobs, lenses, watching
+from .providers import Providers
+from .providers.dump_provider import DumpProvider
+from .providers.user_kernel_provider import UserKernelProvider
 from .results import ResultStore
 from .settings import Settings, parse_settings
 from .user_kernels import UserKernelContext, UserKernelFiles
@@ -110,15 +113,18 @@ def _register_features(server: KernelOptServer, debounce_s: float) -> None:
     index = SharedIndex()  # the dumps and kernel files of the watched folders
     indexer = ThreadPoolExecutor(1, thread_name_prefix="kernelopt-index")  # the one thread that parses
     views = DumpViews(index, indexer, project, results)
-    user_kernels = UserKernelFiles(UserKernelContext(project, index, indexer, results, settings))
+    user_kernels = UserKernelFiles(UserKernelContext(project, index, indexer, settings))
+    # Asked in this order, the first claim answering. A project's own kernel files come first: the dump
+    # index may know such a file too, and read as a dump it would be an unreadable one.
+    providers = Providers([UserKernelProvider(user_kernels, results), DumpProvider(views, results, project)])
 
-    published = diagnostics.register(server, diagnostics.DiagnosticsContext(client, views, user_kernels, results))
+    published = diagnostics.register(server, diagnostics.DiagnosticsContext(client, providers))
     jobs.register(server, jobs.JobsContext(client, project, settings, runner, results, views, user_kernels,
                                            published, lifecycle))
     watching.register(server, watching.WatchingContext(client, project, settings, views, user_kernels, published,
                                                        lifecycle, debounce_s))
-    hover.register(server, hover.HoverContext(project, views, user_kernels, results))
-    lenses.register(server, lenses.LensContext(project, views, user_kernels, runner))
-    actions.register(server, actions.ActionContext(client, project, views, user_kernels, results, runner))
+    hover.register(server, hover.HoverContext(project, providers))
+    lenses.register(server, lenses.LensContext(providers, runner))
+    actions.register(server, actions.ActionContext(client, project, views, results, providers, runner))
     edits.register(server, edits.EditsContext(client, project, views, user_kernels, results, published))
     lifecycle.on_shutdown(lambda: indexer.shutdown(wait=False, cancel_futures=True))

@@ -4,15 +4,16 @@ kernels runs on, and the edit that puts an optimized kernel back into its file.
 Any ``.py`` file of the workspace that defines ``@triton.jit`` functions (and is not an Inductor
 dump) is read without running it (:mod:`kernelopt_core.userkernels`): each kernel gets static
 hints as diagnostics (source ``kernelopt.kernel``), a hover with its facts, code lenses and
-actions (user_kernel_items.py). Profile, Optimize and Verify run
+actions (providers/user_kernel_provider.py). Profile, Optimize and Verify run
 ``kernelopt profile|optimize|verify FILE.py --kernel K`` (with ``--harness`` when the ``harnesses``
 setting names one; else the file's ``# kernelopt: harness=`` comment decides). Applying an
 optimize result edits the kernel function (and what the candidate changed around it) in the
 user's file, as one undoable workspace edit, only when the user asks for it.
 
 This module registers no LSP method of its own: each one it serves (diagnostics, hover, lenses,
-actions, jobs, edits) is shared with dumps, so those features ask :class:`UserKernelFiles` first
-whether a document is such a file. No torch here.
+actions, jobs, edits) is shared with dumps. The document features ask it through its provider
+(providers/user_kernel_provider.py); jobs and edits ask it whether a command names such a file.
+No torch here.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from kernelopt_core.userkernels.extract import (
     candidate_edits,
     extract_kernel_module,
 )
-from kernelopt_core.userkernels.hints import kernel_hints
 from kernelopt_core.userkernels.index import is_candidate_user_file
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
 from kernelopt_core.userkernels.parse import UserKernelError, looks_like_user_kernels, parse_user_kernels
@@ -41,11 +41,9 @@ from kernelopt_core.userkernels.parse import UserKernelError, looks_like_user_ke
 from .commands import CommandError
 from .documents import SharedIndex
 from .job_target import JobTarget
-from .kernel_facts import is_stale
-from .results import ResultStore, RunRecord
+from .results import RunRecord
 from .settings import Settings
 from .uris import uri_path
-from .user_kernel_items import UserView
 from .workspace import ProjectWorkspace
 
 
@@ -82,7 +80,6 @@ class UserKernelContext:
     workspace: ProjectWorkspace  # the open documents
     index: SharedIndex  # its ``user`` index: the kernel files as saved
     indexer: ThreadPoolExecutor  # where buffers are parsed
-    results: ResultStore
     settings: Callable[[], Settings]  # the harnesses setting
 
 
@@ -128,29 +125,6 @@ class UserKernelFiles:
     def is_user_run(self, run: RunRecord) -> bool:
         return bool(run.graph_path) and is_candidate_user_file(run.graph_path) and self.disk_file(run.graph_path) \
             is not None
-
-    def views(self, state: UserState) -> list[UserView]:
-        store = self.ctx.results
-        out = []
-        for kernel in state.file.kernels:
-            current = kernel.source_hash
-            profile = store.profile(state.path, kernel.name)
-            out.append(UserView(
-                file=state.file, kernel=kernel, profile=profile,
-                profile_stale=profile is not None and profile.source_hash != current,
-                gate_records=[(r, is_stale(r, current)) for r in store.gate_records(state.path, kernel.name)],
-                run=store.last_run(state.path, kernel.name), hints=kernel_hints(state.file, kernel)))
-        return out
-
-    def view_at(self, state: UserState, line: int) -> tuple[UserView, bool] | None:
-        """The kernel on a line, and whether the buffer's kernel differs from the file on disk."""
-        kernel = state.file.kernel_at(line)
-        if kernel is None:
-            return None
-        disk = self.disk_file(state.path)
-        disk_kernel = disk.kernel(kernel.name) if disk is not None else None
-        edited = disk_kernel is not None and disk_kernel.source != kernel.source
-        return next(v for v in self.views(state) if v.kernel.name == kernel.name), edited
 
     # --- what commands run on -----------------------------------------------------------------
 

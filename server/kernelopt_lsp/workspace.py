@@ -35,7 +35,7 @@ class ProjectWorkspace:
 
     def lines(self, uri: str) -> list[str]:
         """The document's lines: as the client holds it when open, else as saved."""
-        return self._server.workspace.get_text_document(uri).lines
+        return list(self._server.workspace.get_text_document(uri).lines)
 
     def job_cwd(self, path: str) -> str:
         """Jobs run in the workspace folder holding the file, so runs land in its .kernelopt/."""

@@ -20,7 +20,7 @@ from typing import Any
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.gates import CAPABILITIES, CascadeConfig, CascadeSetupError, run_cascade
 
-from .corpus import CASES, CONTAINMENT, PROBLEMS, Case, EditNotApplicable
+from .corpus import CASES, CONTAINMENT, PROBLEMS, REFUSED, Case, EditNotApplicable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -72,17 +72,55 @@ class CaseResult:
     # two-stage runs: which stage rejected it ("screen": gate 1 or gate 2's screen; "full battery": gate 2's
     # full battery before the final gates; "final gates": gate 3 or 4), None when nothing did
     stage: str | None = None
+    # the cascade's verdict was "not verified": a decision the candidate adds was never seen both ways (neither
+    # accepted nor rejected as wrong)
+    not_verified: bool = False
+    expect_not_verified: bool = False  # a correct case whose added decision no input reaches
+
+    @property
+    def accepted(self) -> bool:
+        return self.error is None and self.skipped is None and self.failed_gate is None and not self.not_verified
 
     @property
     def as_expected(self) -> bool:
         if self.error is not None or self.skipped is not None:
             return False
-        if self.expected_gate == CONTAINMENT:  # any gate may end it, as long as it is stopped
-            return self.failed_gate is not None
+        if self.expected_gate in (CONTAINMENT, REFUSED):  # any gate may end it, as long as it is not accepted
+            return self.failed_gate is not None or self.not_verified
+        if self.expected_gate is None:
+            return self.failed_gate is None and self.not_verified == self.expect_not_verified
         return self.failed_gate == self.expected_gate
+
+    @property
+    def verdict(self) -> str:
+        """accepted, rejected at gate N, not verified, skipped or error: what a reader of the report wants."""
+        if self.skipped is not None:
+            return "skipped"
+        if self.error is not None:
+            return "error"
+        if self.failed_gate is not None:
+            return f"rejected at gate {self.failed_gate}"
+        return "not verified" if self.not_verified else "accepted"
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "as_expected": self.as_expected}
+
+
+def is_not_verified(outcome: Any) -> bool:
+    """Whether a cascade's (or a finalist evaluation's) verdict is "not verified": the candidate adds a path no
+    input reached. Read from the result's flag or decision, whichever the gates give."""
+    if getattr(outcome, "not_verified", False):
+        return True
+    decision = getattr(outcome, "decision", None)
+    if isinstance(decision, str) and decision.replace("_", "-").replace(" ", "-") == "not-verified":
+        return True
+    # a gate that could not give a verdict because an added path was never taken says so in its reason
+    return bool(getattr(outcome, "could_not_verify", False)) and "not verified" in str(getattr(outcome, "reason", ""))
+
+
+def _result(case: Case, failed_gate: int | None = None, reason: str = "", seconds: float = 0.0) -> CaseResult:
+    return CaseResult(case.id, case.problem, case.klass, case.expected_gate, failed_gate, reason, seconds,
+                      expect_not_verified=case.expect_not_verified)
 
 
 def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...] = (1, 2, 3),
@@ -108,12 +146,14 @@ def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...
             continue
         missing = case.missing(capabilities)
         if missing:
-            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "", 0.0,
-                                      skipped=f"needs {', '.join(missing)}"))
+            result = _result(case)
+            result.skipped = f"needs {', '.join(missing)}"
+            results.append(result)
             continue
         if len(graph.kernels) != 1:
-            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "", 0.0,
-                                      error=f"{case.problem} compiled to {len(graph.kernels)} kernels, expected one"))
+            result = _result(case)
+            result.error = f"{case.problem} compiled to {len(graph.kernels)} kernels, expected one"
+            results.append(result)
             continue
         kernel = graph.kernels[0]
         begin = time.monotonic()
@@ -121,15 +161,22 @@ def evaluate(cases: list[Case], graphs: dict[str, str], *, gates: tuple[int, ...
             candidate = case.candidate(kernel.source, kernel.name)
             outcome = run_cascade(graph, {kernel.name: candidate}, config, worker=worker)
         except EditNotApplicable as exc:
-            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "",
-                                      time.monotonic() - begin, error=f"edit not applicable: {exc}"))
+            result = _result(case, seconds=time.monotonic() - begin)
+            result.error = f"edit not applicable: {exc}"
+            results.append(result)
             continue
         except CascadeSetupError as exc:
-            results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "",
-                                      time.monotonic() - begin, error=f"could not run: {exc}"))
+            result = _result(case, seconds=time.monotonic() - begin)
+            result.error = f"could not run: {exc}"
+            results.append(result)
             continue
-        results.append(CaseResult(case.id, case.problem, case.klass, case.expected_gate, outcome.failed_gate,
-                                  outcome.reason, time.monotonic() - begin))
+        result = _result(case, outcome.failed_gate, outcome.reason, time.monotonic() - begin)
+        result.not_verified = is_not_verified(outcome)
+        if result.not_verified:  # no verdict on the candidate: neither accepted nor rejected
+            result.failed_gate = None
+        elif outcome.could_not_verify:
+            result.error = f"could not verify: {outcome.reason}"
+        results.append(result)
     return results
 
 
@@ -144,7 +191,7 @@ def _evaluate_two_stage(cases: list[Case], graphs: dict[str, str], gates: tuple[
         graph = parsed.get(case.problem)
         if graph is None:
             continue
-        result = CaseResult(case.id, case.problem, case.klass, case.expected_gate, None, "", 0.0)
+        result = _result(case)
         missing = case.missing(capabilities)
         if missing or len(graph.kernels) != 1:
             if missing:
@@ -161,13 +208,19 @@ def _evaluate_two_stage(cases: list[Case], graphs: dict[str, str], gates: tuple[
             screen = evaluator.screen(kernel.name, candidate)
             if not screen.passed:
                 result.failed_gate, result.reason, result.stage = screen.failed_gate, screen.reason, "screen"
+                result.not_verified = is_not_verified(screen)
+                if result.not_verified:
+                    result.failed_gate = None
             else:
                 _close_candidate(evaluator, worker)  # the search times it, then closes its process
                 final = evaluator.finalize({kernel.name: candidate}, final_gates)
                 result.failed_gate, result.reason = final.failed_gate, final.reason
-                if final.failed_gate is not None:
+                result.not_verified = is_not_verified(final)
+                if result.not_verified:
+                    result.failed_gate = None
+                elif final.failed_gate is not None:
                     result.stage = "full battery" if final.failed_gate == 2 else "final gates"
-                if final.could_not_verify:
+                if final.could_not_verify and not result.not_verified:
                     result.error = f"could not verify: {final.reason}"
         except EditNotApplicable as exc:
             result.error = f"edit not applicable: {exc}"

@@ -16,8 +16,9 @@ import pytest
 
 from kernelopt_core.gates import CAPABILITIES
 
-from .corpus import CASES, CONTAINMENT, PROBLEMS, sentinel_path
+from .corpus import CASES, CONTAINMENT, PROBLEMS, REFUSED, sentinel_path
 from .dumps import compiled_corpus_graphs
+from .redteam import NEEDS as REDTEAM_NEEDS
 from .runner import CaseResult, evaluate, markdown_table
 
 CASES_BY_ID = {c.id: c for c in CASES}
@@ -97,10 +98,11 @@ def test_corpus_size_and_classes() -> None:
     assert {c.problem for c in CASES} == set(PROBLEMS)
     # every gate that can reject something is exercised, and containment (gate 3 on its own below: since
     # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
-    assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT}
+    # REFUSED: the red-team cases (redteam.py) that must not be accepted, rejected or "not verified"
+    assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT, REFUSED}
     known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
              "guard-range", "scratch-guards", "containment", "one-input-families",
-             "race-rule"}
+             "race-rule", *REDTEAM_NEEDS}
     assert {need for c in CASES for need in c.needs} <= known
     # issue 20's classes are all here
     for klass in ("norm eps changed or dropped", "mean divided by N-1", "one-pass variance",
@@ -119,6 +121,12 @@ def test_case(corpus_results: dict[str, CaseResult], case_id: str) -> None:
     assert result.error is None, result.error
     if result.expected_gate is None:
         assert result.failed_gate is None, f"false rejection: {result.reason}"
+        if CASES_BY_ID[case_id].expect_not_verified:
+            assert result.not_verified, f"its added decision is never reached, yet it was accepted: {result.reason}"
+        else:
+            assert not result.not_verified, f"not verified (a lost win): {result.reason}"
+    elif result.expected_gate == REFUSED:
+        assert result.failed_gate is not None or result.not_verified, f"false accept: {result.reason}"
     elif result.expected_gate == CONTAINMENT:
         assert result.failed_gate is not None, f"not contained: {result.reason}"
     else:
@@ -151,7 +159,7 @@ def test_rejections_name_the_mechanism(corpus_results: dict[str, CaseResult]) ->
 
 def test_every_class_is_fully_rejected(corpus_results: dict[str, CaseResult]) -> None:
     missed = Counter(r.klass for r in corpus_results.values()
-                     if r.expected_gate and not r.skipped and r.failed_gate is None)
+                     if r.expected_gate and not r.skipped and r.failed_gate is None and not r.not_verified)
     assert not missed, f"accepted wrong candidates by class: {dict(missed)}"
 
 
@@ -172,6 +180,8 @@ def test_what_the_screen_passes_the_full_battery_rejects_before_acceptance(
     assert by_class
     for klass, results in by_class.items():
         for result in results:
+            if result.not_verified:  # neither stage rejected it: its added path was never reached, so not accepted
+                continue
             assert result.failed_gate is not None and result.stage is not None, (
                 f"{klass}: {result.id} passed the screen and the final gates ({result.reason})")
             if result.stage != "screen" and result.expected_gate == 2:

@@ -1,4 +1,4 @@
-"""kernelopt_core.jobs: subprocess jobs with event streaming, one at a time per device, cancel by
+"""kernelopt_core.job_runner: subprocess jobs with event streaming, one at a time per device, cancel by
 killing the process group. The command is a small script given through ``argv_builder``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import processes_below
 
-from kernelopt_core.jobs import JobRequest, JobRunner, cli_argv, run_job
+from kernelopt_core.job_runner import JobRequest, JobRunner, cli_argv, run_job
 from kernelopt_core.process_lifetime import end_tree
 
 # A stand-in command: its behaviour is chosen by its first argument.
@@ -203,7 +203,7 @@ async def test_a_job_cancelled_while_its_worker_is_mid_job_leaves_no_process(tmp
 
 RUNNER = """
 import sys
-from kernelopt_core.jobs import JobRequest, run_job
+from kernelopt_core.job_runner import JobRequest, run_job
 script, marker = sys.argv[1], sys.argv[2]
 run_job(JobRequest(kind="optimize", args=["worker-mid-job", marker]), argv_builder=lambda py, a: [py, script, *a])
 """

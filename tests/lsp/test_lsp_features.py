@@ -147,7 +147,7 @@ def test_server_process_never_imports_torch():
 
     # The server, and what it imports later (the watcher, the accepted-kernel store).
     code = ("import sys, kernelopt_lsp.main, kernelopt_lsp.server as s, kernelopt_lsp.watch, "
-            "kernelopt_core.accepted, kernelopt_core.jobs; s.create_server(); "
+            "kernelopt_core.accepted, kernelopt_core.job_runner; s.create_server(); "
             "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert "torch" not in out.stdout and "triton" not in out.stdout, out.stdout

@@ -33,7 +33,7 @@ def _graph() -> dict[str, set[str]]:
 def test_the_import_graph_reads_relative_and_nested_imports():
     graph = _graph()
     assert "kernelopt_lsp.features.hover" in graph[SHELL]
-    assert "kernelopt_lsp.hover" in graph["kernelopt_lsp.features.hover"]  # from ..hover import ...
+    assert "kernelopt_lsp.hover" in graph["kernelopt_lsp.providers.dump_provider"]  # from ..hover import ...
     assert SHELL in graph["kernelopt_lsp.main"]  # imported inside main()
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
@@ -65,3 +65,32 @@ def test_the_shell_is_thin_and_no_class_holds_a_subsystem():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > CLASS_MAX_LINES:
                 too_big.append(f"{name}.{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert too_big == [], too_big
+
+
+def _kind_branches(tree: ast.AST) -> list[int]:
+    """Lines of ``if user is not None`` / ``if target is not None`` tests (also inside ``and``/``or``)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            continue
+        for part in ast.walk(node.test):
+            if (isinstance(part, ast.Compare) and isinstance(part.left, ast.Name)
+                    and part.left.id in ("user", "target") and len(part.ops) == 1
+                    and isinstance(part.ops[0], (ast.IsNot, ast.Is))
+                    and isinstance(part.comparators[0], ast.Constant) and part.comparators[0].value is None):
+                found.append(node.lineno)
+    return found
+
+
+def test_the_kind_branch_finder_finds_one():
+    tree = ast.parse("if x and user is not None:\n    pass\ny = 1 if target is None else 2\nif doc is None:\n    pass\n")
+    assert _kind_branches(tree) == [1, 3]
+
+
+def test_no_feature_branches_on_the_kind_of_file():
+    """The features ask the providers (providers/); none picks the dump or the user-kernel side itself."""
+    branches = []
+    for path in sorted((PACKAGE / "features").glob("*.py")):
+        lines = _kind_branches(ast.parse(path.read_text(encoding="utf-8")))
+        branches += [f"features/{path.name}:{line}" for line in lines]
+    assert branches == [], f"branches on the kind of file: {branches}"

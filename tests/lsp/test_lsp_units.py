@@ -51,7 +51,7 @@ from lsprotocol import types
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.artifacts.model import source_hash
 from kernelopt_core.dispatch import analyze
-from kernelopt_core.jobs import Job, JobRequest
+from kernelopt_core.job_runner import Job, JobRequest
 
 from .conftest import H200
 

@@ -5,35 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Analyst direction names -> the offline rewrite families that act on them.
-DIRECTION_FAMILIES: dict[str, tuple[str, ...]] = {
-    "vectorize-loads": ("launch_config", "vector_hints"),
-    "fuse-rereads": ("single_read", "cooperative_rows"),
-    "eviction-hints": ("eviction_hints",),
-    "cheaper-math": ("fast_math",),
-    "tile-tuning": ("launch_config",),
-    "more-programs": ("split_programs", "cooperative_rows", "launch_config"),
-    "smaller-blocks-more-warps": ("launch_config",),
-    "reduce-register-pressure": ("split_reduction", "int32_index", "launch_config"),
-    "raise-occupancy": ("launch_config",),
-    "coalesce-access": ("vector_hints", "launch_config"),
-    "l2-friendly-order": ("program_order", "eviction_hints", "launch_config"),
-}
-
-# Without metrics, the order families are tried in. On the CPU interpreter per-program and
-# per-loop-trip overhead dominates, so launch shape comes first; on a GPU, memory traffic.
-DEFAULT_ORDER = {
-    # user_* families apply to a project's own kernels only (docs/user-kernels.md)
-    "cpu": ("user_autotune", "launch_config", "single_read", "mask_removal", "fast_math", "user_fast_math",
-            "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows",
-            "program_order"),
-    # program_order applies only where the source shows shared data bigger than an L2 share re-read per row
-    # (without ncu, seen on the H100: launch_config went first and used the layer norm's budget)
-    "cuda": ("user_autotune", "program_order", "launch_config", "single_read", "cooperative_rows", "split_programs",
-             "eviction_hints", "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction",
-             "int32_index"),
-}
-
 
 @dataclass
 class KernelBrief:

@@ -15,23 +15,23 @@ from typing import Any
 from ..llm.base import LLMProvider, LLMResponse
 from ..prompts import AgentPrompt
 from ..rewrites import FAMILIES, RewriteContext, applicable_families
-from .context import DEFAULT_ORDER, DIRECTION_FAMILIES, KernelBrief, Plan
+from ..rewrites.declaration import cause_families, default_order, direction_families
+from .context import KernelBrief, Plan
 from .conversation import Conversation, compact_json, tool_result
 
 MAX_TOOL_ROUNDS = 8
-# Launcher families the analyst's evidence calls for: a measured (or source-read) cause puts them
-# before the direction-mapped families. They apply only to kernels they recognise exactly.
-EVIDENCE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "strided-access": ("windowed", "strided_access"),
-    "low-parallelism": ("strided_access",),
-}
-# Causes whose families come after the algorithmic ones (which remove the re-reads themselves where they
-# apply): L2 thrashing, for a kernel that re-reads shared data (layer norm's weight and bias, re-read per
-# row: traffic 1.88x on the H100), calls for running the programs that share it together (program_order),
-# then for keeping that data and streaming the rest.
-LATER_EVIDENCE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "l2-thrash": ("program_order", "eviction_hints"),
-}
+# The order families are tried in, derived from their declarations in FAMILIES (rewrites/declaration.py):
+DIRECTION_FAMILIES = direction_families(FAMILIES)  # analyst direction -> the families it calls for
+# Launcher families a measured (or source-read) cause calls for, before the algorithmic families.
+EVIDENCE_FAMILIES = cause_families(FAMILIES, "launcher")
+# The algorithmic families a cause calls for (on pointwise kernels too, and not).
+ALGORITHM_FAMILIES = cause_families(FAMILIES, "algorithm")
+ALGORITHM_FAMILIES_NOT_POINTWISE = cause_families(FAMILIES, "algorithm", pointwise=False)
+# The order the algorithmic causes are read in: too few programs first, then re-reads.
+ALGORITHM_CAUSE_ORDER = ("low-parallelism", "re-reads")
+# Causes whose families come after the algorithmic ones, which remove re-reads themselves where they apply.
+LATER_EVIDENCE_FAMILIES = cause_families(FAMILIES, "later")
+DEFAULT_ORDER = default_order(FAMILIES)  # without evidence, per device
 
 
 @dataclass
@@ -55,15 +55,15 @@ def evidence_families(ctx: RewriteContext) -> list[str]:
     once, or (a pointwise kernel) for reading the data every row shares once. Whether a family can
     rewrite the kernel is its own call (``not_applicable``).
     """
-    causes = ctx.evidence.get("causes") or []
+    causes = list(ctx.evidence.get("causes") or [])
     ratio = ctx.evidence.get("traffic_ratio")
+    if isinstance(ratio, (int, float)) and ratio >= 1.3 and "re-reads" not in causes:
+        causes.append("re-reads")  # measured: DRAM traffic says the rows are read more than once
+    table = ALGORITHM_FAMILIES if ctx.module.is_pointwise else ALGORITHM_FAMILIES_NOT_POINTWISE
     order: list[str] = []
-    if "low-parallelism" in causes:
-        order += ["split_programs", "cooperative_rows"]
-    if "re-reads" in causes or (isinstance(ratio, (int, float)) and ratio >= 1.3):
-        order += ["single_read", "cooperative_rows"]
-        if ctx.module.is_pointwise:  # no row to read once: the data every row shares, read once
-            order.append("program_order")
+    for cause in [*ALGORITHM_CAUSE_ORDER, *(c for c in causes if c not in ALGORITHM_CAUSE_ORDER)]:
+        if cause in causes:
+            order += table.get(cause, ())
     return list(dict.fromkeys(order))
 
 

@@ -112,7 +112,8 @@ def _with_cached_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
         return messages
     first = messages[0]
     content = first["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) \
+        else [dict(b) for b in content]
     if blocks:
         blocks[0] = {**blocks[0], "cache_control": CACHE}
     return [{**first, "content": blocks}, *messages[1:]]

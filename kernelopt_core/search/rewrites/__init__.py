@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .base import Rewrite, RewriteContext, RewriteFamily
 from .cooperative_rows import CooperativeRowsFamily
+from .declaration import CauseCall, FamilyDeclaration, register_families
 from .eviction import EvictionHintsFamily
 from .fast_math import FastMathFamily
 from .int32_index import Int32IndexFamily
@@ -25,17 +26,68 @@ from .user_kernel import UserAutotuneFamily, UserFastMathFamily
 from .vector_hints import VectorHintsFamily
 from .windowed import WindowedFamily
 
-FAMILIES: dict[str, RewriteFamily] = {
-    family.name: family
-    for family in (
-        LaunchConfigFamily(), SingleReadFamily(), CooperativeRowsFamily(), SplitProgramsFamily(),
-        SplitReductionFamily(), MaskRemovalFamily(), ProgramOrderFamily(), EvictionHintsFamily(), VectorHintsFamily(),
-        FastMathFamily(), Int32IndexFamily(),
-        WindowedFamily(), StridedAccessFamily(),  # launchers (docs/launchers.md)
-        # a project's own kernels (docs/user-kernels.md); not applicable to Inductor's
-        UserAutotuneFamily(), UserFastMathFamily(),
-    )
-}
+# Each family with its declaration (declaration.py): the analyst's directions and causes that call for
+# it, its place in each device's default order, and the share of its traffic bound it reaches. The
+# planner's tables and the cost model's figures are derived from these alone.
+# Default orders: on the CPU interpreter per-program and per-loop-trip overhead dominates, so launch
+# shape comes first; on a GPU, memory traffic.
+FAMILIES: dict[str, RewriteFamily] = register_families(
+    (LaunchConfigFamily(), FamilyDeclaration(
+        directions={"vectorize-loads": 1, "tile-tuning": 1, "more-programs": 3, "smaller-blocks-more-warps": 1,
+                    "reduce-register-pressure": 3, "raise-occupancy": 1, "coalesce-access": 2,
+                    "l2-friendly-order": 3},
+        causes=(), device_order={"cpu": 2, "cuda": 3}, traffic_efficiency=None)),
+    # Traffic efficiencies: the measured share of the traffic bound (benchmarks/explore/README.md).
+    (SingleReadFamily(), FamilyDeclaration(
+        directions={"fuse-rereads": 1},
+        causes=(CauseCall("re-reads", "algorithm", 1),),
+        device_order={"cpu": 3, "cuda": 4}, traffic_efficiency=0.94)),
+    (CooperativeRowsFamily(), FamilyDeclaration(
+        directions={"fuse-rereads": 2, "more-programs": 2},
+        causes=(CauseCall("low-parallelism", "algorithm", 2), CauseCall("re-reads", "algorithm", 2)),
+        device_order={"cpu": 12, "cuda": 5}, traffic_efficiency=0.80)),
+    (SplitProgramsFamily(), FamilyDeclaration(
+        directions={"more-programs": 1},
+        causes=(CauseCall("low-parallelism", "algorithm", 1),),
+        device_order={"cpu": 8, "cuda": 6}, traffic_efficiency=0.80)),
+    (SplitReductionFamily(), FamilyDeclaration(
+        directions={"reduce-register-pressure": 1},
+        causes=(), device_order={"cpu": 7, "cuda": 12}, traffic_efficiency=None)),
+    (MaskRemovalFamily(), FamilyDeclaration(
+        directions={}, causes=(), device_order={"cpu": 4, "cuda": 9}, traffic_efficiency=None)),
+    # On a GPU program_order goes before launch_config: it applies only where the source shows shared
+    # data bigger than an L2 share re-read per row, and launch_config first spent such a kernel's search time.
+    (ProgramOrderFamily(), FamilyDeclaration(
+        directions={"l2-friendly-order": 1},
+        causes=(CauseCall("re-reads", "algorithm", 3, pointwise_only=True), CauseCall("l2-thrash", "later", 1)),
+        device_order={"cpu": 13, "cuda": 2}, traffic_efficiency=None)),
+    (EvictionHintsFamily(), FamilyDeclaration(
+        directions={"eviction-hints": 1, "l2-friendly-order": 2},
+        causes=(CauseCall("l2-thrash", "later", 2),),
+        device_order={"cpu": 9, "cuda": 7}, traffic_efficiency=None)),
+    (VectorHintsFamily(), FamilyDeclaration(
+        directions={"vectorize-loads": 2, "coalesce-access": 1},
+        causes=(), device_order={"cpu": 10, "cuda": 8}, traffic_efficiency=None)),
+    (FastMathFamily(), FamilyDeclaration(
+        directions={"cheaper-math": 1}, causes=(), device_order={"cpu": 5, "cuda": 10}, traffic_efficiency=None)),
+    (Int32IndexFamily(), FamilyDeclaration(
+        directions={"reduce-register-pressure": 2},
+        causes=(), device_order={"cpu": 11, "cuda": 13}, traffic_efficiency=None)),
+    # Launchers (docs/launchers.md): only where a measured or source-read cause calls for them, before
+    # the algorithmic families; they apply only to kernels they recognise exactly.
+    (WindowedFamily(), FamilyDeclaration(
+        directions={}, causes=(CauseCall("strided-access", "launcher", 1),), device_order={},
+        traffic_efficiency=None)),
+    (StridedAccessFamily(), FamilyDeclaration(
+        directions={},
+        causes=(CauseCall("strided-access", "launcher", 2), CauseCall("low-parallelism", "launcher", 1)),
+        device_order={}, traffic_efficiency=None)),
+    # A project's own kernels (docs/user-kernels.md); not applicable to Inductor's.
+    (UserAutotuneFamily(), FamilyDeclaration(
+        directions={}, causes=(), device_order={"cpu": 1, "cuda": 1}, traffic_efficiency=None)),
+    (UserFastMathFamily(), FamilyDeclaration(
+        directions={}, causes=(), device_order={"cpu": 6, "cuda": 11}, traffic_efficiency=None)),
+)
 
 
 def applicable_families(ctx: RewriteContext) -> dict[str, str | None]:
@@ -50,6 +102,6 @@ def applicable_families(ctx: RewriteContext) -> dict[str, str | None]:
 
 
 __all__ = [
-    "FAMILIES", "KernelModule", "KernelSourceError", "LaunchConfig", "Rewrite", "RewriteContext",
-    "RewriteFamily", "applicable_families", "parse_kernel_module",
+    "FAMILIES", "CauseCall", "FamilyDeclaration", "KernelModule", "KernelSourceError", "LaunchConfig", "Rewrite",
+    "RewriteContext", "RewriteFamily", "applicable_families", "parse_kernel_module",
 ]

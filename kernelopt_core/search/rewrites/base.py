@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...analyst import EVIDENCE_KEYS
+from .declaration import FamilyDeclaration
 from .kernel_source import KernelModule, LaunchConfig
 
 
@@ -48,7 +49,7 @@ class RewriteContext:
     # kernelopt_core.gates.ptx_compile). Families read register budgets from it instead of guessing.
     compile_probe: Callable[[str], dict[str, Any] | None] | None = None
     # The same for several sources at once, compiled concurrently; answers in the sources' order.
-    # Families ask through rewrites.budget.probe_all, which falls back to compile_probe one by one.
+    # Families ask through rewrites.cost_model.probe_all, which falls back to compile_probe one by one.
     compile_probes: Callable[[list[str]], list[dict[str, Any] | None]] | None = None
 
     @property
@@ -87,6 +88,7 @@ class Rewrite:
 class RewriteFamily(Protocol):
     name: str
     summary: str  # one line for prompts, reports and the planner's memory
+    declaration: FamilyDeclaration  # when it is tried and its cost: given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         """Why the family cannot rewrite this kernel, or None when it can."""

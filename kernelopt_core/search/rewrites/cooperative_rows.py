@@ -1,58 +1,30 @@
 """Cooperative rows: G programs share a row, each holds its chunk in registers, and the row is read once.
 
 For a looped reduction whose rows are too long for one program (or too few to fill the GPU), the
-launcher runs one kernel in which each group of G adjacent programs owns a row at a time (a
-persistent loop over rows, the grid sized to stay resident). Each program:
+launcher runs one kernel in which each group of G adjacent programs owns a row at a time: each
+program runs Inductor's passes on its chunk, publishes the chunk's partial (a release flag), and
+combines the row's partials with Inductor's own reduction call. A partial still missing after a
+bounded wait (``STALL_POLLS``, ``MAX_POLLS``) marks the row failed; a second kernel,
+``<name>_redo``, recomputes every failed row with Inductor's own code. So the launcher is correct
+under any schedule and never hangs (on the CPU interpreter every shared row is recomputed).
+Needs a kernel that reads none of the buffers it writes.
 
-1. runs every pass of Inductor's kernel on its own chunk (``R0_BLOCK`` = the chunk, one iteration,
-   loads shared across passes, so the chunk is read from DRAM once);
-2. after a pass that ends in reductions, reduces its chunk with Inductor's own reduction call (the
-   chunk's *partial*), writes it to scratch and raises its ready flag (a release atomic);
-3. polls the row's flags (acquire atomics) and loads the partials that are ready. If a partial is
-   still missing after a bounded wait, the program marks its row *failed* (a per-row flag) and
-   goes on: it never computes another program's partial, so the kernel holds only its own chunk
-   in registers;
-4. combines the row's partials with Inductor's reduction call (sum: add; max2/min2; online softmax
-   (max, sum); Welford (mean, m2, weight)) and goes on with Inductor's post-loop code, from registers.
-
-A second kernel, ``<name>_redo``, is Inductor's own kernel with each program's body behind its row's
-failed flag: it recomputes every failed row from the input with the compiler's code, and does
-nothing else (on a resident grid no row fails, and the launch costs one flag read per row). So
-the launcher is correct under any schedule and never hangs: on the CPU interpreter (programs one
-after another) every row of a group of two or more fails and is recomputed, and the output is the
-compiler's, bit for bit, whatever the program order. That needs a kernel that reads none of the
-buffers it writes (the redo reads its inputs after the cooperative kernel's stores).
-
-Why not compute a missing partial in the kernel itself (the design before 2026-12-06): that code
-path keeps a second chunk and its accumulators live beside the program's own chunk. On sm_90 it
-took the softmax of 4096 x 393216's chunk-4096, 4-warp kernel from 64 to 128 registers (triton
-3.9, ptxas -v), so a third of the programs were resident: 384 programs, 4 rows in flight, 0.61x
-against the prototype's 1.26x with its 1,188 programs.
-
-The wait is bounded by progress: a program gives up after ``STALL_POLLS`` polls during which no new
-program of the launch started (on the interpreter nothing else runs while it waits), or after
-``MAX_POLLS`` in all. The flags, the failed rows and the start counter are ``torch.zeros`` scratch
-of each call.
-
-Polling: every poll reads the row's G flags (one G-wide atomic) and the launch-wide start counter. A
-version that polled one counter per row and looked at the start counter every 32 polls (d958409) was
-slower on the H200 (2026-12-05, benchmarks/results/h200/session7/): l2_norm's G=16 variant measured
-1.033x against 1.159-1.183x with this polling (families_check and a search, 2026-12-01/02), and the
-softmax of 4096 x 393216 was no faster (0.612x against 0.60x).
+Why the design is so, with the measurements behind it: docs/design-notes.md,
+"search/rewrites/cooperative_rows.py".
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import functools
 import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
-from .budget import (
-    FAMILY_EFFICIENCY,
+from .cost_model import (
     SINGLE_READ_MAX_ROW,
     Probe,
     blocks_per_sm,
@@ -66,6 +38,7 @@ from .budget import (
     to_probe,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import (
@@ -80,7 +53,7 @@ from .reduction_passes import (
 from .statement_edits import share_loads, with_chunk_start, with_row, with_store_mask
 
 STALL_POLLS = 4  # polls in a row during which no new program started, before the row is marked failed
-MAX_POLLS = 1 << 20  # polls in all (on an H200 about a second)
+MAX_POLLS = 1 << 20  # polls in all (about a second on a GPU)
 MAX_GROUP = 256  # programs per row (the partials of a row are one vector)
 CHUNKS = (8192, 4096, 16384, 2048, 1024, 512, 256)  # elements per program, in order of preference
 MAX_VARIANTS = 4
@@ -339,6 +312,7 @@ class CooperativeRowsFamily:
     name = "cooperative_rows"
     summary = ("long rows read once: G programs per row each hold a chunk in registers and exchange partials "
                "through scratch (a launcher)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:
@@ -390,7 +364,7 @@ class CooperativeRowsFamily:
             return []
         kernel = decompose(ctx.module)
         sms = sm_count(ctx)
-        plan = traffic_plan(ctx, self.name, [])
+        plan = traffic_plan(ctx, self.declaration, [])
         out: list[Rewrite] = []
         # Each shape in two forms when they differ: Inductor's combine as it is, and written out for its one
         # iteration. Which needs fewer registers depends on the Triton version (sm_90, softmax chunk 4096 at
@@ -398,7 +372,7 @@ class CooperativeRowsFamily:
         written = any(first_combine(stmt.text(), p) != stmt.text() for p in kernel.passes for stmt in p.body)
         per_shape = 2 if written else 1
         forms = [(shape, form) for shape in self._shapes(ctx, kernel) for form in (False, True)[:per_shape]]
-        items = (((s, f), to_probe(ctx, lambda s=s, f=f: probe_source(kernel, s, f))) for s, f in forms)
+        items = (((s, f), to_probe(ctx, functools.partial(probe_source, kernel, s, f))) for s, f in forms)
         probed_forms = probed_in_batches(ctx, items, MAX_VARIANTS * per_shape)
         # The preferred shapes compile together, as many as could all become variants.
         for shape, written_out, probed in _fewest_registers(probed_forms, per_shape):
@@ -425,6 +399,6 @@ class CooperativeRowsFamily:
                 params={"launcher": True, "chunk": shape.chunk, "group": shape.group, "num_warps": shape.num_warps,
                         "programs": shape.programs, "registers": probed.regs if probed else None,
                         "written_out": written_out,
-                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+                        "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .declaration import FamilyDeclaration
 from .describe import change_parts
 
 # the names Inductor gives a program's index and its parts
@@ -85,6 +86,7 @@ _VARIANTS = [
 class EvictionHintsFamily:
     name = "eviction_hints"
     summary = "cache/eviction hints: stream row data (evict_first, .cg), keep re-read data (evict_last)"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if "tl.load(" not in ctx.module.text:

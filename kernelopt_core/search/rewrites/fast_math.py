@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 
 FAST = {"exp": "tl_math.exp", "exp2": "tl_math.exp2", "log": "tl_math.log", "log2": "tl_math.log2",
         "sqrt": "tl.sqrt", "rsqrt": "tl_math.rsqrt", "sin": "tl_math.sin", "cos": "tl_math.cos",
@@ -30,6 +31,7 @@ def fast_intrinsics(text: str) -> tuple[str, list[str]]:
 class FastMathFamily:
     name = "fast_math"
     summary = "approximate intrinsics (tl_math.exp/log/rsqrt) instead of libdevice calls"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         _, changed = fast_intrinsics(ctx.module.text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 
 # Only casts of program ids and aranges: the index roots. Casts of values (argmax results...) stay.
 _CASTS = re.compile(r"(tl\.program_id\(\d\)|tl\.arange\([^)]*\)(?:\[[^\]]*\])?)\.to\(tl\.int64\)")
@@ -19,6 +20,7 @@ INT32_LIMIT = 2**31 - 1
 class Int32IndexFamily:
     name = "int32_index"
     summary = "int64 index arithmetic -> int32 when every index provably fits"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         text = ctx.module.text

@@ -271,7 +271,8 @@ class _Runner:
         if name == "tl.full":
             value = self.expr(node.args[1])
             return value
-        if name == "float" and node.args and isinstance(node.args[0], ast.Constant):
+        if name == "float" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, (int, float, str)):
             return float(node.args[0].value)
         if name == "tl.broadcast_to":
             return self.expr(node.args[0])

@@ -12,6 +12,7 @@ import itertools
 import math
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import (
     KernelModule,
     KernelSourceError,
@@ -141,6 +142,7 @@ class LaunchConfigFamily:
     name = "launch_config"
     summary = ("fix an explicit launch configuration (XBLOCK/YBLOCK/R0_BLOCK, num_warps, num_stages) "
                "from a grid wider than Inductor's")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module

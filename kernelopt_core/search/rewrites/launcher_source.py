@@ -66,7 +66,8 @@ def ideal_bytes(ctx: RewriteContext, tensors: list[dict[str, Any]]) -> int | Non
     if isinstance(known, int) and known > 0:
         return known
     sizes = [t.get("storage_bytes") for t in tensors]
-    return sum(sizes) if sizes and all(isinstance(s, int) for s in sizes) else None
+    whole = [s for s in sizes if isinstance(s, int)]
+    return sum(whole) if sizes and len(whole) == len(sizes) else None
 
 
 def headroom_reason(ctx: RewriteContext, *wanted: str) -> str | None:

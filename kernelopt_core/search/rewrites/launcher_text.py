@@ -89,10 +89,9 @@ def probe_module(kernel: ReductionKernel, jit_text: str, jit_name: str, scratch_
     if not isinstance(meta, ast.Dict):
         raise KernelSourceError("triton_meta is not a dict literal")
     for i, key in enumerate(meta.keys):
-        if isinstance(key, ast.Constant) and key.value == "signature" and isinstance(meta.values[i], ast.Dict):
-            old = meta.values[i]
-            types = {k.value: v for k, v in zip(old.keys, old.values, strict=True)  # type: ignore[union-attr]
-                     if isinstance(k, ast.Constant)}
+        old = meta.values[i]
+        if isinstance(key, ast.Constant) and key.value == "signature" and isinstance(old, ast.Dict):
+            types = {k.value: v for k, v in zip(old.keys, old.values, strict=True) if isinstance(k, ast.Constant)}
             new = ast.Dict(keys=[], values=[])
             for name in params:
                 if name in constexprs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .declaration import FamilyDeclaration
 from .kernel_source import (
     DIVIDES_MARKER,
     KernelModule,
@@ -67,6 +68,7 @@ def drop_mask(text: str, mask: str, block: str, numel_name: str) -> str:
 class MaskRemovalFamily:
     name = "mask_removal"
     summary = "drop bounds masks when a fixed block size divides the fixed numel"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.module.heuristic not in ("pointwise", "reduction", "persistent_reduction"):

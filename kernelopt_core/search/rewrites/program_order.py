@@ -3,7 +3,7 @@
 A pointwise kernel over R rows of C elements that reads a weight or bias through ``x0 = xindex % C``
 alone (layer norm's apply pass) runs its programs in program-id order: row 0's blocks, then row 1's,
 so each block of the shared data is streamed through L2 once per row and evicted before the next row
-needs it (ncu: DRAM traffic 1.88x the ideal bytes for 16 rows of 33,554,432 fp32 on the H100/H200).
+needs it (ncu measures that traffic: docs/design-notes.md, "Measurements").
 The rewrite remaps the program id, keeping the grid and the launcher: program p handles row ``p % R``
 and column block ``p // R``, so the R programs of one block run together (one DRAM read, R-1 L2 hits),
 like a matmul's grouped ordering. That is a bijection over the grid's cdiv(R*C, XBLOCK) programs
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .declaration import FamilyDeclaration
 from .describe import change_parts
 from .eviction import INDEX_NAMES, rewrite_hints
 from .kernel_source import DIVIDES_MARKER, KernelModule, LaunchConfig, parse_kernel_module, with_launch_config
@@ -200,6 +201,7 @@ class ProgramOrderFamily:
     name = "program_order"
     summary = ("program order: the programs that read one block of shared data (a weight, a bias) run back to "
                "back, so it is read from DRAM once instead of once per row")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         found = find_remap(ctx)

@@ -1,27 +1,15 @@
 """An Inductor looped reduction kernel, decomposed into the passes it makes over each row.
 
-Inductor writes a reduction whose rows are too long for one block as a chain of passes::
-
-    <header: numels, xoffset/xindex/xmask, r0_base, index names, accumulator inits>
-    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):          # pass 1
-        <body: r0_index/r0_mask, loads, math, accumulator updates, maybe stores>
-    <post: the reductions of the accumulators (tl.sum, max2, online_softmax_reduce, welford, ...),
-     row values computed from them, per-row stores, the next pass's accumulator inits>
-    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):          # pass 2: usually stores the row
-        ...
-
-Every reduction Inductor emits after a loop combines per-lane accumulators with an associative
-function whose identity is the accumulator's initial value, so the same call also combines
-per-chunk partials: ``tl.sum(partials, 1)``, ``online_softmax_reduce(maxes, sums, 1, False)``,
-``welford(means, m2s, weights, 1)``. That is what lets the algorithmic families (single_read,
-cooperative_rows, split_programs) cut a row into chunks, reduce each chunk with Inductor's own code,
-and combine the chunks' partials with Inductor's own reduction call, for any kernel of this shape,
-fused prologues and epilogues included.
+Inductor writes a reduction whose rows are too long for one block as a header, then passes
+(``for r0_offset in tl.range(0, r0_numel, R0_BLOCK)``), each followed by the reductions of its
+accumulators. Each of those reductions combines per-lane accumulators with an associative function
+whose identity is the accumulator's initial value, so the same call also combines per-chunk
+partials; that lets single_read, cooperative_rows and split_programs cut a row into chunks and
+combine them with Inductor's own code, fused prologues and epilogues included.
 
 :func:`decompose` reads the kernel with ``ast`` and raises :class:`NotTransformable` with a precise
-reason for anything it cannot rebuild exactly (two reduction dimensions, atomics, argmax with an
-index, runtime sizes, control flow, a store that depends on a running accumulator, ...). Pure
-Python; nothing here imports torch or triton.
+reason for anything it cannot rebuild exactly. Pure Python; no torch or triton. The kernel's shape
+in full: docs/design-notes.md, "search/rewrites/reduction_passes.py".
 """
 
 from __future__ import annotations
@@ -30,6 +18,7 @@ import ast
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .kernel_source import KernelModule
 
@@ -103,7 +92,7 @@ def names_assigned(node: ast.AST) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-def is_call(node: ast.AST, name: str) -> bool:
+def is_call(node: ast.AST | None, name: str) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and dotted(node.func) == name
 
 
@@ -270,8 +259,8 @@ class ReductionKernel:
         for p in self.passes:
             for stmt in p.body:
                 for node in ast.walk(stmt.node):
-                    if is_call(node, "tl.load") and node.args:  # type: ignore[union-attr]
-                        base = pointer_base(node.args[0])  # type: ignore[union-attr]
+                    if is_call(node, "tl.load") and node.args:
+                        base = pointer_base(node.args[0])
                         if base:
                             seen.setdefault(base, set()).add(p.index)
         return sorted(name for name, passes in seen.items() if len(passes) > 1)
@@ -518,11 +507,11 @@ def _accumulator_init(node: ast.stmt, name: str) -> tuple[str, str]:
     value = node.value if isinstance(node, ast.Assign) else None
     shape_ok = (isinstance(value, ast.Call) and value.args
                 and ast.unparse(value.args[0]).replace(" ", "") == "[XBLOCK,R0_BLOCK]")
-    if shape_ok and is_call(value, "tl.full") and len(value.args) == 3:  # type: ignore[union-attr]
-        dtype = ast.unparse(value.args[2])  # type: ignore[union-attr]
-        identity = ast.unparse(value.args[1])  # type: ignore[union-attr]
-    elif shape_ok and is_call(value, "tl.zeros") and len(value.args) == 2:  # type: ignore[union-attr]
-        dtype, identity = ast.unparse(value.args[1]), "0"  # type: ignore[union-attr]
+    if shape_ok and is_call(value, "tl.full") and len(value.args) == 3:
+        dtype = ast.unparse(value.args[2])
+        identity = ast.unparse(value.args[1])
+    elif shape_ok and is_call(value, "tl.zeros") and len(value.args) == 2:
+        dtype, identity = ast.unparse(value.args[1]), "0"
     else:
         raise NotTransformable(f"accumulator {name} is not initialised with tl.full/tl.zeros([XBLOCK, R0_BLOCK], ...)")
     if dtype not in TORCH_DTYPES:

@@ -5,11 +5,9 @@
 moves its ideal bytes. ``XBLOCK`` rows per program (1-8) and ``num_warps`` (4-32) are chosen around
 32 row elements per thread; whether a variant fits is read from the compiled kernel
 (``RewriteContext.compile_probe``: variants that spill registers are dropped), and without a probe
-an elements-per-thread bound stands in (budget.py).
+an elements-per-thread bound stands in (cost_model.py).
 
-H200 (explore_reductions.md): cross-entropy 32768x4096 1.49x (4 rows per program, 8 warps, 98% of
-the speed of light), log_softmax 8192x32768 1.25x (32 warps, 94%), softmax 32768x16384 1.05x; rows
-of 65536 spilled and lost.
+What it gained where it was measured: docs/design-notes.md, "Measurements".
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ import math
 from collections.abc import Iterator
 
 from .base import Rewrite, RewriteContext
-from .budget import (
-    FAMILY_EFFICIENCY,
+from .cost_model import (
     MAX_ELEMENTS_PER_THREAD,
     SINGLE_READ_MAX_ROW,
     elements_per_thread,
@@ -29,6 +26,7 @@ from .budget import (
     reread_signal,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import KernelSourceError, LaunchConfig, next_pow2, parse_kernel_module, with_launch_config
 from .persistent import unroll_row_loops
 from .reduction_passes import NotTransformable, decompose
@@ -45,6 +43,7 @@ class SingleReadFamily:
     name = "single_read"
     summary = ("a looped reduction whose row fits on chip made persistent: one read of the row, 1-8 rows per "
                "program, 4-32 warps, register budget from the compiled kernel")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module
@@ -94,7 +93,7 @@ class SingleReadFamily:
         except (KernelSourceError, SyntaxError):
             return []
         rows = module.numels.get("xnumel", module.size_hints.get("x", 1))
-        plan = traffic_plan(ctx, self.name, [])
+        plan = traffic_plan(ctx, self.declaration, [])
         try:
             reread = reread_signal(ctx, decompose(module))
         except NotTransformable:
@@ -125,6 +124,6 @@ class SingleReadFamily:
                         f"program, {fit}; {plan_text(plan)}"),
                 source=source,
                 params={"R0_BLOCK": row, **config.to_json(), "registers": probed.regs if probed else None,
-                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+                        "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out

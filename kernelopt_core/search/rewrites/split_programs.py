@@ -16,11 +16,11 @@ combination is fixed, so a re-run is bit-identical.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
-from .budget import (
-    FAMILY_EFFICIENCY,
+from .cost_model import (
     low_parallelism_signal,
     near_speed_of_light,
     plan_text,
@@ -29,6 +29,7 @@ from .budget import (
     to_probe,
     traffic_plan,
 )
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
@@ -205,6 +206,7 @@ class SplitProgramsFamily:
     name = "split_programs"
     summary = ("few long rows over many programs: per-chunk partials in scratch, a finalize per row, the "
                "elementwise pass parallel over all chunks (a launcher)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:
@@ -235,10 +237,10 @@ class SplitProgramsFamily:
         kernel = decompose(ctx.module)
         # The passes read what Inductor's passes read: each input of a later pass once more.
         rereads = [p for p in kernel.reread_pointers()]
-        plan = traffic_plan(ctx, self.name, rereads)
+        plan = traffic_plan(ctx, self.declaration, rereads)
         out: list[Rewrite] = []
         shapes = split_shapes(kernel, sm_count(ctx))[:MAX_VARIANTS]
-        for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, lambda s=s: probe_source(kernel, s)) for s in shapes]), strict=True):
+        for shape, probed in zip(shapes, probe_all(ctx, [to_probe(ctx, functools.partial(probe_source, kernel, s)) for s in shapes]), strict=True):
             if probed is not None and probed.does_not_fit:
                 continue
             try:
@@ -254,6 +256,6 @@ class SplitProgramsFamily:
                 params={"launcher": True, "chunks": shape.chunks, "chunk": shape.chunk, "R0_BLOCK": shape.block,
                         "num_warps": shape.num_warps, "programs": programs,
                         "registers": probed.regs if probed else None,
-                        "efficiency": FAMILY_EFFICIENCY[self.name], **plan},
+                        "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out

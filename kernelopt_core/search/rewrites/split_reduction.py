@@ -16,6 +16,7 @@ import ast
 import re
 
 from .base import Rewrite, RewriteContext, call_spans, split_args
+from .declaration import FamilyDeclaration
 from .kernel_source import (
     KernelModule,
     KernelSourceError,
@@ -46,8 +47,8 @@ class _Statement:
         # Tuple targets (``tmp2, tmp3 = online_softmax_reduce(...)``) are not split: see split_row.
         self.unpacks = isinstance(node, ast.Assign) and not (
             len(node.targets) == 1 and isinstance(node.targets[0], ast.Name))
-        self.target = (node.targets[0].id  # type: ignore[union-attr]
-                       if isinstance(node, ast.Assign) and not self.unpacks else None)
+        first = node.targets[0] if isinstance(node, ast.Assign) else None
+        self.target = first.id if isinstance(first, ast.Name) and not self.unpacks else None
         self.names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         self.reduction = _REDUCTION.match(ast.unparse(node.value)) if isinstance(node, ast.Assign) else None
         self.is_store = isinstance(node, ast.Expr) and ast.unparse(node.value).startswith("tl.store(")
@@ -199,6 +200,7 @@ def _masked(text: str) -> str:
 class SplitReductionFamily:
     name = "split_reduction"
     summary = "split long rows of a persistent reduction into R0_BLOCK chunks walked by a loop"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module

@@ -89,8 +89,8 @@ def share_loads(stmts: list[ast.stmt]) -> int:
                 values.pop(name, None)
             continue
         if isinstance(node, ast.Expr):
-            if is_call(node.value, "tl.store") and node.value.args:  # type: ignore[union-attr]
-                base = pointer_base(node.value.args[0])  # type: ignore[union-attr]
+            if is_call(node.value, "tl.store") and node.value.args:
+                base = pointer_base(node.value.args[0])
                 forget(set(), {base} if base else {"*"})
                 if base is None:
                     seen.clear()

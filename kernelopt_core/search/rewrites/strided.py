@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -229,6 +230,7 @@ class StridedAccessFamily:
     summary = ("strided loads made contiguous in a launcher: tiled transposes through a 2D block, column "
                "reductions over contiguous row segments (rows split across programs with a scratch buffer "
                "when there are few columns)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PermuteCopy | ColumnReduction:
         if is_launcher(ctx.module):
@@ -266,16 +268,16 @@ class StridedAccessFamily:
                                     "num_warps": plan.num_warps, "ideal_bytes": target,
                                     "sol_pct_before": ctx.evidence.get("sol_pct"), "copy": found.to_json()}))
             return out
-        for plan in column_plans(found, ctx.on_cpu, ctx.multiprocessors):
-            scratch = (f"; rows split {plan.split} ways, partials in a {found.batch * plan.split} x {found.cols} fp32 "
-                       "scratch buffer combined by a second kernel" if plan.split > 1 else "")
-            detail = (f"{found.describe()}: each program owns {plan.bc} contiguous columns and walks the rows in "
-                      f"[{plan.br}, {plan.bc}] tiles{scratch}. Targets the ideal {bytes_label(target)} (the input read "
+        for columns in column_plans(found, ctx.on_cpu, ctx.multiprocessors):
+            scratch = (f"; rows split {columns.split} ways, partials in a {found.batch * columns.split} x {found.cols} fp32 "
+                       "scratch buffer combined by a second kernel" if columns.split > 1 else "")
+            detail = (f"{found.describe()}: each program owns {columns.bc} contiguous columns and walks the rows in "
+                      f"[{columns.br}, {columns.bc}] tiles{scratch}. Targets the ideal {bytes_label(target)} (the input read "
                       f"once, the output written once); {sol_text(ctx)}.")
-            out.append(Rewrite(self.name, f"column {found.op} as a launcher: {plan.label()}", detail,
-                               generate_columns(found, plan, ctx.module.name, params),
-                               {"launcher": True, "shape": "columns", "bc": plan.bc, "br": plan.br, "split": plan.split,
-                                "num_warps": plan.num_warps, "ideal_bytes": target,
+            out.append(Rewrite(self.name, f"column {found.op} as a launcher: {columns.label()}", detail,
+                               generate_columns(found, columns, ctx.module.name, params),
+                               {"launcher": True, "shape": "columns", "bc": columns.bc, "br": columns.br, "split": columns.split,
+                                "num_warps": columns.num_warps, "ideal_bytes": target,
                                 "sol_pct_before": ctx.evidence.get("sol_pct"), "reduction": found.to_json()}))
         return out
 

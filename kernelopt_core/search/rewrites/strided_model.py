@@ -290,7 +290,7 @@ def _columns(module: KernelModule, args: dict[str, dict[str, Any]]) -> ColumnRed
 
 
 def _divisors(n: int) -> list[int]:
-    out = set()
+    out: set[int] = set()
     i = 1
     while i * i <= n:
         if n % i == 0:

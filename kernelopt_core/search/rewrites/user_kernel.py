@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 
 LOG2E = "1.4426950408889634"
 LN2 = "0.6931471805599453"
@@ -59,6 +60,7 @@ class UserAutotuneFamily:
     name = "user_autotune"
     summary = ("autotune configs of a hand-written kernel: larger/smaller blocks and warp counts for the "
                "meta-parameters its wrapper does not pass")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def _tunable(self, ctx: RewriteContext) -> tuple[Any, list[str]] | str:
         if not _is_user_module(ctx.module.text):
@@ -159,6 +161,7 @@ _DIVISION = re.compile(r"^(?P<indent>\s*)(?P<target>\w+)\s*=\s*(?P<num>\w+)\s*/\
 class UserFastMathFamily:
     name = "user_fast_math"
     summary = "exp/log through exp2/log2, and one reciprocal instead of a division per element"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def _rewrites(self, text: str) -> dict[str, str]:
         variants: dict[str, str] = {}

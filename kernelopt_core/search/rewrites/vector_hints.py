@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 
 _OFFSET = re.compile(r"^(\s*)(x|y)offset = (.+) \* (XBLOCK|YBLOCK)\s*$", re.MULTILINE)
 _LOOP_OFFSET = re.compile(r"^(\s*)for r0_offset in (?:tl\.)?range\(0, r0_numel, R0_BLOCK\):\n(\s*)", re.MULTILINE)
@@ -32,6 +33,7 @@ def add_contiguity_hint(text: str) -> str:
 class VectorHintsFamily:
     name = "vector_hints"
     summary = "alignment/contiguity hints (tl.multiple_of, tl.max_contiguous) so loads vectorize"
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if "tl.multiple_of" in ctx.module.text:

@@ -1,23 +1,15 @@
 """Windowed ops: pooling rewritten so that each input element is loaded once, with contiguous loads.
 
-Inductor computes max/avg pooling one output at a time: KH x KW masked scalar loads per output,
-each a misaligned gather the L1 has to serve (the H200 measured 24-62% of the speed of light;
-docs/optimizer.md). This family recognises the exact window from the kernel itself
-(:mod:`.window_model`: taps, padding masks, divisor, checked at every edge) and writes a launcher
-(docs/launchers.md) whose one kernel walks the input rows of a band of output rows once:
+Inductor computes max/avg pooling one output at a time, KH x KW masked scalar loads per output. This
+family recognises the exact window from the kernel (:mod:`.window_model`: taps, padding masks,
+divisor, checked at every edge) and writes a launcher (docs/launchers.md) whose kernel walks the
+input rows of a band of output rows once: a row op (``blockscan`` for stride 1, ``shifted`` for any
+stride and dilation) computes each input row's horizontal windows, and a column op keeps the last
+rows' results in registers so the vertical window reloads nothing. Each input row of a band is
+loaded once (plus a halo), each output written once: the plan targets the ideal bytes.
 
-* **row op**, per input row, the horizontal window of every output column of the tile:
-  ``blockscan`` (stride 1): two aligned block loads of KW columns (block g and g+1) per KW
-  outputs; the window starting at column KW*g + r is the suffix of block g from r combined with
-  the exclusive prefix of block g+1 up to r, both scans in registers (van Herk / Gil-Werman for
-  max, the same for sums: no subtraction, so inf and NaN propagate exactly as in a direct sum).
-  ``shifted`` (any stride and dilation): KW shifted loads of the row (the shifted ones hit L1).
-* **column op**: the row results of the last (KH-1)*DH+1 input rows stay in registers (a ring
-  of slots), so the vertical window reloads nothing; every SH rows an output row is stored.
-
-Each input row of a band is loaded once (plus a halo of (KH-1)*DH rows per band), each output
-written once: the plan targets the ideal bytes (every input read once, every output written
-once). Pure Python; the generated module imports torch and triton only where the gates run it.
+Pure Python; the generated module imports torch and triton only where the gates run it. The
+algorithm and its measurements: docs/design-notes.md, "search/rewrites/windowed.py".
 """
 
 from __future__ import annotations
@@ -25,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -256,17 +249,15 @@ def _divisor_setup(window: PoolWindow) -> dict[str, list[str]]:
 
 
 def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
-    """Tilings to try, best first. On the CPU interpreter few large programs win. On the H200
-    (2026-12-01, do_bench medians): 1D avg k8 of 64x128x65536, blockscan 1.24 ms (81% of the speed
-    of light; Inductor 1.63 ms); 2D max 4x4 of 32x64x512x512, shifted rows BW=256 ROWS=32 1.52 ms
-    (66%; BW=512 ROWS=64 1.56 ms), blockscan rows 2.25 ms (Inductor 4.25 ms). So 1D windows try
-    block scans first and 2D windows shifted rows with a ring of row results."""
+    """Tilings to try, best first. On the CPU interpreter few large programs win. On a GPU, 1D windows
+    try block scans first and 2D windows shifted rows with a ring of row results, as measured
+    (docs/design-notes.md, "Measurements")."""
     kh, kw = window.kernel
     blockscan_ok = window.stride[1] == 1 and window.dilation[1] == 1 and 2 <= kw <= MAX_WINDOW_W
     qp = next_pow2(kw)
     if on_cpu:
         rows = window.out_h
-        plans = []
+        plans: list[WindowPlan] = []
         if blockscan_ok:
             blocks = min(max(1, next_pow2(_cdiv(window.out_w + kw, kw))), max(1, 1024 // qp))
             plans.append(WindowPlan("blockscan", blocks, rows, 4))
@@ -275,8 +266,8 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
     width = next_pow2(window.out_w)
     if window.out_h == 1:
         scans = [WindowPlan("blockscan", max(1, 1024 // qp), 1, 4), WindowPlan("blockscan", max(1, 2048 // qp), 1, 8)]
-        rows = [WindowPlan("shifted", min(1024, width), 1, 4), WindowPlan("shifted", min(2048, width), 1, 8)]
-        plans = (scans if blockscan_ok else []) + rows
+        shifted = [WindowPlan("shifted", min(1024, width), 1, 4), WindowPlan("shifted", min(2048, width), 1, 8)]
+        plans = (scans if blockscan_ok else []) + shifted
     else:
         short, tall = min(32, window.out_h), min(64, window.out_h)
         plans = [WindowPlan("shifted", min(256, width), short, 4), WindowPlan("shifted", min(256, width), tall, 4),
@@ -291,6 +282,7 @@ class WindowedFamily:
     name = "windowed"
     summary = ("pooling windows rewritten as a launcher that loads each input row once with contiguous loads "
                "(block scans along the row, a ring of row results down the column)")
+    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PoolWindow:
         if is_launcher(ctx.module):

@@ -1,6 +1,6 @@
-"""Code actions on a kernel and on the graph's first line (built by actions.py, and
-user_kernel_items.py for a project's own kernels), and the ``copyConfig`` command behind the
-first line's action: the ``torch.compile`` call of a recommended configuration change."""
+"""Code actions on a kernel and on a graph's first line, answered by the provider that claims the
+document (providers/), and the ``copyConfig`` command behind the first line's action: the
+``torch.compile`` call of a recommended configuration change."""
 
 from __future__ import annotations
 
@@ -11,17 +11,14 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from kernelopt_core.artifacts.model import CompiledGraph, TritonKernel
-from kernelopt_core.jobs import JobRunner
+from kernelopt_core.job_runner import JobRunner
 
-from ..actions import CMD_COPY_CONFIG, config_change_actions, kernel_actions
+from ..actions import CMD_COPY_CONFIG
 from ..client import EditorClient
 from ..commands import CommandError, register_command
-from ..kernel_facts import kernel_view
+from ..providers import Providers
 from ..results import ResultStore
 from ..uris import uri_path
-from ..user_kernel_items import user_actions
-from ..user_kernels import UserKernelFiles
 from ..views import DumpViews
 from ..workspace import ProjectWorkspace
 
@@ -30,55 +27,23 @@ from ..workspace import ProjectWorkspace
 class ActionContext:
     client: EditorClient
     workspace: ProjectWorkspace  # where the suggested compile call is written for other clients
-    views: DumpViews
-    user_kernels: UserKernelFiles
-    results: ResultStore
+    views: DumpViews  # copyConfig: the graph a document holds
+    results: ResultStore  # copyConfig: its configuration change
+    providers: Providers
     runner: JobRunner  # the jobs running now (Cancel)
 
 
 async def code_actions(ctx: ActionContext, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
-    uri = params.text_document.uri
-    start = params.range.start
-    only = list(params.context.only) if params.context.only else None
-    actions: list[types.CodeAction] = []
-    user = await ctx.user_kernels.state(uri)
-    if user is not None:
-        found = ctx.user_kernels.view_at(user, start.line)
-        if found is not None:
-            view, edited = found
-            actions = user_actions(uri, view, only, ctx.runner.active(), edited)
-        return _for_client(ctx.client, actions)
-    state = await ctx.views.state(uri)
-    if state is None or state.graph is None or state.dispatch is None:
+    document = await ctx.providers.document(params.text_document.uri)
+    if document is None:
         return []
-    if start.line == 0:  # the graph's first line carries the configuration change
-        shown = [d for d in params.context.diagnostics if d.code == "config-change"]
-        actions += config_change_actions(uri, ctx.results.config_change(state.graph.path), diagnostics=shown,
-                                         only=only)
-    kernel = state.graph.kernel_at(start.line, start.character) or _kernel_on_line(state.graph, start.line)
-    if kernel is not None:
-        view = kernel_view(state.graph, kernel, state.dispatch, ctx.results)
-        disk = await ctx.views.disk_graph(uri_path(uri) or "")
-        disk_kernel = disk.kernel(kernel.name) if disk else None
-        edited = disk_kernel is not None and disk_kernel.source_hash != kernel.source_hash
-        actions += kernel_actions(uri, view, edited=edited, active_jobs=ctx.runner.active(), only=only)
-    return _for_client(ctx.client, actions)
+    return _for_client(ctx.client, await document.actions(params, ctx.runner.active()))
 
 
 def _for_client(client: EditorClient, actions: list[types.CodeAction]) -> list[types.CodeAction | types.Command]:
     if not client.supports_action_literals():
         return [a.command for a in actions if a.command is not None]  # an older client: plain commands
     return list(actions)
-
-
-def _kernel_on_line(graph: CompiledGraph, line: int) -> TritonKernel | None:
-    for kernel in graph.kernels:
-        if kernel.statement_range.start_line <= line <= kernel.statement_range.end_line:
-            return kernel
-    for launch in graph.launches:
-        if launch.line == line:
-            return graph.kernel(launch.kernel)
-    return None
 
 
 async def copy_config(ctx: ActionContext, argument: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Diagnostics, published per document with every source together (builders: diagnostics.py and
-user_kernel_items.py). A document's diagnostics follow it as it opens and changes (debounced);
-other features ask for them again through :class:`~kernelopt_lsp.context.Republish`."""
+"""Diagnostics, published per document with every source together, answered by the provider that
+claims the document (providers/). A document's diagnostics follow it as it opens and changes
+(debounced); other features ask for them again through :class:`~kernelopt_lsp.context.Republish`."""
 
 from __future__ import annotations
 
@@ -12,23 +12,9 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from ..client import EditorClient
-from ..diagnostics import (
-    SOURCE_DUMP,
-    SOURCE_GATES,
-    SOURCE_PROFILE,
-    DiagnosticBoard,
-    config_change_diagnostics,
-    dump_diagnostics,
-    gate_diagnostics,
-    overhead_diagnostics,
-    problem_diagnostics,
-    profile_diagnostics,
-)
-from ..results import ResultStore
+from ..diagnostics import DiagnosticBoard
+from ..providers import Providers
 from ..uris import path_uri
-from ..user_kernel_items import user_diagnostics
-from ..user_kernels import UserKernelFiles
-from ..views import DumpViews
 
 log = logging.getLogger("kernelopt_lsp")
 CHANGE_DEBOUNCE_S = 0.25
@@ -37,9 +23,7 @@ CHANGE_DEBOUNCE_S = 0.25
 @dataclass
 class DiagnosticsContext:
     client: EditorClient
-    views: DumpViews
-    user_kernels: UserKernelFiles
-    results: ResultStore
+    providers: Providers
 
 
 class DiagnosticsPublisher:
@@ -53,36 +37,20 @@ class DiagnosticsPublisher:
 
     async def refresh(self, uri: str) -> None:
         try:
-            user = await self.ctx.user_kernels.state(uri)
-            if user is not None:
-                for source, items in user_diagnostics(self.ctx.user_kernels.views(user)).items():
-                    self.board.set(uri, source, items)
-                self._publish(uri, self.board.combined(uri), user.version)
-                return
-            state = await self.ctx.views.state(uri)
+            document = await self.ctx.providers.document(uri)
+            by_source = document.diagnostics() if document is not None else {}
         except Exception as exc:  # noqa: BLE001 - one bad file never stops the others
             log.exception("reading %s failed", uri)
             self.ctx.client.log(f"reading {uri} failed: {exc}", types.MessageType.Error)
             return
-        if state is None:
+        if document is None:
             self.board.clear(uri)
             if uri in self._published:
                 self._publish(uri, [], None)
             return
-        results = self.ctx.results
-        if state.problem is not None:
-            self.board.set(uri, SOURCE_DUMP, problem_diagnostics(state.problem, state.first_line_length))
-            self.board.set(uri, SOURCE_PROFILE, [])
-            self.board.set(uri, SOURCE_GATES, [])
-        elif state.graph is not None and state.dispatch is not None:
-            views = self.ctx.views.kernel_views(state)
-            self.board.set(uri, SOURCE_DUMP, dump_diagnostics(state.graph, state.dispatch, views,
-                                                              state.first_line_length))
-            self.board.set(uri, SOURCE_PROFILE, profile_diagnostics(views) + overhead_diagnostics(
-                results.overheads(state.graph.path), state.first_line_length))
-            self.board.set(uri, SOURCE_GATES, gate_diagnostics(views) + config_change_diagnostics(
-                results.config_change(state.graph.path), state.first_line_length))
-        self._publish(uri, self.board.combined(uri), state.version)
+        for source, items in by_source.items():
+            self.board.set(uri, source, items)
+        self._publish(uri, self.board.combined(uri), document.version)
 
     def _publish(self, uri: str, diagnostics: list[types.Diagnostic], version: int | None) -> None:
         self.ctx.client.publish_diagnostics(uri, diagnostics, version)

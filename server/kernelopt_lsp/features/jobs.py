@@ -1,5 +1,5 @@
 """Jobs and progress: the Optimize, Profile, Verify and Cancel commands. Each job runs the CLI in
-its own process (kernelopt_core.jobs); while it runs the client gets ``$/progress`` (cancellable)
+its own process (kernelopt_core.job_runner); while it runs the client gets ``$/progress`` (cancellable)
 and ``kernelopt/jobStatus``; when it ends its results are remembered, the diagnostics and lenses
 of its graph are published again, and an optimize run's diff is shown."""
 
@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from kernelopt_core.artifacts.model import CompiledGraph, TritonKernel, source_hash
-from kernelopt_core.jobs import Job, JobRequest, JobRunner
+from kernelopt_core.job_runner import Job, JobRequest, JobRunner
 
 from ..client import EditorClient
 from ..commands import CommandError, register_command

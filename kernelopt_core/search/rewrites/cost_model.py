@@ -1,4 +1,5 @@
-"""What a rewritten reduction may hold on chip, and the traffic and speed of light its plan targets.
+"""The rewrites' cost model: what a rewritten reduction may hold on chip, and the traffic and speed of
+light its plan targets.
 
 * The register budget comes from the compiled kernel (``RewriteContext.compile_probe``: registers,
   spill bytes and shared memory of the candidate compiled for sm_90), never from a guess about row
@@ -7,8 +8,8 @@
   sm_90 limits.
 * Each plan states the bytes it must move (its traffic model) against the ideal bytes (every input
   read once, every output written once) and the speed of light it expects: the traffic bound times
-  the fraction of that bound the family reached in the H200 measurements
-  (benchmarks/results/h200/explore/explore_reductions.md).
+  the share of that bound the family declares (``traffic_efficiency``, from the measurements in
+  benchmarks/explore/README.md).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .base import RewriteContext
+from .declaration import FamilyDeclaration
 from .kernel_source import KernelSourceError
 from .reduction_passes import ReductionKernel
 
@@ -32,17 +34,12 @@ SHARED_PER_SM = 233472
 SHARED_PER_PROGRAM = 232448  # sm_90's opt-in limit for one block: more and the launch fails "out of resource"
 REG_ALLOCATION_UNIT = 256  # registers are allocated per warp in units of 256
 
-# Without a compile probe: at most this many row elements per thread held in registers. The H200
-# measurements: 32 per thread (log_softmax 32768 at 32 warps, softmax 16384 at 16) ran without
-# spills; 64 per thread on rows of 65536 spilled and lost.
+# Without a compile probe: at most this many row elements per thread held in registers; 32 ran
+# without spills where measured, 64 spilled (docs/design-notes.md, "Measurements").
 MAX_ELEMENTS_PER_THREAD = 32
 # The longest row one program reads once (32 warps x 32 threads x 32 elements).
 SINGLE_READ_MAX_ROW = 32 * 32 * MAX_ELEMENTS_PER_THREAD
 
-# The fraction of its traffic bound each family reached on the H200 (explore_reductions.md, best
-# variant per pattern): single_read 98.4 / 93.8 / 94.6 % SOL at a 100 % bound; cooperative 81.2 /
-# 84.7 / 80.3 / 68.8 % at 100 %; split 55.5 % at a 68 % bound (0.82).
-FAMILY_EFFICIENCY = {"single_read": 0.94, "cooperative_rows": 0.80, "split_programs": 0.80}
 
 
 @dataclass(frozen=True)
@@ -70,8 +67,8 @@ class Probe:
 
     @property
     def does_not_fit(self) -> bool:
-        """Spills registers, or needs more shared memory than one program may have (the launch would fail:
-        seen on the H200 for a single read of 4 rows of 8192 at 32 warps, 262,144 bytes)."""
+        """Spills registers, or needs more shared memory than one program may have (the launch would fail,
+        as seen on a GPU: docs/design-notes.md, "Measurements")."""
         return self.spills_registers or (self.shared_bytes or 0) > SHARED_PER_PROGRAM
 
 
@@ -209,16 +206,20 @@ def ideal_bytes(ctx: RewriteContext) -> int | None:
     return None
 
 
-def traffic_plan(ctx: RewriteContext, family: str, extra_reads: list[str]) -> dict[str, Any]:
+def traffic_plan(ctx: RewriteContext, declaration: FamilyDeclaration, extra_reads: list[str]) -> dict[str, Any]:
     """The variant's traffic model: ideal bytes, bytes it moves (ideal plus ``extra_reads``, each a
-    pointer read once more), the expected speed of light and the evidence it starts from."""
+    pointer read once more), the expected speed of light (the family's declared traffic efficiency
+    of that bound) and the evidence it starts from."""
+    efficiency = declaration.traffic_efficiency
+    if efficiency is None:
+        raise ValueError("a traffic plan needs a family declared with a traffic efficiency")
     ideal = ideal_bytes(ctx)
     planned: int | None = ideal
     if ideal is not None:
         for pointer in extra_reads:
             size = pointer_bytes(ctx, pointer)
             planned = None if size is None or planned is None else planned + size
-    expected = (round(100.0 * FAMILY_EFFICIENCY[family] * ideal / planned, 1)
+    expected = (round(100.0 * efficiency * ideal / planned, 1)
                 if ideal and planned else None)
     return {"ideal_bytes": ideal, "planned_bytes": planned, "expected_sol_pct": expected,
             "sol_pct_before": ctx.evidence.get("sol_pct"), "traffic_ratio_before": ctx.evidence.get("traffic_ratio")}

@@ -1,5 +1,6 @@
-"""What the editor shows for a project's own Triton kernels: hint, profile and gate diagnostics,
-the hover, the code lenses and the code actions (the files themselves: user_kernels.py)."""
+"""A project's own Triton kernels as a provider: a document is claimed when it is a kernel file
+(user_kernels.py reads it); the answers are its hint, profile and gate diagnostics, the hover, the
+code lenses and the code actions of its kernels."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelopt_core.jobs import Job
+from kernelopt_core.job_runner import Job
 from kernelopt_core.userkernels.harness import harness_advice
-from kernelopt_core.userkernels.hints import Hint, kernel_facts, lens_summary
+from kernelopt_core.userkernels.hints import Hint, kernel_facts, kernel_hints, lens_summary
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
 
-from .diagnostics import SOURCE_GATES, SOURCE_KERNEL, SOURCE_PROFILE, STALE_SUFFIX, to_range
-from .hover import _METRICS, _metric_text, _one_line, _sol_rows, word_at
-from .kernel_facts import duration_text, gate_line, is_applied, profile_line, speedup_text
-from .lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
-from .results import GateRecord, ProfileRecord, RunRecord
+from ..diagnostics import SOURCE_GATES, SOURCE_KERNEL, SOURCE_PROFILE, STALE_SUFFIX, to_range
+from ..hover import _METRICS, _metric_text, _one_line, _sol_rows, word_at
+from ..kernel_facts import duration_text, gate_line, is_applied, is_stale, profile_line, speedup_text
+from ..lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
+from ..results import GateRecord, ProfileRecord, ResultStore, RunRecord
+from ..user_kernels import UserKernelFiles, UserState
 
 ACTION_KIND = "refactor.kernelopt"
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
@@ -36,6 +38,67 @@ class UserView:
     gate_records: list[tuple[GateRecord, bool]]
     run: RunRecord | None
     hints: list[Hint]
+
+
+class UserKernelProvider:
+    def __init__(self, files: UserKernelFiles, results: ResultStore) -> None:
+        self.files = files
+        self.results = results
+
+    async def claim(self, uri: str) -> UserKernelDocument | None:
+        state = await self.files.state(uri)
+        return UserKernelDocument(self, uri, state) if state is not None else None
+
+    def views(self, state: UserState) -> list[UserView]:
+        store = self.results
+        out = []
+        for kernel in state.file.kernels:
+            current = kernel.source_hash
+            profile = store.profile(state.path, kernel.name)
+            out.append(UserView(
+                file=state.file, kernel=kernel, profile=profile,
+                profile_stale=profile is not None and profile.source_hash != current,
+                gate_records=[(r, is_stale(r, current)) for r in store.gate_records(state.path, kernel.name)],
+                run=store.last_run(state.path, kernel.name), hints=kernel_hints(state.file, kernel)))
+        return out
+
+    def view_at(self, state: UserState, line: int) -> tuple[UserView, bool] | None:
+        """The kernel on a line, and whether the buffer's kernel differs from the file on disk."""
+        kernel = state.file.kernel_at(line)
+        if kernel is None:
+            return None
+        disk = self.files.disk_file(state.path)
+        disk_kernel = disk.kernel(kernel.name) if disk is not None else None
+        edited = disk_kernel is not None and disk_kernel.source != kernel.source
+        return next(v for v in self.views(state) if v.kernel.name == kernel.name), edited
+
+
+class UserKernelDocument:
+    def __init__(self, provider: UserKernelProvider, uri: str, state: UserState) -> None:
+        self.provider = provider
+        self.uri = uri
+        self.state = state
+
+    @property
+    def version(self) -> int | None:
+        return self.state.version
+
+    def diagnostics(self) -> dict[str, list[types.Diagnostic]]:
+        return user_diagnostics(self.provider.views(self.state))
+
+    def hover(self, line: int, col: int, line_text: str) -> types.Hover | None:
+        return user_hover(self.provider.views(self.state), line, col, line_text)
+
+    def lenses(self, active_jobs: list[Job]) -> list[types.CodeLens]:
+        return user_lenses(self.uri, self.provider.views(self.state), active_jobs)
+
+    async def actions(self, params: types.CodeActionParams, active_jobs: list[Job]) -> list[types.CodeAction]:
+        found = self.provider.view_at(self.state, params.range.start.line)
+        if found is None:
+            return []
+        view, edited = found
+        only = list(params.context.only) if params.context.only else None
+        return user_actions(self.uri, view, only, active_jobs, edited)
 
 
 def user_diagnostics(views: list[UserView]) -> dict[str, list[types.Diagnostic]]:
