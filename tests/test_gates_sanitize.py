@@ -237,3 +237,63 @@ def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wa
         tool.wait()
     now = begin_sanitizer(lambda: SanitizerReport([], [], "at once"), beside=False)  # no room: run in place
     assert now.done() and now.result().note == "at once"
+
+
+MEMCHECK_OUT_OF_MEMORY = (
+    "========= COMPUTE-SANITIZER\n"
+    "========= Program hit cudaErrorMemoryAllocation (error 2) due to \"out of memory\" on CUDA API call to "
+    "cudaMalloc.\n"
+    "=========     Saved host backtrace up to driver entry point at error\n"
+    "=========         Host Frame: cudaMalloc [0x4f2a1] in libcudart.so.12\n"
+    "========= Program hit cudaErrorMemoryAllocation (error 2) due to \"out of memory\" on CUDA API call to "
+    "cudaGetLastError.\n"
+    "=========         Host Frame: cudaGetLastError [0x4f3b0] in libcudart.so.12\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n"
+    "========= ERROR SUMMARY: 2 errors\n")
+
+
+def test_a_target_out_of_device_memory_could_not_run_and_is_no_error() -> None:
+    """memcheck counts the target's failed allocations as errors: they say the check could not run, never that
+    the candidate is wrong (a correct candidate was rejected this way beside gate 2 on the H100)."""
+    run = sanitize.read_report("memcheck", MEMCHECK_OUT_OF_MEMORY, 255, 12.0)
+    assert not run.ran and run.errors is None and run.out_of_memory
+    assert "out of device memory" in run.summary and "cudaMalloc" in run.summary
+    report = sanitize.sanitize_kernels(["k"], "cuda:0", lambda tool, _: run if tool == "memcheck" else SanitizerRun(
+        tool, True, 0, 1.0, "no errors"), {"k": 16})
+    assert report.errors == [] and report.out_of_memory
+    assert "memcheck not checked: out of device memory" in report.note and "stray accesses not checked" in report.note
+
+
+def test_a_real_memcheck_error_is_still_an_error_beside_an_out_of_memory_line() -> None:
+    printed = ("========= Invalid __global__ write of size 4 bytes\n"
+               "=========     at triton_poi_fused_relu_0_kosan_checked+0x1f0\n"
+               "=========     Address 0x7f0000001000 is out of bounds\n"
+               "SANITIZE-TARGET-OK\n========= ERROR SUMMARY: 1 error\n")
+    run = sanitize.read_report("memcheck", printed, 0, 3.0)
+    assert run.ran and run.errors == 1 and not run.out_of_memory and "Invalid __global__ write" in run.summary
+    both = sanitize.read_report("memcheck", MEMCHECK_OUT_OF_MEMORY.replace(
+        "========= ERROR SUMMARY: 2 errors", printed.replace("1 error", "3 errors")), 0, 3.0)
+    assert both.ran and both.errors == 1 and "Invalid __global__ write" in both.summary
+    assert "cudaErrorMemoryAllocation" not in both.summary
+
+
+def test_the_sanitizer_starts_beside_gate_2_only_when_free_memory_covers_both() -> None:
+    """The start-ahead decision with stand-in memory figures: the targets' need on top of what gate 2 holds."""
+    gib = 1 << 30
+    working_set = 12 * gib  # softmax_long_rows' 12.9 GB, about
+    need = sanitize.sanitizer_need_bytes(working_set)
+    held = int(sanitize.HELD_BESIDE_RATIO * working_set)
+    assert need > 2 * working_set  # two targets, each running the graph and holding copies of the launch
+    assert not sanitize.fits_beside(39 * gib, working_set)  # the H100 run: 39 GB free: after gate 2 instead
+    assert not sanitize.fits_beside(held + need - 1, working_set)
+    assert sanitize.fits_beside(held + need, working_set)
+    assert sanitize.fits_beside(39 * gib, 256 << 20)  # a small graph still starts ahead
+    assert not sanitize.fits_beside(1 << 50, None)  # symbolic shapes: not known, never ahead
+
+
+def test_the_graph_working_set_counts_its_inputs_and_allocations(tmp_path: Path) -> None:
+    graph = Path(__file__).parent / "fixtures" / "inductor-h200-torch2.11" / "attention" / "output_code.py"
+    inputs = 3 * 16 * 16 * 1024 * 64 * 4  # q, k, v in float32
+    scores, out = 256 * 1024 * 1024 * 4, 256 * 1024 * 64 * 4  # buf0 and buf4 of the wrapper
+    assert sanitize.graph_working_set_bytes(str(graph)) == inputs + scores + out
+    assert sanitize.graph_working_set_bytes(str(tmp_path / "missing.py")) is None

@@ -7,7 +7,10 @@ launches each of its configs once on copies of the captured arguments. Only the 
 instrumented (its jit functions renamed with :data:`CHECKED_SUFFIX`); the caching allocator is off
 so that each tensor is its own allocation.
 
-Errors reject the candidate; a sanitizer that is missing or cannot run is a note in the verdict.
+Errors reject the candidate; a sanitizer that is missing or cannot run is a note in the verdict. A target
+that ran out of device memory (memcheck's "Program hit cudaErrorMemoryAllocation ... on CUDA API call")
+could not run: no error of the candidate's; its run says ``out_of_memory`` and gate 3 runs a run started
+beside other work again alone (gates/tasks/graph.py).
 racecheck runs only on kernels whose compile uses shared memory (unknown counts as used). The worker
 side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing heavy; :func:`main` runs only
 under the sanitizer. :func:`run_target` and :func:`sanitize_kernels` are shared with user kernels.
@@ -38,6 +41,9 @@ _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error", re.IGNORECASE)
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazard", re.IGNORECASE)
 # Appended to the candidate's @triton.jit functions under the sanitizer; the baseline has none of it.
 CHECKED_SUFFIX = "_kosan_checked"
+# memcheck's line for a CUDA API call of the target's that failed for want of device memory.
+_OUT_OF_MEMORY = re.compile(r"Program hit \S*(cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)|"
+                            r"Program hit .*\"out of memory\"")
 _STEP = re.compile(r"^SANITIZE-STEP (\S+) ([0-9.]+)$", re.MULTILINE)
 
 
@@ -84,6 +90,7 @@ class SanitizerRun:
     seconds: float
     summary: str  # the report's lines that name a problem, or why it did not run
     steps: str = ""  # where the target's time went, as it printed it
+    out_of_memory: bool = False  # the target ran out of device memory: the check could not run
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,23 +122,29 @@ class SanitizerReport:
     errors: list[str]  # each a rejection
     note: str  # one line for the verdict: what ran and how long it took, or why nothing did
 
+    @property
+    def out_of_memory(self) -> bool:
+        """Some tool's target ran out of device memory (run alone, it may fit)."""
+        return any(run.get("out_of_memory") for run in self.runs)
+
 
 # One tool over one kernel's target: (tool, kernel) -> its run.
 ToolRun = Callable[[str, str], SanitizerRun]
 
 
 def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled: dict[str, Any], device: str,
-                      timeout_s: float = 600.0, enabled: bool = True) -> SanitizerReport:
+                      timeout_s: float = 600.0, enabled: bool = True, side_by_side: bool = True) -> SanitizerReport:
     """memcheck and racecheck on each kernel's captured launch (on a GPU), timed; what was not checked, said."""
     shared = {name: shared_memory_bytes(compiled.get(name)) for name in kernels}
     return sanitize_kernels(kernels, device, lambda tool, name: run_sanitizer(tool, graph, restitched, name, device,
                                                                               timeout_s=timeout_s),
-                            shared, enabled)
+                            shared, enabled, side_by_side)
 
 
 def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict[str, int | None] | None = None,
-                     enabled: bool = True) -> SanitizerReport:
-    """Both tools on each kernel through ``run`` (on a GPU), side by side; the verdict's errors and note.
+                     enabled: bool = True, side_by_side: bool = True) -> SanitizerReport:
+    """Both tools on each kernel through ``run`` (on a GPU), side by side unless ``side_by_side`` is off (one
+    target on the device at a time); the verdict's errors and note.
     ``shared``: each kernel's shared memory from gate 1's compile (None: not known)."""
     skipped = not_checked(device, enabled)
     if skipped is not None:
@@ -143,7 +156,7 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
         tools = TOOLS if uses_shared != 0 else tuple(t for t in TOOLS if t != "racecheck")
         # The tools side by side: most of a run is the target's start (importing torch, loading and
         # running the graph or harness), which the GPU does not limit, so together they take about one's time.
-        with ThreadPoolExecutor(max_workers=len(tools)) as pool:
+        with ThreadPoolExecutor(max_workers=len(tools) if side_by_side else 1) as pool:
             futures = [pool.submit(run, tool, name) for tool in tools]
         for future in futures:
             parts.append(_judge(report, name, future.result(), uses_shared))
@@ -155,20 +168,73 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
 
 _LIVE: set[int] = set()  # the tools running now (pids), ended when their run is no longer wanted
 _BESIDE: dict[str, Any] = {}  # the one sanitizer run that may go on beside other work ("running") and its "key"
-# The sanitizer's targets hold a working set of their own: they run beside gate 3's seeds only while at least
-# this share of the device's memory is free (else one after the other, as the worker and the candidate's
-# process already hold two).
-BESIDE_FREE_SHARE = 0.5
+# What the sanitizer's targets need, in units of the graph's working set W (its inputs, outputs and
+# intermediates): each target runs the graph (W), keeps the captured launch's arguments (at most W) and
+# launches each config on a copy of them (at most W); memcheck pads and tracks every allocation
+# (the margin, an allowance, not a measurement), and each target starts its own CUDA context. Both tools
+# run side by side: two targets.
+TARGET_COPIES = 3
+MEMCHECK_MARGIN = 1.25
+TARGET_FIXED_BYTES = 1 << 30
+TARGETS_SIDE_BY_SIDE = len(TOOLS)
+# What the gate the tools start beside holds at its peak, in units of W: gate 2's reserved peak was 3.0x
+# the launch's working set on the H100 (softmax_long_rows, 38.8 GB at 12.9 GB; benchmarks/results/h100/session10),
+# and a kernel's working set is at most its graph's.
+HELD_BESIDE_RATIO = 3.0
 
 
-def room_beside(device: str) -> bool:
-    """Whether the device has room for the sanitizer's targets beside the worker's and the candidate's work."""
-    if not device.startswith("cuda"):
+def sanitizer_need_bytes(working_set: int) -> int:
+    """Device memory the sanitizer's targets need for a graph of ``working_set`` bytes."""
+    return TARGETS_SIDE_BY_SIDE * int(TARGET_COPIES * working_set * MEMCHECK_MARGIN + TARGET_FIXED_BYTES)
+
+
+def fits_beside(free_bytes: int, working_set: int | None) -> bool:
+    """Whether ``free_bytes`` of device memory covers the sanitizer's targets on top of what the gate beside
+    them holds; a graph whose working set is not known (symbolic shapes) never starts beside."""
+    if working_set is None or working_set <= 0:
+        return False
+    return free_bytes >= int(HELD_BESIDE_RATIO * working_set) + sanitizer_need_bytes(working_set)
+
+
+def graph_working_set_bytes(graph: str) -> int | None:
+    """The graph's inputs, outputs and intermediates in bytes (each allocation Inductor's wrapper makes, reused
+    buffers once); None when a shape or dtype is not known."""
+    from ..artifacts import parse_output_code
+    from ..artifacts.model import DTYPE_BYTES
+
+    try:
+        parsed = parse_output_code(graph)
+    except Exception:  # noqa: BLE001 - an unreadable graph: not known, so the tools run alone
+        return None
+    total = 0
+    for spec in parsed.inputs:
+        if spec.kind != "tensor":
+            continue
+        if spec.nbytes is None:
+            return None
+        total += spec.nbytes
+    for buffer in parsed.buffers:
+        if buffer.reuses is not None:
+            continue
+        size = DTYPE_BYTES.get(buffer.dtype)
+        if size is None or not all(isinstance(d, int) for d in buffer.shape):
+            return None
+        numel = 1
+        for dim in buffer.shape:
+            numel *= dim
+        total += numel * size
+    return total
+
+
+def room_beside(device: str, working_set: int | None) -> bool:
+    """Whether the device's free memory covers the sanitizer's targets (for a graph of ``working_set`` bytes)
+    on top of what the gate they would start beside holds."""
+    if not device.startswith("cuda") or working_set is None:
         return False
     import torch
 
-    free, total = torch.cuda.mem_get_info(device)
-    return total > 0 and free / total >= BESIDE_FREE_SHARE
+    free, _ = torch.cuda.mem_get_info(device)
+    return fits_beside(int(free), working_set)
 
 
 def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str | None = None
@@ -234,6 +300,9 @@ def _judge(report: SanitizerReport, name: str, run: SanitizerRun, shared: int | 
     report.runs.append({"kernel": name, **run.to_json(), "shared_memory": shared})
     if run.ran and run.errors:
         report.errors.append(f"compute-sanitizer {tool} found {run.errors} error(s) in {name}: {run.summary}")
+    if not run.ran and run.out_of_memory:
+        return (f"{tool} not checked: out of device memory ({run.summary[:300]}): "
+                f"{'races' if tool == 'racecheck' else 'stray accesses'} not checked")
     if not run.ran:
         return f"{tool} did not run ({run.summary}): {'races' if tool == 'racecheck' else 'stray accesses'} not checked"
     what = "hazards" if tool == "racecheck" else "errors"
@@ -325,14 +394,21 @@ def read_report(tool: str, text: str, returncode: int | None, seconds: float) ->
     problems = [line.strip() for line in text.splitlines()
                 if line.startswith("=========") and "SUMMARY" not in line
                 and any(w in line for w in ("Invalid", "Hazard", "hazard", "Error", "out of bounds", "Race"))]
+    # The target's own allocations that failed: the check could not run, no error of the candidate's.
+    out_of_memory = [line for line in problems if _OUT_OF_MEMORY.search(line)]
+    problems = [line for line in problems if line not in out_of_memory]
     tail = " | ".join(line.strip() for line in text.strip().splitlines()[-4:])
+    target_oom = bool(out_of_memory) or "OutOfMemoryError" in text or "out of memory" in text
     if match is None:
         return SanitizerRun(tool, False, None, seconds, f"no summary (exit {returncode}): {tail[-500:]}",
-                            steps=steps_line(text))
-    errors = int(match.group(1))
-    if "SANITIZE-TARGET-OK" not in text and errors == 0:
+                            steps=steps_line(text), out_of_memory=target_oom)
+    errors = int(match.group(1)) - len(out_of_memory)
+    if out_of_memory and errors <= 0:
+        return SanitizerRun(tool, False, None, seconds, f"out of device memory: {out_of_memory[0][:300]}",
+                            steps=steps_line(text), out_of_memory=True)
+    if "SANITIZE-TARGET-OK" not in text and errors <= 0:
         return SanitizerRun(tool, False, None, seconds, f"the launch did not complete: {tail[-500:]}",
-                            steps=steps_line(text))
+                            steps=steps_line(text), out_of_memory=target_oom)
     return SanitizerRun(tool, True, errors, seconds, "; ".join(problems[:5]) if problems else "no errors",
                         steps=steps_line(text))
 

@@ -438,7 +438,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     with clock("sanitizer"):
-        sanitizing = _begin_sanitize(payload, device)  # beside the seeds below where the device has room, else now
+        sanitizing, beside = _begin_sanitize(payload, device)  # beside the seeds below where there is room, else now
     rejected = sanitizer_rejection(sanitizing.result(), containment) if sanitizing.done() else None
     if rejected is not None:
         return rejected
@@ -530,6 +530,11 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
             arena.close()
     with clock("sanitizer_wait"):
         sanitizer = sanitizing.result()
+    if beside and sanitizer.out_of_memory:
+        # Its target ran out of device memory beside gate 2's or these seeds' buffers, now released: the tools
+        # again, alone and one after the other; out of memory again, the note says so and the seeds decide.
+        with clock("sanitizer_alone"):
+            sanitizer = _sanitize(payload, device, side_by_side=False)
     rejected = sanitizer_rejection(sanitizer, containment)
     if rejected is not None:
         return rejected
@@ -551,37 +556,40 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
-def _begin_sanitize(payload: dict[str, Any], device: str) -> Any:
+def _begin_sanitize(payload: dict[str, Any], device: str) -> tuple[Any, bool]:
     """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
-    room for its targets, else now (a future either way)."""
-    from ..sanitize import begin_sanitizer, claim_sanitizer, room_beside
+    room for its targets, else now (a future either way); and whether it runs beside other work."""
+    from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
 
     ahead = claim_sanitizer(str(payload.get("restitched")))
     if ahead is not None:
-        return ahead
-    beside = payload.get("sanitize") is not False and room_beside(device)
-    return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched")))
+        return ahead, True
+    beside = payload.get("sanitize") is not False and room_beside(device, graph_working_set_bytes(payload["graph"]))
+    return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched"))), beside
 
 
 def _sanitize_ahead(payload: dict[str, Any], device: str) -> None:
     """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
-    battery (no timing runs in either), where the device has room; gate 3 takes the run."""
-    from ..sanitize import begin_sanitizer, room_beside
+    battery (no timing runs in either), where the device's free memory covers the targets' need on top of what
+    the battery will hold; gate 3 takes the run."""
+    from ..sanitize import begin_sanitizer, graph_working_set_bytes, room_beside
 
-    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False or not room_beside(device):
+    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False:
+        return
+    if not room_beside(device, graph_working_set_bytes(payload["graph"])):
         return
     ahead = {**payload, "compiled": payload.get("compiled") or {}}
     begin_sanitizer(lambda: _sanitize(ahead, device), True, key=str(payload.get("restitched")))
 
 
-def _sanitize(payload: dict[str, Any], device: str) -> Any:
+def _sanitize(payload: dict[str, Any], device: str, side_by_side: bool = True) -> Any:
     """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
     from ..sanitize import sanitize_finalist
 
     return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
                              dict(payload.get("compiled") or {}), device,
                              timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
-                             enabled=payload.get("sanitize") is not False)
+                             enabled=payload.get("sanitize") is not False, side_by_side=side_by_side)
 
 
 def _check_reference_arguments(reference: Any, graph_path: str) -> None:
