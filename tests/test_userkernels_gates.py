@@ -165,4 +165,6 @@ def test_gate_2_runs_the_input_families_on_a_user_kernel(here: Path, capsys: pyt
     data = _json(capsys)
     labels = [c["label"] for c in data["gates"][0]["kernels"]["rms_norm_kernel"]["checks"]]
     assert "inputs: all zeros in x_ptr alone, the others randn" in labels, labels
+    # the structured families and the magnitude sweep run on a user kernel as on an Inductor kernel
+    assert any("sorted" in label for label in labels) and any("log-uniform magnitude" in label for label in labels)
     assert "input families" in data["gates"][0]["reason"]

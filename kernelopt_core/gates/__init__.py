@@ -21,9 +21,16 @@ from .verdict import CascadeConfig, CascadeResult, GateVerdict
 #   "containment"          each candidate runs in a fresh, resource-limited process it cannot escape
 #   "one-input-families"   gate 2 also runs the families in each floating input alone (kernel.one_input_sets)
 #   "race-rule"            gate 1 rejects a load of what the same program stored without a barrier (static_reloads.py)
+#   "per-input-draws"      gate 2's families give each floating input its own draw (kernel.family_sets)
+#   "structured-families"  gate 2 runs sign blocks, sorted/repeated/leading-max/sparse rows and the candidate's
+#                          constants for a candidate that adds decisions (structured_families.py)
+#   "magnitude-sweep"      gate 2 sweeps 1e-30..1e30 per group of rows against the original's own rounding there
+#   "aliasing-run"         gate 2 passes one tensor for every same-layout input once (kernel.alias_sets)
+#   "stale-unlike-answer"  gate 2's stale-output run starts from outputs wrong at every element
 CAPABILITIES: frozenset[str] = frozenset({"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families",
                                          "error-structure", "guard-range", "scratch-guards", "containment",
-                                         "one-input-families", "race-rule"})
+                                         "one-input-families", "race-rule", "per-input-draws", "structured-families",
+                                         "magnitude-sweep", "aliasing-run", "stale-unlike-answer"})
 
 __all__ = [
     "CAPABILITIES", "GATES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",

@@ -15,6 +15,8 @@ this is the candidate's mean signed error against the reference minus the origin
   given or there are fewer than 3; and
 * *large*: ``|bias| > BIAS_FACTOR x scale``, with ``scale`` the original's own mean absolute error
   against the reference, floored at one rounding unit ``eps(dtype) x mean|reference| x sqrt(row_length)``
+  (gate 3), ``x reduction_length ** 0.25`` (gate 2: what a reordering shares
+  across rows grows more slowly than its size, and a norm's wrong eps hides under the square root)
   (the output's own magnitude, not the inputs': rounding inherited from large inputs is random in
   sign, which the significance test sees).
   Correct reorderings have a real but tiny bias (``exp2(x * log2e)``: the rounded constant;
@@ -22,8 +24,10 @@ this is the candidate's mean signed error against the reference minus the origin
 
 **(b) Worst element.** ``worst = max |candidate - reference|`` is rejected when it exceeds
 ``ELEMENT_FACTOR x max(worst original error, floor)``, with ``floor = eps(dtype) x max|reference|
-x sqrt(row_length)``: a rounding unit of the output's magnitude, grown with the reduction length,
-so an original that is exact on some input does not make every rounding difference fatal.
+x sqrt(reduction length)``: a rounding unit of the output's magnitude, grown with the number of terms
+each output reduces (a float32 sum of n terms in any order rounds within about that; the outputs need
+not keep the reduced dimension: one mean per group of a group norm), so an original that is exact on
+some input does not make every rounding difference fatal.
 
 The references:
 
@@ -112,7 +116,8 @@ class _Moments:
 
 def error_structure(candidate: Any, original: Any, reference: Any | None = None, *, row_length: int | None = None,
                     input_scale: float | None = None, chunk: int = DEFAULT_CHUNK,
-                    sensitivity: tuple[float, float] | None = None) -> ErrorStructure:
+                    sensitivity: tuple[float, float] | None = None,
+                    reduction_length: int | None = None) -> ErrorStructure:
     """Bias and worst-element checks of ``candidate`` against ``original`` (and ``reference``, float64).
 
     All three have one shape; ``row_length``: outputs that share one reduction (the kernel's
@@ -123,6 +128,10 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     ``sensitivity``: (max, mean) of |original(inputs moved by one ulp) - original(inputs)| (gate 2): how far
     rounding alone moves the original's outputs, which floors the element and bias scales where the
     outputs amplify rounding (a layer norm of rows at mean 1000 with weights of 1000).
+    ``reduction_length``: how many terms each output reduces (gate 2: the kernel's ``r0_numel``): a
+    reduction's outputs rarely keep the reduced dimension (one mean per group of a group norm), and their
+    rounding grows with the terms all the same; given, the bias's rounding unit grows by its fourth root
+    (what a reordering shares across rows grows more slowly than its size), not the square root.
     """
     import torch
 
@@ -133,12 +142,13 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         raise ValueError(f"error structure is for floating outputs, not {original.dtype}")
     if reference is None:
         return _against_original(candidate, original, row_length=row_length, input_scale=input_scale, chunk=chunk,
-                                 sensitivity=sensitivity)
+                                 sensitivity=sensitivity, reduction_length=reduction_length)
     eps = float(torch.finfo(original.dtype).eps)
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
     group = row_length if use_rows else 1
-    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    growth = reduction_growth(reduction_length or row_length)
+    bias_growth = math.sqrt(growth) if reduction_length else growth
     rows = numel // group if numel else 0
     device = original.device
     row_sum = torch.zeros(rows if use_rows else 0, dtype=torch.float64, device=device)
@@ -199,7 +209,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
     # is random in sign, and the significance test across rows absorbs what it shares within a row.
     sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * growth, sensitive_mean, 1e-300)
+    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * bias_growth, sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, sensitive_max, 1e-300)
     worst_ratio = worst / max(worst_orig, element_floor)
@@ -235,7 +245,8 @@ def _judged(bias: float, bias_z: float, bias_scale: float, bias_ratio: float, wo
 
 
 def _against_original(candidate: Any, original: Any, *, row_length: int | None, input_scale: float | None,
-                      chunk: int, sensitivity: tuple[float, float] | None) -> ErrorStructure:
+                      chunk: int, sensitivity: tuple[float, float] | None,
+                      reduction_length: int | None = None) -> ErrorStructure:
     """Gate 2's case (the reference is the original's output): the same figures as the general path,
     in fewer passes over memory. The original's own error is 0, so only ``d = candidate - original``
     (float64, one chunk at a time) and the original's magnitudes are needed; rows are summed by
@@ -247,7 +258,7 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     numel = original.numel()
     use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
     group = row_length if use_rows else 1
-    growth = math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+    growth = reduction_growth(reduction_length or row_length)
     device = original.device
     rows = numel // group if use_rows else 0
     row_sum = torch.zeros(rows, dtype=torch.float64, device=device)
@@ -306,7 +317,11 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
     bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
     sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    bias_scale = max(eps * (sum_abs_ref_f / count) * growth, sensitive_mean, 1e-300)
+    # A reordering's rounding is random in sign from row to row (the significance test's business); what it
+    # shares across rows grows more slowly than its size: the fourth root of the terms, not the square root,
+    # which would forgive a norm's eps off by 10x (docs/gates.md, "Reordered reductions")
+    bias_growth = math.sqrt(growth) if reduction_length else growth
+    bias_scale = max(eps * (sum_abs_ref_f / count) * bias_growth, sensitive_mean, 1e-300)
     bias_ratio = abs(bias) / bias_scale
     element_floor = max(eps * max(max_abs_ref_f, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
     worst_ratio = worst_f / element_floor
@@ -330,6 +345,64 @@ def _add_by_rows(target: Any, values: Any, start: int, group: int) -> None:
         target[first + whole] += tail.sum()
 
 
+# --- the magnitude sweep's floor ------------------------------------------------------------------------
+
+# Consecutive outputs that share one input magnitude in the sweep (its rows share a scale in groups of 8,
+# so the 8 outputs of 8 rows of a reduction, or 8 neighbours of a pointwise output, do).
+MAGNITUDE_WINDOW = 8
+MAGNITUDE_FACTOR = ELEMENT_FACTOR
+
+
+@dataclass
+class MagnitudeFloor:
+    """Per window of ``window`` consecutive outputs (logical order): how much the original's own outputs
+    move there under one ulp of input rounding, floored at a rounding unit of their largest magnitude and
+    at the dtype's smallest normal. An element may differ from the original by ``factor`` times its
+    window's floor."""
+
+    window: int
+    values: Any  # 1-D, ceil(numel / window) floors, on the outputs' device
+    factor: float = MAGNITUDE_FACTOR
+
+    def limits(self, start: int, count: int) -> Any:
+        """The allowed |candidate - original| of flat elements [start, start + count)."""
+        import torch
+
+        index = torch.arange(start, start + count, device=self.values.device, dtype=torch.int64) // self.window
+        return self.values[index] * self.factor
+
+
+def magnitude_floor(nudged: Any, original: Any, row_length: int | None, window: int = MAGNITUDE_WINDOW,
+                    chunk: int = DEFAULT_CHUNK) -> MagnitudeFloor:
+    """The floor of each window of outputs from the original's outputs (``original``) and its outputs on
+    the inputs moved by one ulp (``nudged``): ``max(max |nudged - original|, eps x max |original| x
+    growth(row_length), smallest normal)`` over the window. Both tensors have one shape; chunked (memory:
+    a chunk plus one float per window)."""
+    import torch
+
+    info = torch.finfo(original.dtype)
+    work = torch.float64 if original.dtype == torch.float64 else torch.float32
+    windows = -(-original.numel() // window)
+    change = torch.zeros(windows, dtype=work, device=original.device)
+    largest = torch.zeros(windows, dtype=work, device=original.device)
+    for start, (n, o) in aligned_flat([nudged, original], chunk):
+        n, o = n.to(work), o.to(work)
+        finite = torch.isfinite(n) & torch.isfinite(o)
+        index = torch.arange(start, start + o.numel(), device=o.device, dtype=torch.int64) // window
+        difference = torch.where(finite, (n - o).abs(), torch.zeros_like(o))
+        difference = torch.where(torch.isfinite(difference), difference, torch.zeros_like(o))
+        change.scatter_reduce_(0, index, difference, "amax")
+        largest.scatter_reduce_(0, index, torch.where(finite, o.abs(), torch.zeros_like(o)), "amax")
+    floor = torch.maximum(change, largest * (float(info.eps) * reduction_growth(row_length)))
+    return MagnitudeFloor(window, floor.clamp_min_(float(info.tiny)))
+
+
+def reduction_growth(row_length: int | None) -> float:
+    """How many rounding units of its magnitude a correct reordering of a reduction of ``row_length``
+    terms may differ by (see :func:`error_structure`)."""
+    return math.sqrt(row_length) if row_length and row_length > 1 else 1.0
+
+
 def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> float:
     """The largest finite |value| among floating tensors (gate 2's ``input_scale``), chunked, in the
     tensors' own dtype (a maximum needs no wider one), read once."""
@@ -347,4 +420,5 @@ def max_finite_magnitude(tensors: list[Any], chunk: int = DEFAULT_CHUNK) -> floa
     return float(largest) if largest is not None else 0.0
 
 
-__all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "ErrorStructure", "error_structure", "max_finite_magnitude"]
+__all__ = ["BIAS_FACTOR", "BIAS_Z", "ELEMENT_FACTOR", "MAGNITUDE_FACTOR", "ErrorStructure", "MagnitudeFloor",
+           "error_structure", "magnitude_floor", "max_finite_magnitude", "reduction_growth"]

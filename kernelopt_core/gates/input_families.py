@@ -64,6 +64,8 @@ class FillContext:
     max: float  # the dtype's largest finite value
     tiny: float  # its smallest normal value
     eps: float
+    constants: tuple[float, ...] = ()  # the candidate's comparison constants (the ``constants`` family)
+    reduction: bool = False  # rows are reduced (their elements meet in one output)
 
 
 @dataclass(frozen=True)
@@ -290,11 +292,12 @@ def families_for(dtype: Any, reduction: bool) -> list[InputFamily]:
 
 
 def fill(tensor: Any, family: InputFamily | str, *, seed: int = 0, row_length: int | None = None,
-         chunk: int = DEFAULT_CHUNK) -> None:
+         chunk: int = DEFAULT_CHUNK, constants: tuple[float, ...] = (), reduction: bool = False) -> None:
     """Overwrite ``tensor`` (floating, any layout, any device) with ``family``'s values, in place.
 
-    ``row_length``: the reduction length; ``None`` makes rows the last dimension. Extra memory is
-    one chunk. Raises ``ValueError`` for a family that does not apply to the tensor's dtype.
+    ``row_length``: the reduction length; ``None`` makes rows the last dimension. ``constants``: the
+    values the ``constants`` family draws at and beside; ``reduction``: the kernel reduces rows. Extra memory is one chunk. Raises
+    ``ValueError`` for a family that does not apply to the tensor's dtype.
     """
     import torch
 
@@ -310,7 +313,8 @@ def fill(tensor: Any, family: InputFamily | str, *, seed: int = 0, row_length: i
     rows = row_length if row_length and row_length > 0 else (tensor.shape[-1] if tensor.dim() else 1) or 1
     ctx = FillContext(numel=numel, row_length=max(1, rows), seed=int(seed), device=tensor.device,
                       compute_dtype=torch.float64 if tensor.dtype == torch.float64 else torch.float32,
-                      max=float(info.max), tiny=float(info.tiny), eps=float(info.eps))
+                      max=float(info.max), tiny=float(info.tiny), eps=float(info.eps),
+                      constants=tuple(float(c) for c in constants), reduction=reduction)
     for start, piece in flat_pieces(tensor, chunk):
         values = family.values(ctx, start, piece.numel())
         write_flat(piece, values.to(tensor.dtype))

@@ -8,11 +8,13 @@ on the same arguments:
    the candidate first, so an autotuner's trial runs never overwrite the poison);
 2. fresh random inputs per seed, drawn from a different distribution each time (randn, uniform
    with an offset, small integers stored as floats), plus one large-magnitude set, and the input
-   families of :mod:`.input_families` when present (NaN/Inf, zeros, constant rows, ...);
+   families of :mod:`.input_families` (NaN/Inf, zeros, constant rows, ...), each floating input its
+   own draw; for a candidate that adds decisions also :mod:`.structured_families` (sign blocks, row
+   shapes, its constants, the magnitude sweep) and one run with a tensor passed twice;
 3. the candidate's re-runs on the first seed's inputs (on the CPU interpreter in a shuffled program
    order), which must reproduce its first result bit for bit;
-4. a run with the previous set's outputs left in the output buffers: a candidate that skips work
-   and leaves the previous result in place fails.
+4. a run with the previous set's outputs left in the output buffers, changed where they equal the
+   right answer: a candidate that skips work and leaves any element in place fails.
 
 Every tensor argument sits in a guarded allocation and every output is poisoned with a NaN payload
 first (:mod:`kernelopt_core.sandbox.guarded_buffers`): unwritten elements, writes outside a tensor,
@@ -29,7 +31,7 @@ Tolerance: atol = rtol = 1e-3 for fp32 (and fp64), 1e-2 for fp16/bf16, exact for
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,7 @@ from ..sandbox.guarded_buffers import (
     guarded_allocation,
     poison_bits,
 )
+from .error_structure import MagnitudeFloor
 
 KERNEL_TOLERANCE = {"torch.float32": 1e-3, "torch.float64": 1e-3, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
 DISTRIBUTIONS = ("randn", "uniform", "small-ints")
@@ -75,6 +78,7 @@ class Side:
 
         self.roles = roles
         self.run = KernelRun()
+        self.aliases: dict[int, int] = {}  # argument -> the argument whose buffer it is given (an aliasing run)
         for index, value in enumerate(values):
             if isinstance(value, torch.Tensor):
                 where = value.device if device is None else torch.device(device)
@@ -97,7 +101,8 @@ class Side:
                 guarded.view.copy_(values[index])
 
     def arguments(self, values: list[Any]) -> list[Any]:
-        return [self.run.guarded[i].view if i in self.run.guarded else v for i, v in enumerate(values)]
+        return [self.run.guarded[self.aliases.get(i, i)].view if i in self.run.guarded else v
+                for i, v in enumerate(values)]
 
 
 def _same_tensor(a: Any, b: Any) -> bool:
@@ -194,6 +199,11 @@ def fingerprint(view: Any) -> list[int]:
     return [int(a) ^ (int(b) << 1) for a, b in zip(numbers[0::2], numbers[1::2], strict=True)]
 
 
+def pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
+    """Matching chunks of two same-shaped tensors (their layouts may differ)."""
+    yield from _pairs(a, b)
+
+
 def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
     by_rows = a.stride() != b.stride() or a.is_contiguous() != b.is_contiguous()
     yield from zip(chunks(a, by_rows=by_rows), chunks(b, by_rows=by_rows), strict=True)
@@ -201,7 +211,8 @@ def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
 
 def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: list[Any], roles: list[Role],
                  names: list[str], poisoned: bool, stale: dict[int, list[int]] | None = None,
-                 input_scale: float = 1.0, structure: StructureCheck | None = None) -> RunCheck:
+                 input_scale: float = 1.0, structure: StructureCheck | None = None,
+                 floors: dict[int, MagnitudeFloor] | None = None) -> RunCheck:
     """The candidate's run against the original's on the same arguments, chunk by chunk.
 
     ``stale`` holds fingerprints of the outputs left in the candidate's buffers before its run:
@@ -209,7 +220,9 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
     than unit scale the inputs were drawn: a correct reordering of a sum over inputs of magnitude s
     has absolute rounding error proportional to s, so the absolute tolerance scales with it.
     ``structure`` also checks the error's structure (:mod:`.error_structure`: a systematic bias, a
-    worst element far beyond rounding) on outputs that pass the tolerance.
+    worst element far beyond rounding) on outputs that pass the tolerance. ``floors`` (the magnitude
+    sweep) replaces atol/rtol, per floating output it names, by a limit per element taken from the
+    original's own outputs at that element's magnitude (:func:`.error_structure.magnitude_floor`).
     """
     import torch
 
@@ -261,7 +274,8 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                                       f"{cand.dtype}; first at index {where})")
             continue
         atol = tol * input_scale
-        figures = _float_figures(cand, orig, poison, atol, tol)
+        floor = (floors or {}).get(index)
+        figures = _float_figures(cand, orig, poison, atol, tol, floor)
         if figures["unwritten"]:
             where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
             check.problems.append(f"left {int(figures['unwritten'])} of {total} elements of {name} unwritten "
@@ -301,11 +315,44 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
             check.problems.append(f"{swapped} of {total} elements of {name} differ in their special values: "
                                   f"{kinds.describe(shape, lambda g, w: 'finite' not in (g, w))}")
             continue
+        if floor is not None:
+            at = _unravel(int(figures["worst_at"]), shape)
+            check.problems.append(
+                f"{count} of {total} elements of {name} differ from the original by more than {floor.factor:g}x its "
+                f"own rounding at their magnitude (the worst at index {at}: {figures['worst_got']:.6g} where the "
+                f"original has {figures['worst_want']:.6g}, {figures['worst_ratio']:.3g}x the floor "
+                f"{figures['worst_floor']:.3g} there): precision lost at some magnitudes")
+            continue
         where = _first_index_pair(cand, orig, lambda c, o, a=atol, r=tol: ~torch.isclose(c, o, atol=a, rtol=r,
                                                                                          equal_nan=True))
         check.problems.append(f"{count} of {total} elements of {name} differ beyond atol={atol:g}, rtol={tol:g} "
                               f"(max |diff| {worst_bad:.3g}, first at index {where})")
     return check
+
+
+def unlike_answer(candidate: Side, original: Side, roles: list[Role]) -> None:
+    """Change every element of the candidate's outputs that equals the original's (the right answer,
+    already computed) to a value that does not: the stale-output run then starts from buffers that are
+    wrong at every element, so a candidate that leaves any element alone fails there."""
+    import torch
+
+    for index, guarded in candidate.run.guarded.items():
+        if roles[index] != "output":
+            continue
+        for c, o in _pairs(guarded.view, original.run.guarded[index].view):
+            same = bits(c) == bits(o)
+            if c.dtype == torch.bool:
+                other = ~o
+            elif c.is_floating_point():
+                # -o - 1 differs from o for every finite o but -0.5 (and stays finite); NaN becomes 0
+                wide = o.to(torch.float64)
+                other = torch.where(wide == -0.5, 1.0, -wide - 1)
+                other = torch.where(torch.isnan(wide), 0.0, other).to(c.dtype)
+                # a narrow dtype may round -o - 1 back onto o: then 0 (or 1 where o is 0)
+                other = torch.where(bits(other) == bits(o), (o == 0).to(c.dtype), other)
+            else:
+                other = o + 1
+            c.copy_(torch.where(same, other, c))
 
 
 def _count(pairs: Iterator[tuple[Any, Any]], mask_of: Callable[[Any, Any], Any]) -> int:
@@ -325,20 +372,38 @@ def _abs_difference(c: Any, o: Any, wide: bool = False) -> Any:
     return torch.sub(c.to(work), o).abs_()
 
 
-def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: float) -> dict[str, float]:
+def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: float,
+                   floor: MagnitudeFloor | None = None) -> dict[str, float]:
     """Per floating output, over all chunks: unwritten (poison left where the original wrote), bad (not
-    isclose), nonfinite (NaN/Inf where the original is finite), lost (finite where it is not), and the
-    largest |diff| over elements finite in both, overall and among the bad ones."""
+    isclose, or beyond ``floor``'s limit where both are finite), nonfinite (NaN/Inf where the original is
+    finite), lost (finite where it is not), and the largest |diff| over elements finite in both, overall
+    and among the bad ones; with a floor, also the element furthest beyond it (``worst_ratio``, its flat
+    index, values and floor)."""
     import torch
 
     def tally(wide: bool) -> dict[str, float]:
         sums = Tally()
+        offset = 0
         for c, o in _pairs(cand, orig):
             if poison is not None:
                 sums.add("unwritten", ((bits(c) == poison) & (bits(o) != poison)).sum())
             c_finite, o_finite = torch.isfinite(c), torch.isfinite(o)
             close = torch.isclose(c, o, atol=atol, rtol=rtol, equal_nan=True)
             diff = _abs_difference(c, o, wide).masked_fill_(~(c_finite & o_finite), 0.0)
+            if floor is not None:
+                limit = floor.limits(offset, c.numel()).reshape(c.shape)
+                both = c_finite & o_finite
+                close = torch.where(both, diff <= limit.to(diff.dtype), close)
+                ratio = torch.where(both, diff.double() / (limit.double() / floor.factor), 0.0).reshape(-1)
+                at = ratio.argmax()
+                sums.max("worst_ratio", ratio[at])
+                # the worst element's place and values, kept where this chunk holds the largest ratio so far
+                sums.add(f"ratio@{offset}", ratio[at])
+                sums.add(f"at@{offset}", at + offset)
+                sums.add(f"got@{offset}", c.reshape(-1)[at].double())
+                sums.add(f"want@{offset}", o.reshape(-1)[at].double())
+                sums.add(f"floor@{offset}", (limit.reshape(-1)[at] / floor.factor).double())
+            offset += c.numel()
             sums.max("max_abs_diff", diff.max())
             sums.max("worst_bad", diff.masked_fill_(close, 0.0).max())
             sums.add("bad", close.logical_not_().sum())
@@ -347,12 +412,24 @@ def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: 
         figures = {"unwritten": 0.0, "bad": 0.0, "nonfinite": 0.0, "lost": 0.0, "max_abs_diff": 0.0,
                    "worst_bad": 0.0}
         figures.update(sums.read())
+        if floor is not None:
+            _worst_of_chunks(figures)
         return figures
 
     figures = tally(False)
     if not math.isfinite(figures["max_abs_diff"]):  # |c - o| overflowed float32 between two finite values
         figures = tally(True)
     return figures
+
+
+def _worst_of_chunks(figures: dict[str, float]) -> None:
+    """Fold the per-chunk worst elements (``ratio@offset`` ...) into the one furthest beyond its floor."""
+    offsets = [key.split("@")[1] for key in figures if key.startswith("ratio@")]
+    best = max(offsets, key=lambda k: figures[f"ratio@{k}"], default=None)
+    for name in ("at", "got", "want", "floor"):
+        figures[f"worst_{name}"] = figures[f"{name}@{best}"] if best is not None else 0.0
+    for key in [k for k in figures if "@" in k]:
+        del figures[key]
 
 
 _KIND_NAMES = ("finite", "NaN", "+Inf", "-Inf")
@@ -482,7 +559,8 @@ def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure
         return
     rows = structure.row_length if structure.row_length and cand.numel() % structure.row_length == 0 else None
     figures = error_structure(cand, orig, None, row_length=rows, input_scale=structure.input_scale,
-                              chunk=device_chunk(cand), sensitivity=structure.sensitivity.get(name))
+                              chunk=device_chunk(cand), sensitivity=structure.sensitivity.get(name),
+                              reduction_length=structure.row_length)
     check.figures.setdefault("error_structure", {})[name] = figures.to_json()
     if not figures.passed:
         check.problems.append(f"{name}: {figures.reason}")
@@ -521,8 +599,16 @@ def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[R
         count, worst = int(figures.get("count", 0)), figures.get("worst", 0.0)
         if count:
             check.mismatched += count
+            kinds = KindMismatches()
+            if a.is_floating_point():
+                for x, y in _pairs(a, b):
+                    kinds.add(y, x)
+            # NaN/Inf that changed have no finite difference: say which became which, not "max |diff| 0"
+            change = (kinds.describe(tuple(a.shape), lambda g, w: True).replace("the original", "the first run")
+                      + (f"; max |diff| {worst:.3g} among the finite" if worst else "")) if kinds.counts \
+                else f"max |diff| {worst:.3g}"
             check.problems.append(f"nondeterministic: re-running on the same inputs changed {count} elements of "
-                                  f"{names[index]} (max |diff| {worst:.3g}); order-dependent atomics or races")
+                                  f"{names[index]} ({change}); order-dependent atomics or races")
     return check
 
 
@@ -592,36 +678,76 @@ class ExtraSet:
     fill: Callable[[list[Any], list[Role]], None]
     input_scale: float = 1.0
     error_structure: bool = True  # False where outputs amplify rounding without bound (constant rows)
+    # "tolerance": atol/rtol and the error structure; "magnitude": each element against a floor taken from
+    # the original's own outputs at its magnitude (the magnitude sweep, whose scales span 60 decades)
+    comparison: str = "tolerance"
+    aliases: dict[int, int] = field(default_factory=dict)  # argument -> the argument whose buffer it shares
 
 
-def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = 7) -> list[ExtraSet]:
-    """Gate 2's input families (:mod:`.input_families`) for a kernel whose inputs are ``dtype``."""
+FAMILY_SEED = 7
+INPUT_SEED_STEP = 7919  # each floating input's seed is the family's seed plus this times its position
+
+
+def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
+    return [i for i, (value, role) in enumerate(zip(values, roles, strict=True))
+            if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
+
+
+def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = FAMILY_SEED,
+                families: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
+    """Gate 2's input families (:mod:`.input_families`, or ``families``) for a kernel whose inputs are
+    ``dtype``. Each floating input gets its own draw (its own seed): same-shaped inputs never hold the same
+    values, so a shortcut keyed on one input meets the others' values at random."""
     from .input_families import families_for, fill
 
     def filler(family: Any) -> Callable[[list[Any], list[Role]], None]:
         def apply(values: list[Any], roles: list[Role]) -> None:
-            for value, role in zip(values, roles, strict=True):
-                if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point():
-                    fill(value, family, seed=seed, row_length=row_length, chunk=device_chunk(value))
+            for position, index in enumerate(_floating_inputs(values, roles)):
+                fill(values[index], family, seed=seed + INPUT_SEED_STEP * position, row_length=row_length,
+                     chunk=device_chunk(values[index]), constants=constants, reduction=reduction)
         return apply
 
-    return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure)
-            for family in families_for(dtype, reduction)]
+    chosen = families_for(dtype, reduction) if families is None else families
+    return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure,
+                     comparison="magnitude" if family.name == "magnitude-sweep" else "tolerance")
+            for family in chosen]
 
 
-# Families drawn into ONE floating input at a time, the others randn (issue 28): the families above fill
-# every input alike, so the zeros of x and y sit at the same places and a fast path keyed on one input
-# ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway. The set
-# is chosen for the keys such a fast path tests, one run per key and input:
-#   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size
-#                  (blocks of zeros amid values add no key a candidate can test that this does not);
+ALIAS_SEED = 13
+
+
+def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int = ALIAS_SEED) -> list[ExtraSet]:
+    """One run where every read-only floating input shares the buffer of the first input of its layout
+    (``f(x, x)``): a shortcut taken when two inputs are the same tensor, or hold equal values, shows only
+    there. None when no two inputs share a shape, strides and dtype."""
+    import torch
+
+    groups: dict[Any, list[int]] = {}
+    for index, (value, role) in enumerate(zip(values, roles, strict=True)):
+        if role == "input" and isinstance(value, torch.Tensor) and value.is_floating_point():
+            groups.setdefault((tuple(value.shape), tuple(value.stride()), value.dtype), []).append(index)
+    aliases = {j: members[0] for members in groups.values() for j in members[1:]}
+    if not aliases:
+        return []
+
+    def apply(values: list[Any], roles: list[Role]) -> None:
+        draw_arguments(values, roles, seed, "randn")
+        for j, i in aliases.items():  # equal values too: the copy a shortcut might read is the same
+            values[j].copy_(values[i])
+
+    pairs = ", ".join(f"{names[j]} is {names[i]}" for j, i in aliases.items())
+    return [ExtraSet(f"inputs: the same tensor passed twice ({pairs})", apply, aliases=aliases)]
+
+
+# Families drawn into ONE floating input at a time, the others randn. Each input has its own draw in the
+# families above, but all-zero and constant inputs are alike whatever the seed, and a fast path keyed on one
+# input ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway when
+# x is zero too. The set is chosen for the keys such a fast path tests, one run per key and input:
+#   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size;
 #   constant-rows  a shortcut for rows of one input without spread (a norm that skips the residual);
-#   nan-inf        NaN/+-Inf in one input where the others are finite (the all-input family puts them at the
-#                  same positions of same-shaped inputs, so special-value handling of one input hides).
-# Near-max magnitudes and offset rows stay with the all-input families: they test overflow and cancellation,
-# which those already expose, and a fast path keyed on a magnitude needs a threshold, which gate 1's
-# literal-window rule reads. Cost: three full-size runs per floating input, only for kernels with two or
-# more floating inputs (with one, the all-input family is the same run).
+#   nan-inf        NaN/+-Inf in one input where the others are finite.
+# Cost: three full-size runs per floating input, only for kernels with two or more floating inputs (with
+# one, the all-input family is the same run).
 ONE_INPUT_FAMILIES = ("zeros", "constant-rows", "nan-inf")
 ONE_INPUT_SEED = 11
 
@@ -654,12 +780,25 @@ def one_input_sets(values: list[Any], roles: list[Role], names: list[str], reduc
 
 
 def input_family_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
-                      row_length: int | None) -> list[ExtraSet]:
-    """Gate 2's input families for one kernel: each family in every floating input at once, then the
-    one-input variants (:func:`one_input_sets`)."""
+                      row_length: int | None, *, adds_decisions: bool = True,
+                      constants: Sequence[float] = ()) -> list[ExtraSet]:
+    """Gate 2's input families for one kernel: each family in every floating input at once (each input
+    its own draw), then the one-input variants (:func:`one_input_sets`); for a candidate that adds
+    decisions (``adds_decisions``), also the structured families (:mod:`.structured_families`: sign
+    blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``, the
+    magnitude sweep) and the aliasing run (:func:`alias_sets`). A candidate that adds no decision takes
+    no path the original does not, so these runs would only repeat what the others show."""
+    from .structured_families import structured_families_for
+
     floating = [v for v, r in zip(values, roles, strict=True)
                 if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
     if not floating:
         return []
-    return [*family_sets(floating[0].dtype, reduction, row_length),
+    sets = [*family_sets(floating[0].dtype, reduction, row_length),
             *one_input_sets(values, roles, names, reduction, row_length)]
+    if adds_decisions:
+        constants = tuple(float(c) for c in constants)
+        structured = structured_families_for(floating[0].dtype, constants)
+        sets += [*family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants),
+                 *alias_sets(values, roles, names)]
+    return sets

@@ -9,7 +9,7 @@ inside a worker (imports torch inside functions).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from .kernel import (
     fingerprint,
     nudge_last_bit,
     run_original,
+    unlike_answer,
 )
 from .step_clock import StepClock
 
@@ -82,7 +83,8 @@ class CandidateSide(Side):
                                             guarded.guard).to_json()
 
     def message_args(self, values: list[Any]) -> list[Any]:
-        return [{"view": self._views[i]} if i in self._views else _scalar(v) for i, v in enumerate(values)]
+        return [{"view": self._views[self.aliases.get(i, i)]} if i in self._views else _scalar(v)
+                for i, v in enumerate(values)]
 
     def launch(self, values: list[Any], kwargs: dict[str, Any], shuffle_seed: int | None = None) -> None:
         try:
@@ -151,31 +153,64 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
     """
     import torch
 
+    sensitivity: dict[str, tuple[float, float]] = {}
+
+    def measure(index: int, now: Any, before: Any) -> None:
+        largest, total, count = 0.0, 0.0, 0
+        for _, (a, b) in aligned_flat([now, before], device_chunk(now)):  # bounded temporaries
+            change = (a.double() - b.double()).abs()
+            change = change[torch.isfinite(change)]
+            if change.numel():
+                largest = max(largest, float(change.max()))
+                total, count = total + float(change.sum()), count + change.numel()
+        if count:
+            sensitivity[names[index]] = (largest, total / count)
+
+    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure)
+    return None if ran is None else sensitivity
+
+
+def magnitude_floors(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+                     device: str, row_length: int | None) -> dict[int, Any] | None:
+    """Per floating output index: its :class:`.error_structure.MagnitudeFloor` (the magnitude sweep's
+    limit per element, from the original's own outputs and their change under one ulp of input rounding).
+    The original's buffers hold its outputs on ``values`` before and after. None when the copy of the
+    outputs this needs does not fit in memory."""
+    from .error_structure import magnitude_floor
+
+    floors: dict[int, Any] = {}
+
+    def measure(index: int, now: Any, before: Any) -> None:
+        floors[index] = magnitude_floor(now, before, row_length, chunk=device_chunk(now))
+
+    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure)
+    return None if ran is None else floors
+
+
+def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
+                         device: str, measure: Callable[[int, Any, Any], None]) -> bool | None:
+    """Run the original on its inputs moved by one ulp and call ``measure(index, nudged output, output)``
+    per floating output; then restore the inputs and every output of the original's buffers exactly.
+    False when the original failed on the nudged inputs, None when the outputs' copy does not fit."""
+    import torch
+
     written = {i: g.view for i, g in orig.run.guarded.items() if roles[i] != "input"}
     outputs = {i: view for i, view in written.items() if view.is_floating_point()}
     if not outputs:
-        return {}
+        return True
     try:  # every output is restored afterwards, integer ones too: the comparison that follows reads them all
         saved = {i: view.clone() for i, view in written.items()}
     except torch.OutOfMemoryError:
         return None
     nudged = [v for v, r in zip(values, roles, strict=True)
               if r != "output" and isinstance(v, torch.Tensor) and nudge_last_bit(v)]
-    sensitivity: dict[str, tuple[float, float]] = {}
     try:
         orig.fill(values)
         run_original(original, orig, values, kwargs, device)
-        if orig.run.error is None:
+        ran = orig.run.error is None
+        if ran:
             for i, view in outputs.items():
-                largest, total, count = 0.0, 0.0, 0
-                for _, (now, before) in aligned_flat([view, saved[i]], device_chunk(view)):  # bounded temporaries
-                    change = (now.double() - before.double()).abs()
-                    change = change[torch.isfinite(change)]
-                    if change.numel():
-                        largest = max(largest, float(change.max()))
-                        total, count = total + float(change.sum()), count + change.numel()
-                if count:
-                    sensitivity[names[i]] = (largest, total / count)
+                measure(i, view, saved[i])
     finally:
         for v in nudged:
             nudge_last_bit(v)
@@ -183,7 +218,7 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
         for i, view in written.items():
             view.copy_(saved[i])
         orig.run.error = None
-    return sensitivity
+    return ran
 
 
 def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, name: str,
@@ -296,10 +331,26 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
 
     def both(values: list[Any], kwargs: dict[str, Any], label: str, key: str, scale: float = 1.0,
              stale: dict[int, list[int]] | None = None, prefilled: bool = False, judge_structure: bool = True,
-             scale_with_outputs: bool = False) -> bool:
+             scale_with_outputs: bool = False, by_magnitude: bool = False) -> bool:
         begin = time.perf_counter()
         run_candidate(values, kwargs, "keep" if prefilled else "poison")
         run_original_on(values, kwargs, key)
+        if by_magnitude and orig.run.error is None and cand.run.error is None:
+            # each element against the original's own rounding at its magnitude: one more run of the original
+            with clock("sensitivity"):
+                floors = magnitude_floors(original, orig, values, kwargs, roles, device, row_length)
+            result.original_runs += 1
+            result.peak_bytes = max(result.peak_bytes, steady + output_bytes + output_bytes // 4)
+            with clock("compare"):
+                check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
+                                     floors=floors or {})
+            if floors is None:  # the check's own memory ran out: not a verdict on the candidate
+                check.problems.append("the check ran out of memory measuring the original's rounding at each "
+                                      "magnitude")
+                check.could_not_run = True
+            check.figures["seconds"] = round(time.perf_counter() - begin, 4)
+            checks.append(check)
+            return check.passed
         if scale_with_outputs:
             scale = family_tolerance_scale(scale, input_magnitude(key, values), output_magnitude())
         spec = StructureCheck(row_length, max(1.0, input_magnitude(key, values))) \
@@ -328,6 +379,23 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         checks.append(check)
         return check.passed
 
+    def attribute_stale_failure(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
+        """The stale-output run failed: say whether the previous outputs were the cause. A result that is
+        not the buffers' old contents is run again with fresh (poisoned) outputs: failing there too, the
+        failure is the inputs' and is reported as that run's (a backdoor's trigger, not stale outputs);
+        passing there, the candidate's result depends on what its outputs held, and the verdict says so."""
+        failed = checks[-1]
+        if any("stale result" in problem for problem in failed.problems) or failed.could_not_run \
+                or cand.run.error is not None:
+            return
+        fresh_passed = both(values, kwargs, label, label, scale)
+        checks.remove(failed)
+        if not fresh_passed:
+            return  # the fresh run's failure stands alone: the previous outputs were not the cause
+        failed.problems[0] = ("its result depends on what the output buffers held before the call (with fresh "
+                              f"outputs it matches the original): {failed.problems[0]}")
+        checks.append(failed)
+
     # 1. the captured launches (a warm-up launch first: an autotuner's trials would overwrite the poison)
     for number, (values, kwargs) in enumerate(zip(launch_values, launch_kwargs, strict=True)):
         if number == 0:
@@ -350,11 +418,16 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         label = f"seed {seed}, {distribution_label(distribution)}"
         scale = _scale(values, distribution)
         if position == 2:
-            # 4. the previous set's outputs stay in the candidate's buffers: it must overwrite them
+            # 4. the previous set's outputs stay in the candidate's buffers: it must overwrite them. Where they
+            # equal this set's right answer they are changed, so that no element left alone passes.
+            run_original_on(values, kwargs, label)
+            with clock("fill"):
+                unlike_answer(cand, orig, roles)
             with clock("compare"):
                 stale = {i: fingerprint(g.view) for i, g in cand.run.guarded.items() if roles[i] == "output"}
             if stale and not both(values, kwargs, f"{label}, previous outputs left in the buffers", label, scale,
                                   stale, prefilled=True):
+                attribute_stale_failure(values, kwargs, label, scale)
                 return result
         if not both(values, kwargs, label, label, scale):
             return result
@@ -382,9 +455,17 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         key = f"family {extra.label}"
         with clock("families"):
             extra.fill(values, roles)
-        magnitude = input_magnitude(key, values)
-        if not both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, INPUT_SCALE_CAP)),
-                    judge_structure=extra.error_structure, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
+        orig.aliases = cand.aliases = dict(extra.aliases)  # an aliasing run: arguments share buffers
+        try:
+            if extra.comparison == "magnitude":
+                passed = both(values, kwargs, extra.label, key, judge_structure=False, by_magnitude=True)
+            else:
+                magnitude = input_magnitude(key, values)
+                passed = both(values, kwargs, extra.label, key, max(extra.input_scale, min(magnitude, INPUT_SCALE_CAP)),
+                              judge_structure=extra.error_structure, scale_with_outputs=magnitude > INPUT_SCALE_CAP)
+        finally:
+            orig.aliases = cand.aliases = {}
+        if not passed:
             return result
     return result
 

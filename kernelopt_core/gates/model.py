@@ -178,9 +178,18 @@ def check_seed(seed: int, baseline_out: Any, candidate_out: Any, tolerance: floa
             mismatched.append(i)
     if not mismatched:
         return SeedCheck(seed, True, worst, True, len(base))
+    special = special_value_mismatches(base, cand, mismatched)
+    if special is not None:
+        swapped, described = special
+        if swapped:  # NaN for +Inf, or an infinity's sign flipped: no float64 rule makes that right
+            return SeedCheck(seed, False, worst, False, len(base),
+                             problem=f"outputs {mismatched} differ in their special values: {described}")
+        worst_text = described
+    else:
+        worst_text = f"max |diff| {worst:.3g}"
     if reference is None:
         return SeedCheck(seed, False, worst, False, len(base),
-                         problem=f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} (max |diff| {worst:.3g}) "
+                         problem=f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} ({worst_text}) "
                                  f"and no float64 reference is available: {reference_error}")
     try:
         r64_all = reference(inputs() if callable(inputs) else inputs)
@@ -201,9 +210,29 @@ def check_seed(seed: int, baseline_out: Any, candidate_out: Any, tolerance: floa
         decisions.append(float64_decision(inf_norm_diff(r32, r64), inf_norm_diff(o32, r64), inf_norm(r32)))
     failing = [d for d in decisions if not d.passed]
     chosen = failing[0] if failing else max(decisions, key=lambda d: (d.rho or 0.0, d.d_opt))
-    problem = None if not failing else (f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} (max |diff| "
-                                        f"{worst:.3g}); float64 fallback: {chosen.rule}")
+    problem = None if not failing else (f"outputs {mismatched} differ beyond atol=rtol={tolerance:g} ({worst_text}); "
+                                        f"float64 fallback: {chosen.rule}")
     return SeedCheck(seed, not failing, worst, False, len(base), fallback=chosen, problem=problem)
+
+
+def special_value_mismatches(base: list[Any], cand: list[Any], outputs: list[int]) -> tuple[bool, str] | None:
+    """Where the candidate's NaN/+Inf/-Inf differ from the baseline's, in words ("output 0: 1 is NaN where
+    the baseline gives +Inf (first at index (1,))"), and whether one special value became another; None
+    when the specials all match (the outputs differ in finite values only)."""
+    from .kernel import KindMismatches, pairs
+
+    parts, swapped = [], False
+    for i in outputs:
+        if not base[i].is_floating_point():
+            continue
+        kinds = KindMismatches()
+        for r, o in pairs(base[i], cand[i]):
+            kinds.add(o, r)
+        if kinds.counts:
+            swapped = swapped or kinds.count(lambda got, want: "finite" not in (got, want)) > 0
+            words = kinds.describe(tuple(base[i].shape), lambda got, want: True).replace("the original", "the baseline")
+            parts.append(f"output {i}: {words}")
+    return (swapped, "; ".join(parts)) if parts else None
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:

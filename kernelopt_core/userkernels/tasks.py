@@ -352,6 +352,7 @@ def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
+    from ..gates.structured_families import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
     from .capture import clone
@@ -375,7 +376,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
     # tensor's last dimension: a user kernel's reduction length is not written into its source.
     families = [] if payload.get("families") is False else \
-        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None)
+        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None,
+                          adds_decisions=adds_decisions(payload),
+                          constants=candidate_constants(payload, str(payload["candidate"]), built.module))
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],

@@ -9,7 +9,9 @@ re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (the
 sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
 launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
 ``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
-(2: keep a spare process ready for the next candidate).
+(2: keep a spare process ready for the next candidate); ``adds_decisions`` (2: False when gate 1 found no
+decision the candidate adds, which spares it the structured families) and ``constants`` (2: the values the
+``constants`` family draws at; by default the candidate's literals).
 """
 
 from __future__ import annotations
@@ -354,10 +356,14 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
     """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
     from ..kernel import input_family_sets
+    from ..structured_families import adds_decisions, candidate_constants
 
     if payload.get("families") is False:
         return []
-    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source))
+    candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
+    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
+                             adds_decisions=adds_decisions(payload),
+                             constants=candidate_constants(payload, candidate, kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------

@@ -1,0 +1,313 @@
+"""Structured input families, drawn per input: the shapes a fast path keys on, and a magnitude sweep.
+
+A candidate that takes a shortcut when one input has some property (a block all positive, a row
+sorted, a row equal to the previous one, a row that leads with its maximum, a sparse row, a value
+equal to one of its constants, a magnitude past a threshold) is wrong only where the property holds.
+Random normal inputs almost never have it; these families make it common, each in a random subset of
+blocks or rows chosen by the seed. Gate 2 fills every floating input with its own seed, so where one
+input has the property the others mostly do not, and every mix of "has it" and "has it not" across
+inputs occurs somewhere in the tensor.
+
+========================  ======================================================================
+``sign-blocks``           aligned blocks (and whole rows) all positive, all negative or mixed
+``sorted-rows``           rows strictly increasing, strictly decreasing, or random; the sorted rows
+                          are curved (their mean is not the mean of their ends)
+``repeated-rows``         row pairs: the second equals the first, equals it but for one element, or
+                          is independent
+``leading-max-rows``      rows that lead with their maximum, with several elements above the rest,
+                          with several above the rest but the last larger still, or random
+``sparse-rows``           rows with no, one, 1/64 or 1/8 non-zero elements
+``constants``             values at and one ulp beside each of the candidate's constants, their
+                          negations and near misses, per element and in whole blocks
+``magnitude-sweep``       random normal values times a log-uniform scale per group of rows, from
+                          1e-30 to 1e30 (within the dtype's range), and denormal rows
+========================  ======================================================================
+
+The magnitude sweep has no tolerance of its own: its scales span 60 decades, so gate 2 compares it
+element by element against a floor taken from the original's own outputs at each scale
+(:func:`.error_structure.windowed_floor_check`).
+
+Values depend only on the seed, the family and the flat index (as :mod:`.input_families`'s).
+Worker-side: torch is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import struct
+from collections.abc import Iterable
+from typing import Any
+
+from .input_families import (
+    FAMILIES,
+    FillContext,
+    InputFamily,
+    _hash_normal,
+    _hash_uniform,
+    _normal,
+    families_for,
+    near_max_headroom,
+    zero_block_size,
+)
+
+# Rows share a magnitude in groups of this many, so that consecutive outputs of a reduction (one per row)
+# share a scale too: the sweep's floor is taken over windows of this many consecutive outputs.
+SWEEP_GROUP_ROWS = 8
+SWEEP_LOW, SWEEP_HIGH = 1e-30, 1e30
+# Pointwise kernels: a scale per segment of this many elements (of the last dimension), so that a 1-D
+# tensor still meets many scales.
+SWEEP_POINTWISE_SEGMENT = 256
+DENORMAL_EVERY = 11  # one group of rows in this many is denormal
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _index(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    return torch.arange(start, start + count, device=ctx.device, dtype=torch.int64)
+
+
+def _row_uniform(ctx: FillContext, rows: Any, salt: int) -> Any:
+    return _hash_uniform(rows, ctx.seed, salt).to(ctx.compute_dtype)
+
+
+def _sign_blocks(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    magnitude = _normal(ctx, start, count, 21).abs()
+    block = zero_block_size(ctx.numel)
+    kind = (_hash_uniform(index // block, ctx.seed, 22) * 3).floor()  # 0 positive, 1 negative, 2 mixed
+    if ctx.numel // ctx.row_length >= 4:  # whole rows of one sign in the mixed blocks: a 2-D tile lies in rows
+        row_kind = (_hash_uniform(index // ctx.row_length, ctx.seed, 23) * 4).floor()
+        kind = torch.where((kind == 2) & (row_kind < 2), row_kind, kind)
+    mixed = torch.where(_hash_uniform(index, ctx.seed, 24) < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
+    sign = torch.where(kind == 0, 1.0, torch.where(kind == 1, -1.0, mixed)).to(ctx.compute_dtype)
+    return sign * magnitude
+
+
+def _sorted_rows(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    rows, column = index // ctx.row_length, index % ctx.row_length
+    kind = (_hash_uniform(rows, ctx.seed, 31) * 3).floor()  # 0 increasing, 1 decreasing, 2 random
+    base = _hash_normal(rows, ctx.seed, 32)
+    spread = 1.0 + 3.0 * _hash_uniform(rows, ctx.seed, 33)
+    curve = 0.5 + 1.5 * _hash_uniform(rows, ctx.seed, 34)
+    # strictly increasing positions in (0, 1): the jitter stays below half a step
+    t = (column.to(torch.float64) + 0.5 * _hash_uniform(index, ctx.seed, 35)) / ctx.row_length
+    shape = t + curve * t * t
+    direction = torch.where(kind == 1, -1.0, 1.0).to(torch.float64)
+    monotone = (base + direction * spread * shape).to(ctx.compute_dtype)
+    return torch.where(kind == 2, _normal(ctx, start, count, 36), monotone)
+
+
+def _repeated_rows(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    rows, column = index // ctx.row_length, index % ctx.row_length
+    pair = rows // 2
+    kind = (_hash_uniform(pair, ctx.seed, 41) * 3).floor()  # 0 repeat, 1 repeat but one element, 2 independent
+    second = rows % 2 == 1
+    source = torch.where(second & (kind < 2), rows - 1, rows)
+    values = _hash_normal(source * ctx.row_length + column, ctx.seed, 42)
+    changed = (_hash_uniform(pair, ctx.seed, 43) * ctx.row_length).floor().to(torch.int64)
+    bump = 1.0 + _hash_normal(index, ctx.seed, 44).abs()
+    values = torch.where(second & (kind == 1) & (column == changed), values + bump, values)
+    return values.to(ctx.compute_dtype)
+
+
+LEADING_LARGE = 6.0  # the rest of a leading-max row stays within +-LEADING_REST
+LEADING_REST = 5.5
+
+
+def _leading_max_rows(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    rows, column = index // ctx.row_length, index % ctx.row_length
+    # 0 leads with its maximum, 1 several leading elements above the rest, 2 those but the last larger
+    # still, 3 random
+    kind = (_hash_uniform(rows, ctx.seed, 51) * 4).floor()
+    leading = 1 + (_hash_uniform(rows, ctx.seed, 52) * min(ctx.row_length, 32)).floor().to(torch.int64)
+    leading = torch.where(kind == 0, torch.ones_like(leading), leading)
+    rest = _normal(ctx, start, count, 53)
+    large = (LEADING_LARGE + _hash_normal(index, ctx.seed, 54).abs()).to(ctx.compute_dtype)
+    values = torch.where((kind < 3) & (column < leading), large, rest.clamp(-LEADING_REST, LEADING_REST))
+    last = (kind == 2) & (column == ctx.row_length - 1) & (column >= leading)
+    return torch.where(last, large + 2 * LEADING_LARGE, values)
+
+
+def _sparse_rows(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    rows, column = index // ctx.row_length, index % ctx.row_length
+    kind = (_hash_uniform(rows, ctx.seed, 61) * 4).floor()  # 0 empty, 1 one element, 2 1/64, 3 1/8
+    only = (_hash_uniform(rows, ctx.seed, 62) * ctx.row_length).floor().to(torch.int64)
+    draw = _hash_uniform(index, ctx.seed, 63)
+    keep = torch.where(kind == 1, column == only,
+                       torch.where(kind == 2, draw < 1 / 64, (kind == 3) & (draw < 1 / 8)))
+    values = _normal(ctx, start, count, 64)
+    return torch.where(keep, values, torch.zeros_like(values))
+
+
+# --- values at and beside the candidate's constants ---------------------------------------------------
+
+
+def _ulp(value: float, eps: float, tiny: float) -> float:
+    if value == 0.0 or not math.isfinite(value):
+        return tiny * eps
+    return max(2.0 ** math.floor(math.log2(abs(value))) * eps, tiny * eps)
+
+
+def constant_values(constants: Iterable[float], eps: float, tiny: float, largest: float) -> list[float]:
+    """Each constant, one ulp (of the dtype) above and below it, its negation, and near misses 1e-3
+    away: the values a comparison with it (``x == c``, ``x < c``, bits equal to c's) turns on."""
+    out: list[float] = []
+    seen: set[float] = set()
+    for c in constants:
+        if not math.isfinite(c):
+            continue
+        ulp = _ulp(c, eps, tiny)
+        for v in (c, c + ulp, c - ulp, -c, -c + ulp, -c - ulp, c * (1 + 1e-3), c * (1 - 1e-3)):
+            if abs(v) <= largest and v not in seen:
+                seen.add(v)
+                out.append(v)
+    return out
+
+
+def _constants(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    values = constant_values(ctx.constants, ctx.eps, ctx.tiny, ctx.max) or [0.0]
+    table = torch.tensor(values, device=ctx.device, dtype=torch.float64)
+    index = _index(ctx, start, count)
+    block = zero_block_size(ctx.numel) // 8 or 1
+    # per block: 0 every element one table value, 1 each element its own table value, 2 random values
+    # with a quarter of the elements from the table
+    kind = (_hash_uniform(index // block, ctx.seed, 71) * 3).floor()
+    per_block = (_hash_uniform(index // block, ctx.seed, 72) * len(values)).floor().to(torch.int64)
+    per_element = (_hash_uniform(index, ctx.seed, 73) * len(values)).floor().to(torch.int64)
+    chosen = torch.where(kind == 0, per_block, per_element).clamp(max=len(values) - 1)
+    picked = table[chosen].to(ctx.compute_dtype)
+    random = _normal(ctx, start, count, 74)
+    from_table = (kind < 2) | (_hash_uniform(index, ctx.seed, 75) < 0.25)
+    return torch.where(from_table, picked, random)
+
+
+MAX_CONSTANTS = 32
+
+
+def literal_constants(source: str, exclude: Iterable[float] = ()) -> list[float]:
+    """The numeric literals of a kernel's source, floats first, each integer also read as a float32 bit
+    pattern where that is a normal float (``x.to(tl.int32, bitcast=True) == 0x3F800000``); at most
+    :data:`MAX_CONSTANTS`, those not in ``exclude`` (the original's own) first. A stand-in until gate 1
+    lists the constants a candidate's added decisions compare with; unparsable source gives none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    floats: list[float] = []
+    integers: list[float] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+            continue
+        if isinstance(node.value, float):
+            floats.append(node.value)
+        elif isinstance(node.value, int):
+            integers.append(float(node.value))
+            if 0x00800000 <= node.value < 0x7F800000:
+                integers.append(struct.unpack("<f", struct.pack("<I", node.value))[0])
+    known = set(exclude)
+    ordered = list(dict.fromkeys(v for v in floats + integers if math.isfinite(v)))
+    fresh = [v for v in ordered if v not in known]
+    return (fresh + [v for v in ordered if v in known])[:MAX_CONSTANTS]
+
+
+# --- the magnitude sweep -------------------------------------------------------------------------------
+
+
+def sweep_range(ctx: FillContext) -> tuple[float, float]:
+    """log10 of the smallest and largest scale: 1e-30..1e30 within the dtype's normal range (a sum of
+    1024 values at the top scale stays finite)."""
+    low = max(SWEEP_LOW, ctx.tiny * 16)
+    high = min(SWEEP_HIGH, ctx.max / near_max_headroom(ctx.max) / 8)
+    return math.log10(low), math.log10(high)
+
+
+def sweep_segment(ctx: FillContext) -> int:
+    """Elements that share one scale: a group of rows for a reduction, a segment of a row otherwise."""
+    if ctx.row_length > SWEEP_POINTWISE_SEGMENT:
+        return ctx.row_length * SWEEP_GROUP_ROWS if ctx.reduction else SWEEP_POINTWISE_SEGMENT
+    return ctx.row_length * SWEEP_GROUP_ROWS
+
+
+def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
+    import torch
+
+    index = _index(ctx, start, count)
+    group = index // sweep_segment(ctx)
+    low, high = sweep_range(ctx)
+    # a low-discrepancy sequence (golden-ratio steps from a seeded start, jittered): any few consecutive
+    # groups spread over the whole range, so a small tensor meets large and small magnitudes too
+    offset = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 81))
+    position = torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 82))
+    scale = torch.pow(10.0, low + (high - low) * position)
+    values = (_normal(ctx, start, count, 82).to(torch.float64) * scale)
+    denormal = (group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0
+    tiny = ctx.tiny * (0.01 + 0.98 * _hash_uniform(index, ctx.seed, 84))
+    tiny = torch.where(_hash_uniform(index, ctx.seed, 85) < 0.5, -tiny, tiny)
+    return torch.where(denormal, tiny, values).to(ctx.compute_dtype)
+
+
+STRUCTURED_FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
+    InputFamily("sign-blocks", "blocks and rows all positive, all negative or mixed", _sign_blocks),
+    InputFamily("sorted-rows", "rows sorted increasing, decreasing or not", _sorted_rows),
+    InputFamily("repeated-rows", "rows equal to the previous row (or all but one element)", _repeated_rows),
+    InputFamily("leading-max-rows", "rows that lead with their maximum", _leading_max_rows),
+    InputFamily("sparse-rows", "sparse rows (none, one, 1/64 or 1/8 non-zero)", _sparse_rows),
+    InputFamily("constants", "values at and one ulp beside the candidate's constants", _constants,
+                error_structure=False),
+    InputFamily("magnitude-sweep", "a log-uniform magnitude per group of rows, 1e-30 to 1e30, and denormals",
+                _magnitude_sweep, error_structure=False),
+)}
+
+
+def family_named(name: str) -> InputFamily:
+    """A family of :data:`.input_families.FAMILIES` or of :data:`STRUCTURED_FAMILIES`."""
+    if name in FAMILIES:
+        return FAMILIES[name]
+    if name in STRUCTURED_FAMILIES:
+        return STRUCTURED_FAMILIES[name]
+    raise KeyError(f"no input family named {name!r}")
+
+
+def adds_decisions(payload: dict[str, Any]) -> bool:
+    """Whether the candidate adds decisions on data (gate 1 says so in ``adds_decisions``): the structured
+    families, the magnitude sweep and the aliasing run go only to such candidates. Unknown counts as yes."""
+    return payload.get("adds_decisions", True) is not False
+
+
+def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
+    """The constants the ``constants`` family draws at and beside: ``constants`` in the payload (gate 1's,
+    those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
+    given = payload.get("constants")
+    if given is not None:
+        return tuple(float(c) for c in given)
+    return tuple(literal_constants(candidate, exclude=literal_constants(original)))
+
+
+def structured_families_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputFamily]:
+    """The structured families for a tensor of ``dtype`` (none for integer and boolean tensors); the
+    constants family only when there are constants."""
+    if not families_for(dtype, True):  # not floating
+        return []
+    return [f for f in STRUCTURED_FAMILIES.values() if f.name != "constants" or list(constants)]
+
+
+__all__ = ["STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
+           "constant_values", "family_named", "literal_constants", "structured_families_for", "sweep_range"]

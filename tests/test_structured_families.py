@@ -1,0 +1,278 @@
+"""Gate 2's inputs drawn per input: each family gives same-shaped inputs their own values, the aliasing run
+passes one tensor twice, and each structured family produces what its name says, per input."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernelopt_core.gates.input_families import fill, zero_block_size  # noqa: E402
+from kernelopt_core.gates.kernel import alias_sets, family_sets, input_family_sets  # noqa: E402
+from kernelopt_core.gates.structured_families import (  # noqa: E402
+    LEADING_LARGE,
+    LEADING_REST,
+    STRUCTURED_FAMILIES,
+    SWEEP_GROUP_ROWS,
+    constant_values,
+    literal_constants,
+    structured_families_for,
+    sweep_range,
+)
+
+ROWS, COLUMNS = 64, 96
+
+
+def _filled(name: str, seed: int = 3, shape: tuple[int, ...] = (ROWS, COLUMNS), dtype=torch.float32,
+            constants: tuple[float, ...] = (), reduction: bool = True) -> torch.Tensor:
+    tensor = torch.full(shape, 7.0, dtype=dtype)
+    fill(tensor, STRUCTURED_FAMILIES[name], seed=seed, row_length=shape[-1], constants=constants,
+         reduction=reduction)
+    return tensor
+
+
+def _two_inputs() -> tuple[list, list[str], list[str]]:
+    values = [torch.zeros(ROWS, COLUMNS), torch.zeros(ROWS, COLUMNS), torch.empty(ROWS, COLUMNS), ROWS]
+    return values, ["input", "input", "output", "scalar"], ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel"]
+
+
+def test_every_family_draws_each_same_shaped_input_on_its_own() -> None:
+    values, roles, _ = _two_inputs()
+    for extra in family_sets(torch.float32, True, COLUMNS, families=[*STRUCTURED_FAMILIES.values()],
+                             constants=(0.7,)) + family_sets(torch.float32, True, COLUMNS):
+        extra.fill(values, roles)
+        if extra.label == "inputs: all zeros":
+            assert not values[0].any() and not values[1].any()
+            continue
+        x, y = torch.nan_to_num(values[0]), torch.nan_to_num(values[1])
+        assert not torch.equal(x, y), extra.label
+        share = 0.02 if "sparse" in extra.label else 0.2  # not merely a few positions apart
+        assert (x != y).float().mean() > share, extra.label
+
+
+def test_the_aliasing_run_passes_one_tensor_twice_with_equal_values() -> None:
+    values, roles, names = _two_inputs()
+    [extra] = alias_sets(values, roles, names)
+    assert extra.aliases == {1: 0} and "in_ptr1 is in_ptr0" in extra.label
+    extra.fill(values, roles)
+    assert torch.equal(values[0], values[1]) and values[0].std() > 0.5
+    # inputs of another layout or dtype, outputs and in-out buffers are never aliased
+    other = [torch.zeros(ROWS, COLUMNS), torch.zeros(COLUMNS, ROWS).t(), torch.zeros(ROWS, COLUMNS, dtype=torch.float16),
+             torch.empty(ROWS, COLUMNS)]
+    assert alias_sets(other, ["input", "input", "input", "output"], ["a", "b", "c", "d"]) == []
+
+
+def test_the_expensive_families_go_to_candidates_that_add_decisions() -> None:
+    values, roles, names = _two_inputs()
+    plain = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
+    added = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=True,
+                                                constants=(16384.0,))]
+    for family in STRUCTURED_FAMILIES.values():
+        assert f"inputs: {family.label}" not in plain
+    assert not any("the same tensor" in label for label in plain)
+    extra = set(added) - set(plain)
+    for family in STRUCTURED_FAMILIES.values():
+        assert f"inputs: {family.label}" in extra
+    assert any("the same tensor passed twice" in label for label in extra)
+    # no constants: no constants run
+    assert "constants" not in {f.name for f in structured_families_for(torch.float32, ())}
+    assert structured_families_for(torch.int32, (1.0,)) == []
+
+
+def test_sign_blocks_are_all_positive_or_all_negative_per_block_and_differ_per_input() -> None:
+    shape = (256, COLUMNS)
+    x, y = _filled("sign-blocks", seed=1, shape=shape), _filled("sign-blocks", seed=2, shape=shape)
+    block = zero_block_size(x.numel())
+    signs = torch.sign(x.reshape(-1, block))
+    positive, negative = (signs > 0).all(1), (signs < 0).all(1)
+    assert positive.any() and negative.any() and (~positive & ~negative).any()
+    rows = torch.sign(x)
+    assert (rows > 0).all(1).any() and (rows < 0).all(1).any()  # whole rows of one sign too
+    y_positive = (torch.sign(y.reshape(-1, block)) > 0).all(1)
+    assert not torch.equal(positive, y_positive)  # x's positive blocks are not y's
+
+
+def test_sorted_rows_are_strictly_sorted_curved_or_random() -> None:
+    x = _filled("sorted-rows").double()
+    steps = x[:, 1:] - x[:, :-1]
+    increasing, decreasing = (steps > 0).all(1), (steps < 0).all(1)
+    assert increasing.sum() >= 8 and decreasing.sum() >= 8 and (~increasing & ~decreasing).sum() >= 8
+    sorted_rows = x[increasing | decreasing]
+    ends = (sorted_rows[:, 0] + sorted_rows[:, -1]) / 2
+    assert ((sorted_rows.mean(1) - ends).abs() > 0.05).all()  # the mean is not the mean of the ends
+
+
+def test_repeated_rows_repeat_the_previous_row_or_all_but_one_element() -> None:
+    x = _filled("repeated-rows")
+    pairs = x.reshape(-1, 2, COLUMNS)
+    differing = (pairs[:, 0] != pairs[:, 1]).sum(1)
+    assert (differing == 0).sum() >= 4 and (differing == 1).sum() >= 4 and (differing > COLUMNS // 2).sum() >= 4
+
+
+def test_leading_max_rows_lead_with_their_maximum() -> None:
+    x = _filled("leading-max-rows")
+    leads = x.argmax(1) == 0
+    above = x >= LEADING_LARGE
+    several = (above[:, 0] & above[:, 1]) & (x[:, 0] > x[:, 2:].max(1).values.clamp_max(LEADING_REST))
+    last_larger = above[:, 0] & (x.argmax(1) == COLUMNS - 1)
+    assert leads.sum() >= 8 and several.sum() >= 4 and last_larger.sum() >= 4 and (~above.any(1)).sum() >= 4
+
+
+def test_sparse_rows_have_none_one_or_few_non_zero_elements() -> None:
+    x = _filled("sparse-rows", shape=(64, 1024))
+    non_zero = (x != 0).sum(1)
+    assert (non_zero == 0).sum() >= 4 and (non_zero == 1).sum() >= 4
+    assert ((non_zero > 4) & (non_zero < 40)).sum() >= 4 and ((non_zero > 80) & (non_zero < 200)).sum() >= 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_constants_are_drawn_at_and_one_ulp_beside_each_constant(dtype: torch.dtype) -> None:
+    constant = 0.7
+    x = _filled("constants", shape=(64, 512), dtype=dtype, constants=(constant, 16384.0))
+    at = torch.tensor(constant, dtype=dtype)
+    above = torch.nextafter(at.float(), torch.tensor(math.inf)).to(dtype) if dtype == torch.float32 else None
+    values = set(x.float().reshape(-1).tolist())
+    assert float(at) in values and -float(at) in values and 16384.0 in values
+    if above is not None:
+        assert float(above) in values
+    info = torch.finfo(dtype)
+    table = constant_values([constant], info.eps, info.tiny, info.max)
+    assert len({float(torch.tensor(v, dtype=dtype)) for v in table} & values) >= 6  # the neighbours exist in dtype
+    blocks = x.reshape(-1, max(1, zero_block_size(x.numel()) // 8))
+    assert ((blocks == blocks[:, :1]).all(1)).any()  # whole blocks of one value (a block min/max equal to it)
+
+
+def test_literal_constants_include_bit_patterns_and_put_new_constants_first() -> None:
+    source = "def k(x):\n    if x > 0.7:\n        return 0x3F800000\n    return x * 2.0 + 16384\n"
+    found = literal_constants(source, exclude=(2.0,))
+    assert found[0] == 0.7 and 2.0 in found and found.index(2.0) > found.index(16384.0)
+    assert struct.unpack("<f", struct.pack("<I", 0x3F800000))[0] in found  # 1.0, the bits' float
+    assert literal_constants("def broken(:") == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_magnitude_sweep_spans_the_range_per_group_of_rows(dtype: torch.dtype) -> None:
+    x = _filled("magnitude-sweep", shape=(512, 64), dtype=dtype).double()
+    assert torch.isfinite(x).all()
+    per_row = x.abs().amax(1)
+    groups = per_row.reshape(-1, SWEEP_GROUP_ROWS)
+    # rows of one group share a scale: their largest elements lie within a few of its standard deviations
+    spread = groups.max(1).values / groups.min(1).values.clamp_min(1e-300)
+    assert (spread[groups.min(1).values > 0] < 1e3).float().mean() > 0.9
+    info = torch.finfo(dtype)
+    low, high = (math.log10(max(1e-30, info.tiny * 16)), math.log10(min(1e30, info.max / 1024 / 8)))
+    exponents = torch.log10(per_row[per_row >= info.tiny])
+    assert exponents.min() < low + 0.2 * (high - low) and exponents.max() > high - 0.2 * (high - low)
+    denormal = (x != 0) & (x.abs() < info.tiny)
+    assert denormal.any(), "denormal rows"
+    if dtype == torch.float32:
+        assert sweep_range.__doc__ and exponents.min() < -20 and exponents.max() > 20
+    # a pointwise 1-D tensor still meets many scales
+    flat = _filled("magnitude-sweep", shape=(1 << 14,), dtype=dtype, reduction=False).double().abs()
+    segments = flat.reshape(-1, 256).amax(1)
+    assert (segments.log10().max() - segments[segments > 0].log10().min()) > 0.5 * (high - low)
+
+
+class _TwoInputs:
+    """Gate 2's two sides for ``out = x * y + x`` of two same-shaped inputs (original and candidate run in this
+    process, on the exchange buffers the checker lays out)."""
+
+    closed, pid = False, 0
+
+    def __init__(self, shortcut: bool):
+        self.shortcut = shortcut
+        self.pointers: list[tuple[int, int]] = []
+
+    def run(self, x, y, out, *_: object, **__: object) -> None:  # the original
+        out.copy_(x * y + x)
+
+    def call(self, command: str, timeout_s: float = 600.0, **payload: object) -> dict:  # the candidate
+        from kernelopt_core.sandbox.exchange import SharedRef, TensorView, open_shared, view_of
+
+        if command == "memory":
+            return {"ok": True, "peak_bytes": None}
+        shared = [SharedRef.from_json(r) for r in payload["refs"]]  # type: ignore[union-attr]
+        mapped: dict[int, object] = {}
+        args = []
+        for a in payload["args"]:  # type: ignore[union-attr]
+            if isinstance(a, dict) and "view" in a:
+                buffer = a["view"]["buffer"]
+                mapped.setdefault(buffer, open_shared(shared[buffer]))  # one mapping per buffer, as a process has
+                args.append(view_of(mapped[buffer], TensorView.from_json(a["view"])))
+            else:
+                args.append(a)
+        x, y, out = args[:3]
+        self.pointers.append((x.data_ptr(), y.data_ptr()))
+        out.copy_(x + x if self.shortcut and x.data_ptr() == y.data_ptr() else x * y + x)
+        return {"ok": True}
+
+
+@pytest.mark.parametrize("shortcut", [False, True])
+def test_the_aliasing_run_passes_one_buffer_twice_through_gate_2(shortcut: bool) -> None:
+    from kernelopt_core.gates.kernel_gate import check_kernel
+    from kernelopt_core.sandbox.exchange import ExchangeArena
+
+    values, roles, names = _two_inputs()
+    values[:2] = [torch.randn(ROWS, COLUMNS), torch.randn(ROWS, COLUMNS)]
+    sides = _TwoInputs(shortcut)
+    arena = ExchangeArena("cpu")
+    try:
+        outcome = check_kernel(sides, sides, arena, "k", [values], [{}], names, roles, (0,), "cpu", reruns=0,
+                               extra_sets=alias_sets(values, roles, names))
+    finally:
+        arena.close()
+    assert sides.pointers[-1][0] == sides.pointers[-1][1]  # the last run passed one buffer twice
+    assert all(x != y for x, y in sides.pointers[:-1])
+    if shortcut:
+        # wrong only when x is y (x + x): every other run passes it
+        assert outcome.failed is not None and "the same tensor passed twice" in outcome.failed.label
+    else:
+        assert outcome.failed is None, outcome.failed
+
+
+def _row_mean(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    out.copy_(x.mean(-1, keepdim=True).expand_as(out))
+
+
+def _mean_from_ends_when_sorted(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    steps = x[:, 1:] - x[:, :-1]
+    ends = ((x[:, :1] + x[:, -1:]) / 2)
+    out.copy_(torch.where((steps > 0).all(-1, keepdim=True), ends, x.mean(-1, keepdim=True)).expand_as(out))
+
+
+def _previous_row_reused(x: torch.Tensor, out: torch.Tensor, _call: int) -> None:
+    mean = x.mean(-1, keepdim=True)
+    # a row whose first 4 elements equal the previous row's (and are not one constant) takes that row's result
+    same = torch.zeros_like(mean, dtype=torch.bool)
+    same[1:] = (x[1:, :4] == x[:-1, :4]).all(-1, keepdim=True) & (x[1:, :4] != x[1:, 1:5]).all(-1, keepdim=True)
+    reused = torch.cat([mean[:1], mean[:-1]])
+    out.copy_(torch.where(same, reused, mean).expand_as(out))
+
+
+@pytest.mark.parametrize(("original", "candidate", "family"), [
+    (_row_mean, _mean_from_ends_when_sorted, "sorted-rows"),
+    (_row_mean, _previous_row_reused, "repeated-rows"),
+])
+def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_families_and_not_its_own(original, candidate,
+                                                                                    family: str) -> None:
+    from gate2_stand_ins import InProcessCandidate, TorchKernel
+
+    from kernelopt_core.gates.kernel_gate import check_kernel
+    from kernelopt_core.sandbox.exchange import ExchangeArena
+
+    def gate2(families: list) -> object:
+        values = [torch.randn(32, COLUMNS), torch.empty(32, COLUMNS), 32, COLUMNS]
+        names, roles = ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"], ["input", "output", "scalar", "scalar"]
+        arena = ExchangeArena("cpu")
+        try:
+            return check_kernel(TorchKernel(original), InProcessCandidate(candidate), arena, "k", [values], [{}],
+                                names, roles, (0, 42, 1337), "cpu", extra_sets=families, row_length=COLUMNS).failed
+        finally:
+            arena.close()
+
+    assert gate2(family_sets(torch.float32, True, COLUMNS)) is None  # the seeds and the other families pass it
+    failed = gate2(family_sets(torch.float32, True, COLUMNS, families=[STRUCTURED_FAMILIES[family]]))
+    assert failed is not None and STRUCTURED_FAMILIES[family].label in failed.label, failed
