@@ -72,7 +72,7 @@ def test_a_gates_settings_are_what_its_task_reads_and_its_verdict_is_typed() -> 
 
     config = CascadeConfig(gate2_battery="screen", spare_candidate=True, ab_rounds=7, job_timeout_s=100.0)
     assert GATES[2].settings(config, (1, 2)) == {"seeds": [0, 42, 1337], "reruns": 2, "battery": "screen",
-                                                 "spare": True, "sanitize_ahead": False}
+                                                 "spare": True, "sanitize_ahead": False, "decision_search_s": 30.0}
     assert GATES[2].settings(config, (1, 2, 3))["battery"] == "full"  # past gate 2 only the full battery
     assert GATES[2].settings(config, (2, 3, 4))["sanitize_ahead"]  # gate 3's sanitizer may start beside it
     assert GATES[3].settings(config, (3,)) == {"seeds": [0, 42, 123], "tolerance": 1e-4}
