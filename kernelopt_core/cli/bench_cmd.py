@@ -193,6 +193,7 @@ class BenchProgress:
                 return
             if event.stage == HEARTBEAT_STAGE:
                 return  # the bar's clock already shows it
+            assert self._task is not None  # made with the bar
             if "done" in extra:
                 self._progress.update(self._task, completed=extra["done"])
             if event.stage == "problem-done":
