@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .static_dataflow import ASSERTS, MIN_MAX, import_aliases, is_jit, qualified
+from .static_dataflow import ASSERTS, MIN_MAX, fold_arithmetic, import_aliases, is_jit, qualified
 
 _TRITON_PREFIXES = ("triton.", "torch._inductor.runtime.triton_helpers")
 _LOADS = frozenset({"load"})
@@ -445,31 +445,19 @@ def _walk_skipping_shapes(node: ast.AST) -> Iterator[ast.AST]:
 
 
 def _arithmetic(op: ast.operator, a: float, b: float) -> float | None:
-    try:
-        if isinstance(op, ast.Add):
-            return a + b
-        if isinstance(op, ast.Sub):
-            return a - b
-        if isinstance(op, ast.Mult):
-            return a * b
-        if isinstance(op, ast.Div):
-            return a / b
-        if isinstance(op, ast.FloorDiv):
-            return float(a // b)
-        if isinstance(op, ast.Mod):
-            return a % b
-        if isinstance(op, ast.Pow) and abs(b) <= 64:
-            return float(a ** b)
-        if isinstance(op, (ast.BitXor, ast.BitAnd, ast.BitOr, ast.LShift, ast.RShift)) and a.is_integer() \
-                and b.is_integer() and abs(b) < 64:
-            x, y = int(a), int(b)
-            ops = {ast.BitXor: x ^ y, ast.BitAnd: x & y, ast.BitOr: x | y}
-            if type(op) in ops:
-                return float(ops[type(op)])
-            return float(x << y if isinstance(op, ast.LShift) else x >> y)
-    except (ZeroDivisionError, OverflowError, ValueError, TypeError):
+    """Gate 1's arithmetic on folded constants, and the bitwise operations a hash is built from."""
+    if not isinstance(op, (ast.BitXor, ast.BitAnd, ast.BitOr, ast.LShift, ast.RShift)):
+        return fold_arithmetic(op, a, b)
+    if not (a.is_integer() and b.is_integer() and abs(b) < 64):
         return None
-    return None
+    x, y = int(a), int(b)
+    try:
+        ops = {ast.BitXor: x ^ y, ast.BitAnd: x & y, ast.BitOr: x | y}
+        if type(op) in ops:
+            return float(ops[type(op)])
+        return float(x << y if isinstance(op, ast.LShift) else x >> y)
+    except (OverflowError, ValueError):
+        return None
 
 
 def _f32(value: float) -> str:

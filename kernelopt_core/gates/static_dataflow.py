@@ -314,7 +314,7 @@ def _constant(node: ast.AST, constants: dict[str, Constant], aliases: dict[str, 
         right = _constant(node.right, constants, aliases)
         if left is None or right is None or left.value is None or right.value is None:
             return None
-        value = _arithmetic(node.op, left.value, right.value)
+        value = fold_arithmetic(node.op, left.value, right.value)
         return None if value is None else Constant(value, repr(value))
     if isinstance(node, ast.Subscript):  # tl.full([1], 0.5, tl.float32)[:, None]
         return _constant(node.value, constants, aliases)
@@ -347,7 +347,7 @@ def _constant(node: ast.AST, constants: dict[str, Constant], aliases: dict[str, 
     return None
 
 
-def _arithmetic(op: ast.operator, a: float, b: float) -> float | None:
+def fold_arithmetic(op: ast.operator, a: float, b: float) -> float | None:
     try:
         if isinstance(op, ast.Add):
             return a + b
