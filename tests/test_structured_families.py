@@ -70,12 +70,16 @@ def test_the_expensive_families_go_to_candidates_that_add_decisions() -> None:
     plain = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
     added = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=True,
                                                 constants=(16384.0,))]
+    sweep = STRUCTURED_FAMILIES["magnitude-sweep"]  # a precision drop needs no decision: every candidate
+    assert f"inputs: {sweep.label}" in plain
     for family in STRUCTURED_FAMILIES.values():
-        assert f"inputs: {family.label}" not in plain
+        if family is not sweep:
+            assert f"inputs: {family.label}" not in plain
     assert not any("the same tensor" in label for label in plain)
     extra = set(added) - set(plain)
     for family in STRUCTURED_FAMILIES.values():
-        assert f"inputs: {family.label}" in extra
+        if family is not sweep:
+            assert f"inputs: {family.label}" in extra
     assert any("the same tensor passed twice" in label for label in extra)
     # no constants: no constants run
     assert "constants" not in {f.name for f in structured_families_for(torch.float32, ())}
@@ -276,3 +280,25 @@ def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_families_and_not_its_o
     assert gate2(family_sets(torch.float32, True, COLUMNS)) is None  # the seeds and the other families pass it
     failed = gate2(family_sets(torch.float32, True, COLUMNS, families=[STRUCTURED_FAMILIES[family]]))
     assert failed is not None and STRUCTURED_FAMILIES[family].label in failed.label, failed
+
+
+def test_whether_a_candidate_adds_decisions_is_read_from_its_source_when_the_payload_does_not_say() -> None:
+    from kernelopt_core.gates.structured_families import adds_decisions
+
+    original = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tmp0 = tl.load(in_ptr0 + xindex, xmask)
+    tl.store(out_ptr0 + xindex, tmp0 * 2.0, xmask)
+"""
+    fast_path = original.replace("tmp0 * 2.0", "tl.where(tmp0 > 3.0, tmp0 + tmp0, tmp0 * 2.0)")
+    assert adds_decisions({}, original, original) is False  # the same kernel: no extra runs
+    assert adds_decisions({}, original, fast_path) is True
+    assert adds_decisions({}, original, "def (") is True  # unreadable: assume it does
+    assert adds_decisions({"adds_decisions": False}, original, fast_path) is False  # the payload decides
+    assert adds_decisions({}) is True

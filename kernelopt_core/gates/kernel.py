@@ -786,9 +786,9 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
     """Gate 2's input families for one kernel: each family in every floating input at once (each input
     its own draw), then the one-input variants (:func:`one_input_sets`); for a candidate that adds
     decisions (``adds_decisions``), also the structured families (:mod:`.structured_families`: sign
-    blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``, the
-    magnitude sweep) and the aliasing run (:func:`alias_sets`). A candidate that adds no decision takes
-    no path the original does not, so these runs would only repeat what the others show."""
+    blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``) and the
+    aliasing run (:func:`alias_sets`): a candidate that adds no decision takes no path the original does
+    not, so these runs would only repeat what the others show. The magnitude sweep goes to every candidate."""
     from .structured_families import structured_families_for
 
     floating = [v for v, r in zip(values, roles, strict=True)
@@ -797,9 +797,11 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
         return []
     sets = [*family_sets(floating[0].dtype, reduction, row_length),
             *one_input_sets(values, roles, names, reduction, row_length)]
+    constants = tuple(float(c) for c in constants)
+    structured = structured_families_for(floating[0].dtype, constants)
+    if not adds_decisions:  # a precision drop needs no decision: the magnitude sweep goes to every candidate
+        structured = [f for f in structured if f.name == "magnitude-sweep"]
+    sets += family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants)
     if adds_decisions:
-        constants = tuple(float(c) for c in constants)
-        structured = structured_families_for(floating[0].dtype, constants)
-        sets += [*family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants),
-                 *alias_sets(values, roles, names)]
+        sets += alias_sets(values, roles, names)
     return sets

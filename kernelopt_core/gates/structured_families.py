@@ -286,10 +286,24 @@ def family_named(name: str) -> InputFamily:
     raise KeyError(f"no input family named {name!r}")
 
 
-def adds_decisions(payload: dict[str, Any]) -> bool:
-    """Whether the candidate adds decisions on data (gate 1 says so in ``adds_decisions``): the structured
-    families, the magnitude sweep and the aliasing run go only to such candidates. Unknown counts as yes."""
-    return payload.get("adds_decisions", True) is not False
+def adds_decisions(payload: dict[str, Any], original: str = "", candidate: str = "") -> bool:
+    """Whether the candidate adds decisions on data: the payload's ``adds_decisions`` when given, else read
+    from the two sources (:func:`.decisions.added_decisions`). The structured families and the aliasing
+    run go only to such candidates. Unknown (no sources, or sources that do not parse) counts as yes."""
+    given = payload.get("adds_decisions")
+    if given is not None:
+        return given is not False
+    if not original or not candidate:
+        return True
+    import ast
+
+    from .decisions import added_decisions
+
+    try:
+        ast.parse(candidate)
+        return bool(added_decisions(original, candidate).added)
+    except (SyntaxError, ValueError):
+        return True
 
 
 def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:

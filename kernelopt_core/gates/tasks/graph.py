@@ -401,7 +401,7 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
         return []
     candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
     return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
-                             adds_decisions=adds_decisions(payload),
+                             adds_decisions=adds_decisions(payload, kernel.source, candidate),
                              constants=candidate_constants(payload, candidate, kernel.source))
 
 
