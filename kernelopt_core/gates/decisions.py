@@ -652,32 +652,16 @@ def _through_reduction(node: ast.AST, fn: _Function, depth: int = 8) -> bool:
     return False
 
 
-def _feeding_loads(node: ast.AST, fn: _Function, depth: int = 8) -> list[ast.Call]:
+def _feeding_memory(node: ast.AST, fn: _Function, depth: int = 8,
+                    kinds: tuple[str, ...] = ("load", "atomic")) -> list[ast.Call]:
+    """Every memory call of ``kinds`` (loads and atomics) whose result flows into ``node`` (through the
+    names it reads)."""
     out: list[ast.Call] = []
     seen: set[str] = set()
 
     def visit(sub_root: ast.AST, level: int) -> None:
         for sub in ast.walk(sub_root):
-            if isinstance(sub, ast.Call) and fn.memory_call(sub) == "load":
-                out.append(sub)
-            elif isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
-                seen.add(sub.id)
-                for bound, _ in fn.bindings.get(sub.id, []):
-                    if bound is not None:
-                        visit(bound, level - 1)
-
-    visit(node, depth)
-    return out
-
-
-def _feeding_memory(node: ast.AST, fn: _Function, depth: int = 8) -> list[ast.Call]:
-    """Every load and atomic whose result flows into ``node`` (through the names it reads)."""
-    out: list[ast.Call] = []
-    seen: set[str] = set()
-
-    def visit(sub_root: ast.AST, level: int) -> None:
-        for sub in ast.walk(sub_root):
-            if isinstance(sub, ast.Call) and fn.memory_call(sub) in ("load", "atomic"):
+            if isinstance(sub, ast.Call) and fn.memory_call(sub) in kinds:
                 out.append(sub)
             elif isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
                 seen.add(sub.id)
@@ -710,7 +694,7 @@ def _masks(node: ast.AST, line: int, fn: _Function) -> tuple[str, ...]:
     if _through_reduction(node, fn):
         calls = [(c, "store") for c in fn.nodes if isinstance(c, ast.Call) and fn.memory_call(c) == "store"]
     else:
-        calls = [(c, "load") for c in _feeding_loads(node, fn)]
+        calls = [(c, "load") for c in _feeding_memory(node, fn, kinds=("load",))]
     found: list[str] = []
     for call, kind in calls:
         mask = fn.mask_arg(call, kind)
