@@ -93,7 +93,7 @@ def profile_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
         rules = view.profile.rules
         if rules and rules[0].get("name"):
             message += f" · top rule: {rules[0]['name']}"
-        out.append(_maybe_stale(types.Diagnostic(
+        out.append(mark_stale(types.Diagnostic(
             range=to_range(view.kernel.name_range), severity=types.DiagnosticSeverity.Information,
             source=SOURCE_PROFILE, code=view.profile.tier or "profile", message=message,
         ), view.profile_stale))
@@ -178,14 +178,14 @@ def gate_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
             else:
                 severity = types.DiagnosticSeverity.Warning
             code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
-            out.append(_maybe_stale(types.Diagnostic(
+            out.append(mark_stale(types.Diagnostic(
                 range=to_range(view.kernel.name_range), severity=severity, source=SOURCE_GATES,
                 code=code, message=gate_line(record, applied=applied),
             ), stale))
     return out
 
 
-def _maybe_stale(diagnostic: types.Diagnostic, stale: bool) -> types.Diagnostic:
+def mark_stale(diagnostic: types.Diagnostic, stale: bool) -> types.Diagnostic:
     if stale:
         diagnostic.message += STALE_SUFFIX
         diagnostic.severity = types.DiagnosticSeverity.Hint

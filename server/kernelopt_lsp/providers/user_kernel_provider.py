@@ -15,7 +15,7 @@ from kernelopt_core.userkernels.harness import harness_advice
 from kernelopt_core.userkernels.hints import Hint, kernel_facts, kernel_hints, lens_summary
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
 
-from ..diagnostics import SOURCE_GATES, SOURCE_KERNEL, SOURCE_PROFILE, STALE_SUFFIX, to_range
+from ..diagnostics import SOURCE_GATES, SOURCE_KERNEL, SOURCE_PROFILE, STALE_SUFFIX, mark_stale, to_range
 from ..hover import _METRICS, _metric_text, _one_line, _sol_rows, word_at
 from ..kernel_facts import duration_text, gate_line, is_applied, is_stale, profile_line, speedup_text
 from ..lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
@@ -120,7 +120,7 @@ def user_diagnostics(views: list[UserView]) -> dict[str, list[types.Diagnostic]]
             diagnostic = types.Diagnostic(range=where, severity=types.DiagnosticSeverity.Information,
                                           source=SOURCE_PROFILE, code=view.profile.tier or "profile",
                                           message=profile_line(view.profile))
-            profiles.append(_stale(diagnostic, view.profile_stale))
+            profiles.append(mark_stale(diagnostic, view.profile_stale))
         current = view.kernel.source_hash
         for record, stale in view.gate_records:
             applied = is_applied(record, current)
@@ -131,7 +131,7 @@ def user_diagnostics(views: list[UserView]) -> dict[str, list[types.Diagnostic]]
             else:
                 severity = types.DiagnosticSeverity.Warning
             code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
-            gates.append(_stale(types.Diagnostic(range=where, severity=severity, source=SOURCE_GATES, code=code,
+            gates.append(mark_stale(types.Diagnostic(range=where, severity=severity, source=SOURCE_GATES, code=code,
                                                  message=gate_line(record, applied=applied)), stale))
     return {SOURCE_KERNEL: hints, SOURCE_PROFILE: profiles, SOURCE_GATES: gates}
 
@@ -205,14 +205,6 @@ def user_actions(uri: str, view: UserView, only: list[str] | None, active: list[
             actions.append(action(f"KernelOPT: Cancel {job.request.kind} of {kernel.name} ({job.state})",
                                   CMD_CANCEL, {"jobId": job.id}))
     return actions
-
-
-def _stale(diagnostic: types.Diagnostic, stale: bool) -> types.Diagnostic:
-    if stale:
-        diagnostic.message += STALE_SUFFIX
-        diagnostic.severity = types.DiagnosticSeverity.Hint
-        diagnostic.tags = [types.DiagnosticTag.Unnecessary]
-    return diagnostic
 
 
 def lens_title(view: UserView) -> str:
