@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ...analyst import EVIDENCE_KEYS
 from .declaration import FamilyDeclaration
@@ -85,16 +85,29 @@ class Rewrite:
         return {"family": self.family, "title": self.title, "detail": self.detail, "params": self.params}
 
 
-class RewriteFamily(Protocol):
+class RewriteFamily:
+    """What every rewrite family is. A family says why it cannot rewrite a kernel
+    (:meth:`not_applicable`) and writes its variants for the kernels it can
+    (:meth:`applicable_variants`); one whose check already finds what its variants need
+    overrides :meth:`variants` instead, so as not to look twice."""
+
     name: str
     summary: str  # one line for prompts, reports and the planner's memory
     declaration: FamilyDeclaration  # when it is tried and its cost: given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         """Why the family cannot rewrite this kernel, or None when it can."""
+        raise NotImplementedError
 
     def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        """The family's candidates for this kernel, best first (deterministic)."""
+        """The family's candidates for this kernel, best first (deterministic); none where it does not apply."""
+        if self.not_applicable(ctx):
+            return []
+        return self.applicable_variants(ctx)
+
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
+        """The candidates for a kernel :meth:`not_applicable` has nothing against."""
+        raise NotImplementedError
 
 
 def pointer_loads(text: str) -> list[re.Match[str]]:

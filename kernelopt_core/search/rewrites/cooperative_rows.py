@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .cost_model import (
     SINGLE_READ_MAX_ROW,
     Probe,
@@ -38,7 +38,6 @@ from .cost_model import (
     to_probe,
     traffic_plan,
 )
-from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import (
@@ -308,11 +307,10 @@ def _fewest_registers(probed: Iterator[tuple[tuple[CoopShape, bool], str | None,
         yield shape, written_out, probe
 
 
-class CooperativeRowsFamily:
+class CooperativeRowsFamily(RewriteFamily):
     name = "cooperative_rows"
     summary = ("long rows read once: G programs per row each hold a chunk in registers and exchange partials "
                "through scratch (a launcher)")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:
@@ -359,9 +357,7 @@ class CooperativeRowsFamily:
         shapes.sort(key=lambda s: (not 8 <= s.group <= 128, CHUNKS.index(s.chunk)))
         return shapes
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         kernel = decompose(ctx.module)
         sms = sm_count(ctx)
         plan = traffic_plan(ctx, self.declaration, [])

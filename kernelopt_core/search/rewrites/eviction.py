@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Rewrite, RewriteContext, call_spans, split_args
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily, call_spans, split_args
 from .describe import change_parts
 
 # the names Inductor gives a program's index and its parts
@@ -83,19 +82,16 @@ _VARIANTS = [
 ]
 
 
-class EvictionHintsFamily:
+class EvictionHintsFamily(RewriteFamily):
     name = "eviction_hints"
     summary = "cache/eviction hints: stream row data (evict_first, .cg), keep re-read data (evict_last)"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if "tl.load(" not in ctx.module.text:
             return "no loads"
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         out, seen = [], {ctx.module.text}
         for title, streaming, reused, cache, store in _VARIANTS:
             source = rewrite_hints(ctx.module.text, streaming, reused, cache, store)

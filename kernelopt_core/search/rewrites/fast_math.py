@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 
 FAST = {"exp": "tl_math.exp", "exp2": "tl_math.exp2", "log": "tl_math.log", "log2": "tl_math.log2",
         "sqrt": "tl.sqrt", "rsqrt": "tl_math.rsqrt", "sin": "tl_math.sin", "cos": "tl_math.cos",
@@ -28,10 +27,9 @@ def fast_intrinsics(text: str) -> tuple[str, list[str]]:
     return new, sorted(set(changed))
 
 
-class FastMathFamily:
+class FastMathFamily(RewriteFamily):
     name = "fast_math"
     summary = "approximate intrinsics (tl_math.exp/log/rsqrt) instead of libdevice calls"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         _, changed = fast_intrinsics(ctx.module.text)

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import re
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 
 # Only casts of program ids and aranges: the index roots. Casts of values (argmax results...) stay.
 _CASTS = re.compile(r"(tl\.program_id\(\d\)|tl\.arange\([^)]*\)(?:\[[^\]]*\])?)\.to\(tl\.int64\)")
 INT32_LIMIT = 2**31 - 1
 
 
-class Int32IndexFamily:
+class Int32IndexFamily(RewriteFamily):
     name = "int32_index"
     summary = "int64 index arithmetic -> int32 when every index provably fits"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         text = ctx.module.text
@@ -36,9 +34,7 @@ class Int32IndexFamily:
             return f"index space {total} is too close to 2**31"
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         text = _CASTS.sub(r"\1", ctx.module.text)
         if text == ctx.module.text:
             return []

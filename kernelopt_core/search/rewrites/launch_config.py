@@ -11,8 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .kernel_source import (
     KernelModule,
     KernelSourceError,
@@ -138,11 +137,10 @@ def _score(ctx: RewriteContext, module: KernelModule, config: LaunchConfig) -> t
     return (distance, config.label())
 
 
-class LaunchConfigFamily:
+class LaunchConfigFamily(RewriteFamily):
     name = "launch_config"
     summary = ("fix an explicit launch configuration (XBLOCK/YBLOCK/R0_BLOCK, num_warps, num_stages) "
                "from a grid wider than Inductor's")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module
@@ -154,9 +152,7 @@ class LaunchConfigFamily:
             return "no block-size meta-parameters"
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         out = []
         for config in candidate_configs(ctx)[:MAX_VARIANTS]:
             try:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Rewrite, RewriteContext, call_spans, split_args
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily, call_spans, split_args
 from .kernel_source import (
     DIVIDES_MARKER,
     KernelModule,
@@ -65,10 +64,9 @@ def drop_mask(text: str, mask: str, block: str, numel_name: str) -> str:
     return text
 
 
-class MaskRemovalFamily:
+class MaskRemovalFamily(RewriteFamily):
     name = "mask_removal"
     summary = "drop bounds masks when a fixed block size divides the fixed numel"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.module.heuristic not in ("pointwise", "reduction", "persistent_reduction"):
@@ -83,9 +81,7 @@ class MaskRemovalFamily:
                 return None
         return "no block size divides the numel"
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         module = ctx.module
         out: list[Rewrite] = []
         masks = removable_masks(module)

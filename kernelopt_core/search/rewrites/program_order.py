@@ -20,8 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from .base import Rewrite, RewriteContext, call_spans, split_args
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily, call_spans, split_args
 from .describe import change_parts
 from .eviction import INDEX_NAMES, rewrite_hints
 from .kernel_source import DIVIDES_MARKER, KernelModule, LaunchConfig, parse_kernel_module, with_launch_config
@@ -197,11 +196,10 @@ def _pinned_config(ctx: RewriteContext, remap: Remap) -> LaunchConfig | None:
     return ctx.inductor_configs[0] if ctx.inductor_configs else None
 
 
-class ProgramOrderFamily:
+class ProgramOrderFamily(RewriteFamily):
     name = "program_order"
     summary = ("program order: the programs that read one block of shared data (a weight, a bias) run back to "
                "back, so it is read from DRAM once instead of once per row")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         found = find_remap(ctx)

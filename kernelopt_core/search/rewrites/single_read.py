@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from .base import Rewrite, RewriteContext
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .cost_model import (
     MAX_ELEMENTS_PER_THREAD,
     SINGLE_READ_MAX_ROW,
@@ -26,7 +26,6 @@ from .cost_model import (
     reread_signal,
     traffic_plan,
 )
-from .declaration import FamilyDeclaration
 from .kernel_source import KernelSourceError, LaunchConfig, next_pow2, parse_kernel_module, with_launch_config
 from .persistent import unroll_row_loops
 from .reduction_passes import NotTransformable, decompose
@@ -39,11 +38,10 @@ MAX_VARIANTS = 6
 MAX_PROBES = 10  # sm_90 compiles per kernel (a few seconds each)
 
 
-class SingleReadFamily:
+class SingleReadFamily(RewriteFamily):
     name = "single_read"
     summary = ("a looped reduction whose row fits on chip made persistent: one read of the row, 1-8 rows per "
                "program, 4-32 warps, register budget from the compiled kernel")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module
@@ -83,9 +81,7 @@ class SingleReadFamily:
         options.sort()
         return [LaunchConfig.of({"XBLOCK": x}, w, 1) for _, _, x, w in options]
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         module = ctx.module
         row = next_pow2(module.numels["r0_numel"])
         try:

@@ -19,7 +19,7 @@ import ast
 import functools
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .cost_model import (
     low_parallelism_signal,
     near_speed_of_light,
@@ -29,7 +29,6 @@ from .cost_model import (
     to_probe,
     traffic_plan,
 )
-from .declaration import FamilyDeclaration
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
@@ -202,11 +201,10 @@ def split_shapes(kernel: ReductionKernel, sms: int) -> list[SplitShape]:
     return shapes
 
 
-class SplitProgramsFamily:
+class SplitProgramsFamily(RewriteFamily):
     name = "split_programs"
     summary = ("few long rows over many programs: per-chunk partials in scratch, a finalize per row, the "
                "elementwise pass parallel over all chunks (a launcher)")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if ctx.on_cpu:
@@ -231,9 +229,7 @@ class SplitProgramsFamily:
             return str(exc)
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         kernel = decompose(ctx.module)
         # The passes read what Inductor's passes read: each input of a later pass once more.
         rereads = [p for p in kernel.reread_pointers()]

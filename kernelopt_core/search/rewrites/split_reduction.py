@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .base import Rewrite, RewriteContext, call_spans, split_args
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily, call_spans, split_args
 from .kernel_source import (
     KernelModule,
     KernelSourceError,
@@ -197,10 +196,9 @@ def _masked(text: str) -> str:
     return text
 
 
-class SplitReductionFamily:
+class SplitReductionFamily(RewriteFamily):
     name = "split_reduction"
     summary = "split long rows of a persistent reduction into R0_BLOCK chunks walked by a loop"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module
@@ -217,9 +215,7 @@ class SplitReductionFamily:
             return f"kernel shape not supported: {exc}"
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         module = ctx.module
         rnumel = module.numels["r0_numel"]
         out: list[Rewrite] = []

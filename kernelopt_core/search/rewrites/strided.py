@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -225,12 +224,11 @@ def column_plans(red: ColumnReduction, on_cpu: bool, multiprocessors: int) -> li
 # --- the family --------------------------------------------------------------------------------
 
 
-class StridedAccessFamily:
+class StridedAccessFamily(RewriteFamily):
     name = "strided_access"
     summary = ("strided loads made contiguous in a launcher: tiled transposes through a 2D block, column "
                "reductions over contiguous row segments (rows split across programs with a scratch buffer "
                "when there are few columns)")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PermuteCopy | ColumnReduction:
         if is_launcher(ctx.module):
@@ -249,9 +247,7 @@ class StridedAccessFamily:
             return f"no strided access recognised: {exc}"
         return headroom_reason(ctx, *CAUSES)
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         found = self.recognise(ctx)
         params = runtime_params(ctx.module)
         tensors = [t for t in (launch_tensor(ctx, found.in_param), launch_tensor(ctx, found.out_param)) if t]

@@ -18,8 +18,7 @@ import ast
 import re
 from typing import Any
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 
 LOG2E = "1.4426950408889634"
 LN2 = "0.6931471805599453"
@@ -56,11 +55,10 @@ def _config_text(meta: dict[str, Any], warps: int | None, stages: int | None) ->
     return f"triton.Config({{{body}}}{options})"
 
 
-class UserAutotuneFamily:
+class UserAutotuneFamily(RewriteFamily):
     name = "user_autotune"
     summary = ("autotune configs of a hand-written kernel: larger/smaller blocks and warp counts for the "
                "meta-parameters its wrapper does not pass")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def _tunable(self, ctx: RewriteContext) -> tuple[Any, list[str]] | str:
         if not _is_user_module(ctx.module.text):
@@ -158,10 +156,9 @@ class UserAutotuneFamily:
 _DIVISION = re.compile(r"^(?P<indent>\s*)(?P<target>\w+)\s*=\s*(?P<num>\w+)\s*/\s*(?P<den>\w+)\s*$")
 
 
-class UserFastMathFamily:
+class UserFastMathFamily(RewriteFamily):
     name = "user_fast_math"
     summary = "exp/log through exp2/log2, and one reciprocal instead of a division per element"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def _rewrites(self, text: str) -> dict[str, str]:
         variants: dict[str, str] = {}
@@ -198,9 +195,7 @@ class UserFastMathFamily:
             return "an Inductor kernel (its math is the fast_math family's)"
         return None if self._rewrites(ctx.module.text) else "no tl.exp/tl.log and no division by a row statistic"
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         return [Rewrite(self.name, title, "same math through cheaper instructions", source, {"variant": title})
                 for title, source in self._rewrites(ctx.module.text).items() if source != ctx.module.text]
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 
 _OFFSET = re.compile(r"^(\s*)(x|y)offset = (.+) \* (XBLOCK|YBLOCK)\s*$", re.MULTILINE)
 _LOOP_OFFSET = re.compile(r"^(\s*)for r0_offset in (?:tl\.)?range\(0, r0_numel, R0_BLOCK\):\n(\s*)", re.MULTILINE)
@@ -30,10 +29,9 @@ def add_contiguity_hint(text: str) -> str:
                          f"tl.multiple_of(xindex, XBLOCK), XBLOCK)", text)
 
 
-class VectorHintsFamily:
+class VectorHintsFamily(RewriteFamily):
     name = "vector_hints"
     summary = "alignment/contiguity hints (tl.multiple_of, tl.max_contiguous) so loads vectorize"
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         if "tl.multiple_of" in ctx.module.text:
@@ -42,9 +40,7 @@ class VectorHintsFamily:
             return "no block offsets to annotate"
         return None
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         out = []
         hinted = add_offset_hints(ctx.module.text)
         if hinted != ctx.module.text:

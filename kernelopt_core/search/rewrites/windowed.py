@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext
-from .declaration import FamilyDeclaration
+from .base import Rewrite, RewriteContext, RewriteFamily
 from .kernel_source import next_pow2
 from .launcher_source import (
     HEADER,
@@ -278,11 +277,10 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
     return [p for p in plans if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
 
-class WindowedFamily:
+class WindowedFamily(RewriteFamily):
     name = "windowed"
     summary = ("pooling windows rewritten as a launcher that loads each input row once with contiguous loads "
                "(block scans along the row, a ring of row results down the column)")
-    declaration: FamilyDeclaration  # given when registered in FAMILIES
 
     def recognise(self, ctx: RewriteContext) -> PoolWindow:
         if is_launcher(ctx.module):
@@ -301,9 +299,7 @@ class WindowedFamily:
             return f"the vertical window spans {ring_size(window)} rows (more than {MAX_RING} row results to hold)"
         return headroom_reason(ctx, CAUSE)
 
-    def variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        if self.not_applicable(ctx):
-            return []
+    def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         window = self.recognise(ctx)
         params = runtime_params(ctx.module)
         tensors = [t for t in (launch_tensor(ctx, window.in_param), launch_tensor(ctx, window.out_param)) if t]
