@@ -7,13 +7,13 @@ active before it is imported; :func:`load_graph_module` does that when the graph
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 from types import ModuleType
 from typing import Any
 
 from .artifacts.model import CompiledGraph
+from .module_files import import_module_file
 
 
 def prepare_backend(device: str | None) -> None:
@@ -33,20 +33,10 @@ def load_graph_module(path: str, device: str | None = None, module_name: str | N
         module_name = f"kernelopt_graph_{digest}"
     if module_name in sys.modules:
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     from .launchers import routing_launchers
 
-    try:
-        with routing_launchers():  # a re-stitched launcher candidate loads as a LauncherKernel
-            spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
+    with routing_launchers():  # a re-stitched launcher candidate loads as a LauncherKernel
+        return import_module_file(path, module_name)
 
 
 def make_inputs(module: ModuleType, seed: int) -> list[Any]:

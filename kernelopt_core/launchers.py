@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
@@ -24,6 +23,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from .module_files import import_module_file, write_module_file
 
 SCRATCH_FUNCTIONS = ("empty", "empty_like", "zeros", "zeros_like")
 _LOCK = threading.Lock()
@@ -99,24 +100,8 @@ def load_launcher(kernel_name: str, source: str, device_str: str = "cuda",
     with _LOCK:
         module = sys.modules.get(module_name)
         if module is None:
-            folder = directory or launcher_directory()
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{module_name}.py")
-            if not os.path.isfile(path) or open(path, encoding="utf-8").read() != source:
-                partial = f"{path}.{os.getpid()}.tmp"
-                with open(partial, "w", encoding="utf-8") as handle:
-                    handle.write(source)
-                os.replace(partial, path)
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load the launcher module {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(module_name, None)
-                raise
+            path = os.path.join(directory or launcher_directory(), f"{module_name}.py")
+            module = import_module_file(write_module_file(path, source), module_name)
     function = getattr(module, kernel_name, None)
     if not callable(function):
         raise ValueError(f"the launcher module defines no callable {kernel_name}")

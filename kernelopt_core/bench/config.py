@@ -10,14 +10,16 @@ only as a backstop, :func:`grace_s` after the budget, and then keeps what the ru
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from ..json_records import JsonRecord
 
 DTYPES = ("fp32", "bf16")
 
 
 @dataclass
-class CampaignConfig:
+class CampaignConfig(JsonRecord):
     device: str = "auto"  # auto, cpu (the CPU Triton backend) or cuda
     dtype: str = "fp32"  # bf16 casts the model and the floating-point inputs
     scale: str | None = None  # sets KERNELOPT_PROBLEM_SCALE in each problem's process (e.g. "tiny")
@@ -56,13 +58,6 @@ class CampaignConfig:
             self.account = "on" if self.account else "off"
         if self.account not in ("auto", "on", "off"):
             raise ValueError(f"accounting must be auto, on or off, not {self.account!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CampaignConfig:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def grace_s(self) -> float:
         """How long after its budget a problem's process is killed (the backstop): a quarter of the

@@ -6,6 +6,7 @@ For users who ship a compiled graph without recompiling. The source is an optimi
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from ..accepted import AcceptedEntry, AcceptedStore, AcceptedStoreError, entries_from_run
 from ..artifacts import CompiledGraph, DumpError, parse_output_code, read_dump_text, source_hash
 from ..gates.restitch import RestitchError, restitch, unified_diff
+from ..module_files import import_module_file
 
 LOADER_NAME = "kernelopt_loader.py"
 
@@ -98,7 +100,7 @@ def export_graph(entries: list[AcceptedEntry], out_dir: str, graph_path: str | N
     manifest_path = os.path.join(out_dir, "manifest.json")
     _write(manifest_path, json.dumps(manifest, indent=1, default=str) + "\n")
     loader_path = os.path.join(out_dir, LOADER_NAME)
-    _write(loader_path, LOADER_SOURCE)
+    _write(loader_path, loader_source())
     return ExportResult(out_dir=out_dir, output_code=output_code, loader=loader_path, manifest=manifest_path,
                         diff=diff_path, graph_path=os.path.abspath(path), kernels=sorted(candidates),
                         entries=[e.id for e in entries])
@@ -143,8 +145,12 @@ import json
 import os
 import sys
 import warnings
+from types import ModuleType
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# <import_module_file>
 
 
 def manifest():
@@ -167,17 +173,7 @@ def load(module_name=None):
         except ImportError:
             pass
     name = module_name or "kernelopt_exported_" + str(info.get("output_code_hash", "graph"))[:16]
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "output_code.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
+    return import_module_file(os.path.join(HERE, "output_code.py"), name)
 
 
 def call(graph, inputs):
@@ -191,3 +187,9 @@ def example_inputs(graph, seed=0):
     torch.manual_seed(seed)
     return list(graph.get_args())
 '''
+
+
+def loader_source() -> str:
+    """The loader module. It runs without KernelOPT installed, so it carries its own copy of
+    :func:`kernelopt_core.module_files.import_module_file`, taken from that function's source."""
+    return LOADER_SOURCE.replace("# <import_module_file>\n", inspect.getsource(import_module_file))

@@ -14,9 +14,10 @@ import re
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from ..json_records import JsonRecord
 from .cache_dir import cache_file, read_json, write_json
 from .job_context import worker_device
 
@@ -26,7 +27,7 @@ PEAKS_JOB = "kernelopt_core.measure.peaks:peaks_job"
 
 
 @dataclass
-class DevicePeaks:
+class DevicePeaks(JsonRecord):
     gpu: str
     copy_bytes_per_s: float  # bytes read + written per second, 2 GiB device-to-device copy
     matmul_flops_per_s: float  # bf16 8192^3 matmul
@@ -36,13 +37,6 @@ class DevicePeaks:
     matmul_ms: float = 0.0
     sm_count: int | None = None
     l2_bytes: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DevicePeaks:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def _slug(name: str) -> str:

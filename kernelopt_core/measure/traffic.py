@@ -17,11 +17,12 @@ bytes and time measured. Pure arithmetic: no torch (workers, the CLI and the edi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..artifacts.model import DTYPE_BYTES
+from ..json_records import JsonRecord, known_fields
 
 CAPTURED = "captured launch arguments"
 STATIC = "the wrapper's allocations (static, not run)"
@@ -39,7 +40,7 @@ def storage_extent_bytes(shape: Iterable[int], stride: Iterable[int], itemsize: 
 
 
 @dataclass
-class LaunchArg:
+class LaunchArg(JsonRecord):
     """One argument of a kernel launch as the worker saw it (tensors: metadata only, never data)."""
 
     name: str  # the kernel's parameter name (in_ptr0, out_ptr1, xnumel, ...), or argN past them
@@ -57,17 +58,10 @@ class LaunchArg:
     def is_tensor(self) -> bool:
         return self.shape is not None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     def evidence_json(self) -> dict[str, Any]:
         """The keys rewrite families read (``RewriteContext.evidence["launch_args"]``)."""
         return {"name": self.name, "role": self.role, "shape": self.shape, "stride": self.stride,
                 "dtype": self.dtype, "storage_bytes": self.storage_bytes}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LaunchArg:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass
@@ -152,7 +146,7 @@ def numel_args(args: Iterable[LaunchArg]) -> dict[str, int]:
 
 
 @dataclass
-class SpeedOfLight:
+class SpeedOfLight(JsonRecord):
     """One kernel's (or graph's) ideal bytes against its measured bytes and time."""
 
     ideal_bytes: int | None = None
@@ -170,13 +164,9 @@ class SpeedOfLight:
     unknown_reason: str | None = None  # why sol_pct is None
     traffic_unknown_reason: str | None = None  # why traffic_ratio is None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> SpeedOfLight:
-        data = data or {}
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    def from_json(cls, data: Mapping[str, Any] | None) -> SpeedOfLight:
+        return cls(**known_fields(cls, data or {}))
 
     def phrase(self) -> str:
         """e.g. ``65% of speed of light · reads 1.5× the minimum``; "" when nothing is known."""

@@ -24,8 +24,10 @@ import os
 import platform
 import resource
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from ..json_records import JsonRecord
 
 # --- Landlock (include/uapi/linux/landlock.h) ------------------------------------------------
 _SYS_LANDLOCK_CREATE_RULESET = 444
@@ -70,22 +72,15 @@ _BLOCKED_FAMILIES = (2, 10, 17)  # AF_INET, AF_INET6, AF_PACKET
 
 
 @dataclass
-class SandboxPolicy:
+class SandboxPolicy(JsonRecord):
     scratch: str  # the only folder (with /dev and /dev/shm) the candidate may write beneath
     writable: list[str] = field(default_factory=list)  # further folders, e.g. a private cache
     network: bool = False
     max_file_bytes: int = 16 << 30
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SandboxPolicy:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
 
 @dataclass
-class ContainmentReport:
+class ContainmentReport(JsonRecord):
     """What holds in the candidate process (filled in by :func:`apply_policy`)."""
 
     pid: int = 0
@@ -94,13 +89,6 @@ class ContainmentReport:
     limits: str = "not applied"
     contained: bool = False  # file writes and network both restricted
     notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ContainmentReport:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def summary(self) -> str:
         return f"file writes: {self.filesystem}; network: {self.network}"

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..artifacts.model import CompiledGraph
 from ..events import EventSink
 from ..gates.cascade_target import TaskCaller
 from ..gates.verdict import CascadeConfig, CascadeResult
+from ..json_records import JsonRecord
 from ..runs import Journal
 from .rewrites.kernel_source import source_digest
 from .target import DumpTarget, Target, TargetUnavailable
@@ -29,7 +30,7 @@ class EvaluationError(RuntimeError):
 
 
 @dataclass
-class Screen:
+class Screen(JsonRecord):
     """Gate 1 and gate 2's screen (the captured launch and one seed) on one candidate."""
 
     passed: bool
@@ -41,13 +42,6 @@ class Screen:
     could_not_verify: bool = False  # the check itself failed: no verdict on the candidate
     quarantined: bool = False  # the candidate tried what its contained process may not do
     containment: dict[str, Any] | None = None  # which process it ran in, and what held there
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Screen:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from ..json_records import JsonRecord
 from .deadline import DEFAULT_BUDGET_S
 
 # The CPU interpreter runs a small graph in ~0.1-1 s: fewer A/B rounds than a GPU's budget keep a
@@ -18,7 +18,7 @@ class OptimizeError(RuntimeError):
 
 
 @dataclass
-class OptimizeConfig:
+class OptimizeConfig(JsonRecord):
     provider: str = "offline"
     model: str = "claude-sonnet-4-6"
     beam_width: int = 4  # B
@@ -60,13 +60,6 @@ class OptimizeConfig:
     # against it (kernelopt_core.search.deadline). Like the transport fields, a resumed run takes this
     # invocation's budget, not the one it started with.
     budget_s: float | None = DEFAULT_BUDGET_S
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OptimizeConfig:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 # How to reach the provider, where runs live and how long this invocation may take: a resumed run takes

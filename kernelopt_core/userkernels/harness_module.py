@@ -16,12 +16,12 @@ worker or a candidate process (imports torch and the user's code).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import sys
 from typing import Any
 
+from ..module_files import import_module_file, write_module_file
 from .harness import HarnessSpec, LoadedHarness
 from .runtime import prepare_kernel
 
@@ -37,43 +37,17 @@ def harness_module_source(config: dict[str, Any]) -> str:
 
 def write_harness_module(folder: str, config: dict[str, Any]) -> str:
     source = harness_module_source(config)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"harness_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py")
-    if not os.path.isfile(path):
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        os.replace(partial, path)
-    return path
+    name = f"harness_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py"
+    return write_module_file(os.path.join(folder, name), source)
 
 
 def write_candidate_module(folder: str, kernel: str, source: str) -> str:
-    os.makedirs(folder, exist_ok=True)
     digest = hashlib.sha256((kernel + "\0" + source).encode()).hexdigest()[:16]
-    path = os.path.join(folder, f"kernelopt_candidate_{kernel}_{digest}.py")
-    if not os.path.isfile(path):
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        os.replace(partial, path)
-    return path
+    return write_module_file(os.path.join(folder, f"kernelopt_candidate_{kernel}_{digest}.py"), source)
 
 
 def import_file(path: str, prefix: str = "kernelopt_module") -> Any:
-    name = f"{prefix}_{hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
+    return import_module_file(path, f"{prefix}_{hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]}")
 
 
 def substitute(original: Any, replacement: Any) -> int:
