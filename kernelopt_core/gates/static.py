@@ -73,20 +73,26 @@ def detect_dialect(tree: ast.Module, kernel_name: str) -> Dialect:
     return Dialect.LAUNCHER if launcher else Dialect.INDUCTOR
 
 
+def parse_candidate(candidate_source: str, report: SourceReport) -> ast.Module | None:
+    """The candidate's syntax tree, or None with the finding in ``report`` that says why it has none."""
+    if len(candidate_source.encode("utf-8", errors="replace")) > MAX_SOURCE_BYTES:
+        report.findings.append(StaticFinding("size", f"the candidate is over {MAX_SOURCE_BYTES} bytes"))
+        return None
+    try:
+        return ast.parse(candidate_source)
+    except SyntaxError as exc:
+        report.findings.append(StaticFinding("syntax", f"Python syntax error: {exc.msg}", exc.lineno))
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
+        report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
+    return None
+
+
 def check_source(original_source: str, kernel_name: str, candidate_source: str,
                  dialect: Dialect | None = None) -> SourceReport:
     """The source half of gate 1: everything but the compile (``dialect`` None: detected)."""
     report = SourceReport()
-    if len(candidate_source.encode("utf-8", errors="replace")) > MAX_SOURCE_BYTES:
-        report.findings.append(StaticFinding("size", f"the candidate is over {MAX_SOURCE_BYTES} bytes"))
-        return report
-    try:
-        tree = ast.parse(candidate_source)
-    except SyntaxError as exc:
-        report.findings.append(StaticFinding("syntax", f"Python syntax error: {exc.msg}", exc.lineno))
-        return report
-    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
-        report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
+    tree = parse_candidate(candidate_source, report)
+    if tree is None:
         return report
     dialect = dialect or detect_dialect(tree, kernel_name)
     report.dialect = dialect.value

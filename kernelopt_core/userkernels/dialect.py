@@ -25,7 +25,7 @@ import re
 import time
 from typing import Any
 
-from ..gates.static import MAX_SOURCE_BYTES, SourceReport, StaticFinding, check_source
+from ..gates.static import SourceReport, StaticFinding, check_source, parse_candidate
 from ..gates.static_tables import Dialect
 from ..gates.verdict import GateVerdict
 from .parse import Aliases, parse_user_kernels
@@ -45,18 +45,8 @@ def caller_passes(module_source: str) -> list[str]:
 def check_user_source(original_source: str, kernel: str, candidate_source: str) -> SourceReport:
     """The source half of gate 1 for a user kernel candidate."""
     report = SourceReport()
-    if len(candidate_source.encode("utf-8", errors="replace")) > MAX_SOURCE_BYTES:
-        report.findings.append(StaticFinding("size", f"the candidate is over {MAX_SOURCE_BYTES} bytes"))
+    if parse_candidate(candidate_source, report) is None:
         return report
-    try:
-        tree = ast.parse(candidate_source)
-    except SyntaxError as exc:
-        report.findings.append(StaticFinding("syntax", f"Python syntax error: {exc.msg}", exc.lineno))
-        return report
-    except (ValueError, RecursionError, MemoryError) as exc:
-        report.findings.append(StaticFinding("syntax", f"not parseable Python source ({type(exc).__name__}: {exc})"))
-        return report
-    del tree
     # Gate 1's own rules, on what each name resolves to, in the user-kernel dialect; then the contract
     # of a user kernel (its wrapper stays the user's).
     report = check_source(original_source, kernel, candidate_source, dialect=Dialect.USER)
