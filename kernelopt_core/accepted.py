@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .artifacts import CompiledGraph, DumpError, parse_output_code, source_hash
+from .artifacts.model import MissingKernel
 from .atomic_files import write_json_atomic
 
 STORE_ENV = "KERNELOPT_ACCEPTED_DIR"
@@ -390,13 +391,10 @@ def _accepted_sources(result: dict[str, Any], run_dir: str) -> dict[str, str]:
         optimized = parse_output_code(restitched)
     except DumpError as exc:
         raise AcceptedStoreError(f"{run_dir}: the run's optimized graph cannot be read: {exc}") from None
-    sources = {}
-    for name in names:
-        kernel = optimized.kernel(name)
-        if kernel is None:
-            raise AcceptedStoreError(f"{restitched}: no kernel {name}, which result.json says was accepted")
-        sources[name] = kernel.source
-    return sources
+    try:
+        return optimized.kernel_sources(names)
+    except MissingKernel as missing:
+        raise AcceptedStoreError(f"{restitched}: no kernel {missing.name}, which result.json says was accepted") from None
 
 
 def entry_from_run(run_dir: str) -> AcceptedEntry:

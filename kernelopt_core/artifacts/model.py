@@ -7,6 +7,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -208,6 +209,16 @@ class CompiledGraph:
     def kernel(self, name: str) -> TritonKernel | None:
         return next((k for k in self.kernels if k.name == name), None)
 
+    def kernel_sources(self, names: Iterable[str]) -> dict[str, str]:
+        """Each named kernel's source; :class:`MissingKernel` for a name the graph has no kernel of."""
+        sources = {}
+        for name in names:
+            kernel = self.kernel(name)
+            if kernel is None:
+                raise MissingKernel(name)
+            sources[name] = kernel.source
+        return sources
+
     def timeline(self) -> list[Launch | ExternCall]:
         """Triton launches and extern calls together, in call order."""
         return sorted([*self.launches, *self.extern_calls], key=lambda item: item.order)
@@ -242,8 +253,8 @@ class CompiledGraph:
         }
 
 
-class DumpError(Exception):
-    """A dump file could not be read. The only exception the parser raises."""
+class SourceFileError(Exception):
+    """A source file that could not be read: its path, the problem and the 0-based line, when known."""
 
     def __init__(self, path: str, problem: str, line: int | None = None):
         self.path = path
@@ -251,6 +262,18 @@ class DumpError(Exception):
         self.line = line
         where = f"{path}:{line + 1}" if line is not None else path
         super().__init__(f"{where}: {problem}")
+
+
+class MissingKernel(LookupError):
+    """A graph has no kernel of this name."""
+
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"no kernel {name}")
+
+
+class DumpError(SourceFileError):
+    """A dump file could not be read. The only exception the parser raises."""
 
 
 def _jsonable(value: Any) -> Any:

@@ -17,7 +17,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts.model import SourceRange, source_hash
+from ..artifacts.model import SourceFileError, SourceRange, source_hash
+from ..artifacts.parse import dotted_name
 from .model import AccessSite, AutotuneSpec, ConfigSpec, DotSite, LaunchSite, UserKernel, UserKernelFile
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a hand-written kernel file is far smaller
@@ -29,15 +30,8 @@ ARANGE = "<arange>"  # a pseudo-dependency: the value depends on tl.arange (a bl
 _ACCESS_MASK_POSITION = {"load": 1, "store": 2, "atomic": 2}
 
 
-class UserKernelError(Exception):
+class UserKernelError(SourceFileError):
     """A file could not be read as Python; the message names the line."""
-
-    def __init__(self, path: str, problem: str, line: int | None = None):
-        self.path = path
-        self.problem = problem
-        self.line = line
-        where = f"{path}:{line + 1}" if line is not None else path
-        super().__init__(f"{where}: {problem}")
 
 
 def looks_like_user_kernels(text: str) -> bool:
@@ -87,17 +81,6 @@ def parse_user_kernels(path: str, text: str | None = None) -> UserKernelFile:
 # --- names ----------------------------------------------------------------------------------------
 
 
-def dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 @dataclass
 class Aliases:
     """How the file spells triton, triton.language and their decorators."""
@@ -129,7 +112,7 @@ class Aliases:
 
     def canonical(self, node: ast.AST) -> str | None:
         """``triton.jit`` / ``tl.load`` / ... whatever the file's spelling, else the dotted text."""
-        name = dotted(node)
+        name = dotted_name(node)
         if name is None:
             return None
         if name in self.bare:
@@ -148,7 +131,7 @@ class Aliases:
 def _is_constexpr(annotation: ast.expr | None) -> bool:
     if annotation is None:
         return False
-    text = dotted(annotation) or (annotation.value if isinstance(annotation, ast.Constant) else "")
+    text = dotted_name(annotation) or (annotation.value if isinstance(annotation, ast.Constant) else "")
     return isinstance(text, str) and text.split(".")[-1] == "constexpr"
 
 

@@ -729,15 +729,12 @@ def _load_original_kernel(baseline: SandboxSlot, name: str, source: str, device_
 
 def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, str]:
     from ...artifacts import parse_output_code
+    from ...artifacts.model import MissingKernel
 
-    restitched = parse_output_code(payload["restitched"])
-    sources = {}
-    for name in names:
-        kernel = restitched.kernel(name)
-        if kernel is None:
-            raise _SetupError(f"the re-stitched graph has no kernel {name}")
-        sources[name] = kernel.source
-    return sources
+    try:
+        return parse_output_code(payload["restitched"]).kernel_sources(names)
+    except MissingKernel as missing:
+        raise _SetupError(f"the re-stitched graph has no kernel {missing.name}") from None
 
 
 @dataclass
