@@ -321,23 +321,37 @@ def _achieved(analysis: KernelAnalysis, metrics: KernelMetrics | None, peaks: De
         lines.append("no measured device peaks (CPU backend or not measured): no roofline figures")
     bandwidth = metrics.dram_bytes_per_s if metrics is not None else None
     if bandwidth is not None:
-        analysis.achieved["dram_bytes_per_s"] = bandwidth
-        text = f"achieved DRAM bandwidth {bandwidth / 1e9:,.0f} GB/s"
-        if peaks is not None and peaks.copy_bytes_per_s > 0:
-            fraction = bandwidth / peaks.copy_bytes_per_s
-            analysis.achieved["copy_peak_fraction"] = fraction
-            text += f" = {fraction:.0%} of the measured copy peak ({peaks.copy_bytes_per_s / 1e9:,.0f} GB/s, {peaks.gpu})"
-        lines.append(text)
+        copy_peak = None if peaks is None else _Peak(
+            "copy_peak_fraction", peaks.copy_bytes_per_s,
+            f"the measured copy peak ({peaks.copy_bytes_per_s / 1e9:,.0f} GB/s, {peaks.gpu})")
+        lines.append(_achieved_rate(analysis, "dram_bytes_per_s", bandwidth,
+                                    f"achieved DRAM bandwidth {bandwidth / 1e9:,.0f} GB/s", copy_peak))
     if flops is not None and duration_ms:
         rate = flops / (duration_ms / 1000.0)
-        analysis.achieved["flops_per_s"] = rate
-        text = f"achieved {rate / 1e12:,.1f} TFLOP/s"
-        if peaks is not None and peaks.matmul_flops_per_s > 0:
-            fraction = rate / peaks.matmul_flops_per_s
-            analysis.achieved["matmul_peak_fraction"] = fraction
-            text += f" = {fraction:.0%} of the measured bf16 matmul peak ({peaks.matmul_flops_per_s / 1e12:,.0f} TFLOP/s)"
-        lines.append(text)
+        matmul_peak = None if peaks is None else _Peak(
+            "matmul_peak_fraction", peaks.matmul_flops_per_s,
+            f"the measured bf16 matmul peak ({peaks.matmul_flops_per_s / 1e12:,.0f} TFLOP/s)")
+        lines.append(_achieved_rate(analysis, "flops_per_s", rate, f"achieved {rate / 1e12:,.1f} TFLOP/s", matmul_peak))
     return lines
+
+
+@dataclass(frozen=True)
+class _Peak:
+    """A measured peak an achieved rate is set against."""
+
+    fraction_key: str  # where ``analysis.achieved`` keeps the share of it reached
+    per_s: float  # 0 when not measured
+    text: str  # how the evidence line names it
+
+
+def _achieved_rate(analysis: KernelAnalysis, key: str, rate: float, text: str, peak: _Peak | None) -> str:
+    """Records ``rate`` (and the share of a measured peak it reaches); returns its evidence line."""
+    analysis.achieved[key] = rate
+    if peak is not None and peak.per_s > 0:
+        fraction = rate / peak.per_s
+        analysis.achieved[peak.fraction_key] = fraction
+        text += f" = {fraction:.0%} of {peak.text}"
+    return text
 
 
 def _sm_count(metrics: KernelMetrics | None, peaks: DevicePeaks | None, kernel: TritonKernel | None) -> int | None:

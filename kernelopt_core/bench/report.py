@@ -302,18 +302,8 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
     lines.append("|---|---|")
     for outcome in OUTCOMES:
         lines.append(f"| {outcome} | {summary.counts[outcome]} |")
-    if summary.fallback_reasons:
-        lines.append("")
-        lines.append("| fallback reason | count |")
-        lines.append("|---|---|")
-        for category, count in sorted(summary.fallback_reasons.items(), key=lambda kv: -kv[1]):
-            lines.append(f"| {category_label('fallback', category)} | {count} |")
-    if summary.error_reasons:
-        lines.append("")
-        lines.append("| error (stage) | count |")
-        lines.append("|---|---|")
-        for category, count in sorted(summary.error_reasons.items(), key=lambda kv: -kv[1]):
-            lines.append(f"| {category_label('error', category)} | {count} |")
+    lines.extend(_reason_counts("fallback reason", "fallback", summary.fallback_reasons))
+    lines.extend(_reason_counts("error (stage)", "error", summary.error_reasons))
     lines.append("")
 
     lines.append("## Per problem")
@@ -365,3 +355,13 @@ def render_markdown(info: CampaignInfo, results: Sequence[ProblemResult], summar
         lines.append(f"_{plot_note}_" if plot_note else f"![per-problem speedups, sorted]({PLOT_NAME})")
         lines.append("")
     return "\n".join(lines)
+
+
+def _reason_counts(heading: str, outcome: str, counts: dict[str, int]) -> list[str]:
+    """A table of the reasons problems ended with ``outcome``, most frequent first (none: no table)."""
+    if not counts:
+        return []
+    lines = ["", f"| {heading} | count |", "|---|---|"]
+    for category, count in sorted(counts.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {category_label(outcome, category)} | {count} |")
+    return lines

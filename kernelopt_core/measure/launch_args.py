@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from .launch_recorder import replace_kernels
 from .traffic import LaunchArg, storage_extent_bytes
 
 
@@ -84,12 +85,7 @@ def recording_arguments(module: ModuleType, kernel_names: list[str]) -> Iterator
         records.append((name, [describe(value, position) for position, value in enumerate(args)]))
 
     namespace = module.__dict__
-    saved: dict[str, Any] = {}
-    for name in kernel_names:
-        kernel = namespace.get(name)
-        if kernel is not None and (hasattr(kernel, "run") or hasattr(kernel, "__getitem__")):
-            saved[name] = kernel
-            namespace[name] = _RecordingKernel(kernel, name, record)
+    saved = replace_kernels(namespace, kernel_names, lambda kernel, name: _RecordingKernel(kernel, name, record))
     try:
         yield records
     finally:

@@ -83,17 +83,25 @@ class _TimedNamespace:
         return self._recorder.timed(self._name, self._target, *args, **kwargs)
 
 
-@contextmanager
-def instrument(module: ModuleType, kernel_names: list[str], cuda: bool) -> Iterator[LaunchRecorder]:
-    """Time every launch of ``kernel_names`` and every extern/aten call while inside."""
-    recorder = LaunchRecorder(cuda=cuda)
-    namespace = module.__dict__
+def replace_kernels(namespace: dict[str, Any], kernel_names: list[str],
+                    wrap: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """Put ``wrap(kernel, name)`` in the place of each launchable kernel named in a module's
+    ``namespace``; returns the kernels replaced, for the caller to put back."""
     saved: dict[str, Any] = {}
     for name in kernel_names:
         kernel = namespace.get(name)
         if kernel is not None and (hasattr(kernel, "run") or hasattr(kernel, "__getitem__")):
             saved[name] = kernel
-            namespace[name] = _TimedKernel(kernel, name, recorder)
+            namespace[name] = wrap(kernel, name)
+    return saved
+
+
+@contextmanager
+def instrument(module: ModuleType, kernel_names: list[str], cuda: bool) -> Iterator[LaunchRecorder]:
+    """Time every launch of ``kernel_names`` and every extern/aten call while inside."""
+    recorder = LaunchRecorder(cuda=cuda)
+    namespace = module.__dict__
+    saved = replace_kernels(namespace, kernel_names, lambda kernel, name: _TimedKernel(kernel, name, recorder))
     for name in ("extern_kernels", "aten"):
         if name in namespace:
             saved[name] = namespace[name]
