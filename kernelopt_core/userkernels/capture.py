@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..gates.launch_capture import clone_value
 from .runtime import best_configs, decorator_chain, jsonable
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
@@ -47,16 +48,6 @@ class UserLaunch:
     grid_meta: dict[str, Any] | None = None  # the meta dict the grid callable was given at the real launch
     grid_reads: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the wrapper's launch, autotuning included on a first call
-
-
-def clone(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        out = torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device=value.device)
-        out.copy_(value)
-        return out
-    return value
 
 
 @dataclass
@@ -118,8 +109,8 @@ def capturing(obj: Any, limit: int = MAX_LAUNCHES) -> Iterator[Capture]:
         index = capture.count
         capture.count += 1
         keep = index < limit
-        launch = UserLaunch(index, [clone(a) for a in args] if keep else [],
-                            {k: clone(v) for k, v in kwargs.items()} if keep else {}, grid)
+        launch = UserLaunch(index, [clone_value(a) for a in args] if keep else [],
+                            {k: clone_value(v) for k, v in kwargs.items()} if keep else {}, grid)
         state["depth"] += 1
         state["last"] = None
         begin = time.perf_counter()
@@ -323,5 +314,5 @@ def launch_summary(launch: UserLaunch, params: list[str], roles: dict[str, str] 
             "first_call_seconds": round(launch.seconds, 6)}
 
 
-__all__ = ["Capture", "LaunchPlanError", "UserLaunch", "capture_launches", "capturing", "clone", "grid_table",
+__all__ = ["Capture", "LaunchPlanError", "UserLaunch", "capture_launches", "capturing", "grid_table",
            "launch_plan", "launch_summary", "literal_text", "plan_values"]

@@ -204,10 +204,10 @@ def _written(launcher: Any, values: list[Any], device: str) -> set[int]:
     """Which arguments the original writes (their indexes): run it once on copies and compare."""
     import torch
 
-    from .capture import clone
+    from ..gates.launch_capture import clone_value
 
-    copies = [clone(v) for v in values]
-    before = [clone(v) for v in values]
+    copies = [clone_value(v) for v in values]
+    before = [clone_value(v) for v in values]
     launcher.run(*copies)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -256,15 +256,15 @@ def profile_user_kernel(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _profile(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.launch_capture import clone_value
     from ..measure.launch_args import describe
     from ..measure.paths import TimingPath
     from ..measure.timing import time_callable
-    from .capture import clone
     from .share import harness_share
 
     built = session(payload)
     device = built.device
-    copies = [clone(v) for v in built.values]
+    copies = [clone_value(v) for v in built.values]
     kernel = time_callable(lambda: built.original.run(*copies), device=device, path=TimingPath.KERNEL.value,
                            flush_l2=True)
     harness = built.harness
@@ -425,10 +425,10 @@ def _decision_probe(process: Any, payload: dict[str, Any], launched: str, device
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
+    from ..gates.launch_capture import clone_value
     from ..gates.structured_families import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
-    from .capture import clone
 
     built = session(payload)
     device = built.device
@@ -457,7 +457,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                           constants=candidate_constants(payload, str(payload["candidate"]), built.module))
     arena = ExchangeArena(device)
     try:
-        outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone(v) for v in built.values]],
+        outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone_value(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
                                original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)), decisions=probe)
@@ -510,10 +510,10 @@ def _kernel_tolerance(outputs: Any) -> float:
 
 
 def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ..gates.launch_capture import clone_value
     from ..gates.model import check_seed
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
-    from .capture import clone
 
     built = session(payload)
     device = built.device
@@ -553,14 +553,14 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 return verdict
             candidate_out = _candidate_outputs(entry.process, reply)
             try:
-                original_out = harness.run([clone(x) for x in inputs])
+                original_out = harness.run([clone_value(x) for x in inputs])
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(exc):
                     raise
                 raise _SetupError(f"the harness fails with the original kernel on seed {seed}: "
                                   f"{type(exc).__name__}: {exc}") from exc
             checks.append(check_seed(seed, original_out, candidate_out, tolerance, reference,
-                                     lambda seed=seed: [clone(x) for x in harness.make_inputs(seed)], reference_error))
+                                     lambda seed=seed: [clone_value(x) for x in harness.make_inputs(seed)], reference_error))
             del original_out, candidate_out
             entry.process.call("release")
         finally:
@@ -582,14 +582,14 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _float64_reference(harness: Any, seed: int, pytest_kind: bool) -> tuple[Any, str | None]:
     """The harness run in float64 with the original kernel (tried on ``seed``'s inputs), or why there is none."""
-    from .capture import clone
+    from ..gates.launch_capture import clone_value
     from .harness import HarnessError
 
     if pytest_kind:
         return None, "a test returns no outputs; passing it is the check"
     try:
         reference = harness.float64_reference()
-        reference([clone(x) for x in harness.make_inputs(seed)])
+        reference([clone_value(x) for x in harness.make_inputs(seed)])
     except HarnessError as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - the original in float64 failed: no reference, said why
