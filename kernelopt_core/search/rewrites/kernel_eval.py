@@ -155,15 +155,28 @@ class _Runner:
             self.env[name] = Sym("loop", (name, initial[name], self.env[name]))
 
     def store(self, call: ast.Call) -> None:
+        pointer, arguments = self.memory_access(call, "a store to", ("value", "mask"))
+        value_node = arguments["value"]
+        if value_node is None:
+            raise KernelEvalError(f"line {self.line}: a store without a value")
+        value = self.expr(value_node)
+        mask = self.mask(arguments["mask"])
+        self.result.stores.append(StoreRecord(pointer.name, pointer.offset, value, mask, self.line))
+
+    def memory_access(self, call: ast.Call, what: str,
+                      parameters: tuple[str, ...]) -> tuple[Pointer, dict[str, ast.expr | None]]:
+        """The pointer a ``tl.load``/``tl.store`` reaches and its further arguments by name, given by
+        position or keyword (None: not given)."""
         args = list(call.args)
         kwargs = {kw.arg: kw.value for kw in call.keywords if kw.arg}
         pointer = self.expr(args[0])
         if not isinstance(pointer, Pointer):
-            raise KernelEvalError(f"line {self.line}: a store to something that is not a pointer argument")
-        value = self.expr(args[1] if len(args) > 1 else kwargs["value"])
-        mask_node = args[2] if len(args) > 2 else kwargs.get("mask")
-        mask = True if mask_node is None else self.expr(mask_node)
-        self.result.stores.append(StoreRecord(pointer.name, pointer.offset, value, mask, self.line))
+            raise KernelEvalError(f"line {self.line}: {what} something that is not a pointer argument")
+        return pointer, {name: args[position] if len(args) > position else kwargs.get(name)
+                         for position, name in enumerate(parameters, start=1)}
+
+    def mask(self, node: ast.expr | None) -> Any:
+        return True if node is None else self.expr(node)  # no mask: every lane
 
     # --- expressions -----------------------------------------------------------------------
 
@@ -305,14 +318,9 @@ class _Runner:
         raise KernelEvalError(f"line {self.line}: cannot evaluate the call `{_short(node)}`")
 
     def load(self, node: ast.Call) -> Sym:
-        args = list(node.args)
-        kwargs = {kw.arg: kw.value for kw in node.keywords if kw.arg}
-        pointer = self.expr(args[0])
-        if not isinstance(pointer, Pointer):
-            raise KernelEvalError(f"line {self.line}: a load from something that is not a pointer argument")
-        mask_node = args[1] if len(args) > 1 else kwargs.get("mask")
-        other_node = args[2] if len(args) > 2 else kwargs.get("other")
-        mask = True if mask_node is None else self.expr(mask_node)
+        pointer, arguments = self.memory_access(node, "a load from", ("mask", "other"))
+        mask = self.mask(arguments["mask"])
+        other_node = arguments["other"]
         other = None
         if other_node is not None:
             value = self.expr(other_node)
