@@ -437,6 +437,22 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
+def node_span(source: str, node: ast.AST) -> tuple[int, int]:
+    """The character offsets in ``source`` where ``node`` starts and ends (ast columns count UTF-8 bytes)."""
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def at(line: int, col: int) -> int:
+        text = lines[line - 1].encode("utf-8")[:col].decode("utf-8", errors="ignore")
+        return offsets[line - 1] + len(text)
+
+    start = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return start, end
+
+
 def _unparse(node: ast.AST) -> str:
     return ast.unparse(node)
 

@@ -22,6 +22,8 @@ import ast
 from collections.abc import Sequence
 from typing import Any
 
+from ..artifacts.parse import node_span
+
 
 class LauncherEditError(ValueError):
     """The kernel module does not have the shape this edit expects."""
@@ -35,26 +37,6 @@ def _heuristics_decorator(tree: ast.Module, kernel_name: str) -> ast.Call:
         if isinstance(deco, ast.Call) and ast.unparse(deco.func).startswith("triton_heuristics."):
             return deco
     raise LauncherEditError(f"{kernel_name} has no @triton_heuristics.<kind>(...) decorator")
-
-
-def _line_offsets(source: str) -> list[int]:
-    offsets = [0]
-    for line in source.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
-    return offsets
-
-
-def _span(source: str, node: ast.AST) -> tuple[int, int]:
-    offsets = _line_offsets(source)
-    lines = source.splitlines(keepends=True)
-
-    def at(line: int, col: int) -> int:
-        text = lines[line - 1].encode("utf-8")[:col].decode("utf-8", errors="ignore")
-        return offsets[line - 1] + len(text)
-
-    start = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-    return start, end
 
 
 def _keyword_source(source: str, call: ast.Call, name: str) -> str | None:
@@ -87,7 +69,7 @@ def set_launch_configs(source: str, kernel_name: str, configs: Sequence[dict[str
     else:
         head = f"triton_heuristics.user_autotune(\n    configs={[dict(c) for c in configs]!r},"
     text = f"{head}\n    filename=__file__,\n    triton_meta={triton_meta},\n    inductor_meta={inductor_meta},\n)"
-    start, end = _span(source, call)
+    start, end = node_span(source, call)
     return source[:start] + text + source[end:]
 
 

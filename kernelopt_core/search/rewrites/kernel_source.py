@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...artifacts.parse import node_span
+
 BLOCK_NAMES = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
 # A marker a rewrite leaves in the source when it relies on a block size dividing a numel.
 DIVIDES_MARKER = "# kernelopt: {block} divides {numel}"
@@ -211,21 +213,6 @@ def _body_constants(func: ast.FunctionDef) -> tuple[dict[str, int], dict[str, in
 
 
 # --- text editing ----------------------------------------------------------------------------
-
-
-def line_offsets(text: str) -> list[int]:
-    offsets = [0]
-    for line in text.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
-    return offsets
-
-
-def node_span(text: str, node: ast.AST) -> tuple[int, int]:
-    """Character offsets of a node (ast columns are UTF-8 byte offsets; kernels are ASCII)."""
-    offsets = line_offsets(text)
-    start = offsets[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
-    end = offsets[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
-    return start, end
 
 
 def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
