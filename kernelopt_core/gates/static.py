@@ -64,6 +64,11 @@ class SourceReport:
     def ok(self) -> bool:
         return not self.findings
 
+    def first_finding(self) -> str:
+        """The first finding, and how many more there are: what a failing verdict says."""
+        more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        return f"{self.findings[0].describe()}{more}"
+
 
 def detect_dialect(tree: ast.Module, kernel_name: str) -> Dialect:
     """A launcher module defines an undecorated function with the kernel's name (what
@@ -148,9 +153,7 @@ def run_static_gate(graph: CompiledGraph, kernel_name: str, candidate_source: st
     if report.notes:
         numbers["notes"] = list(report.notes)
     if not report.ok:
-        first = report.findings[0]
-        more = f" (and {len(report.findings) - 1} more)" if len(report.findings) > 1 else ""
-        return GateVerdict(1, "static", False, f"{kernel_name}: {first.describe()}{more}", numbers,
+        return GateVerdict(1, "static", False, f"{kernel_name}: {report.first_finding()}", numbers,
                            time.monotonic() - begin)
     launcher = report.dialect == Dialect.LAUNCHER.value
     if launcher and not report.launch_plans:
@@ -158,22 +161,11 @@ def run_static_gate(graph: CompiledGraph, kernel_name: str, candidate_source: st
                            f"{kernel_name}: source checks passed (launcher); none of its launches could be typed "
                            f"from the source, so nothing was compiled for sm_90 ({'; '.join(report.notes)})",
                            numbers, time.monotonic() - begin)
-    if compiler is None:
-        from .ptx_compile import shared_compiler
-
-        compiler = shared_compiler()
-    if launcher:
-        compiled = compiler.compile(kernel_name, candidate_source, timeout_s=compile_timeout_s,
-                                    launches=report.launch_plans)
-    else:
-        compiled = compiler.compile(kernel_name, candidate_source, timeout_s=compile_timeout_s)
-    numbers["compile"] = compiled
-    numbers["stage"] = compiled.get("stage")
-    if not compiled.get("ok"):
-        error = str(compiled.get("error") or "unknown error").strip()
-        short = error.splitlines()[-1] if error else "unknown error"
+    compiled, failure = compile_for_sm90(compiler, kernel_name, candidate_source, compile_timeout_s, numbers,
+                                         launches=report.launch_plans if launcher else None)
+    if failure is not None:
         return GateVerdict(1, "static", False,
-                           f"{kernel_name} does not compile for sm_90 (stopped at {compiled.get('stage')}): {short}",
+                           f"{kernel_name} does not compile for sm_90 (stopped at {compiled.get('stage')}): {failure}",
                            numbers, time.monotonic() - begin)
     count = len(compiled.get("configs", []))
     if launcher:
@@ -186,6 +178,26 @@ def run_static_gate(graph: CompiledGraph, kernel_name: str, candidate_source: st
     return GateVerdict(1, "static", True,
                        f"{kernel_name}: source checks passed; {count} launch config(s) compiled to "
                        f"{compiled.get('stage')} for sm_90", numbers, time.monotonic() - begin)
+
+
+def compile_for_sm90(compiler: Any, name: str, source: str, timeout_s: float, numbers: dict[str, Any],
+                     launches: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], str | None]:
+    """Compile ``source`` for sm_90 (in the shared PTX compile process unless ``compiler`` is given),
+    recording the result in ``numbers``; returns it, with the last line of its error when it failed."""
+    if compiler is None:
+        from .ptx_compile import shared_compiler
+
+        compiler = shared_compiler()
+    if launches is None:
+        compiled = compiler.compile(name, source, timeout_s=timeout_s)
+    else:
+        compiled = compiler.compile(name, source, timeout_s=timeout_s, launches=launches)
+    numbers["compile"] = compiled
+    numbers["stage"] = compiled.get("stage")
+    if compiled.get("ok"):
+        return compiled, None
+    error = str(compiled.get("error") or "unknown error").strip()
+    return compiled, error.splitlines()[-1] if error else "unknown error"
 
 
 # --- the launcher contract ------------------------------------------------------------------

@@ -25,7 +25,7 @@ import re
 import time
 from typing import Any
 
-from ..gates.static import SourceReport, StaticFinding, check_source, parse_candidate
+from ..gates.static import SourceReport, StaticFinding, check_source, compile_for_sm90, parse_candidate
 from ..gates.static_tables import Dialect
 from ..gates.verdict import GateVerdict
 from .parse import Aliases, parse_user_kernels
@@ -168,9 +168,7 @@ def run_user_static_gate(original_source: str, kernel: str, candidate_source: st
     numbers: dict[str, Any] = {"findings": [f.to_json() for f in report.findings], "heuristic": "user",
                                "uses_atomics": report.uses_atomics, "dialect": "user kernel"}
     if not report.ok:
-        first = report.findings[0]
-        more = f" (and {len(report.findings) - 1} more)" if len(report.findings) > 1 else ""
-        return GateVerdict(1, "static", False, f"{kernel}: {first.describe()}{more}", numbers, time.monotonic() - begin)
+        return GateVerdict(1, "static", False, f"{kernel}: {report.first_finding()}", numbers, time.monotonic() - begin)
     if plan is None:
         numbers["compile"] = {"ok": None, "stage": "skipped", "reason": "no captured launch to take types from"}
         return GateVerdict(1, "static", True, f"{kernel}: source checks passed (not compiled: no captured launch)",
@@ -180,18 +178,10 @@ def run_user_static_gate(original_source: str, kernel: str, candidate_source: st
     signature, constants = signature_types(plan, found.params, found.constexprs)
     source = compile_source(candidate_source, kernel, signature, constants,
                             compile_configs(candidate_source, kernel, plan))
-    if compiler is None:
-        from ..gates.ptx_compile import shared_compiler
-
-        compiler = shared_compiler()
-    compiled = compiler.compile(COMPILE_TARGET, source, timeout_s=compile_timeout_s)
-    numbers["compile"] = compiled
-    numbers["stage"] = compiled.get("stage")
-    if not compiled.get("ok"):
-        error = str(compiled.get("error") or "unknown error").strip()
-        short = error.splitlines()[-1] if error else "unknown error"
+    compiled, failure = compile_for_sm90(compiler, COMPILE_TARGET, source, compile_timeout_s, numbers)
+    if failure is not None:
         return GateVerdict(1, "static", False, f"{kernel} does not compile for sm_90 with Triton's CUDA back end "
-                                               f"(stopped at {compiled.get('stage')}): {short}", numbers,
+                                               f"(stopped at {compiled.get('stage')}): {failure}", numbers,
                            time.monotonic() - begin)
     count = len(compiled.get("configs", []))
     here = ("; a compile check only: on this machine gates 2-4 run it on Triton's CPU interpreter"
