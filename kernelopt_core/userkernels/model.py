@@ -77,9 +77,7 @@ class AccessSite:
     block: bool = False  # addresses a block of elements (offsets from tl.arange, or a block pointer)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["range"] = asdict(self.range)
-        return data
+        return asdict(self)  # the range too: asdict converts nested dataclasses
 
 
 @dataclass
@@ -90,9 +88,7 @@ class DotSite:
     low_precision_operands: bool  # both operands visibly cast to fp16/bf16/fp8 (no TF32 question)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["range"] = asdict(self.range)
-        return data
+        return asdict(self)  # the range too: asdict converts nested dataclasses
 
 
 @dataclass
@@ -112,7 +108,6 @@ class LaunchSite:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["range"] = asdict(self.range)
         data["passed_names"] = self.passed_names
         return data
 
