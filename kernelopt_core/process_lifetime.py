@@ -16,6 +16,7 @@ importable. Details: docs/design-notes.md, "process_lifetime.py".
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import signal
@@ -23,9 +24,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 OWNER_ENV = "KERNELOPT_OWNER"
 OWNER_GONE_STATUS = 129  # 128 + SIGHUP: the owner hung up
@@ -352,8 +353,13 @@ class ProcessInfo:
     command: str
 
     def describe(self) -> str:
-        command = self.command if len(self.command) <= 160 else self.command[:157] + "..."
-        return f"pid {self.pid} ({command or 'unknown command'})"
+        return describe_process(self.pid, self.command, 160)
+
+
+def describe_process(pid: int, command: str, width: int) -> str:
+    """``pid 123 (python -m ...)``, the command cut to ``width`` characters."""
+    shown = command if len(command) <= width else command[:width - 3] + "..."
+    return f"pid {pid} ({shown or 'unknown command'})"
 
 
 def _kill(pid: int) -> None:
@@ -447,6 +453,42 @@ def descendants_of_any(roots: Iterable[int], table: Mapping[int, _Row]) -> list[
 def end_tree(pid: int, wait_s: float = 10.0) -> list[ProcessInfo]:
     """End ``pid`` and everything below it now (the groups and sessions they lead included)."""
     return ProcessTree(pid).end(wait_s)
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+K = TypeVar("K", bound=Hashable)
+C = TypeVar("C", bound=Closable)
+
+
+class SharedProcesses(Generic[K, C]):
+    """This process's long-lived helper processes (workers, zygotes), one per key: each started on
+    its first use and shared after, all closed together by :meth:`close_all` and at exit."""
+
+    def __init__(self, start: Callable[[K], C]) -> None:
+        self._start = start
+        self._by_key: dict[K, C] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.close_all)
+
+    def get(self, key: K) -> C:
+        with self._lock:
+            found = self._by_key.get(key)
+            if found is None:
+                found = self._by_key[key] = self._start(key)
+            return found
+
+    def close_all(self) -> None:
+        with self._lock:
+            started = list(self._by_key.values())
+            self._by_key.clear()
+        for helper in started:  # outside the lock: closing one waits for its process to end
+            helper.close()
+
+    def __len__(self) -> int:
+        return len(self._by_key)
 
 
 # --- the launcher for foreign programs ------------------------------------------------------------

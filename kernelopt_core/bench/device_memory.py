@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..process_lifetime import command_line
+from ..process_lifetime import command_line, describe_process
 
 TOLERANCE_MIB = 256.0  # readings drift by a few MiB; a leaked CUDA context alone is about 500 MiB
 SETTLE_READS = 40  # the driver frees a dead process's memory within seconds; large contexts take longer
@@ -36,9 +36,8 @@ class GpuProcess:
     command: str
 
     def describe(self) -> str:
-        command = self.command if len(self.command) <= 120 else self.command[:117] + "..."
         size = f"{self.used_mib / 1024:.1f} GiB" if self.used_mib is not None else "an unknown amount"
-        return f"pid {self.pid} ({command or 'unknown command'}): {size}"
+        return f"{describe_process(self.pid, self.command, 120)}: {size}"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ tail for crash reports. Nothing in this module imports torch.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import json
 import os
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..process_lifetime import end_tree, start_owned
+from ..process_lifetime import SharedProcesses, end_tree, start_owned
 from . import worker_scratch
 from .job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 
@@ -387,25 +386,15 @@ def _looks_like_cuda_error(text: str | None) -> bool:
     return text is not None and any(marker in text for marker in _CUDA_ERROR_MARKERS)
 
 
-_WORKERS: dict[str, Worker] = {}
-_WORKERS_LOCK = threading.Lock()
+_WORKERS: SharedProcesses[str, Worker] = SharedProcesses(Worker)
 
 
 def get_worker(device: str) -> Worker:
     """The one shared worker for ``device`` in this process (started on its first call)."""
-    with _WORKERS_LOCK:
-        worker = _WORKERS.get(device)
-        if worker is None:
-            worker = _WORKERS[device] = Worker(device)
-        return worker
+    return _WORKERS.get(device)
 
 
-@atexit.register
 def close_all_workers() -> None:
     """Close every shared worker (also run at exit); call it before a fast ``os._exit``."""
-    with _WORKERS_LOCK:
-        workers = list(_WORKERS.values())
-        _WORKERS.clear()
-    for worker in workers:
-        worker.close()
+    _WORKERS.close_all()
 

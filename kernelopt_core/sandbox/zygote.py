@@ -31,6 +31,7 @@ from typing import Any
 
 from ..process_lifetime import (
     OWNER_GONE_STATUS,
+    SharedProcesses,
     die_with_owner,
     end_tree,
     set_parent_death_signal,
@@ -392,31 +393,17 @@ class Zygote:
             pass
 
 
-_ZYGOTES: dict[tuple[str, tuple[str, ...]], Zygote] = {}
-_ZYGOTES_LOCK = threading.Lock()
+_ZYGOTES: SharedProcesses[tuple[str, tuple[str, ...]], Zygote] = SharedProcesses(
+    lambda key: Zygote(key[0], preload=key[1]))
 
 
 def shared_zygote(flavor: str, preload: tuple[str, ...] = ()) -> Zygote:
     """This process's zygote of a flavour and preload (started on first use, closed at exit)."""
-    with _ZYGOTES_LOCK:
-        key = (flavor, tuple(preload))
-        zygote = _ZYGOTES.get(key)
-        if zygote is None:
-            zygote = _ZYGOTES[key] = Zygote(flavor, preload=key[1])
-        return zygote
+    return _ZYGOTES.get((flavor, tuple(preload)))
 
 
 def close_zygotes() -> None:
-    with _ZYGOTES_LOCK:
-        zygotes = list(_ZYGOTES.values())
-        _ZYGOTES.clear()
-    for zygote in zygotes:
-        zygote.close()
-
-
-import atexit  # noqa: E402 - registered after the definitions it names
-
-atexit.register(close_zygotes)
+    _ZYGOTES.close_all()
 
 if __name__ == "__main__":
     sys.exit(main())
