@@ -74,6 +74,28 @@ def _window(experiment: str, outputs: int, rows: int, method: str, block: int, o
                     speedup, source, own_code)
 
 
+def _own_coop(pattern: str, rows: int, row: int, group: int, chunk: int, warps: int, speedup: float,
+              source: str) -> Measured:
+    """The cooperative_rows family's own launcher, timed outside the gates."""
+    return _reduction("cooperative_rows", pattern, rows, row, f"G={group}, chunk={chunk}",
+                      {"chunk": chunk, "num_warps": warps}, speedup, source, True)
+
+
+def _own_single(pattern: str, rows: int, row: int, xblock: int, warps: int, speedup: float, source: str) -> Measured:
+    """The single_read family's own kernel, timed outside the gates."""
+    return _reduction("single_read", pattern, rows, row, f"XBLOCK={xblock}, num_warps={warps}",
+                      {"blocks.XBLOCK": xblock, "num_warps": warps}, speedup, source, True)
+
+
+def _explored_window(pattern: str, outputs: int, rows: int, method: str, block: int, out_rows: int, warps: int,
+                     speedup: float) -> Measured:
+    """A prototype of explore_windows; its block is BQ for a blockscan, BW for a shifted row op."""
+    experiment = f"{EXPLORE_WINDOWS}#{pattern}"
+    block_name = "BQ" if method == "blockscan" else "BW"
+    return _window(experiment, outputs, rows, method, block, out_rows, warps, speedup,
+                   f"{experiment}/{method} {block_name}={block} num_warps={warps}", False)
+
+
 MEASURED: tuple[Measured, ...] = (
     # explore_reductions, 2026-12-01 (coop = cooperative_rows, single = single_read, split = split_programs)
     _split("layernorm_16x4M", 16, 4194304, 64, 1.25), _split("layernorm_16x4M", 16, 4194304, 256, 1.302),
@@ -100,29 +122,18 @@ MEASURED: tuple[Measured, ...] = (
     _single("softmax_32768x16384", 32768, 16384, "single_w8", 1, 8, 1.034),
     _single("softmax_32768x16384", 32768, 16384, "single_w16", 1, 16, 1.047),
     # the families' own launchers on the kbscale problems, timed outside the gates (2026-12-01)
-    _reduction("cooperative_rows", "softmax_long_rows", 4096, 393216, "G=48, chunk=8192", {"chunk": 8192, "num_warps": 8},
-               0.286, FAMILIES_SOFTMAX, True),
-    _reduction("cooperative_rows", "softmax_long_rows", 4096, 393216, "G=96, chunk=4096", {"chunk": 4096, "num_warps": 4},
-               0.595, FAMILIES_SOFTMAX, True),
-    _reduction("cooperative_rows", "instance_norm", 2048, 262144, "G=32, chunk=8192", {"chunk": 8192, "num_warps": 8},
-               0.931, FAMILIES_SOFTMAX, True),
-    _reduction("cooperative_rows", "instance_norm", 2048, 262144, "G=64, chunk=4096", {"chunk": 4096, "num_warps": 4},
-               0.963, FAMILIES_SOFTMAX, True),
-    _reduction("cooperative_rows", "l2_norm", 16384, 65536, "G=8, chunk=8192", {"chunk": 8192, "num_warps": 8},
-               1.029, FAMILIES_CROSS_ENTROPY, True),
-    _reduction("cooperative_rows", "l2_norm", 16384, 65536, "G=16, chunk=4096", {"chunk": 4096, "num_warps": 4},
-               1.159, FAMILIES_CROSS_ENTROPY, True),
-    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=1, num_warps=8", {"blocks.XBLOCK": 1, "num_warps": 8},
-               0.797, FAMILIES_CROSS_ENTROPY, True),
-    _reduction("single_read", "cross_entropy", 131072, 8192, "XBLOCK=2, num_warps=16", {"blocks.XBLOCK": 2, "num_warps": 16},
-               0.755, FAMILIES_CROSS_ENTROPY, True),
+    _own_coop("softmax_long_rows", 4096, 393216, 48, 8192, 8, 0.286, FAMILIES_SOFTMAX),
+    _own_coop("softmax_long_rows", 4096, 393216, 96, 4096, 4, 0.595, FAMILIES_SOFTMAX),
+    _own_coop("instance_norm", 2048, 262144, 32, 8192, 8, 0.931, FAMILIES_SOFTMAX),
+    _own_coop("instance_norm", 2048, 262144, 64, 4096, 4, 0.963, FAMILIES_SOFTMAX),
+    _own_coop("l2_norm", 16384, 65536, 8, 8192, 8, 1.029, FAMILIES_CROSS_ENTROPY),
+    _own_coop("l2_norm", 16384, 65536, 16, 4096, 4, 1.159, FAMILIES_CROSS_ENTROPY),
+    _own_single("cross_entropy", 131072, 8192, 1, 8, 0.797, FAMILIES_CROSS_ENTROPY),
+    _own_single("cross_entropy", 131072, 8192, 2, 16, 0.755, FAMILIES_CROSS_ENTROPY),
     # windows: explore_windows' avg_pool1d k8 s1 p4 of (64, 128, 65536) (536,879,104 outputs)
-    _window(f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4", 536879104, 1, "blockscan", 128, 1, 4, 1.588,
-            f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4/blockscan BQ=128 num_warps=4", False),
-    _window(f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4", 536879104, 1, "blockscan", 256, 1, 8, 1.551,
-            f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4/blockscan BQ=256 num_warps=8", False),
-    _window(f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4", 536879104, 1, "shifted", 1024, 1, 4, 0.665,
-            f"{EXPLORE_WINDOWS}#avgpool1d_k8s1p4/shifted BW=1024 num_warps=4", False),
+    _explored_window("avgpool1d_k8s1p4", 536879104, 1, "blockscan", 128, 1, 4, 1.588),
+    _explored_window("avgpool1d_k8s1p4", 536879104, 1, "blockscan", 256, 1, 8, 1.551),
+    _explored_window("avgpool1d_k8s1p4", 536879104, 1, "shifted", 1024, 1, 4, 0.665),
     # the windowed family's own launchers, spot checks (docs/optimizer.md): avg_pool1d as above, against
     # Inductor's 1.63 ms; max_pool2d k4 s1 p1 of
     # (32, 64, 512, 512), 511 x 511 outputs per plane, against Inductor's 4.25 ms
