@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -230,22 +232,13 @@ class _Runner:
             if isinstance(op, ast.Add) and isinstance(right, Pointer) and not isinstance(left, (Pointer, Sym)):
                 return right.shifted(left)
             raise KernelEvalError(f"line {self.line}: pointer arithmetic other than pointer + index")
-        names = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and",
-                 ast.BitOr: "or", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
         if isinstance(left, Sym) or isinstance(right, Sym):
-            if type(op) not in names:
+            if type(op) not in _SYMBOLIC_OPERATORS:
                 raise KernelEvalError(f"line {self.line}: {type(op).__name__} on loaded data")
-            return Sym(names[type(op)], (left, right))
-        if isinstance(op, ast.Add):
-            return left + right
-        if isinstance(op, ast.Sub):
-            return left - right
-        if isinstance(op, ast.Mult):
-            return left * right
-        if isinstance(op, ast.BitAnd):
-            return left & right
-        if isinstance(op, ast.BitOr):
-            return left | right
+            return Sym(_SYMBOLIC_OPERATORS[type(op)], (left, right))
+        same_as_python = _PYTHON_OPERATORS.get(type(op))
+        if same_as_python is not None:
+            return same_as_python(left, right)
         if isinstance(op, ast.FloorDiv):
             # Triton divides integers toward zero (C); the index operands here are never negative
             # where it matters, but mirror the semantics anyway.
@@ -331,6 +324,14 @@ class _Runner:
         return Sym("load", (len(self.result.loads) - 1,))
 
 
+# How loaded data enters an operator (a symbolic value names it), and the operators whose Triton
+# meaning on index values is Python's (division and remainder differ: they round toward zero).
+_SYMBOLIC_OPERATORS: dict[type[ast.operator], str] = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
+    ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_PYTHON_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_}
 _LOOP_TARGETS = ("r0_offset", "roffset")
 _KNOWN_CALLS = {"tl.arange", "tl.program_id", "tl.num_programs", "tl.full", "tl.broadcast_to", "tl.load",
                 "tl.where"}
