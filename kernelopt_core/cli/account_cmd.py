@@ -85,14 +85,13 @@ def _print(acct: Any, rec: Any, findings: Any, describe: Any, noise: list[str]) 
     console.print(table)
     for note in noise:
         console.print(f"[yellow]noisy[/yellow] {note}", soft_wrap=True, highlight=False)
-    console.print(f"callable {acct.callable_ms:.4f} ms = kernels {acct.kernel_ms:.4f} ms + overheads "
-                  f"{acct.overhead_ms:.4f} ms ({acct.overhead_share:.0%})")
+    console.print(acct.split_text())
     for item in acct.overheads:
         console.print(f"  {describe(item)}")
         if item.suggestion:
             console.print(f"    [cyan]hint[/cyan] {item.suggestion}")
-    for baseline, candidate, cmp in acct.speedups():
-        console.print(f"  {candidate}: {cmp.describe(baseline, candidate)}")
+    for line in acct.speedup_lines():
+        console.print(f"  {line}")
     for note in acct.notes:
         console.print(f"  [yellow]note[/yellow] {note}")
     if rec is not None:

@@ -339,6 +339,15 @@ class CallableAccounting:
                          speedup_between(other.stats, self.callable.stats, across_configurations=True)))
         return rows
 
+    def split_text(self) -> str:
+        """``callable 1.2 ms = kernels 1.0 ms + overheads 0.2 ms (17%)``."""
+        return (f"callable {self.callable_ms:.4f} ms = kernels {self.kernel_ms:.4f} ms + overheads "
+                f"{self.overhead_ms:.4f} ms ({self.overhead_share:.0%})")
+
+    def speedup_lines(self) -> list[str]:
+        """One line per comparison of :meth:`speedups`: ``<candidate>: <the comparison>``."""
+        return [f"{candidate}: {cmp.describe(baseline, candidate)}" for baseline, candidate, cmp in self.speedups()]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "device": self.device, "mode": self.mode, "cudagraphs": self.cudagraphs,
@@ -370,15 +379,13 @@ class CallableAccounting:
                  "| timed | path | median ms | IQR ms |", "|---|---|---|---|"]
         for t in self.timings():
             lines.append(f"| {t.label} | {t.path} | {t.stats.median_ms:.4f} | {t.stats.iqr_ms:.4f} |")
-        lines += ["", f"Callable {self.callable_ms:.4f} ms = kernels {self.kernel_ms:.4f} ms + overheads "
-                      f"{self.overhead_ms:.4f} ms ({self.overhead_share:.0%}); module call() "
-                      f"{self.module_call_ms:.4f} ms.", ""]
+        split = self.split_text()
+        lines += ["", f"{split[0].upper()}{split[1:]}; module call() {self.module_call_ms:.4f} ms.", ""]
         for item in self.overheads:
             lines.append(f"- {describe_overhead(item)}" + (f" — {item.suggestion}" if item.suggestion else ""))
         if self.overhead_dominates:
             lines.append(f"- **overhead dominates** (≥ {OVERHEAD_DOMINATES_SHARE:.0%} of the callable's time)")
-        for baseline, candidate, cmp in self.speedups():
-            lines.append(f"- {candidate}: {cmp.describe(baseline, candidate)}")
+        lines += [f"- {line}" for line in self.speedup_lines()]
         for note in self.notes:
             lines.append(f"- note: {note}")
         return "\n".join(lines) + "\n"
