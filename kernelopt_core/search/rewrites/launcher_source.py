@@ -8,10 +8,10 @@ the kernel's ``.run(...)``. Pure Python: nothing here imports torch or triton.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ...launchers import is_launcher_source
-from .base import RewriteContext
+from .base import RewriteContext, RewriteFamily
 from .kernel_source import KernelModule
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
@@ -96,5 +96,48 @@ def bytes_label(value: int | None) -> str:
     return f"{value} B"
 
 
+class NotRecognised(ValueError):
+    """The kernel is not one a launcher family rewrites exactly; the message says where it differs."""
+
+
+Found = TypeVar("Found")
+
+
+class RecognisingLauncherFamily(RewriteFamily, Generic[Found]):
+    """A family that replaces an Inductor kernel it recognises exactly (a strided access, a pooling
+    window) by a launcher that reads one tensor once and writes one once."""
+
+    causes: tuple[str, ...]  # the analyst's causes its launchers remove
+    recognises: str  # what it recognises, named when it declines
+
+    def recognise_kernel(self, ctx: RewriteContext) -> Found:
+        """What the family recognises in the kernel, or :class:`NotRecognised`."""
+        raise NotImplementedError
+
+    def declines(self, ctx: RewriteContext, found: Found) -> str | None:
+        """Why the family declines what it recognised before the evidence is asked (None: it does not)."""
+        return None
+
+    def recognise(self, ctx: RewriteContext) -> Found:
+        if is_launcher(ctx.module):
+            raise NotRecognised("the kernel is already a launcher")
+        return self.recognise_kernel(ctx)
+
+    def not_applicable(self, ctx: RewriteContext) -> str | None:
+        if ctx.module.text != ctx.original.text:
+            return "rewrites Inductor's own kernel only (this node is already a rewrite)"
+        try:
+            found = self.recognise(ctx)
+        except NotRecognised as exc:
+            return f"no {self.recognises} recognised: {exc}"
+        return self.declines(ctx, found) or headroom_reason(ctx, *self.causes)
+
+    def target_bytes(self, ctx: RewriteContext, in_param: str, out_param: str) -> int | None:
+        """The ideal bytes of the launch: the tensor ``in_param`` read once, ``out_param`` written once."""
+        tensors = [t for t in (launch_tensor(ctx, in_param), launch_tensor(ctx, out_param)) if t]
+        return ideal_bytes(ctx, tensors)
+
+
 __all__ = ["DTYPES", "HEADER", "NEAR_SPEED_OF_LIGHT_PCT", "bytes_label", "contiguous_strides", "headroom_reason",
-           "ideal_bytes", "is_contiguous", "is_launcher", "launch_tensor", "numel", "runtime_params", "sol_text"]
+           "ideal_bytes", "is_contiguous", "is_launcher", "launch_tensor", "numel", "runtime_params", "sol_text",
+           "NotRecognised", "RecognisingLauncherFamily"]

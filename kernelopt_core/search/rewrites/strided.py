@@ -19,22 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext, RewriteFamily
+from .base import Rewrite, RewriteContext
 from .kernel_source import next_pow2
-from .launcher_source import (
-    HEADER,
-    bytes_label,
-    headroom_reason,
-    ideal_bytes,
-    is_launcher,
-    launch_tensor,
-    runtime_params,
-    sol_text,
-)
+from .launcher_source import HEADER, RecognisingLauncherFamily, bytes_label, runtime_params, sol_text
 from .strided_model import (
     ColumnReduction,
     PermuteCopy,
-    StridedMismatch,
     recognise_columns,
     recognise_permute,
 )
@@ -224,34 +214,24 @@ def column_plans(red: ColumnReduction, on_cpu: bool, multiprocessors: int) -> li
 # --- the family --------------------------------------------------------------------------------
 
 
-class StridedAccessFamily(RewriteFamily):
+class StridedAccessFamily(RecognisingLauncherFamily[PermuteCopy | ColumnReduction]):
     name = "strided_access"
     summary = ("strided loads made contiguous in a launcher: tiled transposes through a 2D block, column "
                "reductions over contiguous row segments (rows split across programs with a scratch buffer "
                "when there are few columns)")
+    causes = CAUSES
+    recognises = "strided access"
 
-    def recognise(self, ctx: RewriteContext) -> PermuteCopy | ColumnReduction:
-        if is_launcher(ctx.module):
-            raise StridedMismatch("the kernel is already a launcher")
+    def recognise_kernel(self, ctx: RewriteContext) -> PermuteCopy | ColumnReduction:
         args = ctx.evidence.get("launch_args")
         if ctx.module.heuristic == "pointwise":
             return recognise_permute(ctx.module, args)
         return recognise_columns(ctx.module, args)
 
-    def not_applicable(self, ctx: RewriteContext) -> str | None:
-        if ctx.module.text != ctx.original.text:
-            return "rewrites Inductor's own kernel only (this node is already a rewrite)"
-        try:
-            self.recognise(ctx)
-        except StridedMismatch as exc:
-            return f"no strided access recognised: {exc}"
-        return headroom_reason(ctx, *CAUSES)
-
     def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         found = self.recognise(ctx)
         params = runtime_params(ctx.module)
-        tensors = [t for t in (launch_tensor(ctx, found.in_param), launch_tensor(ctx, found.out_param)) if t]
-        target = ideal_bytes(ctx, tensors)
+        target = self.target_bytes(ctx, found.in_param, found.out_param)
         out: list[Rewrite] = []
         if isinstance(found, PermuteCopy):
             for plan in transpose_plans(found, ctx.on_cpu):

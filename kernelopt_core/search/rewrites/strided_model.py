@@ -24,10 +24,10 @@ from typing import Any
 
 from .kernel_eval import KernelEvalError, Sym, evaluate_kernel
 from .kernel_source import KernelModule, KernelSourceError, parse_kernel_module
-from .launcher_source import DTYPES, contiguous_strides, is_contiguous, numel
+from .launcher_source import DTYPES, NotRecognised, contiguous_strides, is_contiguous, numel
 
 
-class StridedMismatch(ValueError):
+class StridedMismatch(NotRecognised):
     """The kernel is not a strided access this package rewrites exactly; the message says why."""
 
 

@@ -20,13 +20,13 @@ from typing import Any
 
 from .kernel_eval import KernelEvalError, Sym, evaluate_kernel, leaves
 from .kernel_source import KernelModule
-from .launcher_source import DTYPES, numel
+from .launcher_source import DTYPES, NotRecognised, numel
 
 MAX_TAP_OFFSET = 64  # |row| and |column| offsets of a tap considered when splitting its address
 MAX_TAPS = 256
 
 
-class WindowMismatch(ValueError):
+class WindowMismatch(NotRecognised):
     """The kernel is not a pooling window this package can rewrite exactly; the message says why."""
 
 

@@ -16,19 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext, RewriteFamily
+from .base import Rewrite, RewriteContext
 from .kernel_source import next_pow2
-from .launcher_source import (
-    HEADER,
-    bytes_label,
-    headroom_reason,
-    ideal_bytes,
-    is_launcher,
-    launch_tensor,
-    runtime_params,
-    sol_text,
-)
-from .window_model import PoolWindow, WindowMismatch, recognise_window
+from .launcher_source import HEADER, RecognisingLauncherFamily, bytes_label, runtime_params, sol_text
+from .window_model import PoolWindow, recognise_window
 
 MAX_RING = 16  # row results kept in registers: (KH - 1) * DH + 1
 MAX_WINDOW_W = 64  # KW: a blockscan block of KW columns must fit a thread's registers
@@ -277,33 +268,26 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
     return [p for p in plans if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
 
-class WindowedFamily(RewriteFamily):
+class WindowedFamily(RecognisingLauncherFamily[PoolWindow]):
     name = "windowed"
     summary = ("pooling windows rewritten as a launcher that loads each input row once with contiguous loads "
                "(block scans along the row, a ring of row results down the column)")
+    causes = (CAUSE,)
+    recognises = "pooling window"
 
-    def recognise(self, ctx: RewriteContext) -> PoolWindow:
-        if is_launcher(ctx.module):
-            raise WindowMismatch("the kernel is already a launcher")
+    def recognise_kernel(self, ctx: RewriteContext) -> PoolWindow:
         return recognise_window(ctx.original if ctx.module.text == ctx.original.text else ctx.module,
                                 ctx.evidence.get("launch_args"))
 
-    def not_applicable(self, ctx: RewriteContext) -> str | None:
-        if ctx.module.text != ctx.original.text:
-            return "rewrites Inductor's own kernel only (this node is already a rewrite)"
-        try:
-            window = self.recognise(ctx)
-        except WindowMismatch as exc:
-            return f"no pooling window recognised: {exc}"
-        if ring_size(window) > MAX_RING:
-            return f"the vertical window spans {ring_size(window)} rows (more than {MAX_RING} row results to hold)"
-        return headroom_reason(ctx, CAUSE)
+    def declines(self, ctx: RewriteContext, found: PoolWindow) -> str | None:
+        if ring_size(found) > MAX_RING:
+            return f"the vertical window spans {ring_size(found)} rows (more than {MAX_RING} row results to hold)"
+        return None
 
     def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
         window = self.recognise(ctx)
         params = runtime_params(ctx.module)
-        tensors = [t for t in (launch_tensor(ctx, window.in_param), launch_tensor(ctx, window.out_param)) if t]
-        target = ideal_bytes(ctx, tensors)
+        target = self.target_bytes(ctx, window.in_param, window.out_param)
         out: list[Rewrite] = []
         for plan in plans_for(window, ctx.on_cpu):
             source = generate_launcher(window, plan, ctx.module.name, params)
