@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext, RewriteFamily
+from .base import Rewrite, RewriteContext
 from .cost_model import (
     SINGLE_READ_MAX_ROW,
     Probe,
@@ -40,8 +40,8 @@ from .cost_model import (
 )
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
+from .reduction_family import ReductionLauncherFamily
 from .reduction_passes import (
-    NotTransformable,
     Pass,
     Reduction,
     ReductionKernel,
@@ -307,22 +307,14 @@ def _fewest_registers(probed: Iterator[tuple[tuple[CoopShape, bool], str | None,
         yield shape, written_out, probe
 
 
-class CooperativeRowsFamily(RewriteFamily):
+class CooperativeRowsFamily(ReductionLauncherFamily):
     name = "cooperative_rows"
     summary = ("long rows read once: G programs per row each hold a chunk in registers and exchange partials "
                "through scratch (a launcher)")
+    cpu_reason = ("needs co-resident programs: the CPU interpreter runs them one at a time, so every wait "
+                  "would end in recomputing the partials")
 
-    def not_applicable(self, ctx: RewriteContext) -> str | None:
-        if ctx.on_cpu:
-            return ("needs co-resident programs: the CPU interpreter runs them one at a time, so every wait "
-                    "would end in recomputing the partials")
-        try:
-            kernel = decompose(ctx.module)
-        except NotTransformable as exc:
-            return str(exc)
-        return self._why_not(ctx, kernel)
-
-    def _why_not(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
+    def declines(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
         if not kernel.levels:
             return "no reduction to combine"
         hazard = kernel.cross_chunk_hazard() or redo_hazard(kernel)

@@ -19,7 +19,7 @@ import ast
 import functools
 from dataclasses import dataclass
 
-from .base import Rewrite, RewriteContext, RewriteFamily
+from .base import Rewrite, RewriteContext
 from .cost_model import (
     low_parallelism_signal,
     near_speed_of_light,
@@ -31,6 +31,7 @@ from .cost_model import (
 )
 from .kernel_source import next_pow2
 from .launcher_text import SIGNATURE_TYPES, Lines, launch, probe_module, prologue, scratch
+from .reduction_family import ReductionLauncherFamily
 from .reduction_passes import NotTransformable, Pass, ReductionKernel, decompose
 from .statement_edits import with_chunk_start
 
@@ -201,18 +202,13 @@ def split_shapes(kernel: ReductionKernel, sms: int) -> list[SplitShape]:
     return shapes
 
 
-class SplitProgramsFamily(RewriteFamily):
+class SplitProgramsFamily(ReductionLauncherFamily):
     name = "split_programs"
     summary = ("few long rows over many programs: per-chunk partials in scratch, a finalize per row, the "
                "elementwise pass parallel over all chunks (a launcher)")
+    cpu_reason = "more programs only add work on the CPU interpreter, which runs them one at a time"
 
-    def not_applicable(self, ctx: RewriteContext) -> str | None:
-        if ctx.on_cpu:
-            return "more programs only add work on the CPU interpreter, which runs them one at a time"
-        try:
-            kernel = decompose(ctx.module)
-        except NotTransformable as exc:
-            return str(exc)
+    def declines(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
         hazard = kernel.split_hazard()
         if hazard:
             return hazard
