@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,11 +28,15 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_NEGATIVE,
     EXIT_OK,
+    TerminalDisplay,
     console,
     err_console,
     output_result,
 )
 from .common import fail as _fail
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 HEARTBEAT_S = 8.0  # with nothing new for this long, the last step is repeated with its clock (a line every 10 s)
 
@@ -155,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class BenchProgress:
+class BenchProgress(TerminalDisplay):
     """The campaign's progress. On a terminal: a bar over problems, its current step, and a line per
     finished problem. Elsewhere (a log, a pipe): one timestamped line per step, finished problems
     included, and the heartbeat's line while a step lasts, so a line comes at least every 10 s."""
@@ -174,14 +178,8 @@ class BenchProgress:
         self._lock = threading.Lock()
         self.sink = EventSink(self._on_event)
 
-    def __enter__(self) -> BenchProgress:
-        if self._progress is not None:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+    def _display(self) -> Progress | None:
+        return self._progress
 
     def _on_event(self, event: ProgressEvent) -> None:
         with self._lock:

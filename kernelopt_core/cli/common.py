@@ -8,7 +8,8 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 from rich.console import Console, ConsoleDimensions
 
@@ -260,3 +261,26 @@ def kernelopt_command() -> str:
         path = relative if not relative.startswith("..") else script
         return shlex.quote(path if os.sep in path else os.path.join(".", path))
     return f"{shlex.quote(sys.executable)} -m kernelopt_core.cli.main"
+
+
+Shown = TypeVar("Shown", bound="TerminalDisplay")
+
+
+class TerminalDisplay:
+    """Progress shown by a rich display (a live panel, a bar) while inside, on a terminal; elsewhere
+    (a log, a pipe) the command writes lines and there is no display."""
+
+    def _display(self) -> AbstractContextManager[Any] | None:
+        """The rich display, or None off a terminal."""
+        raise NotImplementedError
+
+    def __enter__(self: Shown) -> Shown:
+        display = self._display()
+        if display is not None:
+            display.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        display = self._display()
+        if display is not None:
+            display.__exit__(*exc)

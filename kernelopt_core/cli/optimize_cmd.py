@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..events import HEARTBEAT_STAGE, EventSink, ProgressEvent
-from .common import DEVICE_HELP, EXIT_INTERRUPTED, console, err_console, fail, output_result
+from .common import DEVICE_HELP, EXIT_INTERRUPTED, TerminalDisplay, console, err_console, fail, output_result
 
 DEFAULT_RUN_ROOT = ".kernelopt/runs"
 HEARTBEAT_S = 8.0  # with nothing new for this long, the last step is repeated with its elapsed time (so a line
@@ -308,7 +308,7 @@ class _State:
 _KEPT_STAGES = ("dispatch", "done")
 
 
-class LiveProgress:
+class LiveProgress(TerminalDisplay):
     """Progress of a run: on a terminal a live panel (run, kernel, iteration, candidate, gate, best
     speedup, the current step with its clock); elsewhere one timestamped line per step, and a
     heartbeat line while a step lasts (``heartbeat()`` in kernelopt_core.events sends them)."""
@@ -320,14 +320,8 @@ class LiveProgress:
         self.live = Live(console=console, refresh_per_second=4, transient=True, get_renderable=self._render) \
             if console.is_terminal else None
 
-    def __enter__(self) -> LiveProgress:
-        if self.live is not None:
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)
+    def _display(self) -> Live | None:
+        return self.live
 
     def sink(self, cancel: Any = None) -> EventSink:
         return EventSink(self.update, cancel)
