@@ -694,6 +694,12 @@ def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
             if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
 
 
+# Families compared element by element against the original's own rounding at each output's magnitude: their
+# values span many decades within one tensor (the sweep), or mix the candidate's constants, of any size, with
+# unit values, so that a tolerance scaled to the largest input would hide a wrong unit-sized output.
+BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
+
+
 def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = FAMILY_SEED,
                 families: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
     """Gate 2's input families (:mod:`.input_families`, or ``families``) for a kernel whose inputs are
@@ -710,7 +716,7 @@ def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int =
 
     chosen = families_for(dtype, reduction) if families is None else families
     return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure,
-                     comparison="magnitude" if family.name == "magnitude-sweep" else "tolerance")
+                     comparison="magnitude" if family.name in BY_MAGNITUDE else "tolerance")
             for family in chosen]
 
 
