@@ -45,7 +45,7 @@ def launch(x_ptr, out_ptr, n):
 """
 CANDIDATE = ORIGINAL.replace("tl.store(out_ptr + offs, x * 2.0, mask=mask)",
                              "tl.store(out_ptr + offs, tl.where(x > 0.0, x + x, x * 2.0), mask=mask)")
-added = added_decisions(ORIGINAL, CANDIDATE).added
+added = added_decisions(ORIGINAL, CANDIDATE).required
 probed = probe_source(CANDIDATE, "launch", added)
 kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
 results = {"decisions": [d.text for d in probed.decisions], "skipped": [why for _, why in probed.skipped]}
@@ -80,7 +80,7 @@ CANDIDATE = ORIGINAL.replace("def double(x_ptr, out_ptr, n, BLOCK", "def double(
     "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, BLOCK=64)",
     "    flags = torch.zeros((1,), dtype=torch.int32, device=x_ptr.device)\n"
     "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, flags, BLOCK=64)")
-added = added_decisions(ORIGINAL, CANDIDATE).added
+added = added_decisions(ORIGINAL, CANDIDATE).required
 probed = probe_source(CANDIDATE, "launch", added)
 kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
 results = {"decisions": [[d.text, d.sync, d.loop] for d in added]}

@@ -415,7 +415,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         set was compared element by element at its magnitude, and so is the copy."""
         assert probing is not None and counters is not None
         coverage = probing.coverage
-        if coverage.complete or probing.failed is not None:
+        if coverage.settled or probing.failed is not None:
             return
         if coverage.seconds >= 2 * probing.search_seconds and not force:
             # the copy's runs have had their time: what is still unseen stays so (a bounded extra cost)
@@ -567,7 +567,7 @@ def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[
     coverage = probing.coverage
     deadline = time.monotonic() + probing.search_seconds
     for number, drawn in enumerate(search_sets(values, roles, names, probing.constants)):
-        if coverage.complete or probing.failed is not None or time.monotonic() > deadline:
+        if coverage.settled or probing.failed is not None or time.monotonic() > deadline:
             break
         drawn.fill(values, list(roles))
         coverage.searched += 1
