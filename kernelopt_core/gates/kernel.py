@@ -317,11 +317,16 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
             continue
         if floor is not None:
             at = _unravel(int(figures["worst_at"]), shape)
+            got, want = figures["worst_got"], figures["worst_want"]
+            # a few lost bits is precision; an error of a percent of the value or more is a different result
+            relative = abs(got - want) / max(abs(want), 1e-300)
+            cause = "precision lost at some magnitudes" if relative < 1e-2 else \
+                f"a wrong value ({relative:.2g} of the original's), not rounding"
             check.problems.append(
                 f"{count} of {total} elements of {name} differ from the original by more than {floor.factor:g}x its "
                 f"own rounding at their magnitude (the worst at index {at}: {figures['worst_got']:.6g} where the "
                 f"original has {figures['worst_want']:.6g}, {figures['worst_ratio']:.3g}x the floor "
-                f"{figures['worst_floor']:.3g} there): precision lost at some magnitudes")
+                f"{figures['worst_floor']:.3g} there): {cause}")
             continue
         where = _first_index_pair(cand, orig, lambda c, o, a=atol, r=tol: ~torch.isclose(c, o, atol=a, rtol=r,
                                                                                          equal_nan=True))
