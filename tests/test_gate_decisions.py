@@ -300,3 +300,21 @@ def test_a_comparison_counted_as_an_integer_is_no_integer_view_of_data() -> None
     result = added("""
         out = x + y.to(tl.int32).to(tl.float32)""")
     assert [f[0] for f in result.findings] == [RULE_KIND]
+
+
+def test_saturating_functions_of_data_are_decisions_unless_the_original_has_them() -> None:
+    bump = added("out = x + y * (1.0 - tl.exp(-((x - 0.7) * 1000000.0) * ((x - 0.7) * 1000000.0)))")
+    assert [d.kind for d in bump.required] == ["saturation"] and 0.7 in bump.constants
+    both = added("out = libdevice.tanh(x) + y", original=module(replace="out = libdevice.tanh(x) + y"))
+    assert both.required == []
+
+
+def test_a_select_effect_is_recorded_only_where_its_condition_holds_an_added_decision() -> None:
+    guarded = added("c = (x > 0.7) & (x < 0.7001)\nout = tl.where(c, y, x + y)")
+    assert [d.kind for d in guarded.added] == ["comparison", "comparison", "select effect"]
+    assert [d.advisory for d in guarded.added] == [False, False, True]
+    assert [d.kind for d in guarded.required] == ["comparison", "comparison"]
+    assert guarded.constants == [0.7, 0.7001]  # an effect adds no constants of its own
+    original = "out = tl.where(x > 0.0, y, x + y)"
+    reworded = added("out = tl.where(x > 0.0, y + 0.0, x + y)", original=module(replace=original))
+    assert reworded.added == []  # its condition decides nothing new: no effect to look for
