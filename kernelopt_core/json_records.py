@@ -16,7 +16,8 @@ R = TypeVar("R", bound="JsonRecord")
 
 def known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` that name fields of the dataclass ``cls``."""
-    return {name: data[name] for name in getattr(cls, "__dataclass_fields__") if name in data}
+    fields = cls.__dataclass_fields__  # type: ignore[attr-defined]  # a dataclass, by contract
+    return {name: data[name] for name in fields if name in data}
 
 
 class JsonRecord:
