@@ -149,6 +149,12 @@ class RunCheck:
     def passed(self) -> bool:
         return not self.problems
 
+    def cannot_run(self, problem: str) -> RunCheck:
+        """The check itself could not run, for this reason (the verdict is "could not verify")."""
+        self.problems.append(problem)
+        self.could_not_run = True
+        return self
+
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "passed": self.passed, "problems": self.problems,
                 "max_abs_diff": self.max_abs_diff, "mismatched": self.mismatched,
@@ -228,14 +234,10 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
 
     check = RunCheck(label)
     if original.error is not None:
-        check.problems.append(f"the ORIGINAL kernel failed on these arguments ({original.error}); "
-                              "the check cannot run")
-        check.could_not_run = True
-        return check
+        return check.cannot_run(f"the ORIGINAL kernel failed on these arguments ({original.error}); "
+                                "the check cannot run")
     if candidate.could_not_run:
-        check.problems.append(f"the check could not run the candidate: {candidate.error}")
-        check.could_not_run = True
-        return check
+        return check.cannot_run(f"the check could not run the candidate: {candidate.error}")
     if candidate.error is not None:
         check.problems.append(f"the candidate failed to run: {candidate.error}")
         check.violation = candidate.violation
@@ -580,9 +582,7 @@ def compare_reruns(label: str, first: KernelRun, again: KernelRun, roles: list[R
 
     check = RunCheck(label)
     if again.could_not_run:
-        check.problems.append(f"the check could not re-run the candidate: {again.error}")
-        check.could_not_run = True
-        return check
+        return check.cannot_run(f"the check could not re-run the candidate: {again.error}")
     if again.error is not None:
         check.problems.append(f"the candidate failed when run again: {again.error}")
         return check
