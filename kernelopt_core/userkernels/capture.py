@@ -20,7 +20,7 @@ literals, and the grid as a table over the meta-parameters it reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -305,7 +305,7 @@ def grid_table(launch: UserLaunch, constexprs: list[str], candidate_configs: lis
     return {"keys": keys, "table": rows}
 
 
-def launch_summary(launch: UserLaunch, params: list[str], roles: dict[str, str] | None = None) -> dict[str, Any]:
+def launch_summary(launch: UserLaunch, params: list[str], roles: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A captured launch for reports and hovers (tensors as metadata only)."""
     import torch
 

@@ -27,7 +27,7 @@ import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..gates.tasks.skeleton import (
     BASELINE,
@@ -56,6 +56,10 @@ from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
 from ..gates.tasks.skeleton import verdict as _verdict
 from .launcher import LAUNCHER_NAME, launcher_source
 
+if TYPE_CHECKING:
+    from ..artifacts.kernel_arguments import Role
+    from ..gates.model import SeedCheck
+
 _SESSIONS_LOCK = threading.Lock()
 _SESSIONS: dict[str, Any] = {}
 INPUT_SEEDS = (1000, 1001)
@@ -82,7 +86,7 @@ class Session:
     output: Any
     plan: dict[str, Any]
     values: list[Any]
-    roles: list[str]
+    roles: list[Role]
     names: list[str]
     original: Any  # the pinned launcher of the original kernel (runs here, in the checker)
     module: str
@@ -172,7 +176,7 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
         raise _SetupError(f"the original {kernel} cannot be launched on its own: {type(exc).__name__}: {exc}") from exc
     written = _written(original, values, device)
     loaded = set(payload.get("loaded") or [])
-    roles = []
+    roles: list[Role] = []
     for index, (name, value) in enumerate(zip(names, values, strict=True)):
         if not isinstance(value, torch.Tensor):
             roles.append("scalar")
@@ -536,7 +540,7 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return rejected
     reference, reference_error = _float64_reference(harness, seeds[0], pytest_kind)
     tolerance = float(payload.get("tolerance", 1e-4)) if reference is not None else _kernel_tolerance(built.output)
-    checks = []
+    checks: list[SeedCheck] = []
     for seed in seeds:
         inputs = harness.make_inputs(seed)
         arena = ExchangeArena(device)
