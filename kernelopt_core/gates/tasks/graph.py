@@ -141,14 +141,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
     from ..kernel_gate import BATTERIES, check_kernel
     from ..launch_capture import capture_launches
+    from ..registry import KernelSettings
     from ..step_clock import StepClock
 
     device = _device(payload)
     graph = parse_output_code(payload["graph"])
     names: list[str] = list(payload["kernels"])
-    seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    settings = KernelSettings.from_json(payload)
+    seeds = tuple(settings.seeds)
     low_memory = bool(payload.get("low_memory"))
-    battery = str(payload.get("battery") or "full")
+    battery = settings.battery
     if battery not in BATTERIES:
         raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
@@ -222,7 +224,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
-                reruns=int(payload.get("reruns", 2)),
+                reruns=settings.reruns,
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
                 extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names) if battery == "full" else (),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
@@ -424,11 +426,12 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ...sandbox.process import SandboxError
     from ..float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
     from ..model import check_seed, judge_structure
+    from ..registry import ModelSettings
     from ..step_clock import StepClock
 
     device = _device(payload)
-    seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
-    tolerance = float(payload.get("tolerance", 1e-4))
+    settings = ModelSettings.from_json(payload)
+    seeds, tolerance = settings.seeds, settings.tolerance
     _reset_peak(device)
     clock = StepClock(device)  # where gate 3's time goes (a finalist's cost, which the search's budget plans by)
     with clock("load_baseline"):
