@@ -65,7 +65,7 @@ class Capture:
     count: int = 0  # every launch of the kernel while capturing
 
 
-class _ReadingMeta(dict):  # type: ignore[type-arg]
+class _ReadingMeta(dict[str, Any]):
     """The grid's meta dict, noting which keys the grid reads."""
 
     def __init__(self, data: Any, reads: list[str]):
