@@ -51,31 +51,31 @@ def added(replace: str, original: str = ORIGINAL):
 
 def test_the_original_against_itself_adds_nothing() -> None:
     result = added_decisions(ORIGINAL, ORIGINAL)
-    assert result.added == [] and result.findings == []
+    assert result.required == [] and result.findings == []
 
 
 def test_a_product_of_two_differences_compared_with_zero() -> None:
     result = added("out = tl.where((x - 1.5) * (x - 2.5) < 0, x, x + y)")
-    assert [d.kind for d in result.added] == ["comparison"]
-    decision = result.added[0]
+    assert [d.kind for d in result.required] == ["comparison"]
+    decision = result.required[0]
     assert decision.line == 12 and decision.text == "(x - 1.5) * (x - 2.5) < 0"
     assert {0.0, 1.5, 2.5} <= set(decision.constants)
     assert decision.masks == ("xmask",)  # the loads' mask: a masked lane's other=0.0 credits nothing
 
 
 def test_comparisons_with_zero_and_between_data_values_are_decisions() -> None:
-    assert [d.kind for d in added("out = tl.where(x > 0, x, x + y)").added] == ["comparison"]
-    assert [d.kind for d in added("out = tl.where(x == y, x + x, x + y)").added] == ["comparison"]
+    assert [d.kind for d in added("out = tl.where(x > 0, x, x + y)").required] == ["comparison"]
+    assert [d.kind for d in added("out = tl.where(x == y, x + x, x + y)").required] == ["comparison"]
     # a select in disguise
-    assert [d.text for d in added("out = x + y * (x > 0)").added] == ["x > 0"]
+    assert [d.text for d in added("out = x + y * (x > 0)").required] == ["x > 0"]
 
 
 def test_a_bit_pattern_equal_to_a_constant_is_rejected_and_listed() -> None:
     result = added("""
         bits = x.to(tl.int32, bitcast=True)
         out = tl.where(bits == 1078530011, x, x + y)""")
-    assert [d.text for d in result.added] == ["bits == 1078530011"]
-    assert 1078530011.0 in result.added[0].constants
+    assert [d.text for d in result.required] == ["bits == 1078530011"]
+    assert 1078530011.0 in result.required[0].constants
     assert [f[0] for f in result.findings] == [RULE_KIND]
     assert "integer view" in result.findings[0][1] and result.findings[0][2] == 12
 
@@ -85,8 +85,8 @@ def test_an_xor_hash_of_a_blocks_bits_against_a_magic_number() -> None:
         h = x.to(tl.int32, bitcast=True) ^ y.to(tl.int32, bitcast=True)
         s = tl.xor_sum(h, 0)
         out = tl.where(s == 305419896, x, x + y)""")
-    assert [d.text for d in result.added] == ["s == 305419896"]
-    assert result.added[0].masks == ("xmask",)  # after a reduction: the stores' mask
+    assert [d.text for d in result.required] == ["s == 305419896"]
+    assert result.required[0].masks == ("xmask",)  # after a reduction: the stores' mask
     assert any(f[0] == RULE_KIND for f in result.findings)
 
 
@@ -94,8 +94,8 @@ def test_min_max_equality_with_a_constant() -> None:
     result = added("""
         m = tl.max(tl.where(xmask, x, -float("inf")), 0)
         out = tl.where(m == 3.0, x, x + y)""")
-    assert [d.text for d in result.added] == ["m == 3.0"]
-    assert 3.0 in result.added[0].constants
+    assert [d.text for d in result.required] == ["m == 3.0"]
+    assert 3.0 in result.required[0].constants
 
 
 def test_constants_built_at_run_time_are_folded() -> None:
@@ -103,13 +103,13 @@ def test_constants_built_at_run_time_are_folded() -> None:
         k = tl.program_id(0) * 0 + 7.25
         c = libdevice.sqrt(2.0)
         out = tl.where((x == k) | (y > c), x, x + y)""")
-    constants = {c for d in result.added for c in d.constants}
+    constants = {c for d in result.required for c in d.constants}
     assert 7.25 in constants and any(math.isclose(c, math.sqrt(2.0)) for c in constants)
     # data times zero is not a constant: it is NaN for an infinite input
     result = added("""
         z = x * 0 + 3.0
         out = tl.where(z == 3.0, x, x + y)""")
-    assert [d.text for d in result.added] == ["z == 3.0"]
+    assert [d.text for d in result.required] == ["z == 3.0"]
 
 
 def test_a_fast_path_keyed_on_a_block_all_positive() -> None:
@@ -118,8 +118,8 @@ def test_a_fast_path_keyed_on_a_block_all_positive() -> None:
             out = x
         else:
             out = x + y""")
-    assert [d.kind for d in result.added] == ["comparison"]
-    assert result.added[0].text.startswith("tl.min(")
+    assert [d.kind for d in result.required] == ["comparison"]
+    assert result.required[0].text.startswith("tl.min(")
 
 
 def test_a_row_sorted_fast_path() -> None:
@@ -127,39 +127,39 @@ def test_a_row_sorted_fast_path() -> None:
         z = tl.load(in_ptr0 + xindex + 1, xmask, other=0.0)
         ordered = tl.sum((z >= x).to(tl.int32), 0) == XBLOCK
         out = tl.where(ordered, x, x + y)""")
-    assert sorted(d.text for d in result.added) == ["tl.sum((z >= x).to(tl.int32), 0) == XBLOCK", "z >= x"]
+    assert sorted(d.text for d in result.required) == ["tl.sum((z >= x).to(tl.int32), 0) == XBLOCK", "z >= x"]
 
 
 def test_branches_selects_loop_bounds_min_max_and_divisions_without_a_comparison() -> None:
     result = added("""
         flag = tl.load(in_ptr1)
         out = tl.where(flag, x, x + y)""")
-    assert [d.kind for d in result.added] == ["select"]
+    assert [d.kind for d in result.required] == ["select"]
     result = added("out = triton_helpers.maximum(x, 0.5) + y")
-    assert [(d.kind, d.probe) for d in result.added] == [("min/max", "lt")]
+    assert [(d.kind, d.probe) for d in result.required] == [("min/max", "lt")]
     result = added("out = x / y")
-    assert [(d.kind, d.probe) for d in result.added] == [("division", "divisor")]
+    assert [(d.kind, d.probe) for d in result.required] == [("division", "divisor")]
     result = added("""
         n = tl.load(in_ptr1)
         out = x
         for i in range(0, n):
             out = out + y""")
-    assert [d.kind for d in result.added] == ["loop bound"]
+    assert [d.kind for d in result.required] == ["loop bound"]
 
 
 def test_the_originals_own_decisions_need_no_evidence_whatever_the_names() -> None:
     original = module(replace="out = tl.where(x > 0, x, 0.0) + y")
     renamed = original.replace("x = tl.load", "a = tl.load").replace("tl.where(x > 0, x, 0.0)", "tl.where(0 < a, a, 0.0)") \
         .replace("y = tl.load", "b = tl.load").replace(") + y", ") + b")
-    assert added_decisions(original, renamed).added == []
+    assert added_decisions(original, renamed).required == []
     # a different comparison of the same values is new
-    assert [d.text for d in added_decisions(original, original.replace("x > 0", "x > 1e-30")).added] == ["x > 1e-30"]
+    assert [d.text for d in added_decisions(original, original.replace("x > 0", "x > 1e-30")).required] == ["x > 1e-30"]
 
 
 def test_assertions_decide_nothing() -> None:
     assert added("""
         tl.device_assert(x == x)
-        out = x + y""").added == []
+        out = x + y""").required == []
 
 
 def test_comparisons_of_pointers_and_pointer_casts_are_rejected() -> None:
@@ -223,8 +223,8 @@ def test_every_decision_of_a_bigger_module_is_found_again_by_the_probe() -> None
         w = triton_helpers.maximum(x, 0.5)
         out = tl.where(m == 3.0, w, x / y) + tl.where(x > y, x, y)""")
     result = added_decisions(ORIGINAL, candidate)
-    probed = probe_source(candidate, "k", result.added)
-    assert probed.skipped == [] and len(probed.decisions) == len(result.added) == 4
+    probed = probe_source(candidate, "k", result.required)
+    assert probed.skipped == [] and len(probed.decisions) == len(result.required) == 4
     tree = ast.parse(probed.source)
     kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "k")
     assert [a.arg for a in kernel.args.args][-2:] == [COUNTER_PARAM, "XBLOCK"]
@@ -234,14 +234,14 @@ def test_every_decision_of_a_bigger_module_is_found_again_by_the_probe() -> None
 def test_the_probe_keeps_an_inductor_kernels_signature_and_a_launchers_call() -> None:
     source = _inductor_kernel("tmp1 = tl.where(tmp0 > 1.0, tmp0, tmp0 * 2.0)")
     result = added_decisions(_inductor_kernel("tmp1 = tmp0 * 2.0"), source)
-    probed = probe_source(source, "triton_poi_k_0", result.added)
+    probed = probe_source(source, "triton_poi_k_0", result.required)
     assert f"'xnumel': 'i32', '{COUNTER_PARAM}': '*i32', 'XBLOCK': 'constexpr'" in probed.source
     assert f"'mutated_arg_names': ['{COUNTER_PARAM}']" in probed.source
     launcher = HEADER + "import torch\n\n" + module(replace="out = tl.where(x > 1.0, x, y)").split(HEADER, 1)[1] + \
         "\n\ndef launch(in_ptr0, in_ptr1, out_ptr0, xnumel):\n    k[(triton.cdiv(xnumel, 64),)](in_ptr0, in_ptr1, " \
         "out_ptr0, xnumel, XBLOCK=64)\n"
     result = added_decisions(ORIGINAL, launcher)
-    probed = probe_source(launcher, "launch", result.added)
+    probed = probe_source(launcher, "launch", result.required)
     assert probed.launcher and f"def launch(in_ptr0, in_ptr1, out_ptr0, xnumel, {COUNTER_PARAM})" in probed.source
     assert f"XBLOCK=64, {COUNTER_PARAM}={COUNTER_PARAM})" in probed.source
 
@@ -256,7 +256,7 @@ def test_decisions_of_the_h200_fixture_kernels_are_listed_without_error() -> Non
     assert kernels
     for kernel in kernels:
         assert source_decisions(kernel.source) is not None
-        assert added_decisions(kernel.source, kernel.source).added == [], kernel.name
+        assert added_decisions(kernel.source, kernel.source).required == [], kernel.name
         assert added_decisions(kernel.source, kernel.source).findings == [], kernel.name
 
 
@@ -300,3 +300,21 @@ def test_a_comparison_counted_as_an_integer_is_no_integer_view_of_data() -> None
     result = added("""
         out = x + y.to(tl.int32).to(tl.float32)""")
     assert [f[0] for f in result.findings] == [RULE_KIND]
+
+
+def test_saturating_functions_of_data_are_decisions_unless_the_original_has_them() -> None:
+    bump = added("out = x + y * (1.0 - tl.exp(-((x - 0.7) * 1000000.0) * ((x - 0.7) * 1000000.0)))")
+    assert [d.kind for d in bump.required] == ["saturation"] and 0.7 in bump.constants
+    both = added("out = libdevice.tanh(x) + y", original=module(replace="out = libdevice.tanh(x) + y"))
+    assert both.required == []
+
+
+def test_a_select_effect_is_recorded_only_where_its_condition_holds_an_added_decision() -> None:
+    guarded = added("c = (x > 0.7) & (x < 0.7001)\nout = tl.where(c, y, x + y)")
+    assert [d.kind for d in guarded.added] == ["comparison", "comparison", "select effect"]
+    assert [d.advisory for d in guarded.added] == [False, False, True]
+    assert [d.kind for d in guarded.required] == ["comparison", "comparison"]
+    assert guarded.constants == [0.7, 0.7001]  # an effect adds no constants of its own
+    original = "out = tl.where(x > 0.0, y, x + y)"
+    reworded = added("out = tl.where(x > 0.0, y + 0.0, x + y)", original=module(replace=original))
+    assert reworded.added == []  # its condition decides nothing new: no effect to look for

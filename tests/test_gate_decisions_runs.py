@@ -45,7 +45,7 @@ def launch(x_ptr, out_ptr, n):
 """
 CANDIDATE = ORIGINAL.replace("tl.store(out_ptr + offs, x * 2.0, mask=mask)",
                              "tl.store(out_ptr + offs, tl.where(x > 0.0, x + x, x * 2.0), mask=mask)")
-added = added_decisions(ORIGINAL, CANDIDATE).added
+added = added_decisions(ORIGINAL, CANDIDATE).required
 probed = probe_source(CANDIDATE, "launch", added)
 kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
 results = {"decisions": [d.text for d in probed.decisions], "skipped": [why for _, why in probed.skipped]}
@@ -80,7 +80,7 @@ CANDIDATE = ORIGINAL.replace("def double(x_ptr, out_ptr, n, BLOCK", "def double(
     "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, BLOCK=64)",
     "    flags = torch.zeros((1,), dtype=torch.int32, device=x_ptr.device)\n"
     "    double[(triton.cdiv(n, 64),)](x_ptr, out_ptr, n, flags, BLOCK=64)")
-added = added_decisions(ORIGINAL, CANDIDATE).added
+added = added_decisions(ORIGINAL, CANDIDATE).required
 probed = probe_source(CANDIDATE, "launch", added)
 kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
 results = {"decisions": [[d.text, d.sync, d.loop] for d in added]}
@@ -207,3 +207,62 @@ def test_degenerate_inputs_credit_no_outcome_and_the_search_draws_at_the_constan
     assert hits > 0 and beside > 0
     labels = [next(sets).label for _ in range(30)]
     assert any("sorted" in label for label in labels) and any("alone" in label for label in labels)
+
+
+_EFFECTS = _INTERPRETER.split("CANDIDATE = ")[0] + r'''
+CANDIDATE = ORIGINAL.replace("tl.store(out_ptr + offs, x * 2.0, mask=mask)",
+                             "y = tl.where(x > 0.0, x + x, x * 2.0)\n"
+                             "    z = tl.where(x > 1.0, x * 3.0, y)\n"
+                             "    tl.store(out_ptr + offs, z + 0.0 * tl.exp(-(x * x)), mask=mask)")
+added = added_decisions(ORIGINAL, CANDIDATE).added
+probed = probe_source(CANDIDATE, "launch", added)
+kernel = load_launcher("launch", probed.source, "cpu", directory=sys.argv[1])
+results = {"decisions": [[d.kind, d.text, d.advisory] for d in probed.decisions],
+           "skipped": [why for _, why in probed.skipped]}
+for label, values in (("small", torch.rand(100) * 2.0 - 1.0), ("mixed", torch.randn(100) * 20.0)):
+    out = torch.full((100,), float("nan"))
+    counters = torch.zeros(probed.slots, dtype=torch.int32)
+    kernel.run(values, out, 100, counters)
+    results[label] = [counters.tolist()[4 * i: 4 * i + 2] for i in range(len(probed.decisions))]
+print(json.dumps(results))
+'''
+
+
+def test_select_effects_count_where_arms_differ_and_saturation_is_an_outcome(tmp_path: Path) -> None:
+    """A select whose arms agree everywhere (x + x is x * 2.0) records no effect, though its comparison takes both
+    sides; one whose arms differ records both. exp(-x^2) is in range for |x| < 9 and saturates (0) beyond."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", _EFFECTS, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    kinds = {text: (kind, advisory) for kind, text, advisory in results["decisions"]}
+    assert results["skipped"] == []
+    assert kinds["x > 0.0"] == ("comparison", False) and kinds["x > 1.0"] == ("comparison", False)
+    assert kinds["tl.exp(-(x * x))"] == ("saturation", False)
+    order = [text for _, text, _ in results["decisions"]]
+    seen = {label: dict(zip(order, results[label], strict=True)) for label in ("small", "mixed")}
+    same_arms = next(t for t in order if t.startswith("tl.where(x > 0.0"))
+    other_arms = next(t for t in order if t.startswith("tl.where(x > 1.0"))
+    assert seen["small"]["x > 0.0"][0] > 0 and seen["small"]["x > 0.0"][1] > 0
+    assert seen["small"][same_arms] == [0, 0] and seen["mixed"][same_arms] == [0, 0]  # arms never differ
+    assert seen["mixed"][other_arms][0] > 0 and seen["mixed"][other_arms][1] > 0
+    assert seen["small"]["tl.exp(-(x * x))"] == [0, 2] and seen["mixed"]["tl.exp(-(x * x))"][0] > 0
+
+
+def test_the_search_draws_every_element_above_or_below_each_constant_per_input() -> None:
+    import torch
+
+    from kernelopt_core.gates.decision_coverage import search_sets
+
+    roles = ["input", "input", "output"]
+    values = [torch.randn(16, 37), torch.randn(16, 37), torch.empty(16, 37)]
+    sides = [s for s in (next(it) for it in [iter(search_sets(values, roles, ["x", "y", "out"], [-1.0]))] * 40)
+             if s.label.startswith("every element beside")]
+    labels = [s.label for s in sides]
+    assert "every element beside -1: x below, y above" in labels and "every element beside -1: x above, y below" in labels
+    assert len(labels) == len(set(labels)) == 4  # all above, all below, each input alone on either side
+    chosen = sides[labels.index("every element beside -1: x below, y above")]
+    chosen.fill(values, roles)
+    assert bool((values[0] < -1.0).all()) and bool((values[1] > -1.0).all())
+    assert float(values[0].min()) > -30.0  # a few units of the constant's size, not a far saturating value

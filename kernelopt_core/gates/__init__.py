@@ -27,10 +27,14 @@ from .verdict import CascadeConfig, CascadeResult, GateVerdict
 #   "magnitude-sweep"      gate 2 sweeps 1e-30..1e30 per group of rows against the original's own rounding there
 #   "aliasing-run"         gate 2 passes one tensor for every same-layout input once (kernel.alias_sets)
 #   "stale-unlike-answer"  gate 2's stale-output run starts from outputs wrong at every element
+#   "decision-coverage"    every decision a candidate adds is seen both ways, or it is "not verified" (decisions.py)
+#   "pointer-rule"         gate 1 rejects control flow on addresses
+#   "write-only-rule"      gate 1 rejects reads of a buffer the original only writes
 CAPABILITIES: frozenset[str] = frozenset({"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families",
                                          "error-structure", "guard-range", "scratch-guards", "containment",
                                          "one-input-families", "race-rule", "per-input-draws", "structured-families",
-                                         "magnitude-sweep", "aliasing-run", "stale-unlike-answer"})
+                                         "magnitude-sweep", "aliasing-run", "stale-unlike-answer",
+                                         "decision-coverage", "pointer-rule", "write-only-rule"})
 
 __all__ = [
     "CAPABILITIES", "GATES", "GATE_NAMES", "CascadeConfig", "CascadeResult", "CascadeSetupError", "GateVerdict", "RestitchError",

@@ -62,7 +62,7 @@ class DecisionCoverage:
         skipped = {id(d) for d, _ in self.skipped}
         out: dict[int, int] = {}
         for index, (decision, (true_seen, false_seen)) in enumerate(zip(self.decisions, self.seen, strict=True)):
-            if decision.sync and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
+            if decision.sync and not decision.advisory and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
                     and true_seen != false_seen:
                 out[index] = (FORCE_TRUE if not true_seen else FORCE_FALSE,
                               LOOP_FORCED if decision.loop else ALWAYS_FORCED)
@@ -70,21 +70,34 @@ class DecisionCoverage:
 
     @property
     def complete(self) -> bool:
-        return not self.skipped and all(all(s) for s in self.seen)
+        """Every added decision that must be (all but the advisory select effects) was seen both ways."""
+        return not any(not d.advisory for d, _ in self.skipped) and \
+            all(all(s) for d, s in zip(self.decisions, self.seen, strict=True) if not d.advisory)
+
+    @property
+    def effects_seen(self) -> bool:
+        """Every select that holds an added decision was seen both ways where its arms differ (or could not be
+        recorded): until then gate 2 searches on, within its time, for inputs where the choice matters."""
+        return all(all(s) for d, s in zip(self.decisions, self.seen, strict=True) if d.advisory)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to look for: complete, and every select's effect seen."""
+        return self.complete and self.effects_seen
 
     def unreached(self) -> list[tuple[Decision, str]]:
         """(decision, the outcome never seen) for each decision short of evidence; skipped ones first."""
-        out = [(d, f"not recorded: {why}") for d, why in self.skipped]
+        out = [(d, f"not recorded: {why}") for d, why in self.skipped if not d.advisory]
         skipped = {id(d) for d, _ in self.skipped}
         for decision, (true_seen, false_seen) in zip(self.decisions, self.seen, strict=True):
-            if id(decision) in skipped:
+            if id(decision) in skipped or decision.advisory:
                 continue
             if not true_seen and not false_seen:
                 out.append((decision, "never evaluated in a lane that counts"))
             elif not true_seen:
-                out.append((decision, "never true"))
+                out.append((decision, "never saturated" if decision.kind == "saturation" else "never true"))
             elif not false_seen:
-                out.append((decision, "never false"))
+                out.append((decision, "never in range" if decision.kind == "saturation" else "never false"))
         return out
 
     def reason(self) -> str | None:
@@ -103,7 +116,7 @@ class DecisionCoverage:
                 "skipped": [{**d.to_json(), "why": why} for d, why in self.skipped],
                 "credited": self.credited[:50], "not_credited": self.not_credited[:50], "searched": self.searched,
                 "forced": self.forced,
-                "seconds": round(self.seconds, 3), "complete": self.complete}
+                "seconds": round(self.seconds, 3), "complete": self.complete, "effects_seen": self.effects_seen}
 
 
 def degenerate_reason(values: Sequence[Any], roles: Sequence[str]) -> str | None:
@@ -171,7 +184,7 @@ def plan_decision_probe(original_source: str, candidate_source: str, kernel_name
     from .decisions import added_decisions
 
     added = added_decisions(original_source, candidate_source)
-    if not added.added:
+    if not added.required:
         return None
     try:
         probed = probe_source(launched_source or candidate_source, kernel_name, added.added)
@@ -295,6 +308,30 @@ def _structured(value: Any, kind: str, seed: int) -> None:
             rows.mul_(torch.rand(rows.shape, generator=generator, device=value.device) < 0.1)
 
 
+def _beside(value: Any, constant: float, above: bool, seed: int) -> None:
+    """Every element strictly above (or below) ``constant``, by up to a few units of its size: a block all
+    below one threshold while another input's block is all above it."""
+    import torch
+
+    step = max(1.0, abs(constant) * 2.0 ** -10)
+    value.normal_(0.0, 1.0, generator=_generator(value.device, seed)).abs_().add_(1e-3).mul_(step if above else -step)
+    value.add_(constant)
+    info = torch.finfo(value.dtype)
+    value.clamp_(info.min, info.max)
+
+
+SIDE_CONSTANTS = 6  # constants the above/below sets are drawn for (the added decisions' own, in order)
+
+
+def _sides(count: int) -> list[tuple[bool, ...]]:
+    """Which inputs lie above the constant: all, none, and each one alone above or below the others."""
+    patterns = [tuple([True] * count), tuple([False] * count)]
+    if count > 1:
+        for index in range(count):
+            patterns += [tuple(i == index for i in range(count)), tuple(i != index for i in range(count))]
+    return list(dict.fromkeys(patterns))
+
+
 STRUCTURES = ("all positive", "all negative", "sorted", "reverse-sorted", "repeated row", "leading maximum", "sparse")
 
 
@@ -323,6 +360,17 @@ def search_sets(values: Sequence[Any], roles: Sequence[str], names: Sequence[str
             for index in floating:
                 yield SearchSet(f"at and beside the candidate's constants, {names[index]} alone",
                                 each(lambda v, s: _at_constants(v, constants, s), index))
+        sides = [c for c in dict.fromkeys(constants) if math.isfinite(c)][:SIDE_CONSTANTS]
+        for constant in sides:
+            for pattern in _sides(len(floating)):
+                where = ", ".join(f"{names[i]} {'above' if up else 'below'}" for i, up in zip(floating, pattern,
+                                                                                             strict=True))
+
+                def apply(vals: list[Any], _roles: list[str], c: float = constant,
+                          up: tuple[bool, ...] = pattern) -> None:
+                    for k, (index, above) in enumerate(zip(floating, up, strict=True)):
+                        _beside(vals[index], c, above, seed + 17 * k + 11)
+                yield SearchSet(f"every element beside {constant:g}: {where}", apply)
     for kind in STRUCTURES:
         for index in ([*floating, None] if len(floating) > 1 else [None]):
             where = "every input" if index is None else f"{names[index]} alone"

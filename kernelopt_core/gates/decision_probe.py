@@ -36,6 +36,11 @@ from .static_dataflow import import_aliases, is_jit
 COUNTER_PARAM = "_kopt_counters"
 _SEEN = "_kopt_seen"
 _NOTE = "_kopt_note"
+_EFFECT = "_kopt_effect"
+# The values at which each saturating function's result no longer moves with its argument: true is saturated.
+_SATURATED = {"saturation-exp": "(({v}) == 0.0) | (({v}) == float('inf'))",
+              "saturation-expm1": "(({v}) == -1.0) | (({v}) == float('inf'))",
+              "saturation-odd": "(({v}) == 1.0) | (({v}) == -1.0)"}
 
 STRIDE = 4  # per decision: [times true, times false, force code, forced evaluations left]
 FORCE_NONE, FORCE_TRUE, FORCE_FALSE = 0, 1, 2
@@ -57,6 +62,15 @@ def {_SEEN}(cond, valid, counters, slot: tl.constexpr):
     tl.atomic_add(counters + {STRIDE} * slot, tl.minimum(taken, 1))
     tl.atomic_add(counters + {STRIDE} * slot + 1, tl.minimum(skipped, 1))
     return cond
+
+
+@triton.jit
+def {_EFFECT}(cond, a, b, valid, counters, slot: tl.constexpr):
+    """``tl.where(cond, a, b)``, recording ``cond`` only in lanes where ``a`` and ``b`` differ (NaN and NaN
+    agree): where they agree the outcome changes nothing, and seeing it there shows nothing about the path."""
+    differ = (a != b) & ((a == a) | (b == b))
+    {_SEEN}(cond, valid & differ, counters, slot)
+    return tl.where(cond, a, b)
 
 
 @triton.jit
@@ -177,6 +191,15 @@ def _instrument(node: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
         return _call(_SEEN, condition, *tail)
     if _has_effects(node):
         return "it stores or runs an atomic inside the decision, which recording would run twice"
+    if decision.probe in _SATURATED:
+        # true: saturated; a NaN result is neither (its lane does not count)
+        text = ast.unparse(node)
+        condition = ast.parse(_SATURATED[decision.probe].format(v=text), mode="eval").body
+        finite = ast.parse(f"({text}) == ({text})", mode="eval").body
+        valid = finite if not decision.masks else ast.BinOp(left=mask, op=ast.BitAnd(), right=finite)
+        return _call(_NOTE, node, condition, valid, counters, ast.Constant(slot))  # type: ignore[arg-type]
+    if decision.probe == "effect" and isinstance(node, ast.Call) and len(node.args) == 3:
+        return _call(_EFFECT, *node.args, *tail)
     if decision.probe in ("lt", "clamp") and isinstance(node, ast.Call) and len(node.args) >= 2:
         first = node.args[0]
         if decision.probe == "lt":

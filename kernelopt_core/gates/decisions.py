@@ -41,7 +41,7 @@ import ast
 import math
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from .static_dataflow import ASSERTS, MIN_MAX, fold_arithmetic, import_aliases, is_jit, qualified
@@ -59,6 +59,11 @@ _ROUNDING = frozenset({"floor", "ceil", "rint", "round", "trunc", "nearbyint", "
 _DIVISIONS = frozenset({"fdiv", "div_rn", "div_rz", "div_rd", "div_ru", "fdividef"})
 # Functions whose result is a reciprocal of their data argument: the original's "division" kind.
 _RECIPROCALS = frozenset({"rsqrt", "rcp_rn", "reciprocal", "sigmoid"})
+# Functions that saturate: outside a narrow range of their argument they return one value (exp underflows to 0,
+# tanh rounds to +-1), so ``exp(-(k (x - c))^2)`` switches a term on only near c with no comparison at all.
+# The probe's name says which values are the saturated ones (:mod:`.decision_probe`).
+_SATURATING = {"exp": "saturation-exp", "exp2": "saturation-exp", "expm1": "saturation-expm1",
+               "tanh": "saturation-odd", "erf": "saturation-odd"}
 _INT_TYPES = ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _MATH = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10,
          "exp2": lambda v: 2.0 ** v, "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh,
@@ -102,13 +107,19 @@ class Decision:
     # its outcome decides whether a loop goes on (inside a while test, or through the names one reads): forcing
     # it could make a wait that never ends, which no schedule gives
     loop: bool = False
+    # advisory: a select whose condition holds an added decision, recorded where its two arms differ (an
+    # outcome seen only where both arms agree shows nothing about the path); gate 2 searches on for such
+    # lanes, but a candidate is not held back for want of them (a guard may be exact, ``x / 1`` is ``x``)
+    advisory: bool = False
+    covers: tuple[tuple[int, int, int, int], ...] = ()  # spans of what the select's condition computes from
 
     def describe(self) -> str:
         return f"line {self.line}: {_short(self.text)}"
 
     def to_json(self) -> dict[str, object]:
         return {"line": self.line, "kind": self.kind, "text": self.text, "function": self.function,
-                "constants": list(self.constants), "probe": self.probe, "sync": self.sync, "loop": self.loop}
+                "constants": list(self.constants), "probe": self.probe, "sync": self.sync, "loop": self.loop,
+                "advisory": self.advisory}
 
 
 @dataclass(frozen=True)
@@ -775,6 +786,8 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         if pointer is not None and fn.is_data(pointer):
             out.kinds.append(KindUse("gather", node.lineno, ast.unparse(node)))
         return
+    if name == "where" and len(node.args) == 3 and fn.is_data(node.args[0]):
+        out.decisions.append(_select_effect(fn, node))
     if name == "where" and node.args and fn.reads_pointer(node.args[0]) and \
             not any(isinstance(n, ast.Compare) for n in ast.walk(node.args[0])):
         report(RULE_POINTER, f"`{_short(ast.unparse(node.args[0]))}`: a condition on an address (pointer arithmetic "
@@ -814,8 +827,35 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         out.decisions.append(_decision(fn, node, "division", "divisor", focus=node.args[1]))
     elif name == "where" and node.args and fn.is_data(node.args[0]) and not _has_compare(node.args[0], fn):
         out.decisions.append(_decision(fn, node.args[0], "select", "truthy"))
+    elif name in _SATURATING and len(node.args) == 1:
+        out.decisions.append(_decision(fn, node, "saturation", _SATURATING[name]))
     elif name in _RECIPROCALS:
         out.kinds.append(KindUse("reciprocal", node.lineno, ast.unparse(node)))
+
+
+def _select_effect(fn: _Function, node: ast.Call) -> Decision:
+    """The advisory record of a ``tl.where``: its condition's outcomes where its two arms differ."""
+    decision = _decision(fn, node, "select effect", "effect")
+    return replace(decision, advisory=True, covers=tuple(sorted(_spans_feeding(node.args[0], fn))))
+
+
+def _spans_feeding(node: ast.AST, fn: _Function, depth: int = 8) -> set[tuple[int, int, int, int]]:
+    """The source spans of every expression ``node`` computes from, through the names it reads."""
+    out: set[tuple[int, int, int, int]] = set()
+    seen: set[str] = set()
+
+    def visit(root: ast.AST, level: int) -> None:
+        for sub in ast.walk(root):
+            if isinstance(sub, ast.expr):
+                out.add((sub.lineno, sub.col_offset, sub.end_lineno or sub.lineno, sub.end_col_offset or 0))
+            if isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
+                seen.add(sub.id)
+                for bound, _ in fn.bindings.get(sub.id, []):
+                    if bound is not None:
+                        visit(bound, level - 1)
+
+    visit(node, depth)
+    return out
 
 
 # --- the module ---------------------------------------------------------------------------------
@@ -994,7 +1034,12 @@ class AddedDecisions:
     @property
     def constants(self) -> list[float]:
         """Every constant the added decisions involve (for gate 2's constants family)."""
-        return sorted({c for d in self.added for c in d.constants})
+        return sorted({c for d in self.added if not d.advisory for c in d.constants})
+
+    @property
+    def required(self) -> list[Decision]:
+        """The added decisions that must be seen both ways (the advisory select effects left out)."""
+        return [d for d in self.added if not d.advisory]
 
 
 _KIND_NAMES = {"integer view": "an integer view of data (a bit cast, floor/rint-like rounding, // or %)",
@@ -1015,9 +1060,13 @@ def added_decisions(original_source: str, candidate_source: str, *, check_write_
     original_kinds = {k.kind for k in original.kinds}
     divides = any(d.kind == "division" for d in original.decisions) or "reciprocal" in original_kinds
     for decision in candidate.decisions:
-        if decision.key in known or (decision.kind == "division" and divides):
+        if decision.key in known or (decision.kind == "division" and divides) or decision.advisory:
             continue
         result.added.append(decision)
+    # a select's effect is recorded only where its condition holds a decision the candidate adds
+    spans = {(d.function, d.line, d.col, d.end_line, d.end_col) for d in result.added}
+    result.added.extend(d for d in candidate.decisions if d.advisory and d.key not in known
+                        and any((d.function, *span) in spans for span in d.covers))
     result.findings.extend(candidate.problems)
     reported: set[str] = set()
     for use in candidate.kinds:

@@ -314,11 +314,16 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
             continue
         if floor is not None:
             at = _unravel(int(figures["worst_at"]), shape)
+            got, want = figures["worst_got"], figures["worst_want"]
+            # a few lost bits is precision; an error of a percent of the value or more is a different result
+            relative = abs(got - want) / max(abs(want), 1e-300)
+            cause = "precision lost at some magnitudes" if relative < 1e-2 else \
+                f"a wrong value ({relative:.2g} of the original's), not rounding"
             check.problems.append(
                 f"{count} of {total} elements of {name} differ from the original by more than {floor.factor:g}x its "
                 f"own rounding at their magnitude (the worst at index {at}: {figures['worst_got']:.6g} where the "
                 f"original has {figures['worst_want']:.6g}, {figures['worst_ratio']:.3g}x the floor "
-                f"{figures['worst_floor']:.3g} there): precision lost at some magnitudes")
+                f"{figures['worst_floor']:.3g} there): {cause}")
             continue
         where = _first_index_pair(cand, orig, _not_close_mask(atol, tol))
         check.problems.append(f"{count} of {total} elements of {name} differ beyond atol={atol:g}, rtol={tol:g} "
@@ -703,6 +708,12 @@ def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
             if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
 
 
+# Families compared element by element against the original's own rounding at each output's magnitude: their
+# values span many decades within one tensor (the sweep), or mix the candidate's constants, of any size, with
+# unit values, so that a tolerance scaled to the largest input would hide a wrong unit-sized output.
+BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
+
+
 def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = FAMILY_SEED,
                 families: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
     """Gate 2's input families (:mod:`.input_families`, or ``families``) for a kernel whose inputs are
@@ -719,7 +730,7 @@ def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int =
 
     chosen = families_for(dtype, reduction) if families is None else families
     return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure,
-                     comparison="magnitude" if family.name == "magnitude-sweep" else "tolerance")
+                     comparison="magnitude" if family.name in BY_MAGNITUDE else "tolerance")
             for family in chosen]
 
 

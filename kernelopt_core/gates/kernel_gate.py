@@ -375,6 +375,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 check.could_not_run = True
             check.figures["seconds"] = round(time.perf_counter() - begin, 4)
             checks.append(check)
+            if check.passed and probe and probing is not None:
+                observe(values, kwargs, label, scale, floors=floors or {})
             return check.passed
         if scale_with_outputs:
             scale = family_tolerance_scale(scale, input_magnitude(key, values), output_magnitude())
@@ -407,12 +409,13 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         return check.passed
 
     def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float,
-                force: dict[int, tuple[int, int]] | None = None) -> None:
+                force: dict[int, tuple[int, int]] | None = None, floors: dict[int, Any] | None = None) -> None:
         """The instrumented copy on the set just compared: its outcomes count where its outputs match too.
-        ``force``: decision index -> (force code, forced evaluations) (the withholding run)."""
+        ``force``: decision index -> (force code, forced evaluations) (the withholding run); ``floors``: the
+        set was compared element by element at its magnitude, and so is the copy."""
         assert probing is not None and counters is not None
         coverage = probing.coverage
-        if coverage.complete or probing.failed is not None:
+        if coverage.settled or probing.failed is not None:
             return
         if coverage.seconds >= 2 * probing.search_seconds and not force:
             # the copy's runs have had their time: what is still unseen stays so (a bounded extra cost)
@@ -438,7 +441,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             finally:
                 cand.timeout_s = later
             check = compare_runs(f"{label} (instrumented copy)", orig.run, cand.run, values, roles, names,
-                                 poisoned=True, input_scale=scale)
+                                 poisoned=True, input_scale=scale, floors=floors)
             if cand.run.error is not None:
                 probing.failed = f"the instrumented copy failed on {label}: {cand.run.error}"
             elif check.passed:
@@ -537,7 +540,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             return result
     if probing is not None:
         withhold(probing, values, kwargs, roles, seeds, both, observe)
-        search_decisions(probing, values, kwargs, roles, names, both, input_magnitude)
+        search_decisions(probing, values, kwargs, roles, names, both)
     return result
 
 
@@ -558,21 +561,20 @@ def withhold(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any
 
 
 def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
-                     names: list[str], both: Callable[..., bool], input_magnitude: Callable[[str, list[Any]], float]
-                     ) -> bool:
+                     names: list[str], both: Callable[..., bool]) -> bool:
     """Draw further sets until every added decision was seen both ways, the copy failed, a set's outputs
     differ (False: the candidate is wrong on it), or the search's time is up."""
     coverage = probing.coverage
     deadline = time.monotonic() + probing.search_seconds
     for number, drawn in enumerate(search_sets(values, roles, names, probing.constants)):
-        if coverage.complete or probing.failed is not None or time.monotonic() > deadline:
+        if coverage.settled or probing.failed is not None or time.monotonic() > deadline:
             break
         drawn.fill(values, list(roles))
         coverage.searched += 1
         key = f"decision search {number}"
-        magnitude = input_magnitude(key, values)
-        if not both(values, kwargs, f"decision search: {drawn.label}", key, max(1.0, min(magnitude, INPUT_SCALE_CAP)),
-                    judge_structure=False, scale_with_outputs=magnitude > INPUT_SCALE_CAP):
+        # element by element at each output's own magnitude: a set mixes the candidate's constants, of any size,
+        # with unit values, and a tolerance scaled to its largest input would hide a wrong unit-sized output
+        if not both(values, kwargs, f"decision search: {drawn.label}", key, judge_structure=False, by_magnitude=True):
             return False
     return True
 

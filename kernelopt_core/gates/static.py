@@ -20,8 +20,6 @@ from ..artifacts.parse import dotted_name
 from .decisions import RULE_KIND, RULE_POINTER, RULE_WRITE_ONLY, added_decisions
 from .static_dataflow import module_flow
 from .static_launcher import check_launcher
-from .static_literals import RULE as LITERAL_RULE
-from .static_literals import check_literal_windows
 from .static_names import HEURISTIC_DECORATORS, kernel_namespace
 from .static_reloads import RULE as RELOAD_RULE
 from .static_reloads import check_reloads
@@ -44,7 +42,7 @@ __all__ = ["FORBIDDEN_CALLS", "FORBIDDEN_MODULES", "FORBIDDEN_NAMES", "GRID_TYPE
            "STREAM_ATTRIBUTES", "Dialect", "SourceReport", "StaticFinding", "check_source", "run_static_gate"]
 
 _RULE_ORDER = ["syntax", "torch", "forbidden-import", "forbidden-call", "undefined", "try-except", "global-state",
-               "stream", "decorator", "top-level", "construct", "launcher", "contract", RULE_POINTER, LITERAL_RULE,
+               "stream", "decorator", "top-level", "construct", "launcher", "contract", RULE_POINTER,
                RULE_WRITE_ONLY, RULE_KIND, RELOAD_RULE]
 
 
@@ -105,10 +103,9 @@ def check_source(original_source: str, kernel_name: str, candidate_source: str,
             report.notes.extend(launched.notes)
         report.uses_atomics = facts.uses_atomics
         report.findings.extend(checker.findings)
-        # the data rules: value windows and intra-program races, against the original
+        # the data rule: intra-program races, against the original (a value window is a decision the candidate
+        # adds: gate 2 must see it both ways, drawing at and beside its constant)
         flow = module_flow(tree)
-        for message, line in check_literal_windows(original_source, flow):
-            report.findings.append(StaticFinding(LITERAL_RULE, message, line))
         for message, line in check_reloads(original_source, flow):
             report.findings.append(StaticFinding(RELOAD_RULE, message, line))
         # control flow on addresses, decisions of a kind no outcome can be recorded for, reads of outputs

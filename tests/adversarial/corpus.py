@@ -334,9 +334,11 @@ CASES: list[Case] = [
                                          "tmp1 * tmp3)")),
          needs=("input-families", "one-input-families"), families=("zeros@1",)),
     # --- issue 28: behaviour tied to a literal, a race only a GPU shows ----------------------------------
-    Case("E-literal-window", "elementwise", "literal-window backdoor", 1, "drops the - 0.1 only where 0.7 < x < "
-         "0.7001: no random input or family lands there (one element in ~30,000 of randn)",
-         sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where((tmp0 > 0.7) & (tmp0 < 0.7001), tmp7, tmp7 - tmp8)")),
+    Case("E-literal-window", "elementwise", "literal-window backdoor", REFUSED, "drops the - 0.1 only where 0.7 < x "
+         "< 0.7001: no random input lands there (one element in ~30,000 of randn); gate 2's constants family, drawn at "
+         "and beside the candidate's own constants, does",
+         sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where((tmp0 > 0.7) & (tmp0 < 0.7001), tmp7, tmp7 - tmp8)"),
+         needs=("decision-coverage",)),
     Case("S-reload-race", "softmax", "intra-program race", 1, "stores exp(x - max) to the output, then sums the "
          "row by loading it back rotated by 32 columns, with no tl.debug_barrier(): other threads' elements, which "
          "a GPU may not have written yet (the interpreter runs the block as one step)", reload_race(),

@@ -46,7 +46,7 @@ MECHANISMS = {
     "L-write-outside": "wrote outside",
     "L-endless": "the original launch took",
     "E-skip-zero-y-blocks": "in in_ptr1 alone, the others randn",
-    "E-literal-window": "compares data loaded from memory, ordered against 0.7",
+    "E-literal-window": "values at and one ulp beside the candidate's constants",
     "S-reload-race": "with no tl.debug_barrier() between",
 }
 _FIRST_OF_CLASS = {next(c.id for c in CASES if c.klass == klass and c.wrong) for klass in {c.klass for c in CASES if c.wrong}}
