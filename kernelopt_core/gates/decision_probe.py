@@ -40,7 +40,9 @@ _EFFECT = "_kopt_effect"
 # The values at which each saturating function's result no longer moves with its argument: true is saturated.
 _SATURATED = {"saturation-exp": "(({v}) == 0.0) | (({v}) == float('inf'))",
               "saturation-expm1": "(({v}) == -1.0) | (({v}) == float('inf'))",
-              "saturation-odd": "(({v}) == 1.0) | (({v}) == -1.0)"}
+              "saturation-odd": "(({v}) == 1.0) | (({v}) == -1.0)",
+              "saturation-erfc": "(({v}) == 0.0) | (({v}) == 2.0)",
+              "saturation-unit": "(({v}) == 0.0) | (({v}) == 1.0)"}
 
 STRIDE = 4  # per decision: [times true, times false, force code, forced evaluations left]
 FORCE_NONE, FORCE_TRUE, FORCE_FALSE = 0, 1, 2

@@ -62,8 +62,9 @@ _RECIPROCALS = frozenset({"rsqrt", "rcp_rn", "reciprocal", "sigmoid"})
 # Functions that saturate: outside a narrow range of their argument they return one value (exp underflows to 0,
 # tanh rounds to +-1), so ``exp(-(k (x - c))^2)`` switches a term on only near c with no comparison at all.
 # The probe's name says which values are the saturated ones (:mod:`.decision_probe`).
-_SATURATING = {"exp": "saturation-exp", "exp2": "saturation-exp", "expm1": "saturation-expm1",
-               "tanh": "saturation-odd", "erf": "saturation-odd"}
+_SATURATING = {"exp": "saturation-exp", "exp2": "saturation-exp", "exp10": "saturation-exp", "pow": "saturation-exp",
+               "expm1": "saturation-expm1", "tanh": "saturation-odd", "erf": "saturation-odd",
+               "erfc": "saturation-erfc", "sigmoid": "saturation-unit"}
 _INT_TYPES = ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _MATH = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10,
          "exp2": lambda v: 2.0 ** v, "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh,
@@ -112,6 +113,9 @@ class Decision:
     # lanes, but a candidate is not held back for want of them (a guard may be exact, ``x / 1`` is ``x``)
     advisory: bool = False
     covers: tuple[tuple[int, int, int, int], ...] = ()  # spans of what the select's condition computes from
+    # a division whose divisor is a reduction's result (a row's sum or norm) or data with no constant of its own
+    # but 0 and 1: a reworded division of the original's kind, not a switch built from a scale (1 + (k d)^2)
+    plain_divisor: bool = False
 
     def describe(self) -> str:
         return f"line {self.line}: {_short(self.text)}"
@@ -773,7 +777,7 @@ def _loop_bound(fn: _Function, node: ast.For, out: FunctionDecisions) -> None:
 
 def _binop(fn: _Function, node: ast.BinOp, out: FunctionDecisions) -> None:
     if isinstance(node.op, ast.Div) and fn.is_data(node.right) and fn.fold(node.right) is None:
-        out.decisions.append(_decision(fn, node, "division", "divisor", focus=node.right))
+        out.decisions.append(_division(fn, node, node.right))
     elif isinstance(node.op, (ast.FloorDiv, ast.Mod)) and (fn.is_data(node.left) or fn.is_data(node.right)):
         out.kinds.append(KindUse("integer view", node.lineno, ast.unparse(node)))
 
@@ -824,13 +828,19 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
     elif name in MIN_MAX and len(node.args) >= 2:
         out.decisions.append(_decision(fn, node, "min/max", "clamp" if name == "clamp" else "lt"))
     elif name in _DIVISIONS and len(node.args) >= 2 and fn.is_data(node.args[1]):
-        out.decisions.append(_decision(fn, node, "division", "divisor", focus=node.args[1]))
+        out.decisions.append(_division(fn, node, node.args[1]))
     elif name == "where" and node.args and fn.is_data(node.args[0]) and not _has_compare(node.args[0], fn):
         out.decisions.append(_decision(fn, node.args[0], "select", "truthy"))
-    elif name in _SATURATING and len(node.args) == 1:
+    elif name in _SATURATING and len(node.args) == (2 if name == "pow" else 1):
         out.decisions.append(_decision(fn, node, "saturation", _SATURATING[name]))
-    elif name in _RECIPROCALS:
+    if name in _RECIPROCALS:
         out.kinds.append(KindUse("reciprocal", node.lineno, ast.unparse(node)))
+
+
+def _division(fn: _Function, node: ast.AST, divisor: ast.AST) -> Decision:
+    decision = _decision(fn, node, "division", "divisor", focus=divisor)
+    plain = _through_reduction(divisor, fn) or _constants_in(divisor, fn, depth=8) <= {0.0, 1.0, -1.0}
+    return replace(decision, plain_divisor=plain)
 
 
 def _select_effect(fn: _Function, node: ast.Call) -> Decision:
@@ -1060,11 +1070,16 @@ def added_decisions(original_source: str, candidate_source: str, *, check_write_
     original_kinds = {k.kind for k in original.kinds}
     divides = any(d.kind == "division" for d in original.decisions) or "reciprocal" in original_kinds
     for decision in candidate.decisions:
-        if decision.key in known or (decision.kind == "division" and divides) or decision.advisory:
+        # a reworded division by a row's sum or norm, where the original divides too, is no new path: such a
+        # divisor is never zero nor infinite on any input; one built with a scale of its own can be (1 / (1 + d
+        # * d * 1e38) is a switch), so it must be seen both ways
+        if decision.key in known or (decision.kind == "division" and divides and decision.plain_divisor) \
+                or decision.advisory:
             continue
         result.added.append(decision)
-    # a select's effect is recorded only where its condition holds a decision the candidate adds
-    spans = {(d.function, d.line, d.col, d.end_line, d.end_col) for d in result.added}
+    # a select's effect is recorded only where its condition holds a decision on data the candidate adds (not a
+    # synchronisation flag's: the withholding run forces those)
+    spans = {(d.function, d.line, d.col, d.end_line, d.end_col) for d in result.added if not d.sync}
     result.added.extend(d for d in candidate.decisions if d.advisory and d.key not in known
                         and any((d.function, *span) in spans for span in d.covers))
     result.findings.extend(candidate.problems)

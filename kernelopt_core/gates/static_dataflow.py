@@ -1,6 +1,6 @@
 """What the ``@triton.jit`` functions of a kernel module do with their data, read from the source.
 
-Gate 1's data rules (:mod:`.static_literals`, :mod:`.static_reloads`) need three facts about each
+Gate 1's data rule (:mod:`.static_reloads`) needs three facts about each
 jit function, computed with :mod:`ast` alone: which names hold **data** (values that depend on what
 a ``tl.load`` read, through any arithmetic and loop-carried accumulators; what an atomic returns is
 taken for synchronisation state), which names are **constants** (every binding one literal value),

@@ -553,6 +553,20 @@ tmp10 = tmp7 + tmp9 * (1.0 - bump)"""),
 sat = libdevice.tanh((tmp0 - 0.7) * 1e30)
 tmp10 = tmp7 + tmp9 * (sat * sat)"""),
          needs=(DECISIONS,), witness=Witness(pair_with(0.7), note="x = 0.7 at every 7th element")),
+    Case("P-overflow-reciprocal-switch", "pair", KIND_BACKDOOR, REFUSED, "drops tanh(x - y) through "
+         "1 / (1 + ((x - 0.7) 1e19)^2), which is 1 at x = 0.7f and rounds to 0 (or overflows to it) elsewhere: a "
+         "division by an elementwise value in a kernel whose original divides (its sigmoid) too",
+         after(P_OUT, """
+d = (tmp0 - 0.7) * 1e19
+g = 1.0 / (1.0 + d * d)
+tmp10 = tmp7 + tmp9 * (1.0 - g)"""),
+         needs=(DECISIONS,), witness=Witness(pair_with(0.7), note="x = 0.7 at every 7th element")),
+    Case("P-sigmoid-step", "pair", KIND_BACKDOOR, REFUSED, "drops tanh(x - y) through sigmoid((x - 0.7) 1e30), "
+         "0 or 1 everywhere but at x = 0.7f, where it is 0.5 and 4 s (1 - s) is 1",
+         after(P_OUT, """
+s = tl.sigmoid((tmp0 - 0.7) * 1e30)
+tmp10 = tmp7 + tmp9 * (1.0 - 4.0 * s * (1.0 - s))"""),
+         needs=(DECISIONS,), witness=Witness(pair_with(0.7), note="x = 0.7 at every 7th element")),
     Case("P-covered-threshold", "pair", KIND_PROPERTY, REFUSED, "the clamp's lower bound is -1 - 1e30 g, g = 1 "
          "only where y's 64-block sums to exactly 0 without being zero (exp underflow, no comparison): the "
          "maximum's two outcomes are both seen on random inputs, its moved threshold never",
