@@ -22,6 +22,7 @@ from .model import (
     InputSpec,
     KernelKind,
     Launch,
+    LaunchStyle,
     SourceRange,
     TritonKernel,
     source_hash,
@@ -257,7 +258,7 @@ class _Parser:
         ))
 
     def _add_launch(
-        self, graph: CompiledGraph, name_node: ast.Name, call: ast.Call, style: str,
+        self, graph: CompiledGraph, name_node: ast.Name, call: ast.Call, style: LaunchStyle,
         grid: str | None, ctx: _Context,
     ) -> None:
         args = [_unparse(a) for a in call.args]
@@ -269,7 +270,7 @@ class _Parser:
                 break
         kwargs = {kw.arg: _unparse(kw.value) for kw in call.keywords if kw.arg}
         graph.launches.append(Launch(
-            order=self._next_order(), kernel=name_node.id, style=style,  # type: ignore[arg-type]
+            order=self._next_order(), kernel=name_node.id, style=style,
             args=args, kwargs=kwargs, int_args=int_args, grid=grid if grid is not None else kwargs.get("grid"),
             stream=kwargs.get("stream"),
             line=call.lineno - 1, function=ctx.function,

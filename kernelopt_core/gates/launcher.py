@@ -44,7 +44,7 @@ def _line_offsets(source: str) -> list[int]:
     return offsets
 
 
-def _span(source: str, node: ast.AST) -> tuple[int, int]:
+def _span(source: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
     offsets = _line_offsets(source)
     lines = source.splitlines(keepends=True)
 
@@ -52,8 +52,9 @@ def _span(source: str, node: ast.AST) -> tuple[int, int]:
         text = lines[line - 1].encode("utf-8")[:col].decode("utf-8", errors="ignore")
         return offsets[line - 1] + len(text)
 
-    start = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets both
+    start = at(node.lineno, node.col_offset)
+    end = at(node.end_lineno, node.end_col_offset)
     return start, end
 
 

@@ -220,11 +220,12 @@ def line_offsets(text: str) -> list[int]:
     return offsets
 
 
-def node_span(text: str, node: ast.AST) -> tuple[int, int]:
+def node_span(text: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
     """Character offsets of a node (ast columns are UTF-8 byte offsets; kernels are ASCII)."""
     offsets = line_offsets(text)
-    start = offsets[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
-    end = offsets[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
+    assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets both
+    start = offsets[node.lineno - 1] + node.col_offset
+    end = offsets[node.end_lineno - 1] + node.end_col_offset
     return start, end
 
 
