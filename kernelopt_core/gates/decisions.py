@@ -715,8 +715,8 @@ def _masks(node: ast.AST, line: int, fn: _Function) -> tuple[str, ...]:
     found: list[str] = []
     for call, kind in calls:
         mask = fn.mask_arg(call, kind)
-        if mask is None or fn.is_data(mask):
-            continue
+        if mask is None or (isinstance(mask, ast.Constant) and mask.value is None) or fn.is_data(mask):
+            continue  # (``mask=None``: every lane is one)
         names = {n.id for n in ast.walk(mask) if isinstance(n, ast.Name)}
         if all(n in fn.params or n in fn.constants or any(bound_line <= line for _, bound_line in
                                                           fn.bindings.get(n, [])) for n in names):
