@@ -27,7 +27,8 @@ endif
 
 # Tests: `make test` runs everything but the long end-to-end tests (marker `slow`), which
 # `make test-slow` runs (CI runs `make test`). PYTEST_ARGS adds options, e.g. PYTEST_ARGS='-x -k gates'.
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+# --durations: every run names its slowest tests, so that a slow one is seen where it lands
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15 --durations-min=20
 PYTEST_ARGS ?=
 # Two pytest workers (pytest-xdist), a test file per worker at a time so that module fixtures (compiled
 # dumps, the gate corpus) are built once; TEST_WORKERS=0 runs in one process.

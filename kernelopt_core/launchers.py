@@ -123,11 +123,11 @@ def routing_launchers(directory: str | None = None) -> Iterator[None]:
             return load_launcher(kernel_name, source_code, device_str, directory)
         return original(self, kernel_name, source_code, device_str)
 
-    AsyncCompile.triton = triton  # type: ignore[method-assign]
+    AsyncCompile.triton = triton
     try:
         yield
     finally:
-        AsyncCompile.triton = original  # type: ignore[method-assign]
+        AsyncCompile.triton = original
 
 
 __all__ = ["SCRATCH_FUNCTIONS", "LauncherKernel", "is_launcher_source", "launcher_function", "load_launcher",

@@ -319,7 +319,7 @@ def verdict_from_job(value: dict[str, Any], option: ConfigOption, baseline_mode:
         accepted=bool(value["accepted"]), reason=str(value["reason"]), change=dict(value["change"]),
         baseline_mode=baseline_mode, gates=list(value["gates"]),
         speedup=perf.get("speedup") if perf else None,
-        ci=tuple(perf["ci"]) if perf and perf.get("ci") else None,  # type: ignore[arg-type]
+        ci=tuple(perf["ci"]) if perf and perf.get("ci") else None,
         baseline_path=perf.get("baseline_path") if perf else None,
         candidate_path=perf.get("candidate_path") if perf else None, notes=list(value.get("notes") or []),
         option=option.name, assumes=option.assumes, snippet=option.snippet, device=value.get("device"),

@@ -318,3 +318,12 @@ def test_a_select_effect_is_recorded_only_where_its_condition_holds_an_added_dec
     original = "out = tl.where(x > 0.0, y, x + y)"
     reworded = added("out = tl.where(x > 0.0, y + 0.0, x + y)", original=module(replace=original))
     assert reworded.added == []  # its condition decides nothing new: no effect to look for
+
+
+def test_a_load_without_a_mask_makes_every_lane_count() -> None:
+    unmasked = module(BODY.replace("x = tl.load(in_ptr0 + xindex, xmask, other=0.0)", "x = tl.load(in_ptr0 + xindex, None)")
+                      .replace("out = x + y\n", "out = tl.where(x > 0.5, y, x + y)\n"))
+    found = added_decisions(ORIGINAL, unmasked).required
+    assert [d.masks for d in found if d.text == "x > 0.5"] == [()]
+    probed = probe_source(unmasked, "k", found)
+    assert "None, _kopt_counters" not in probed.source

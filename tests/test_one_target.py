@@ -88,3 +88,20 @@ def test_a_gates_settings_are_what_its_task_reads_and_its_verdict_is_typed() -> 
     assert (result.speedup, result.ci, result.timing_path, result.kernel_speedups) == (
         1.2, (1.1, 1.3), "module-call", {"k": 1.5})
     assert TaskReply.from_json({"setup_error": "the baseline cannot load"}).setup_error == "the baseline cannot load"
+
+
+def test_a_task_reads_back_the_settings_the_cascade_sent_and_the_configuration_defaults_without_them() -> None:
+    from kernelopt_core.gates.registry import GATES, KernelSettings, ModelSettings, PerfSettings
+    from kernelopt_core.gates.verdict import CascadeConfig
+
+    config = CascadeConfig(seeds_kernel=(5, 6), seeds_model=(7,), determinism_reruns=4, gate2_battery="screen",
+                           spare_candidate=True, decision_search_s=2.5, model_tolerance=1e-3, min_speedup=1.2,
+                           ab_rounds=9, kernel_timing=False)
+    sent = {gate: GATES[gate].settings(config, (1, 2)) for gate in (2, 3, 4)}
+    assert KernelSettings.from_json(sent[2]) == KernelSettings([5, 6], 4, "screen", True, False, 2.5)
+    assert ModelSettings.from_json(sent[3]) == ModelSettings([7], 1e-3)
+    assert PerfSettings.from_json(sent[4]) == PerfSettings(1.2, 9, False)
+    # a task called with no settings (a test, a script) runs as a default configuration would send
+    default = CascadeConfig()
+    for gate, kind in ((2, KernelSettings), (3, ModelSettings), (4, PerfSettings)):
+        assert kind.from_json({}).to_json() == GATES[gate].settings(default, (1, 2)), gate

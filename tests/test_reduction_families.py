@@ -139,6 +139,21 @@ def test_repeated_loads_are_shared_only_when_identical_and_unwritten() -> None:
     assert shared("a = tl.load(p_ptr + i, m)\nif c:\n    q = 1\nb = tl.load(p_ptr + i, m)\n") == 1
 
 
+def test_a_store_statement_names_its_address_and_takes_an_extra_mask() -> None:
+    import ast
+
+    from kernelopt_core.search.rewrites.reduction_passes import Stmt
+    from kernelopt_core.search.rewrites.statement_edits import with_store_mask
+
+    store, assign = (Stmt(node) for node in ast.parse("tl.store(out_ptr0 + x0, v, m)\nv = tl.load(in_ptr0 + x0)").body)
+    assert store.is_store and store.store_pointer == "out_ptr0"
+    assert store.store_address is not None and ast.unparse(store.store_address) == "out_ptr0 + x0"
+    assert with_store_mask(store, "lead") == "tl.store(out_ptr0 + x0, v, m & lead)"
+    assert not assign.is_store and assign.store_address is None and assign.store_pointer is None
+    with pytest.raises(ValueError, match="not a tl.store"):
+        with_store_mask(assign, "lead")
+
+
 # --- evidence, plans, budgets -----------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from .model import (
     InputSpec,
     KernelKind,
     Launch,
+    LaunchStyle,
     SourceRange,
     TritonKernel,
     source_hash,
@@ -257,7 +258,7 @@ class _Parser:
         ))
 
     def _add_launch(
-        self, graph: CompiledGraph, name_node: ast.Name, call: ast.Call, style: str,
+        self, graph: CompiledGraph, name_node: ast.Name, call: ast.Call, style: LaunchStyle,
         grid: str | None, ctx: _Context,
     ) -> None:
         args = [_unparse(a) for a in call.args]
@@ -269,7 +270,7 @@ class _Parser:
                 break
         kwargs = {kw.arg: _unparse(kw.value) for kw in call.keywords if kw.arg}
         graph.launches.append(Launch(
-            order=self._next_order(), kernel=name_node.id, style=style,  # type: ignore[arg-type]
+            order=self._next_order(), kernel=name_node.id, style=style,
             args=args, kwargs=kwargs, int_args=int_args, grid=grid if grid is not None else kwargs.get("grid"),
             stream=kwargs.get("stream"),
             line=call.lineno - 1, function=ctx.function,
@@ -437,7 +438,7 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
-def node_span(source: str, node: ast.AST) -> tuple[int, int]:
+def node_span(source: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
     """The character offsets in ``source`` where ``node`` starts and ends (ast columns count UTF-8 bytes)."""
     lines = source.splitlines(keepends=True)
     offsets = [0]
@@ -448,8 +449,9 @@ def node_span(source: str, node: ast.AST) -> tuple[int, int]:
         text = lines[line - 1].encode("utf-8")[:col].decode("utf-8", errors="ignore")
         return offsets[line - 1] + len(text)
 
-    start = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets both
+    start = at(node.lineno, node.col_offset)
+    end = at(node.end_lineno, node.end_col_offset)
     return start, end
 
 

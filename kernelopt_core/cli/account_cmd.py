@@ -70,13 +70,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(acct: Any, rec: Any, findings: Any, describe: Any, noise: list[str]) -> None:
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     console.print(f"\n[bold]{acct.name}[/bold]: {acct.mode} on {acct.device}")
     table = Table(box=None, header_style="bold")
-    for column, justify in (("timed", "left"), ("path", "left"), ("median", "right"), ("IQR", "right"),
-                            ("spread", "right"), ("n", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    columns: list[tuple[str, JustifyMethod]] = [("timed", "left"), ("path", "left"), ("median", "right"),
+                                                ("IQR", "right"), ("spread", "right"), ("n", "right")]
+    for column, justify in columns:
+        table.add_column(column, justify=justify)
     for timing in acct.timings():
         stats = timing.stats
         spread = f"{stats.iqr_ms / stats.median_ms:.0%}" if stats.median_ms > 0 else "-"

@@ -94,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
                   soft_wrap=True)
     for item in graph.timeline():
         if hasattr(item, "kernel"):
-            kernel = graph.kernel(item.kernel)  # type: ignore[union-attr]
+            kernel = graph.kernel(item.kernel)
             ops = ", ".join(op.removeprefix("aten.") for op in (kernel.aten_ops if kernel else [])[:8])
-            console.print(f"  Triton  {item.kernel}  [dim]({kernel.kind if kernel else '?'}: {ops})[/dim]")  # type: ignore[union-attr]
+            console.print(f"  Triton  {item.kernel}  [dim]({kernel.kind if kernel else '?'}: {ops})[/dim]")
         else:
-            console.print(f"  vendor  {item.op}  [dim](kept: vendor libraries run near peak)[/dim]")  # type: ignore[union-attr]
+            console.print(f"  vendor  {item.op}  [dim](kept: vendor libraries run near peak)[/dim]")
     console.rule("[bold]3. optimize (offline provider, small beam)")
     beam = DEMO_BEAM["cuda" if compiled.device.startswith("cuda") else "cpu"]
     config = OptimizeConfig(provider="offline", device=compiled.device, run_root=str(out / "runs"), budget_s=budget,

@@ -89,7 +89,7 @@ def profile(args: argparse.Namespace, sink: EventSink) -> ProfileResult:
     from ..userkernels.cli import is_user_kernel_path, profile_user_kernel
 
     if not args.ncu_csv and is_user_kernel_path(args.path):  # a project's own @triton.jit kernel
-        return profile_user_kernel(args, sink, ProfileResult, ProfileFailed)  # type: ignore[no-any-return]
+        return profile_user_kernel(args, sink, ProfileResult, ProfileFailed)
     graphs = _graphs(args.path) if args.path else []
     if args.kernel and graphs:
         graphs = [g for g in graphs if g.kernel(args.kernel) is not None]

@@ -106,7 +106,7 @@ def install(store_root: str | None = None, announce: bool = True) -> EnableRepor
         _STATE.backend_note = backend_note
         if _STATE.original is None:
             _STATE.original = AsyncCompile.triton
-            AsyncCompile.triton = _hooked_triton  # type: ignore[method-assign]
+            AsyncCompile.triton = _hooked_triton
         register_exit = not _STATE.exit_summary
         _STATE.exit_summary = True
     if register_exit:
@@ -205,7 +205,7 @@ def uninstall() -> None:
 
     with _STATE.lock:
         if _STATE.original is not None:
-            AsyncCompile.triton = _STATE.original  # type: ignore[method-assign]
+            AsyncCompile.triton = _STATE.original
         _STATE.original = None
         _STATE.table = None
 

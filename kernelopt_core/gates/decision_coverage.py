@@ -60,10 +60,10 @@ class DecisionCoverage:
         from .decision_probe import FORCE_FALSE, FORCE_TRUE
 
         skipped = {id(d) for d, _ in self.skipped}
-        out: dict[int, int] = {}
+        out: dict[int, tuple[int, int]] = {}
         for index, (decision, (true_seen, false_seen)) in enumerate(zip(self.decisions, self.seen, strict=True)):
-            if decision.sync and not decision.advisory and id(decision) not in skipped and decision.probe in ("cond", "truthy") \
-                    and true_seen != false_seen:
+            if decision.sync and not decision.advisory and id(decision) not in skipped \
+                    and decision.probe in ("cond", "truthy") and true_seen != false_seen:
                 out[index] = (FORCE_TRUE if not true_seen else FORCE_FALSE,
                               LOOP_FORCED if decision.loop else ALWAYS_FORCED)
         return out
@@ -371,21 +371,32 @@ def search_sets(values: Sequence[Any], roles: Sequence[str], names: Sequence[str
                     for k, (index, above) in enumerate(zip(floating, up, strict=True)):
                         _beside(vals[index], c, above, seed + 17 * k + 11)
                 yield SearchSet(f"every element beside {constant:g}: {where}", apply)
+    alone: list[int | None] = [*floating, None] if len(floating) > 1 else [None]
     for kind in STRUCTURES:
-        for index in ([*floating, None] if len(floating) > 1 else [None]):
-            where = "every input" if index is None else f"{names[index]} alone"
-            yield SearchSet(f"{kind} rows, {where}", each(lambda v, s, kind=kind: _structured(v, kind, s), index))
+        for only in alone:
+            where = "every input" if only is None else f"{names[only]} alone"
+            yield SearchSet(f"{kind} rows, {where}", each(_structured_fill(kind, 0), only))
     round_ = 0
     while True:
         round_ += 1
-        yield SearchSet(f"log-uniform magnitudes per row, draw {round_}",
-                        each(lambda v, s, r=round_: _log_uniform(v, s + 1000 * r), None))
+        yield SearchSet(f"log-uniform magnitudes per row, draw {round_}", each(_log_uniform_fill(1000 * round_), None))
         if constants:
             yield SearchSet(f"the candidate's constants, draw {round_ + 1}",
-                            each(lambda v, s, r=round_: _at_constants(v, constants, s + 1000 * r), None))
+                            each(_constants_fill(constants, 1000 * round_), None))
         for kind in STRUCTURES:
-            yield SearchSet(f"{kind} rows, draw {round_ + 1}",
-                            each(lambda v, s, kind=kind, r=round_: _structured(v, kind, s + 1000 * r), None))
+            yield SearchSet(f"{kind} rows, draw {round_ + 1}", each(_structured_fill(kind, 1000 * round_), None))
+
+
+def _structured_fill(kind: str, offset: int) -> Callable[[Any, int], None]:
+    return lambda value, seed: _structured(value, kind, seed + offset)
+
+
+def _log_uniform_fill(offset: int) -> Callable[[Any, int], None]:
+    return lambda value, seed: _log_uniform(value, seed + offset)
+
+
+def _constants_fill(constants: Sequence[float], offset: int) -> Callable[[Any, int], None]:
+    return lambda value, seed: _at_constants(value, constants, seed + offset)
 
 
 __all__ = ["NOT_VERIFIED", "PROBE_SUFFIX", "SEARCH_SECONDS", "DecisionCoverage", "DecisionProbeRun", "ProbePlan",

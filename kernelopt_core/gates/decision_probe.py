@@ -123,7 +123,7 @@ def probe_source(source: str, kernel_name: str, decisions: list[Decision]) -> Pr
         targets[id(node)] = (decision, len(result.decisions))
         result.decisions.append(decision)
     replace = _Replace(targets)
-    tree = replace.visit(tree)
+    replace.visit(tree)  # in place: a module node is never a decision, so it is returned as it is
     result.skipped.extend(replace.skipped)
     for func in jit.values():
         _add_counter_param(func, kernel_name if launcher is None else None)
@@ -180,16 +180,19 @@ def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=ast.Name(name, ast.Load()), args=list(args), keywords=[])
 
 
-def _instrument(node: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
-    """The replacement of ``node`` that records the decision, or why it cannot be recorded."""
+def _instrument(original: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
+    """The replacement of ``original`` that records the decision, or why it cannot be recorded."""
+    if not isinstance(original, ast.expr):
+        return "it is not an expression"
     counters = ast.Name(COUNTER_PARAM, ast.Load())
     mask = _mask(decision)
     tail = (mask, counters, ast.Constant(slot))
-    node = copy.deepcopy(node)
+    node = copy.deepcopy(original)
+    condition: ast.expr
     if decision.probe == "cond":
-        return _call(_SEEN, node, *tail)  # type: ignore[arg-type]
+        return _call(_SEEN, node, *tail)
     if decision.probe == "truthy":
-        condition = ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)])  # type: ignore[arg-type]
+        condition = ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)])
         return _call(_SEEN, condition, *tail)
     if _has_effects(node):
         return "it stores or runs an atomic inside the decision, which recording would run twice"
@@ -198,15 +201,15 @@ def _instrument(node: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
         text = ast.unparse(node)
         condition = ast.parse(_SATURATED[decision.probe].format(v=text), mode="eval").body
         finite = ast.parse(f"({text}) == ({text})", mode="eval").body
-        valid = finite if not decision.masks else ast.BinOp(left=mask, op=ast.BitAnd(), right=finite)
-        return _call(_NOTE, node, condition, valid, counters, ast.Constant(slot))  # type: ignore[arg-type]
+        valid: ast.expr = finite if not decision.masks else ast.BinOp(left=mask, op=ast.BitAnd(), right=finite)
+        return _call(_NOTE, node, condition, valid, counters, ast.Constant(slot))
     if decision.probe == "effect" and isinstance(node, ast.Call) and len(node.args) == 3:
         return _call(_EFFECT, *node.args, *tail)
     if decision.probe in ("lt", "clamp") and isinstance(node, ast.Call) and len(node.args) >= 2:
         first = node.args[0]
         if decision.probe == "lt":
-            condition: ast.expr = ast.Compare(left=copy.deepcopy(first), ops=[ast.Lt()],
-                                              comparators=[copy.deepcopy(node.args[1])])
+            condition = ast.Compare(left=copy.deepcopy(first), ops=[ast.Lt()],
+                                    comparators=[copy.deepcopy(node.args[1])])
         else:
             if len(node.args) < 3:
                 return "a clamp without both bounds"
@@ -233,8 +236,8 @@ def _instrument(node: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
         noted = _call(_NOTE, divisor, condition, *tail)
         if isinstance(node, ast.BinOp):
             node.right = noted
-        else:
-            node.args[1] = noted  # type: ignore[union-attr]
+        elif isinstance(node, ast.Call):
+            node.args[1] = noted
         return node
     if decision.probe == "bound" and isinstance(node, ast.Call) and node.args:
         low: ast.expr = node.args[0] if len(node.args) >= 2 else ast.Constant(0)

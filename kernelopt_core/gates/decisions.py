@@ -66,7 +66,7 @@ _SATURATING = {"exp": "saturation-exp", "exp2": "saturation-exp", "exp10": "satu
                "expm1": "saturation-expm1", "tanh": "saturation-odd", "erf": "saturation-odd",
                "erfc": "saturation-erfc", "sigmoid": "saturation-unit"}
 _INT_TYPES = ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-_MATH = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10,
+_MATH: dict[str, Callable[..., float]] = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10,
          "exp2": lambda v: 2.0 ** v, "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh,
          "abs": abs, "fabs": abs, "floor": math.floor, "ceil": math.ceil, "rsqrt": lambda v: 1.0 / math.sqrt(v),
          "erf": math.erf, "atan": math.atan, "asin": math.asin, "acos": math.acos, "sinh": math.sinh,
@@ -181,8 +181,9 @@ class _Function:
                 if name in self.constants:
                     continue
                 folded = [self.fold(v) if v is not None else None for v, _ in self.bindings[name]]
-                if folded and all(f is not None for f in folded) and len({_f32(f) for f in folded}) == 1:
-                    self.constants[name] = folded[0]  # type: ignore[assignment]
+                known = [f for f in folded if f is not None]
+                if known and len(known) == len(folded) and len({_f32(f) for f in known}) == 1:
+                    self.constants[name] = known[0]
                     changed = True
             pending = [n for n in pending if n not in self.constants and reads[n] & set(self.constants)] \
                 if changed else []
@@ -389,8 +390,9 @@ class _Function:
         if name == "cast" and node.args and not any(k.arg == "bitcast" for k in node.keywords):
             return self.fold(node.args[0])
         if name in _MATH and node.args and len(node.args) <= 2:
-            values = [self.fold(a) for a in node.args]
-            if any(v is None for v in values):
+            folded = [self.fold(a) for a in node.args]
+            values = [v for v in folded if v is not None]
+            if len(values) != len(folded):
                 return None
             try:
                 result = float(_MATH[name](*values))
@@ -503,7 +505,7 @@ def canonical(node: ast.AST, fn: _Function, depth: int = 10) -> str:
             return node.id
         if len(bound) > 1 or bound[0][0] is None:
             return f"<loop-carried {_kind_of_values(bound, fn)}>"
-        return canonical(bound[0][0], fn, depth - 1)  # type: ignore[arg-type]
+        return canonical(bound[0][0], fn, depth - 1)
     if isinstance(node, ast.Subscript):
         return canonical(node.value, fn, depth)
     if isinstance(node, ast.Call):
@@ -648,7 +650,7 @@ def _integer_valued(node: ast.AST, fn: _Function, depth: int = 6) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (bool, int))
     if isinstance(node, ast.Name) and depth > 0:
-        bound = fn.bindings.get(node.id)
+        bound = fn.bindings.get(node.id) or []
         return bool(bound) and all(v is not None and _integer_valued(v, fn, depth - 1) for v, _ in bound)
     return False
 
@@ -713,8 +715,8 @@ def _masks(node: ast.AST, line: int, fn: _Function) -> tuple[str, ...]:
     found: list[str] = []
     for call, kind in calls:
         mask = fn.mask_arg(call, kind)
-        if mask is None or fn.is_data(mask):
-            continue
+        if mask is None or (isinstance(mask, ast.Constant) and mask.value is None) or fn.is_data(mask):
+            continue  # (``mask=None``: every lane is one)
         names = {n.id for n in ast.walk(mask) if isinstance(n, ast.Name)}
         if all(n in fn.params or n in fn.constants or any(bound_line <= line for _, bound_line in
                                                           fn.bindings.get(n, [])) for n in names):
@@ -727,12 +729,12 @@ def _masks(node: ast.AST, line: int, fn: _Function) -> tuple[str, ...]:
 def _decision(fn: _Function, node: ast.AST, kind: str, probe: str, focus: ast.AST | None = None) -> Decision:
     focus = focus if focus is not None else node
     constants = tuple(sorted(_constants_in(focus, fn)))
-    return Decision(line=node.lineno, kind=kind, text=ast.unparse(node), constants=constants,  # type: ignore[attr-defined]
+    line, col = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+    return Decision(line=line, kind=kind, text=ast.unparse(node), constants=constants,
                     function=fn.func.name, key=f"{kind}: {canonical(focus, fn)}", probe=probe,
-                    col=node.col_offset, end_line=node.end_lineno or node.lineno,  # type: ignore[attr-defined]
-                    end_col=node.end_col_offset or 0,  # type: ignore[attr-defined]
-                    masks=_masks(focus, node.lineno, fn), sync=_is_sync(focus, fn),
-                    loop=id(node) in fn.loop_nodes)  # type: ignore[attr-defined]
+                    col=col, end_line=getattr(node, "end_lineno", None) or line,
+                    end_col=getattr(node, "end_col_offset", None) or 0,
+                    masks=_masks(focus, line, fn), sync=_is_sync(focus, fn), loop=id(node) in fn.loop_nodes)
 
 
 def _function_decisions(fn: _Function) -> FunctionDecisions:
@@ -799,7 +801,8 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         return
     method = node.func.attr if isinstance(node.func, ast.Attribute) and name is None else None
     if method in ("to", "cast") or name in ("cast",):
-        value = node.func.value if method else (node.args[0] if node.args else None)  # type: ignore[union-attr]
+        value = node.func.value if isinstance(node.func, ast.Attribute) and method else \
+            (node.args[0] if node.args else None)
         target = (node.args[0] if method and node.args else node.args[1] if not method and len(node.args) > 1
                   else next((k.value for k in node.keywords if k.arg == "dtype"), None))
         bitcast = any(k.arg == "bitcast" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
@@ -932,18 +935,18 @@ def _flag_params(tree: ast.Module, aliases: dict[str, str], facts: list[_Functio
         scratch = {name for name, values in assigned.items() if len(values) == 1 and isinstance(values[0], ast.Call)
                    and qualified(values[0].func, aliases) in _SCRATCH_CALLS}
         for call in (n for n in ast.walk(launcher) if isinstance(n, ast.Call)):
-            target = call.func.value if isinstance(call.func, ast.Subscript) else None
-            if not isinstance(target, ast.Name) or target.id not in by_name:
+            launched = call.func.value if isinstance(call.func, ast.Subscript) else None
+            if not isinstance(launched, ast.Name) or launched.id not in by_name:
                 continue
-            params = by_name[target.id].params
+            params = by_name[launched.id].params
             given = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
             given += [(k.arg, k.value) for k in call.keywords if k.arg in params]
             for param, value in given:
                 is_scratch = isinstance(value, ast.Name) and value.id in scratch
-                key = (target.id, param)
+                key = (launched.id, param)
                 passed[key] = passed.get(key, True) and is_scratch
-                if is_scratch:
-                    pairs.setdefault(value.id, []).append(key)  # type: ignore[union-attr]
+                if isinstance(value, ast.Name) and is_scratch:
+                    pairs.setdefault(value.id, []).append(key)
     flag_like = {key for buffer, keys in pairs.items() if all(passed.get(k) for k in keys)
                  and all(_writes_constants(by_name[k], p) for k, p in keys) for key in keys}
     return [{p for k, p in flag_like if k == fn.func.name} for fn in facts]

@@ -106,8 +106,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
                                  sensitivity=sensitivity, reduction_length=reduction_length)
     eps = float(torch.finfo(original.dtype).eps)
     numel = original.numel()
-    use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
-    group = row_length if use_rows else 1
+    row_group = _row_group(row_length, numel)
+    use_rows = row_group is not None
+    group = row_group or 1
     growth = reduction_growth(reduction_length or row_length)
     bias_growth = math.sqrt(growth) if reduction_length else growth
     rows = numel // group if numel else 0
@@ -217,8 +218,9 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
 
     eps = float(torch.finfo(original.dtype).eps)
     numel = original.numel()
-    use_rows = bool(row_length) and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS
-    group = row_length if use_rows else 1
+    row_group = _row_group(row_length, numel)
+    use_rows = row_group is not None
+    group = row_group or 1
     growth = reduction_growth(reduction_length or row_length)
     device = original.device
     rows = numel // group if use_rows else 0
@@ -288,6 +290,14 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     worst_ratio = worst_f / element_floor
     return _judged(bias, bias_z, bias_scale, bias_ratio, worst_f, 0.0, element_floor, worst_ratio, count, groups,
                    "original", None, None, sensitive_max)
+
+
+def _row_group(row_length: int | None, numel: int) -> int | None:
+    """How many consecutive outputs share a row: ``row_length`` when the outputs are at least
+    :data:`MIN_ROWS` whole rows of it; None when they are taken one at a time."""
+    if row_length is not None and row_length > 0 and numel % row_length == 0 and numel // row_length >= MIN_ROWS:
+        return row_length
+    return None
 
 
 def _add_by_rows(target: Any, values: Any, start: int, group: int) -> None:

@@ -230,8 +230,6 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
     sweep) replaces atol/rtol, per floating output it names, by a limit per element taken from the
     original's own outputs at that element's magnitude (:func:`.error_structure.magnitude_floor`).
     """
-    import torch
-
     check = RunCheck(label)
     if original.error is not None:
         return check.cannot_run(f"the ORIGINAL kernel failed on these arguments ({original.error}); "
@@ -261,10 +259,9 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         poison = poison_bits(cand.dtype) if poisoned and role == "output" else None
         tol = _tolerance(cand.dtype)
         if tol is None:
-            unwritten = _count(_pairs(cand, orig), lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p)) \
-                if poison is not None else 0
+            unwritten = _count(_pairs(cand, orig), _unwritten_mask(poison)) if poison is not None else 0
             if unwritten:
-                where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
+                where = _first_index_pair(cand, orig, _unwritten_mask(poison))
                 check.problems.append(f"left {unwritten} of {total} elements of {name} unwritten "
                                       f"(first at index {where})")
                 continue
@@ -279,7 +276,7 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         floor = (floors or {}).get(index)
         figures = _float_figures(cand, orig, poison, atol, tol, floor)
         if figures["unwritten"]:
-            where = _first_index_pair(cand, orig, lambda c, o, p=poison: (bits(c) == p) & (bits(o) != p))
+            where = _first_index_pair(cand, orig, _unwritten_mask(poison))
             check.problems.append(f"left {int(figures['unwritten'])} of {total} elements of {name} unwritten "
                                   f"(first at index {where})")
             continue
@@ -330,8 +327,7 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
                 f"original has {figures['worst_want']:.6g}, {figures['worst_ratio']:.3g}x the floor "
                 f"{figures['worst_floor']:.3g} there): {cause}")
             continue
-        where = _first_index_pair(cand, orig, lambda c, o, a=atol, r=tol: ~torch.isclose(c, o, atol=a, rtol=r,
-                                                                                         equal_nan=True))
+        where = _first_index_pair(cand, orig, _not_close_mask(atol, tol))
         check.problems.append(f"{count} of {total} elements of {name} differ beyond atol={atol:g}, rtol={tol:g} "
                               f"(max |diff| {worst_bad:.3g}, first at index {where})")
     return check
@@ -360,6 +356,19 @@ def unlike_answer(candidate: Side, original: Side, roles: list[Role]) -> None:
             else:
                 other = o + 1
             c.copy_(torch.where(same, other, c))
+
+
+def _unwritten_mask(poison: int | None) -> Callable[[Any, Any], Any]:
+    """Elementwise over (candidate, original) chunks: the candidate still holds the poison where the
+    original does not (an element the candidate left unwritten)."""
+    return lambda c, o: (bits(c) == poison) & (bits(o) != poison)
+
+
+def _not_close_mask(atol: float, rtol: float) -> Callable[[Any, Any], Any]:
+    """Elementwise over (candidate, original) chunks: outside ``torch.isclose`` (NaN equals NaN)."""
+    import torch
+
+    return lambda c, o: ~torch.isclose(c, o, atol=atol, rtol=rtol, equal_nan=True)
 
 
 def _count(pairs: Iterator[tuple[Any, Any]], mask_of: Callable[[Any, Any], Any]) -> int:

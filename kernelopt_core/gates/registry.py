@@ -4,7 +4,8 @@ A gate is a class: its number and name, the worker task that runs it (in each ta
 gate 1 runs in the cascade's own process), the settings its task takes from the cascade's
 configuration (a dataclass each), and what the cascade's result takes from its verdict. Adding a
 gate means adding one class here; the cascade (:mod:`.cascade`) asks the registry for the rest.
-Nothing here imports torch.
+The worker's tasks read their settings back with the same classes (``from_json``): a key left out
+takes the configuration's default. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from .verdict import CascadeConfig, CascadeResult, GateVerdict
+
+_DEFAULTS = CascadeConfig()  # what a task reads for a setting its payload leaves out (a task called directly)
 
 
 def gate2_battery(config: CascadeConfig, gates: tuple[int, ...]) -> str:
@@ -52,6 +55,14 @@ class KernelSettings:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> KernelSettings:
+        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_kernel)],
+                   reruns=int(payload.get("reruns", _DEFAULTS.determinism_reruns)),
+                   battery=str(payload.get("battery") or _DEFAULTS.gate2_battery), spare=bool(payload.get("spare")),
+                   sanitize_ahead=bool(payload.get("sanitize_ahead")),
+                   decision_search_s=float(payload.get("decision_search_s", _DEFAULTS.decision_search_s)))
+
 
 @dataclass(frozen=True)
 class ModelSettings:
@@ -60,6 +71,11 @@ class ModelSettings:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> ModelSettings:
+        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_model)],
+                   tolerance=float(payload.get("tolerance", _DEFAULTS.model_tolerance)))
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,13 @@ class PerfSettings:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> PerfSettings:
+        rounds = payload.get("rounds")
+        return cls(min_speedup=float(payload.get("min_speedup", _DEFAULTS.min_speedup)),
+                   rounds=int(rounds) if rounds is not None else None,
+                   kernel_timing=bool(payload.get("kernel_timing", _DEFAULTS.kernel_timing)))
 
 
 class Gate:

@@ -247,8 +247,9 @@ def _function_flow(func: ast.FunctionDef, nodes: list[ast.AST], aliases: dict[st
         changed = False
         for name in sorted(bound - set(flow.constants) - set(params)):
             values = [_constant(v, flow.constants, aliases) if v is not None else None for v in by_name[name]]
-            if all(v is not None for v in values) and len({v.key for v in values if v}) == 1:
-                flow.constants[name] = values[0]  # type: ignore[assignment]
+            found = [v for v in values if v is not None]
+            if len(found) == len(values) and len({v.key for v in found}) == 1:
+                flow.constants[name] = found[0]
                 changed = True
     # data: what a load read, and everything computed from it
     flow.data = {a.arg for a in func.args.args if helper and not _is_constexpr(a)}
@@ -262,8 +263,8 @@ def _function_flow(func: ast.FunctionDef, nodes: list[ast.AST], aliases: dict[st
                 changed = True
     # addresses: names that flow backwards into the pointer of a load, store or atomic
     for call in (n for n in nodes if isinstance(n, ast.Call)):
-        name = _triton_function(call, aliases)
-        if name is not None and (name in LOADS or name in STORES or name.startswith("atomic_")):
+        function = _triton_function(call, aliases)
+        if function is not None and (function in LOADS or function in STORES or function.startswith("atomic_")):
             pointer = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "pointer"), None)
             if pointer is not None:
                 flow.addresses |= _names(pointer)
@@ -314,8 +315,8 @@ def _constant(node: ast.AST, constants: dict[str, Constant], aliases: dict[str, 
         right = _constant(node.right, constants, aliases)
         if left is None or right is None or left.value is None or right.value is None:
             return None
-        value = fold_arithmetic(node.op, left.value, right.value)
-        return None if value is None else Constant(value, repr(value))
+        folded = fold_arithmetic(node.op, left.value, right.value)
+        return None if folded is None else Constant(folded, repr(folded))
     if isinstance(node, ast.Subscript):  # tl.full([1], 0.5, tl.float32)[:, None]
         return _constant(node.value, constants, aliases)
     if isinstance(node, ast.Attribute):
@@ -337,9 +338,9 @@ def _constant(node: ast.AST, constants: dict[str, Constant], aliases: dict[str, 
             return _constant(func.value, constants, aliases)  # (constant).to(tl.float32)
         name = _triton_function(node, aliases)
         if name in _FULL:
-            value = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "value"),
-                                                                  None)
-            return _constant(value, constants, aliases) if value is not None else None
+            filled = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "value"),
+                                                                   None)
+            return _constant(filled, constants, aliases) if filled is not None else None
         if name in _ZEROS:
             return Constant(0.0, "0")
         if name in _CASTS and node.args:

@@ -138,11 +138,11 @@ class DecoratorRules:
         for entry in grids.elts if isinstance(grids, (ast.List, ast.Tuple)) else []:
             if not isinstance(entry, ast.Dict):
                 continue
-            for key, value in zip(entry.keys, entry.values, strict=True):
-                if isinstance(key, ast.Constant) and key.value in ("python", "cpp"):
+            for entry_key, value in zip(entry.keys, entry.values, strict=True):
+                if isinstance(entry_key, ast.Constant) and entry_key.value in ("python", "cpp"):
                     for axis in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
                         self._grid_axis(axis)
-                elif isinstance(key, ast.Constant) and key.value == "config":
+                elif isinstance(entry_key, ast.Constant) and entry_key.value == "config":
                     self.config_values(value, "precomputed_grids")
 
     def _grid_axis(self, axis: ast.AST) -> None:

@@ -10,6 +10,7 @@ statements are the ones Triton compiles. Pure :mod:`ast`; used by :class:`.stati
 from __future__ import annotations
 
 import ast
+import sys
 from typing import TYPE_CHECKING
 
 from . import static_names as names
@@ -18,6 +19,11 @@ from .static_tables import JIT_BUILTINS, TENSOR_ATTRIBUTES, TENSOR_METHODS, Ref,
 if TYPE_CHECKING:
     from .static_resolution import NameResolver
 
+# try/except, and from Python 3.11 try/except* (the same fields)
+if sys.version_info >= (3, 11):
+    TRY_STATEMENTS = (ast.Try, ast.TryStar)
+else:
+    TRY_STATEMENTS = (ast.Try,)
 
 def check_call_target(resolver: NameResolver, call: ast.Call, local: set[str], context: str) -> Ref | None:
     """The function a call in a @triton.jit body resolves to (a finding when it is not allowed)."""
@@ -95,10 +101,10 @@ class JitBodyChecker:
             self.statement(stmt)
 
     def statement(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(stmt, TRY_STATEMENTS):
             self.add("try-except", "try/except fallback: a kernel may not catch its own failure and do something "
                                    "else", stmt)
-            for part in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):  # type: ignore[attr-defined]
+            for part in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
                 for inner in part:
                     self.statement(inner)
             return

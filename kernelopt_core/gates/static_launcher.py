@@ -74,7 +74,7 @@ class LauncherChecker:
             if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
                 return  # docstring
             if self.expressions.is_launch(stmt.value):
-                self.launch(stmt.value)  # type: ignore[arg-type]
+                self.launch(stmt.value)
                 return
             if isinstance(stmt.value, ast.Call):
                 self.expressions.expression(stmt.value)  # names what is wrong with the call

@@ -12,6 +12,7 @@ indexing a tensor, lambdas, comprehensions, I/O). Used by :mod:`.static_launcher
 from __future__ import annotations
 
 import ast
+from typing import TypeGuard
 
 from . import static_names as names
 from .static_launcher_values import (
@@ -52,7 +53,7 @@ class LauncherExpressions:
         self.add("launcher", f"{what} {self.context}: a launcher reads its parameters, computes with ints, "
                              "allocates scratch and launches its kernels, nothing else (docs/launchers.md)", node)
 
-    def is_launch(self, node: ast.AST) -> bool:
+    def is_launch(self, node: ast.AST) -> TypeGuard[ast.Call]:
         """``kernel[grid](...)``, a launch of one of the module's kernels."""
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in self.kernels

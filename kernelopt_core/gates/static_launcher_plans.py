@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import ast
 import json
-import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .static_launcher_values import COMPARE, FOLD, UNKNOWN_CONST, Value, scalar
+from .static_launcher_values import COMPARE, FOLD, UNARY, UNKNOWN_CONST, Value, scalar
 from .static_resolution import NameResolver
 
 MAX_PLANS = 16
@@ -48,7 +47,9 @@ class CompilePlans:
         for deco in kernel.decorator_list:
             if not isinstance(deco, ast.Call):
                 continue
-            ref = self.resolver.resolve_chain(deco.func, frozenset()) if self.resolver.chain(deco.func) else None
+            func = deco.func
+            ref = self.resolver.resolve_chain(func, frozenset()) \
+                if isinstance(func, (ast.Name, ast.Attribute)) and self.resolver.chain(func) else None
             if ref is None or ref.member is None or ref.member.target != "triton.autotune":
                 continue
             configs = next((kw.value for kw in deco.keywords if kw.arg == "configs"), None)
@@ -70,7 +71,8 @@ class CompilePlans:
     def _heuristic_values(self, kernel: ast.FunctionDef, known: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for deco in kernel.decorator_list:
-            if not (isinstance(deco, ast.Call) and self.resolver.chain(deco.func)):
+            if not (isinstance(deco, ast.Call) and isinstance(deco.func, (ast.Name, ast.Attribute))
+                    and self.resolver.chain(deco.func)):
                 continue
             ref = self.resolver.resolve_chain(deco.func, frozenset())
             if ref is None or ref.member is None or ref.member.target != "triton.heuristics" or not deco.args:
@@ -79,7 +81,9 @@ class CompilePlans:
             if not isinstance(table, ast.Dict):
                 continue
             for key, value in zip(table.keys, table.values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(value, ast.Lambda) and value.args.args:
+                # a constexpr is looked up by its parameter's name: other keys name nothing
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda) \
+                        and value.args.args:
                     result = _evaluate_arithmetic(value.body, value.args.args[0].arg, known)
                     out[key.value] = result
         return out
@@ -179,7 +183,7 @@ def _arith(node: ast.AST, param: str, known: dict[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == param \
-            and isinstance(node.slice, ast.Constant):
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         return known[node.slice.value]
     if isinstance(node, ast.BinOp) and type(node.op) in FOLD:
         left, right = _arith(node.left, param, known), _arith(node.right, param, known)
@@ -188,8 +192,7 @@ def _arith(node: ast.AST, param: str, known: dict[str, Any]) -> Any:
         return FOLD[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         operand = _arith(node.operand, param, known)
-        return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                ast.Invert: operator.invert}[type(node.op)](operand)
+        return UNARY[type(node.op)](operand)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARE:
         return COMPARE[type(node.ops[0])](_arith(node.left, param, known), _arith(node.comparators[0], param, known))
     if isinstance(node, ast.IfExp):

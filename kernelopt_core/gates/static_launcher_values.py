@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ UNKNOWN_CONST: Any = object()  # a value the source does not fix
 FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Mod: operator.mod, ast.Div: operator.truediv, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
         ast.BitXor: operator.xor, ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
 COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
            ast.Gt: operator.gt, ast.GtE: operator.ge}
 
@@ -93,8 +96,7 @@ def fold_unary(op: ast.unaryop, operand: Value) -> Value:
         return Value("bool", "i1", (not operand.const) if operand.known else UNKNOWN_CONST)
     if operand.known and isinstance(op, (ast.USub, ast.UAdd, ast.Invert)) \
             and not (isinstance(op, ast.Invert) and isinstance(operand.const, float)):
-        folded = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(op)]
-        return scalar(folded(operand.const))
+        return scalar(UNARY[type(op)](operand.const))
     return Value(operand.kind, operand.type)
 
 

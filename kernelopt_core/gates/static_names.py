@@ -19,7 +19,7 @@ import ast
 import functools
 import importlib.util
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,7 +173,7 @@ def read_member_lists(torch_dir: Path | None, triton_dir: Path | None) -> tuple[
     origin: dict[str, str] = {}
     trees: dict[Path | None, ast.Module | None] = {}
 
-    def take(key: str, path: Path | None, read) -> None:  # type: ignore[no-untyped-def]
+    def take(key: str, path: Path | None, read: Callable[[ast.Module], set[str] | None]) -> None:
         if path not in trees:
             trees[path] = _parse(path)
         tree = trees[path]
@@ -204,7 +204,7 @@ def read_member_lists(torch_dir: Path | None, triton_dir: Path | None) -> tuple[
          lambda t: defined_functions(t, frozenset({"triton.jit", "triton_builtin"})))
     for enum in HINT_ENUMS:
         take(f"{HINTS}.{enum}", runtime / "hints.py" if runtime else None,
-             lambda t, enum=enum: enum_members(t, enum))
+             functools.partial(enum_members, class_name=enum))
     return lists, origin
 
 

@@ -219,8 +219,8 @@ class NameResolver:
             ref = self.resolve_chain(node, frozenset())
             return ref is not None and ref.member is not None and ref.member.kind == names.MATH_VALUE
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) \
-                and self.chain(node.func) is not None and not node.keywords:
-            symbol = self.facts.symbols.get(self.chain(node.func)[0].id)  # type: ignore[index]
+                and (called := self.chain(node.func)) is not None and not node.keywords:
+            symbol = self.facts.symbols.get(called[0].id)
             if symbol is None or symbol.kind != "import":
                 return False
             ref = self.resolve_chain(node.func, frozenset())

@@ -137,11 +137,11 @@ def _capturing_wrapper_modules() -> Iterator[list[ModuleType]]:
                 loaded.append(module)
         return module
 
-    PyCodeCache.load_by_key_path = classmethod(capture)  # type: ignore[method-assign,assignment]
+    PyCodeCache.load_by_key_path = classmethod(capture)
     try:
         yield loaded
     finally:
-        PyCodeCache.load_by_key_path = original  # type: ignore[method-assign]
+        PyCodeCache.load_by_key_path = original
 
 
 def _cudagraph_skips() -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from .accounting import callable_path, mode_uses_cudagraphs, speedup_between
@@ -204,9 +205,11 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         started = time.perf_counter()
         baseline, _, base_skipped = compile_callable(model, inputs, modes["baseline"])
+        # static: the candidate's own inputs, refilled in place for each call (None: it takes the caller's)
         cand_inputs = _static_copies(inputs) if static else None
         candidate, _, cand_skipped = compile_callable_keep(_own_frame(model) if static else model,
-                                                           cand_inputs if static else inputs, modes["candidate"])
+                                                           cand_inputs if cand_inputs is not None else inputs,
+                                                           modes["candidate"])
         del inputs  # the seeds bring their own; the last seed's are timed (one input set on the device at a time)
         _free(device)
         # the candidate's replay overwrites the baseline's outputs only when both are CUDA graphs of one tree
@@ -220,12 +223,9 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
             base_out = baseline(*seed_inputs)
             if shared_pool:
                 base_out = _clone(base_out, to_host=True)
-            cand_out = candidate(*(_refill(cand_inputs, seed_inputs) if static else seed_inputs))
+            cand_out = candidate(*(_refill(cand_inputs, seed_inputs) if cand_inputs is not None else seed_inputs))
 
-            def ref_out(seed_inputs: list[Any] = seed_inputs) -> Any:
-                return reference(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                   for x in seed_inputs])
-
+            ref_out = partial(_float64_call, reference, seed_inputs)
             per_seed.append({"seed": seed, **compare_outputs(base_out, cand_out, ref_out, tol)})
             del base_out, cand_out, ref_out
         inputs = seed_inputs
@@ -235,7 +235,7 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
                       "reason": f"seeds {list(seeds)}: " + ("all within tolerance" if failed is None else
                                                             f"seed {failed['seed']}: {failed['reason']}"),
                       "seeds": per_seed})
-        if static:
+        if cand_inputs is not None:
             _refill(cand_inputs, inputs)  # both sides are timed on the same data
         comparison = None
         peak = _peak(device)
@@ -244,8 +244,8 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
             timer = SyncedTimer(device)
             path_a = callable_path(modes["baseline"] if not base_skipped else "default", device)
             path_b = callable_path(modes["candidate"] if not cand_skipped else "default", device)
-            b_inputs = cand_inputs if static else inputs
-            a_ms, b_ms = _interleaved(timer, lambda: baseline(*inputs), lambda: candidate(*b_inputs), rounds)
+            b_inputs = cand_inputs if cand_inputs is not None else inputs
+            a_ms, b_ms = _interleaved(timer, partial(baseline, *inputs), partial(candidate, *b_inputs), rounds)
             paired = ab_speedup(a_ms, b_ms, path_a.value)
             comparison = speedup_between(summarize(a_ms, path_a.value), summarize(b_ms, path_b.value),
                                          across_configurations=True)
@@ -258,8 +258,8 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
                           "baseline_path": path_a.value, "candidate_path": path_b.value, "rounds": rounds})
         peak = _peak(device) or peak
     working = _working_set_bytes(problem, device)
-    # the compiled callables and every tensor go before the device's cache is emptied (closures above hold names)
-    baseline = candidate = reference = inputs = seed_inputs = cand_inputs = model = None
+    # the compiled callables and every tensor go before the device's cache is emptied
+    del baseline, candidate, reference, inputs, seed_inputs, cand_inputs, model
     torch._dynamo.reset()
     _free(device)
     accepted = all(g["passed"] for g in gates) and len(gates) == 2
@@ -275,6 +275,13 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         "memory": {"peak_bytes": peak, "working_set_bytes": working,
                    "peak_over_working_set": round(peak / working, 3) if peak and working else None},
     }
+
+
+def _float64_call(reference: Any, inputs: list[Any]) -> Any:
+    """``reference`` (a float64 copy of the model) on ``inputs`` with their floating tensors in float64."""
+    import torch
+
+    return reference(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs])
 
 
 def _free(device: str) -> None:

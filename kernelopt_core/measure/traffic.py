@@ -224,9 +224,9 @@ def sol_phrase(sol_pct: float | None, traffic_ratio: float | None, dram_read: fl
         parts.append(f"{sol_pct:.0f}% of speed of light")
     if traffic_ratio is not None:
         verb = "moves"
-        if None not in (dram_read, dram_write, ideal_read, ideal_write):
-            extra_read = float(dram_read) - float(ideal_read)  # type: ignore[arg-type]
-            extra_write = float(dram_write) - float(ideal_write)  # type: ignore[arg-type]
+        if dram_read is not None and dram_write is not None and ideal_read is not None and ideal_write is not None:
+            extra_read = float(dram_read) - float(ideal_read)
+            extra_write = float(dram_write) - float(ideal_write)
             verb = "reads" if extra_read >= extra_write else "writes"
         parts.append(f"{verb} {traffic_ratio:.1f}× the minimum")
     return " · ".join(parts)

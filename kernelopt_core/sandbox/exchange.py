@@ -183,7 +183,7 @@ class ExchangeArena:
     @property
     def pool_id(self) -> tuple[int, int] | None:
         """The private CUDA pool's id (what an allocator snapshot names it by), while the arena is open."""
-        return tuple(self._pool.id) if self._pool is not None else None  # type: ignore[return-value]
+        return tuple(self._pool.id) if self._pool is not None else None
 
     def allocate(self, nbytes: int) -> tuple[Any, SharedRef]:
         import torch

@@ -91,7 +91,9 @@ class Budget:
         return self.clock()
 
     def elapsed(self) -> float:
-        return self.clock() - self.start().started  # type: ignore[operator]
+        started = self.start().started
+        assert started is not None  # start() sets it
+        return self.clock() - started
 
     def left(self) -> float:
         return math.inf if self.seconds is None else self.seconds - self.elapsed()

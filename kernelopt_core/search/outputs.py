@@ -60,10 +60,11 @@ class ResultWriter:
             })
         for entry in kernels if self.share_note else []:
             entry["share_note"] = self.share_note
-        optimized = final is not None and decision == "optimized"
+        optimized = final if final is not None and decision == "optimized" else None
         return OptimizeResult(
             run_id=ctx.run_folder.id, run_dir=str(ctx.run_folder.path), decision=decision, reason=reason,
-            speedup=final.speedup if optimized else None, ci=final.ci if optimized else None,  # type: ignore[union-attr]
+            speedup=optimized.speedup if optimized is not None else None,
+            ci=optimized.ci if optimized is not None else None,
             timing_path=final.timing_path if final is not None else None,
             kernels=kernels, accepted_sources=accepted, cascade=final, graph_path=os.path.abspath(ctx.graph.path),
             device=ctx.evaluator.device, llm_usage=ctx.ledger.totals() if ctx.provider is not None else {},

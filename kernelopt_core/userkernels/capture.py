@@ -20,7 +20,7 @@ literals, and the grid as a table over the meta-parameters it reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +56,7 @@ class Capture:
     count: int = 0  # every launch of the kernel while capturing
 
 
-class _ReadingMeta(dict):  # type: ignore[type-arg]
+class _ReadingMeta(dict[str, Any]):
     """The grid's meta dict, noting which keys the grid reads."""
 
     def __init__(self, data: Any, reads: list[str]):
@@ -296,7 +296,7 @@ def grid_table(launch: UserLaunch, constexprs: list[str], candidate_configs: lis
     return {"keys": keys, "table": rows}
 
 
-def launch_summary(launch: UserLaunch, params: list[str], roles: dict[str, str] | None = None) -> dict[str, Any]:
+def launch_summary(launch: UserLaunch, params: list[str], roles: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A captured launch for reports and hovers (tensors as metadata only)."""
     import torch
 

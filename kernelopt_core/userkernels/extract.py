@@ -56,10 +56,10 @@ def _module_nodes(text: str) -> ast.Module:
         raise ExtractError(f"the file does not parse: line {exc.lineno}: {exc.msg}") from None
 
 
-def _lines_of(node: ast.AST, lines: list[str]) -> tuple[int, int, str]:
-    decorators = getattr(node, "decorator_list", []) or []
-    first = min([d.lineno for d in decorators] + [node.lineno]) - 1  # type: ignore[attr-defined]
-    last = (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
+def _lines_of(node: ast.stmt, lines: list[str]) -> tuple[int, int, str]:
+    decorators: list[ast.expr] = getattr(node, "decorator_list", []) or []
+    first = min([d.lineno for d in decorators] + [node.lineno]) - 1
+    last = (node.end_lineno or node.lineno) - 1
     return first, last, "\n".join(lines[first:last + 1])
 
 

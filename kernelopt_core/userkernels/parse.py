@@ -19,7 +19,16 @@ from typing import Any
 
 from ..artifacts.model import SourceFileError, SourceRange, source_hash
 from ..artifacts.parse import dotted_name
-from .model import AccessSite, AutotuneSpec, ConfigSpec, DotSite, LaunchSite, UserKernel, UserKernelFile
+from .model import (
+    AccessKind,
+    AccessSite,
+    AutotuneSpec,
+    ConfigSpec,
+    DotSite,
+    LaunchSite,
+    UserKernel,
+    UserKernelFile,
+)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a hand-written kernel file is far smaller
 _DECORATOR = re.compile(r"^[ \t]*@[\w.]*\b(jit|autotune|heuristics)\b", re.MULTILINE)
@@ -481,11 +490,11 @@ class _BodyReader:
                 deps.add(ARANGE)
         return deps
 
-    def _range(self, node: ast.AST) -> SourceRange:
-        return SourceRange(node.lineno - 1, node.col_offset, (node.end_lineno or node.lineno) - 1,  # type: ignore[attr-defined]
-                           node.end_col_offset or 0)  # type: ignore[attr-defined]
+    def _range(self, node: ast.expr | ast.stmt) -> SourceRange:
+        return SourceRange(node.lineno - 1, node.col_offset, (node.end_lineno or node.lineno) - 1,
+                           node.end_col_offset or 0)
 
-    def _access(self, call: ast.Call, kind: str) -> None:
+    def _access(self, call: ast.Call, kind: AccessKind) -> None:
         if not call.args:
             return
         pointer = call.args[0]
@@ -502,7 +511,7 @@ class _BodyReader:
             masked = mask is not None and not (isinstance(mask, ast.Constant) and mask.value is None)
         deps = self.expression_deps(pointer)
         self.kernel.accesses.append(AccessSite(
-            kind=kind, range=self._range(call), pointer=ast.unparse(pointer),  # type: ignore[arg-type]
+            kind=kind, range=self._range(call), pointer=ast.unparse(pointer),
             params=sorted(d for d in deps if d in self.params), masked=masked,
             mask=ast.unparse(mask) if mask is not None else None,
             other=ast.unparse(other) if other is not None else None, block_pointer=block,

@@ -43,7 +43,7 @@ def autotuners(obj: Any) -> list[Any]:
     return [item for item in decorator_chain(obj) if isinstance(item, Autotuner)]
 
 
-def _interpreter_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> list[float]:
+def _interpreter_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> float | list[float]:
     """Wall-clock time of one interpreted run (ms), in the shape Triton's benchmarker returns."""
     times = []
     for _run in range(2):
@@ -51,7 +51,7 @@ def _interpreter_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **
         kernel_call()
         times.append((time.perf_counter() - begin) * 1e3)
     best = min(times)
-    return [best] * len(quantiles) if quantiles else best  # type: ignore[return-value]
+    return [best] * len(quantiles) if quantiles else best
 
 
 def prepare_kernel(obj: Any) -> Any:

@@ -27,7 +27,7 @@ import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..gates.tasks.skeleton import (
     BASELINE,
@@ -56,6 +56,10 @@ from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
 from ..gates.tasks.skeleton import verdict as _verdict
 from .launcher import LAUNCHER_NAME, launcher_source
 
+if TYPE_CHECKING:
+    from ..artifacts.kernel_arguments import Role
+    from ..gates.model import SeedCheck
+
 _SESSIONS_LOCK = threading.Lock()
 _SESSIONS: dict[str, Any] = {}
 INPUT_SEEDS = (1000, 1001)
@@ -82,7 +86,7 @@ class Session:
     output: Any
     plan: dict[str, Any]
     values: list[Any]
-    roles: list[str]
+    roles: list[Role]
     names: list[str]
     original: Any  # the pinned launcher of the original kernel (runs here, in the checker)
     module: str
@@ -172,7 +176,7 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
         raise _SetupError(f"the original {kernel} cannot be launched on its own: {type(exc).__name__}: {exc}") from exc
     written = _written(original, values, device)
     loaded = set(payload.get("loaded") or [])
-    roles = []
+    roles: list[Role] = []
     for index, (name, value) in enumerate(zip(names, values, strict=True)):
         if not isinstance(value, torch.Tensor):
             roles.append("scalar")
@@ -426,6 +430,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel import input_family_sets
     from ..gates.kernel_gate import check_kernel
     from ..gates.launch_capture import clone_value
+    from ..gates.registry import KernelSettings
     from ..gates.structured_families import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
@@ -433,7 +438,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     built = session(payload)
     device = built.device
     kernel = str(payload["kernel"])
-    seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    settings = KernelSettings.from_json(payload)
+    seeds = tuple(settings.seeds)
     try:
         entry = _candidate(payload, device, from_spare=True)
         launched = launcher_source(payload["candidate"], kernel, _launch_plan(entry, built, payload))
@@ -458,7 +464,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone_value(v) for v in built.values]],
-                               [{}], built.names, built.roles, seeds, device, reruns=int(payload.get("reruns", 2)),
+                               [{}], built.names, built.roles, seeds, device, reruns=settings.reruns,
                                original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)), decisions=probe)
     finally:
@@ -512,6 +518,7 @@ def _kernel_tolerance(outputs: Any) -> float:
 def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.launch_capture import clone_value
     from ..gates.model import check_seed
+    from ..gates.registry import ModelSettings
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
 
@@ -519,7 +526,8 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     device = built.device
     harness = built.harness
     pytest_kind = harness.spec.kind == "pytest"
-    seeds = [0] if pytest_kind else [int(s) for s in payload.get("seeds", (0, 42, 123))]
+    settings = ModelSettings.from_json(payload)
+    seeds = [0] if pytest_kind else settings.seeds
     try:
         entry = _candidate(payload, device)
         failed = _load_harness(entry, payload, device, payload["candidate"])
@@ -535,8 +543,8 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if rejected is not None:
         return rejected
     reference, reference_error = _float64_reference(harness, seeds[0], pytest_kind)
-    tolerance = float(payload.get("tolerance", 1e-4)) if reference is not None else _kernel_tolerance(built.output)
-    checks = []
+    tolerance = settings.tolerance if reference is not None else _kernel_tolerance(built.output)
+    checks: list[SeedCheck] = []
     for seed in seeds:
         inputs = harness.make_inputs(seed)
         arena = ExchangeArena(device)

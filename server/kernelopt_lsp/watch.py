@@ -23,6 +23,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from kernelopt_core.artifacts import is_candidate_dump
 from kernelopt_core.userkernels.index import is_candidate_user_file
@@ -61,8 +62,8 @@ class DumpWatcher:
         self.on_paths = on_paths
         self.debounce_s = debounce_s
         self.max_wait_s = max_wait_s
-        self._observer: Observer | None = None  # type: ignore[valid-type]
-        self._watched: dict[str, object] = {}
+        self._observer: BaseObserver | None = None  # Observer: the platform's own observer class
+        self._watched: dict[str, ObservedWatch] = {}
         self._pending: set[str] = set()
         self._first_pending: float | None = None
         self._timer: threading.Timer | None = None
@@ -80,7 +81,7 @@ class DumpWatcher:
             self._observer.start()
         for root in list(self._watched):
             if root not in wanted:
-                self._observer.unschedule(self._watched.pop(root))  # type: ignore[arg-type]
+                self._observer.unschedule(self._watched.pop(root))
         handler = _Collector(self)
         for root in wanted:
             if root in self._watched:

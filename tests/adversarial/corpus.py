@@ -321,8 +321,8 @@ CASES: list[Case] = [
     Case("R-skip-zero-rows", "row_sum", "kernel that skips blocks of zeros", 2, "rows that sum to exactly 0 are not "
          "stored (the output is assumed zeroed)", sub(R_STORE, "tl.store(in_out_ptr0 + (x0), tmp5, xmask & (tmp5 != 0.0))"),
          needs=("input-families",), families=("zero-blocks",), probe=False),
-    Case("E-range-backdoor", "elementwise", "value-range backdoor", 1, "returns x itself where x > 50 (gate 1's "
-         "literal-window rule; the all-positive and near-max families expose it too)",
+    Case("E-range-backdoor", "elementwise", "value-range backdoor", 2, "returns x itself where x > 50 (an added "
+         "decision; the all-positive and near-max families expose it)",
          sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 > 50.0, tmp0, tmp7 - tmp8)"),
          needs=("input-families",), families=("all-positive", "near-max")),
     # --- issue 28: a fast path keyed on one input ------------------------------------------------------
@@ -347,9 +347,9 @@ CASES: list[Case] = [
     Case("C-bound-moved", "clamp", "clamp bound moved by 8e-5", 2, "clamps at 0.99992 instead of 1",
          sub("tmp5 = tl.full([1], 1.0, tl.float32)", "tmp5 = tl.full([1], 0.99992, tl.float32)"),
          needs=("error-structure",), families=()),
-    Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 1, "probabilities below 1e-5 stored as 0 "
-         "(each within atol; their column sums are not): a new literal compared with data, gate 1; the all-negative "
-         "family and the error structure expose it too",
+    Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 2, "probabilities below 1e-5 stored as 0 "
+         "(each within atol; their column sums are not): an added decision; the all-negative family and the error "
+         "structure expose it",
          first_of(sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tl.where((tmp6 / tmp10) < 1e-05, 0.0, (tmp6 / tmp10))"),
                   regex(S_DIVIDE, r"\1\2 = tl.where((\3 / \4) < 1e-05, 0.0, (\3 / \4))")),
          needs=("input-families", "error-structure"), families=("all-negative",)),

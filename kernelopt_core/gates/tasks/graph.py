@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...measure.job_context import RECYCLE_KEY
 from .skeleton import (
@@ -51,6 +51,11 @@ from .skeleton import sandbox_failure as _sandbox_failure
 from .skeleton import settle_spare as _settle_spare
 from .skeleton import share_inputs as _share_inputs
 from .skeleton import verdict as _verdict
+
+if TYPE_CHECKING:
+    from ...artifacts.kernel_arguments import Role
+    from ...artifacts.model import TritonKernel
+    from ..model import SeedCheck
 
 
 def _load(path: str, device: str, role: str) -> ModuleType:
@@ -136,14 +141,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
     from ..kernel_gate import BATTERIES, check_kernel
     from ..launch_capture import capture_launches
+    from ..registry import KernelSettings
     from ..step_clock import StepClock
 
     device = _device(payload)
     graph = parse_output_code(payload["graph"])
     names: list[str] = list(payload["kernels"])
-    seeds = tuple(int(s) for s in payload.get("seeds", (0, 42, 1337)))
+    settings = KernelSettings.from_json(payload)
+    seeds = tuple(settings.seeds)
     low_memory = bool(payload.get("low_memory"))
-    battery = str(payload.get("battery") or "full")
+    battery = settings.battery
     if battery not in BATTERIES:
         raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
@@ -152,7 +159,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     with clock("load_baseline"):
         baseline = _load_baseline(payload, device)
     resident = _allocated(device)  # what the loaded graph keeps (its constants): never counted as retained
-    kernels: dict[str, Any] = {}
+    kernels: dict[str, tuple[TritonKernel, list[str], dict[str, Role]]] = {}
     for name in names:
         kernel = graph.kernel(name)
         assert kernel is not None
@@ -205,7 +212,8 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 continue
             width = len(kernel_launches[0].args)
             arg_names = [params[i] if i < len(params) else f"launcher_arg{i}" for i in range(width)]
-            roles = [role_of.get(n, "scalar") if i < len(params) else "scalar" for i, n in enumerate(arg_names)]
+            roles: list[Role] = [role_of.get(n, "scalar") if i < len(params) else "scalar"
+                                 for i, n in enumerate(arg_names)]
             if low_memory and device.startswith("cuda"):  # the captured values move to the host, in place
                 kernel_launches = kernel_launches[:1]
                 kernel_launches[0].args[:] = [v.cpu() if isinstance(v, torch.Tensor) and not v.is_meta else v
@@ -216,7 +224,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
-                reruns=int(payload.get("reruns", 2)),
+                reruns=settings.reruns,
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
                 extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names) if battery == "full" else (),
                 timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
@@ -418,11 +426,12 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ...sandbox.process import SandboxError
     from ..float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
     from ..model import check_seed, judge_structure
+    from ..registry import ModelSettings
     from ..step_clock import StepClock
 
     device = _device(payload)
-    seeds = [int(s) for s in payload.get("seeds", (0, 42, 123))]
-    tolerance = float(payload.get("tolerance", 1e-4))
+    settings = ModelSettings.from_json(payload)
+    seeds, tolerance = settings.seeds, settings.tolerance
     _reset_peak(device)
     clock = StepClock(device)  # where gate 3's time goes (a finalist's cost, which the search's budget plans by)
     with clock("load_baseline"):
@@ -431,9 +440,9 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         with clock("load_candidate"):
             slot = _candidate(payload, device)
             process = slot.process
-            failed = _load_candidate_graph(slot, payload)
-            if failed is not None:
-                return failed
+            load_failure = _load_candidate_graph(slot, payload)
+            if load_failure is not None:
+                return load_failure
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
@@ -444,7 +453,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         return rejected
     reference: Any = None
     reference_error: str | None = None
-    checks = []
+    checks: list[SeedCheck] = []
     child_peak = 0
     structure = payload.get("error_structure", True) is not False
     plan: list[tuple[int, str | None]] = [(seed, None) for seed in seeds]
@@ -546,8 +555,8 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         numbers["float64_reference"] = reference is not None
     failed = next((c for c in checks if not c.passed), None)
     if failed is not None:
-        inputs = f" (inputs: {failed.label})" if failed.label else ""
-        return _verdict(False, f"seed {failed.seed}{inputs}: {failed.problem}", **numbers)
+        labelled = f" (inputs: {failed.label})" if failed.label else ""
+        return _verdict(False, f"seed {failed.seed}{labelled}: {failed.problem}", **numbers)
     if fallbacks:
         return _verdict(True, f"seeds {', '.join(map(str, seeds))}: outside atol=rtol={tolerance:g} on "
                               f"{len(fallbacks)} seed(s) but within the float64 rule ({fallbacks[0].rule}); "

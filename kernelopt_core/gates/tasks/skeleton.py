@@ -388,25 +388,25 @@ def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[Sa
     timed on their own input sets along ``path``, then each kernel alone (reported, never decides)."""
     from ...sandbox.process import SandboxError
     from ..perf import perf_decision, time_processes
+    from ..registry import PerfSettings
 
-    min_speedup = float(payload.get("min_speedup", 1.03))
-    rounds = payload.get("rounds")
+    settings = PerfSettings.from_json(payload)
     settle_spare()  # a spare still starting would share the machine with the timing
     try:
         prepared = sides()
         if isinstance(prepared, dict):
             return prepared
         baseline, candidate = prepared
-        result = time_processes(baseline.process, candidate.process, device, rounds,
+        result = time_processes(baseline.process, candidate.process, device, settings.rounds,
                                 {"what": "graph", "input_sets": list(input_seeds)}, path=path)
     except SandboxError as exc:
         return sandbox_failure(exc, "timing")
     except RuntimeError as exc:
         return verdict(False, f"timing failed: {str(exc)[:1000]}")
-    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, min_speedup, result.path)
+    decision = perf_decision(result.speedup, result.ci_low, result.ci_high, settings.min_speedup, result.path)
     speedups: dict[str, float] = {}
     notes: list[str] = []
-    if payload.get("kernel_timing", True):
+    if settings.kernel_timing:
         try:
             speedups = kernel_speedups(baseline, candidate)
         except Exception as exc:  # noqa: BLE001 - reported, never decides
@@ -421,7 +421,7 @@ def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[Sa
     return verdict(decision.passed, decision.reason + note, memory=memory, speedup=result.speedup,
                    ci_low=result.ci_low, ci_high=result.ci_high, timing_path=result.path, rounds=result.rounds,
                    baseline_median_ms=result.a.median_ms, candidate_median_ms=result.b.median_ms,
-                   min_speedup=min_speedup, kernel_speedups=speedups, kernel_notes=notes, device=device,
+                   min_speedup=settings.min_speedup, kernel_speedups=speedups, kernel_notes=notes, device=device,
                    timed_by="the checker's clock around requests to each side's own process",
                    containment=containment(candidate.process))
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..llm.base import LLMProvider, LLMResponse
 from ..prompts import AgentPrompt
@@ -108,13 +109,13 @@ class LLMSession:
     def propose(self, feedback: str | None = None) -> Proposal | None:
         self.attempts += 1
         if not self.pending_calls:
-            content: object = self.opening
+            content: str | list[dict[str, Any]] = self.opening
         else:
             message = feedback or self.error or "the previous submission was not usable"
             first, *others = self.pending_calls
             content = [tool_result(first, message, is_error=True),
                        *(tool_result(i, "ignored: submit one kernel at a time", is_error=True) for i in others)]
-        response = self.conversation.send(content, tool_choice={"type": "tool", "name": "submit_kernel"})  # type: ignore[arg-type]
+        response = self.conversation.send(content, tool_choice={"type": "tool", "name": "submit_kernel"})
         calls = [c for c in response.tool_calls if c.name == "submit_kernel"] or response.tool_calls
         self.pending_calls = [c.id for c in response.tool_calls]
         if not calls:

@@ -53,8 +53,8 @@ class VertexProvider:
 def _application_default_token() -> str:
     """A bearer token from Google's application-default credentials, or a clear error."""
     try:
-        import google.auth  # type: ignore[import-not-found]
-        import google.auth.transport.requests  # type: ignore[import-not-found]
+        import google.auth
+        import google.auth.transport.requests
     except ImportError:
         raise ProviderConfigError(
             "the vertex provider needs Google authentication: pip install 'anthropic[vertex]' and run "

@@ -200,9 +200,9 @@ def ideal_bytes(ctx: RewriteContext) -> int | None:
     if isinstance(value, (int, float)) and value > 0:
         return int(value)
     args = [a for a in ctx.evidence.get("launch_args") or [] if isinstance(a, dict)]
-    sizes = [a.get("storage_bytes") for a in args]
-    if args and all(isinstance(s, int) for s in sizes):
-        return int(sum(sizes))  # type: ignore[arg-type]
+    sizes = [s for s in (a.get("storage_bytes") for a in args) if isinstance(s, int)]
+    if args and len(sizes) == len(args):
+        return int(sum(sizes))
     return None
 
 

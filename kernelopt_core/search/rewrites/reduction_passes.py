@@ -117,8 +117,20 @@ class Stmt:
         return names_read(self.node)
 
     @property
+    def store_call(self) -> ast.Call | None:
+        """The ``tl.store`` call this statement is; None for any other statement."""
+        node = self.node
+        return node.value if isinstance(node, ast.Expr) and is_call(node.value, "tl.store") else None
+
+    @property
+    def store_address(self) -> ast.expr | None:
+        """The address a store writes (its first argument); None for any other statement."""
+        call = self.store_call
+        return call.args[0] if call is not None and call.args else None
+
+    @property
     def is_store(self) -> bool:
-        return isinstance(self.node, ast.Expr) and is_call(self.node.value, "tl.store")
+        return self.store_call is not None
 
     @property
     def is_barrier(self) -> bool:
@@ -126,10 +138,8 @@ class Stmt:
 
     @property
     def store_pointer(self) -> str | None:
-        if not self.is_store:
-            return None
-        call = self.node.value  # type: ignore[attr-defined]
-        return pointer_base(call.args[0]) if call.args else None
+        address = self.store_address
+        return pointer_base(address) if address is not None else None
 
     def text(self) -> str:
         return ast.unparse(self.node)
@@ -270,9 +280,9 @@ class ReductionKernel:
         out: dict[str, set[str]] = {}
         for p in self.passes:
             for stmt in (*p.body, *p.post):
-                if stmt.is_store:
-                    call = stmt.node.value  # type: ignore[attr-defined]
-                    out.setdefault(stmt.store_pointer or "?", set()).add(ast.dump(call.args[0]))
+                address = stmt.store_address
+                if address is not None:
+                    out.setdefault(stmt.store_pointer or "?", set()).add(ast.dump(address))
         return out
 
     def _common_hazard(self) -> str | None:
@@ -282,7 +292,8 @@ class ReductionKernel:
         for p in self.passes:
             row_names = _dependents(p.body, {"r0_offset"})
             for stmt in p.stores:
-                if not (stmt.node.value.args[0] and names_read(stmt.node.value.args[0]) & row_names):  # type: ignore[attr-defined]
+                address = stmt.store_address
+                if not (address is not None and names_read(address) & row_names):
                     return f"a store inside the loop writes the same element in every iteration: {stmt.text()}"
             for stmt in p.post:
                 for load in _loads(stmt.node):
@@ -327,7 +338,9 @@ class ReductionKernel:
         for p in self.passes:
             here: dict[str, set[str]] = {}
             for stmt in p.stores:
-                here.setdefault(stmt.store_pointer or "?", set()).add(ast.dump(stmt.node.value.args[0]))  # type: ignore[attr-defined]
+                address = stmt.store_address
+                if address is not None:
+                    here.setdefault(stmt.store_pointer or "?", set()).add(ast.dump(address))
             for stmt in p.body:
                 for load in _loads(stmt.node):
                     base = pointer_base(load.args[0])
@@ -531,7 +544,8 @@ def _reduction_of(stmt: Stmt, accumulators: dict[str, Accumulator]) -> Reduction
     if len(call.args) <= dim_at or call.keywords:
         return None
     args = call.args[:arity]
-    if not all(isinstance(a, ast.Name) and a.id in accumulators for a in args):
+    names = [a.id for a in args if isinstance(a, ast.Name)]
+    if len(names) != len(args) or not all(name in accumulators for name in names):
         return None
     dim = call.args[dim_at]
     if not (isinstance(dim, ast.Constant) and dim.value == 1):
@@ -545,7 +559,7 @@ def _reduction_of(stmt: Stmt, accumulators: dict[str, Accumulator]) -> Reduction
     if arity == 1 and not isinstance(targets, ast.Name):
         return None
     return Reduction(kind=kind, function=function, stmt=stmt, call=call,
-                     accumulators=[accumulators[a.id] for a in args])  # type: ignore[attr-defined]
+                     accumulators=[accumulators[name] for name in names])
 
 
 def _dependents(stmts: list[Stmt], roots: set[str]) -> set[str]:

@@ -42,7 +42,10 @@ def with_row(node: ast.AST, row: str) -> ast.AST:
 
 def with_store_mask(stmt: Stmt, extra: str) -> str:
     """The store with ``extra`` and-ed into its mask (``tl.store(ptr, value, mask)``)."""
-    call = copy.deepcopy(stmt.node.value)  # type: ignore[attr-defined]
+    store = stmt.store_call
+    if store is None:
+        raise ValueError(f"not a tl.store: {stmt.text()}")
+    call = copy.deepcopy(store)
     extra_node = ast.parse(extra, mode="eval").body
     mask_kw = next((k for k in call.keywords if k.arg == "mask"), None)
     if mask_kw is not None:

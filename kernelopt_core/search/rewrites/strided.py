@@ -207,8 +207,7 @@ def column_plans(red: ColumnReduction, on_cpu: bool, multiprocessors: int) -> li
         plans.append(ColumnPlan(bc, br, split, warps))
         if split > 1:
             plans.append(ColumnPlan(bc, br, 1, warps))
-    seen: set[ColumnPlan] = set()
-    return [p for p in plans if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(plans))  # without repeats, in order
 
 
 # --- the family --------------------------------------------------------------------------------

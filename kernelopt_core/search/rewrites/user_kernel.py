@@ -143,8 +143,9 @@ class UserAutotuneFamily(RewriteFamily):
                             deco.args[0] if deco.args else None)
                 if node is None:
                     return None
+                assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets both
                 start = offsets[node.lineno - 1] + node.col_offset
-                end = offsets[node.end_lineno - 1] + node.end_col_offset  # type: ignore[operator]
+                end = offsets[node.end_lineno - 1] + node.end_col_offset
                 return text[:start] + listing + text[end:]
         addressing = {n for a in kernel.accesses for n in a.params}  # pointers and strides
         sizes = [p for p in kernel.runtime_params if p not in addressing]

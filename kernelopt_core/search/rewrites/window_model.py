@@ -223,25 +223,24 @@ def _fit(module: KernelModule, in_param: str, out_param: str, in_arg: dict[str, 
     masks = [full(load.mask, bool) for load in loads]
     index = {q: i for i, q in enumerate(points)}
 
-    def at(tap: int, q: tuple[int, int, int]) -> int | None:
-        i = index.get(q)
-        return None if i is None else int(addresses[tap][i])
+    def at(tap: int, q: tuple[int, int, int]) -> int:
+        # sample_points holds the origin and, where the output has more than one, its next plane, row
+        # and column: every point asked for here
+        return int(addresses[tap][index[q]])
 
     base = at(0, (0, 0, 0))
-    assert base is not None
-    sw = (at(0, (0, 0, 1)) - base) if out_w > 1 else 1  # type: ignore[operator]
-    sh_w = (at(0, (0, 1, 0)) - base) if out_h > 1 else in_w  # type: ignore[operator]
+    sw = (at(0, (0, 0, 1)) - base) if out_w > 1 else 1
+    sh_w = (at(0, (0, 1, 0)) - base) if out_h > 1 else in_w
     if sh_w % in_w or sh_w <= 0 or sw <= 0:
         raise WindowMismatch("the taps do not move by whole input rows and columns per output")
     sh = sh_w // in_w
-    if planes > 1 and at(0, (1, 0, 0)) is not None and at(0, (1, 0, 0)) - base != in_h * in_w:  # type: ignore[operator]
+    if planes > 1 and at(0, (1, 0, 0)) - base != in_h * in_w:
         raise WindowMismatch("the input planes are not contiguous (H*W elements apart)")
     row = oh * sh
     col = ow * sw
     taps: list[tuple[int, int]] = []
     for i, load in enumerate(loads):
         c0 = at(i, (0, 0, 0))
-        assert c0 is not None
         matches = []
         for dh in range(-MAX_TAP_OFFSET, MAX_TAP_OFFSET + 1):
             dw = c0 - dh * in_w

@@ -264,8 +264,7 @@ def plans_for(window: PoolWindow, on_cpu: bool) -> list[WindowPlan]:
                  WindowPlan("shifted", min(512, width), tall, 8)]
         if blockscan_ok:
             plans.append(WindowPlan("blockscan", max(1, 512 // qp), short, 4))
-    seen: set[WindowPlan] = set()
-    return [p for p in plans if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(plans))  # without repeats, in order
 
 
 class WindowedFamily(RecognisingLauncherFamily[PoolWindow]):

@@ -54,9 +54,9 @@ async def copy_config(ctx: ActionContext, argument: Any) -> dict[str, Any]:
     documents, opens it as ``.kernelopt/suggested_compile.py`` to copy from."""
     doc_uri = argument.get("uri") if isinstance(argument, dict) else None
     path = uri_path(doc_uri) if isinstance(doc_uri, str) else None
-    if path is None:
+    if not isinstance(doc_uri, str) or path is None:
         raise CommandError("expected one argument {uri}")
-    state = await ctx.views.state(doc_uri)  # type: ignore[arg-type]
+    state = await ctx.views.state(doc_uri)
     finding = ctx.results.config_change(state.graph.path if state and state.graph else path)
     snippet = finding.get("snippet") if finding else None
     if not isinstance(snippet, str) or not snippet:
