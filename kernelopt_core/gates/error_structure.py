@@ -104,12 +104,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     if reference is None:
         return _against_original(candidate, original, row_length=row_length, input_scale=input_scale, chunk=chunk,
                                  sensitivity=sensitivity, reduction_length=reduction_length)
-    eps = float(torch.finfo(original.dtype).eps)
-    numel = original.numel()
-    row_group = _row_group(row_length, numel)
-    use_rows = row_group is not None
-    group = row_group or 1
-    growth = reduction_growth(reduction_length or row_length)
+    eps, numel, use_rows, group, growth = _output_layout(original, row_length, reduction_length)
     bias_growth = math.sqrt(growth) if reduction_length else growth
     rows = numel // group if numel else 0
     device = original.device
@@ -216,12 +211,7 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     the device until one read at the end."""
     import torch
 
-    eps = float(torch.finfo(original.dtype).eps)
-    numel = original.numel()
-    row_group = _row_group(row_length, numel)
-    use_rows = row_group is not None
-    group = row_group or 1
-    growth = reduction_growth(reduction_length or row_length)
+    eps, numel, use_rows, group, growth = _output_layout(original, row_length, reduction_length)
     device = original.device
     rows = numel // group if use_rows else 0
     row_sum = torch.zeros(rows, dtype=torch.float64, device=device)
@@ -290,6 +280,18 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
     worst_ratio = worst_f / element_floor
     return _judged(bias, bias_z, bias_scale, bias_ratio, worst_f, 0.0, element_floor, worst_ratio, count, groups,
                    "original", None, None, sensitive_max)
+
+
+def _output_layout(original: Any, row_length: int | None,
+                   reduction_length: int | None) -> tuple[float, int, bool, int, float]:
+    """(the dtype's eps, the element count, whether rows are summed, elements per row group, the
+    rounding growth of the reduction): what both passes read of the original's output."""
+    import torch
+
+    numel = original.numel()
+    row_group = _row_group(row_length, numel)
+    return (float(torch.finfo(original.dtype).eps), numel, row_group is not None, row_group or 1,
+            reduction_growth(reduction_length or row_length))
 
 
 def _row_group(row_length: int | None, numel: int) -> int | None:
