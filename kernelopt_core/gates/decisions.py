@@ -44,7 +44,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from .static_dataflow import ASSERTS, MIN_MAX, fold_arithmetic, import_aliases, is_jit, qualified
+from .static_dataflow import (
+    ASSERTS,
+    MIN_MAX,
+    fold_arithmetic,
+    import_aliases,
+    is_jit,
+    qualified,
+    target_names,
+)
 
 _TRITON_PREFIXES = ("triton.", "torch._inductor.runtime.triton_helpers")
 _LOADS = frozenset({"load"})
@@ -423,7 +431,7 @@ def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.AST | None, int]]
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 single = isinstance(target, ast.Name)
-                for name in _target_names(target):
+                for name in target_names(target):
                     yield name, node.value if single else _first_of_tuple(node.value), node.lineno
         elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
             yield node.target.id, node.value, node.lineno
@@ -431,7 +439,7 @@ def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.AST | None, int]]
             yield node.target.id, ast.BinOp(left=ast.Name(node.target.id, ast.Load()), op=node.op,
                                             right=node.value), node.lineno
         elif isinstance(node, ast.For):
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 yield name, ast.Call(func=ast.Name("iter", ast.Load()), args=[node.iter], keywords=[]), node.lineno
         elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             yield node.target.id, node.value, node.lineno
@@ -441,13 +449,6 @@ def _first_of_tuple(value: ast.AST) -> ast.AST:
     """A tuple target's value for the data facts: the whole right-hand side (what it reads)."""
     return value
 
-
-def _target_names(target: ast.AST) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for element in target.elts for name in _target_names(element)]
-    return []
 
 
 def _walk_skipping_shapes(node: ast.AST) -> Iterator[ast.AST]:
@@ -673,21 +674,23 @@ def _feeding_memory(node: ast.AST, fn: _Function, depth: int = 8,
                     kinds: tuple[str, ...] = ("load", "atomic")) -> list[ast.Call]:
     """Every memory call of ``kinds`` (loads and atomics) whose result flows into ``node`` (through the
     names it reads)."""
-    out: list[ast.Call] = []
+    return [sub for sub in _nodes_feeding(node, fn, depth) if isinstance(sub, ast.Call) and fn.memory_call(sub) in kinds]
+
+
+def _nodes_feeding(node: ast.AST, fn: _Function, depth: int = 8) -> Iterator[ast.AST]:
+    """Every node of ``node`` and, ``depth`` bindings deep, of what the data names it reads compute."""
     seen: set[str] = set()
 
-    def visit(sub_root: ast.AST, level: int) -> None:
-        for sub in ast.walk(sub_root):
-            if isinstance(sub, ast.Call) and fn.memory_call(sub) in kinds:
-                out.append(sub)
-            elif isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
+    def visit(root: ast.AST, level: int) -> Iterator[ast.AST]:
+        for sub in ast.walk(root):
+            yield sub
+            if isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
                 seen.add(sub.id)
                 for bound, _ in fn.bindings.get(sub.id, []):
                     if bound is not None:
-                        visit(bound, level - 1)
+                        yield from visit(bound, level - 1)
 
-    visit(node, depth)
-    return out
+    yield from visit(node, depth)
 
 
 def _is_sync(node: ast.AST, fn: _Function) -> bool:
@@ -854,21 +857,8 @@ def _select_effect(fn: _Function, node: ast.Call) -> Decision:
 
 def _spans_feeding(node: ast.AST, fn: _Function, depth: int = 8) -> set[tuple[int, int, int, int]]:
     """The source spans of every expression ``node`` computes from, through the names it reads."""
-    out: set[tuple[int, int, int, int]] = set()
-    seen: set[str] = set()
-
-    def visit(root: ast.AST, level: int) -> None:
-        for sub in ast.walk(root):
-            if isinstance(sub, ast.expr):
-                out.add((sub.lineno, sub.col_offset, sub.end_lineno or sub.lineno, sub.end_col_offset or 0))
-            if isinstance(sub, ast.Name) and level > 0 and sub.id in fn.data and sub.id not in seen:
-                seen.add(sub.id)
-                for bound, _ in fn.bindings.get(sub.id, []):
-                    if bound is not None:
-                        visit(bound, level - 1)
-
-    visit(node, depth)
-    return out
+    return {(sub.lineno, sub.col_offset, sub.end_lineno or sub.lineno, sub.end_col_offset or 0)
+            for sub in _nodes_feeding(node, fn, depth) if isinstance(sub, ast.expr)}
 
 
 # --- the module ---------------------------------------------------------------------------------
@@ -930,7 +920,7 @@ def _flag_params(tree: ast.Module, aliases: dict[str, str], facts: list[_Functio
         for node in ast.walk(launcher):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    for name in _target_names(target):
+                    for name in target_names(target):
                         assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else target)
         scratch = {name for name, values in assigned.items() if len(values) == 1 and isinstance(values[0], ast.Call)
                    and qualified(values[0].func, aliases) in _SCRATCH_CALLS}

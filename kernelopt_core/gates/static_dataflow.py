@@ -118,24 +118,25 @@ def _binding_pairs(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.AST | None]]
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 single = isinstance(target, ast.Name)
-                for name in _target_names(target):
+                for name in target_names(target):
                     yield name, node.value if single else None
         elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
             yield node.target.id, node.value
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             yield node.target.id, ast.BinOp(left=ast.Name(node.target.id, ast.Load()), op=node.op, right=node.value)
         elif isinstance(node, ast.For):
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 yield name, ast.Call(func=ast.Name("iter", ast.Load()), args=[node.iter], keywords=[])
         elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             yield node.target.id, node.value
 
 
-def _target_names(target: ast.AST) -> list[str]:
+def target_names(target: ast.AST) -> list[str]:
+    """The names an assignment target binds (through tuples and lists)."""
     if isinstance(target, ast.Name):
         return [target.id]
     if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for element in target.elts for name in _target_names(element)]
+        return [name for element in target.elts for name in target_names(element)]
     return []
 
 
@@ -370,4 +371,4 @@ def fold_arithmetic(op: ast.operator, a: float, b: float) -> float | None:
 
 
 __all__ = ["ASSERTS", "BARRIERS", "Binding", "Constant", "FunctionFlow", "LOADS", "MIN_MAX", "ModuleFlow", "STORES",
-           "import_aliases", "is_jit", "module_flow", "qualified", "source_flow"]
+           "import_aliases", "is_jit", "module_flow", "qualified", "source_flow", "target_names"]
