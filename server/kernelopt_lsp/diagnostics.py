@@ -26,6 +26,7 @@ from kernelopt_core.dispatch import DispatchReport
 from kernelopt_core.measure.accounting import OVERHEAD_DOMINATES_SHARE
 
 from .kernel_facts import STALE_SUFFIX, KernelView, gate_line, is_applied, profile_line, static_line
+from .results import GateRecord
 
 SOURCE_DUMP = "kernelopt.dump"
 SOURCE_PROFILE = "kernelopt.profile"
@@ -166,23 +167,22 @@ def config_change_diagnostics(finding: dict[str, Any] | None, first_line_length:
 
 
 def gate_diagnostics(views: list[KernelView]) -> list[types.Diagnostic]:
-    out: list[types.Diagnostic] = []
-    for view in views:
-        current = view.kernel.source_hash
-        for record, stale in view.gate_records:
-            applied = is_applied(record, current)
-            if applied or record.accepted or record.decision == "matched":
-                severity = types.DiagnosticSeverity.Information
-            elif record.kind == "verify" and record.failed_gate in (1, 2, 3):
-                severity = types.DiagnosticSeverity.Error  # the edit is wrong or does not build
-            else:
-                severity = types.DiagnosticSeverity.Warning
-            code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
-            out.append(mark_stale(types.Diagnostic(
-                range=to_range(view.kernel.name_range), severity=severity, source=SOURCE_GATES,
-                code=code, message=gate_line(record, applied=applied),
-            ), stale))
-    return out
+    return [gate_record_diagnostic(record, stale, view.kernel.source_hash, to_range(view.kernel.name_range))
+            for view in views for record, stale in view.gate_records]
+
+
+def gate_record_diagnostic(record: GateRecord, stale: bool, current_hash: str, where: types.Range) -> types.Diagnostic:
+    """One gate result on a kernel (a dump's or a user's), at ``where``; ``current_hash``: the kernel's source now."""
+    applied = is_applied(record, current_hash)
+    if applied or record.accepted or record.decision == "matched":
+        severity = types.DiagnosticSeverity.Information
+    elif record.kind == "verify" and record.failed_gate in (1, 2, 3):
+        severity = types.DiagnosticSeverity.Error  # the edit is wrong or does not build
+    else:
+        severity = types.DiagnosticSeverity.Warning
+    code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
+    return mark_stale(types.Diagnostic(range=where, severity=severity, source=SOURCE_GATES, code=code,
+                                       message=gate_line(record, applied=applied)), stale)
 
 
 def mark_stale(diagnostic: types.Diagnostic, stale: bool) -> types.Diagnostic:

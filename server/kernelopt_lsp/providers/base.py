@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from lsprotocol import types
 
@@ -28,6 +28,28 @@ class DocumentAnswers(Protocol):
 
     async def actions(self, params: types.CodeActionParams, active_jobs: list[Job]) -> list[types.CodeAction]:
         """Code actions at the requested range."""
+
+
+class _Versioned(Protocol):
+    @property
+    def version(self) -> int | None: ...
+
+
+ProviderT = TypeVar("ProviderT")
+StateT = TypeVar("StateT", bound=_Versioned)
+
+
+class ClaimedDocument(Generic[ProviderT, StateT]):
+    """A document a provider claimed: the provider, the document's uri, and the state its answers come from."""
+
+    def __init__(self, provider: ProviderT, uri: str, state: StateT) -> None:
+        self.provider = provider
+        self.uri = uri
+        self.state = state
+
+    @property
+    def version(self) -> int | None:
+        return self.state.version
 
 
 class KernelProvider(Protocol):

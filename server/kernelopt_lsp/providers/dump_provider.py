@@ -31,6 +31,7 @@ from ..results import ResultStore
 from ..uris import uri_path
 from ..views import DumpViews
 from ..workspace import ProjectWorkspace
+from .base import ClaimedDocument
 
 
 class DumpProvider:
@@ -44,16 +45,7 @@ class DumpProvider:
         return DumpDocument(self, uri, state) if state is not None else None
 
 
-class DumpDocument:
-    def __init__(self, provider: DumpProvider, uri: str, state: DumpState) -> None:
-        self.provider = provider
-        self.uri = uri
-        self.state = state
-
-    @property
-    def version(self) -> int | None:
-        return self.state.version
-
+class DumpDocument(ClaimedDocument[DumpProvider, DumpState]):
     def diagnostics(self) -> dict[str, list[types.Diagnostic]]:
         state, results = self.state, self.provider.results
         if state.problem is not None:

@@ -15,12 +15,21 @@ from kernelopt_core.userkernels.harness import harness_advice
 from kernelopt_core.userkernels.hints import Hint, kernel_facts, kernel_hints, lens_summary
 from kernelopt_core.userkernels.model import UserKernel, UserKernelFile
 
-from ..diagnostics import SOURCE_GATES, SOURCE_KERNEL, SOURCE_PROFILE, STALE_SUFFIX, mark_stale, to_range
+from ..diagnostics import (
+    SOURCE_GATES,
+    SOURCE_KERNEL,
+    SOURCE_PROFILE,
+    STALE_SUFFIX,
+    gate_record_diagnostic,
+    mark_stale,
+    to_range,
+)
 from ..hover import _METRICS, _metric_text, _one_line, _sol_rows, word_at
 from ..kernel_facts import duration_text, gate_line, is_applied, is_stale, profile_line, speedup_text
 from ..lenses import CMD_APPLY, CMD_CANCEL, CMD_OPTIMIZE, CMD_PROFILE, CMD_SHOW_DIFF, CMD_VERIFY
 from ..results import GateRecord, ProfileRecord, ResultStore, RunRecord
 from ..user_kernels import UserKernelFiles, UserState
+from .base import ClaimedDocument
 
 ACTION_KIND = "refactor.kernelopt"
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
@@ -73,16 +82,7 @@ class UserKernelProvider:
         return next(v for v in self.views(state) if v.kernel.name == kernel.name), edited
 
 
-class UserKernelDocument:
-    def __init__(self, provider: UserKernelProvider, uri: str, state: UserState) -> None:
-        self.provider = provider
-        self.uri = uri
-        self.state = state
-
-    @property
-    def version(self) -> int | None:
-        return self.state.version
-
+class UserKernelDocument(ClaimedDocument[UserKernelProvider, UserState]):
     def diagnostics(self) -> dict[str, list[types.Diagnostic]]:
         return user_diagnostics(self.provider.views(self.state))
 
@@ -121,18 +121,8 @@ def user_diagnostics(views: list[UserView]) -> dict[str, list[types.Diagnostic]]
                                           source=SOURCE_PROFILE, code=view.profile.tier or "profile",
                                           message=profile_line(view.profile))
             profiles.append(mark_stale(diagnostic, view.profile_stale))
-        current = view.kernel.source_hash
-        for record, stale in view.gate_records:
-            applied = is_applied(record, current)
-            if applied or record.accepted or record.decision == "matched":
-                severity = types.DiagnosticSeverity.Information
-            elif record.kind == "verify" and record.failed_gate in (1, 2, 3):
-                severity = types.DiagnosticSeverity.Error
-            else:
-                severity = types.DiagnosticSeverity.Warning
-            code = f"gate-{record.failed_gate}" if record.failed_gate else (record.decision or record.kind)
-            gates.append(mark_stale(types.Diagnostic(range=where, severity=severity, source=SOURCE_GATES, code=code,
-                                                 message=gate_line(record, applied=applied)), stale))
+        gates.extend(gate_record_diagnostic(record, stale, view.kernel.source_hash, where)
+                     for record, stale in view.gate_records)
     return {SOURCE_KERNEL: hints, SOURCE_PROFILE: profiles, SOURCE_GATES: gates}
 
 
