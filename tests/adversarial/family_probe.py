@@ -93,21 +93,10 @@ def probe_in_subprocess(graphs: dict[str, str], plan: dict[str, tuple[str, ...]]
                         timeout_s: float = 1800.0) -> dict[str, list[ProbeOutcome]]:
     """Run :func:`probe` for ``plan`` (case id -> families) in a fresh process on the CPU backend:
     the candidates never run in the caller, and Triton starts there with the interpreter on."""
-    import json
-    import subprocess
-    import sys
-
-    from .runner import ROOT
+    from .runner import run_probe_module
 
     spec = {"graphs": graphs, "plan": {k: list(v) for k, v in plan.items()}, "workdir": workdir}
-    env = {**os.environ, "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    done = subprocess.run([sys.executable, "-m", "tests.adversarial.family_probe", json.dumps(spec)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout_s)
-    line = next((x for x in done.stdout.splitlines() if x.startswith("@probe-results ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"the family probe failed (status {done.returncode}):\n{done.stderr[-4000:]}")
-    raw = json.loads(line.split(" ", 1)[1])
+    raw = run_probe_module("tests.adversarial.family_probe", spec, "@probe-results", "the family probe", timeout_s)
     return {case_id: [ProbeOutcome(**o) for o in outcomes] for case_id, outcomes in raw.items()}
 
 

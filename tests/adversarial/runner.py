@@ -39,6 +39,19 @@ print("@corpus-graphs " + json.dumps(found))
 """
 
 
+def run_probe_module(module: str, spec: dict[str, Any], marker: str, what: str, timeout_s: float) -> Any:
+    """``python -m module SPEC`` in a fresh process on the CPU backend, from the repository root; the JSON
+    after ``marker`` on its output (a RuntimeError with its stderr's tail when it fails or prints none)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout_s)
+    line = next((x for x in done.stdout.splitlines() if x.startswith(marker + " ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"{what} failed (status {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
 def compile_problems(out_dir: str | Path, problems: tuple[str, ...] = PROBLEMS, device: str = "cpu",
                      mode: str = "default", timeout_s: float = 900.0) -> dict[str, str]:
     """Compile the corpus problems in one subprocess; problem -> its output_code.py."""

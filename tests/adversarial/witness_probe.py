@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -106,17 +105,10 @@ def run_witness(case: Case, graph_path: str, workdir: str) -> WitnessOutcome:
 def run_in_subprocess(graphs: dict[str, str], case_ids: list[str], workdir: str,
                       timeout_s: float = 1800.0) -> dict[str, WitnessOutcome]:
     """:func:`run_witness` for each case in a fresh process on the CPU backend."""
-    from .runner import ROOT
+    from .runner import run_probe_module
 
     spec = {"graphs": graphs, "cases": case_ids, "workdir": workdir}
-    env = {**os.environ, "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    done = subprocess.run([sys.executable, "-m", "tests.adversarial.witness_probe", json.dumps(spec)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout_s)
-    line = next((x for x in done.stdout.splitlines() if x.startswith("@witness-results ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"the witness probe failed (status {done.returncode}):\n{done.stderr[-4000:]}")
-    raw = json.loads(line.split(" ", 1)[1])
+    raw = run_probe_module("tests.adversarial.witness_probe", spec, "@witness-results", "the witness probe", timeout_s)
     return {case_id: WitnessOutcome(**outcome) for case_id, outcome in raw.items()}
 
 
