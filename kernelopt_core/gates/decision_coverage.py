@@ -202,7 +202,6 @@ def plan_decision_probe(original_source: str, candidate_source: str, kernel_name
 class SearchSet:
     label: str
     fill: Callable[[list[Any], list[str]], None]
-    input_scale: float = 1.0
 
 
 def _floating_inputs(values: Sequence[Any], roles: Sequence[str]) -> list[int]:
@@ -365,12 +364,8 @@ def search_sets(values: Sequence[Any], roles: Sequence[str], names: Sequence[str
             for pattern in _sides(len(floating)):
                 where = ", ".join(f"{names[i]} {'above' if up else 'below'}" for i, up in zip(floating, pattern,
                                                                                              strict=True))
-
-                def apply(vals: list[Any], _roles: list[str], c: float = constant,
-                          up: tuple[bool, ...] = pattern) -> None:
-                    for k, (index, above) in enumerate(zip(floating, up, strict=True)):
-                        _beside(vals[index], c, above, seed + 17 * k + 11)
-                yield SearchSet(f"every element beside {constant:g}: {where}", apply)
+                yield SearchSet(f"every element beside {constant:g}: {where}",
+                                _beside_fill(floating, constant, pattern, seed))
     alone: list[int | None] = [*floating, None] if len(floating) > 1 else [None]
     for kind in STRUCTURES:
         for only in alone:
@@ -385,6 +380,15 @@ def search_sets(values: Sequence[Any], roles: Sequence[str], names: Sequence[str
                             each(_constants_fill(constants, 1000 * round_), None))
         for kind in STRUCTURES:
             yield SearchSet(f"{kind} rows, draw {round_ + 1}", each(_structured_fill(kind, 1000 * round_), None))
+
+
+def _beside_fill(floating: list[int], constant: float, above: tuple[bool, ...],
+                 seed: int) -> Callable[[list[Any], list[str]], None]:
+    """Each floating input all above (or below) ``constant``, as ``above`` says, input by input."""
+    def apply(values: list[Any], _roles: list[str]) -> None:
+        for k, (index, up) in enumerate(zip(floating, above, strict=True)):
+            _beside(values[index], constant, up, seed + 17 * k + 11)
+    return apply
 
 
 def _structured_fill(kind: str, offset: int) -> Callable[[Any, int], None]:
