@@ -73,7 +73,7 @@ LONGEST_FIRST = (
     "tests/test_userkernels_sanitize.py",  # ~75 (2026-12-03)
     "tests/test_rewrites.py",  # ~55
     "tests/lsp/test_lsp_user_kernels.py",  # ~40
-    "tests/adversarial/test_family_probe.py",  # ~35
+    "tests/adversarial/test_input_set_probe.py",  # ~35
     "tests/test_profile_cli.py",  # ~35
     "tests/test_config_changes_cpu.py",  # ~30
     "tests/test_cli_first_hour.py",  # ~30

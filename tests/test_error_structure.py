@@ -119,7 +119,7 @@ def test_layer_norm_with_another_mean_order_passes(family: str) -> None:
 def test_constant_rows_make_a_norm_amplify_rounding_so_that_family_skips_the_check() -> None:
     """A norm of constant rows divides rounding by sqrt(eps): Inductor's Welford is exact there, a two-pass
     candidate is off by ~1e-4, a difference no rounding floor predicts. Hence the family's flag."""
-    from kernelopt_core.gates.input_families import FAMILIES as INPUT_FAMILIES
+    from kernelopt_core.gates.input_sets import FAMILIES as INPUT_FAMILIES
 
     x = rows("constant", (64, 1024))
     exact = torch.zeros_like(x)  # what the original (Welford: mean exact, m2 = 0) stores

@@ -61,7 +61,7 @@ def test_no_offline_candidate_of_the_tiny_suite_is_rejected_by_the_full_gate_2(
     assert runs >= 100  # 115 on 2026-12-02
 
 
-def test_the_one_input_families_reject_no_offline_candidate_of_a_three_input_kernel(
+def test_the_one_input_sets_reject_no_offline_candidate_of_a_three_input_kernel(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     path = compiled_corpus_graphs(tmp_path_factory, problems=("elementwise",))["elementwise"]
     rejected, runs, one_input = _gate_2(path, str(tmp_path_factory.mktemp("elementwise")))

@@ -215,7 +215,7 @@ def test_special_values_that_change_kind_are_named() -> None:
            "index (100,)))" in check.problems[0]
 
 
-def test_one_input_families_vary_one_input_and_draw_the_others() -> None:
+def test_one_input_sets_vary_one_input_and_draw_the_others() -> None:
     from kernelopt_core.gates.kernel import ONE_INPUT_FAMILIES, input_family_sets, one_input_sets
 
     values = [torch.randn(8, 16), torch.randn(8, 16), torch.empty(8, 16), torch.arange(8), 16]

@@ -79,7 +79,7 @@ def _gate2(original: Any, candidate: Any, reduction: bool, sweep: bool) -> dict[
 
     from kernelopt_core.gates.kernel import family_sets
     from kernelopt_core.gates.kernel_gate import check_kernel
-    from kernelopt_core.gates.structured_families import STRUCTURED_FAMILIES
+    from kernelopt_core.gates.structured_input_sets import STRUCTURED_FAMILIES
     from kernelopt_core.sandbox.exchange import ExchangeArena
 
     out = torch.empty(ROWS) if reduction else torch.empty(ROWS, COLUMNS)

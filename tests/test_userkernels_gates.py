@@ -147,7 +147,7 @@ def test_what_cannot_run_exits_2(here: Path, capsys: pytest.CaptureFixture[str],
     assert words in " ".join(capsys.readouterr().err.split())
 
 
-def test_gate_2_runs_the_input_families_on_a_user_kernel(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gate_2_runs_the_input_sets_on_a_user_kernel(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 28: an RMSNorm edit that drops `+ eps` (eps = 1e-6) agrees on random rows (gates 1-3 passed it,
     max diff 6.7e-06) and gives NaN on all-zero rows; gate 2 runs the families on a user kernel too."""
     shutil.copy(FIXTURES / "rms_norm.py", here / "rms_norm.py")

@@ -14,7 +14,7 @@ from .verdict import CascadeConfig, CascadeResult, GateVerdict
 #   "gate1-resolution"     gate 1 resolves every name against a listed namespace (static_resolution.py)
 #   "launcher-dialect"     gate 1 checks launcher modules and compiles their kernels (static_launcher.py)
 #   "launcher-candidates"  gates 2-4 load and run launcher candidates (kernelopt_core/launchers.py)
-#   "input-families"       gates 2 and 3 run the input families of input_families.py and compare with its rule
+#   "input-families"       gates 2 and 3 run the input families of input_sets.py and compare with its rule
 #   "error-structure"      gates 2 and 3 reject systematic bias and outlying elements (error_structure.py)
 #   "guard-range"          gate 2's guards cover the largest offset a launch can form
 #   "scratch-guards"       gate 2 guards and poisons a launcher's scratch like an output
@@ -23,7 +23,7 @@ from .verdict import CascadeConfig, CascadeResult, GateVerdict
 #   "race-rule"            gate 1 rejects a load of what the same program stored without a barrier (static_reloads.py)
 #   "per-input-draws"      gate 2's families give each floating input its own draw (kernel.family_sets)
 #   "structured-families"  gate 2 runs sign blocks, sorted/repeated/leading-max/sparse rows and the candidate's
-#                          constants for a candidate that adds decisions (structured_families.py)
+#                          constants for a candidate that adds decisions (structured_input_sets.py)
 #   "magnitude-sweep"      gate 2 sweeps 1e-30..1e30 per group of rows against the original's own rounding there
 #   "aliasing-run"         gate 2 passes one tensor for every same-layout input once (kernel.alias_sets)
 #   "stale-unlike-answer"  gate 2's stale-output run starts from outputs wrong at every element

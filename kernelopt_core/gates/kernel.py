@@ -8,8 +8,8 @@ on the same arguments:
    the candidate first, so an autotuner's trial runs never overwrite the poison);
 2. fresh random inputs per seed, drawn from a different distribution each time (randn, uniform
    with an offset, small integers stored as floats), plus one large-magnitude set, and the input
-   families of :mod:`.input_families` (NaN/Inf, zeros, constant rows, ...), each floating input its
-   own draw; for a candidate that adds decisions also :mod:`.structured_families` (sign blocks, row
+   families of :mod:`.input_sets` (NaN/Inf, zeros, constant rows, ...), each floating input its
+   own draw; for a candidate that adds decisions also :mod:`.structured_input_sets` (sign blocks, row
    shapes, its constants, the magnitude sweep) and one run with a tensor passed twice;
 3. the candidate's re-runs on the first seed's inputs (on the CPU interpreter in a shuffled program
    order), which must reproduce its first result bit for bit;
@@ -716,10 +716,10 @@ BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
 
 def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = FAMILY_SEED,
                 families: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
-    """Gate 2's input families (:mod:`.input_families`, or ``families``) for a kernel whose inputs are
+    """Gate 2's input families (:mod:`.input_sets`, or ``families``) for a kernel whose inputs are
     ``dtype``. Each floating input gets its own draw (its own seed): same-shaped inputs never hold the same
     values, so a shortcut keyed on one input meets the others' values at random."""
-    from .input_families import families_for, fill
+    from .input_sets import families_for, fill
 
     def filler(family: Any) -> Callable[[list[Any], list[Role]], None]:
         def apply(values: list[Any], roles: list[Role]) -> None:
@@ -776,7 +776,7 @@ ONE_INPUT_SEED = 11
 def one_input_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
                    row_length: int | None, seed: int = ONE_INPUT_SEED) -> list[ExtraSet]:
     """Each of :data:`ONE_INPUT_FAMILIES` in each floating input alone, the other inputs drawn randn."""
-    from .input_families import FAMILIES, families_for, fill
+    from .input_sets import FAMILIES, families_for, fill
 
     floating = [i for i, (value, role) in enumerate(zip(values, roles, strict=True))
                 if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
@@ -805,11 +805,11 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
                       constants: Sequence[float] = ()) -> list[ExtraSet]:
     """Gate 2's input families for one kernel: each family in every floating input at once (each input
     its own draw), then the one-input variants (:func:`one_input_sets`); for a candidate that adds
-    decisions (``adds_decisions``), also the structured families (:mod:`.structured_families`: sign
+    decisions (``adds_decisions``), also the structured families (:mod:`.structured_input_sets`: sign
     blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``) and the
     aliasing run (:func:`alias_sets`): a candidate that adds no decision takes no path the original does
     not, so these runs would only repeat what the others show. The magnitude sweep goes to every candidate."""
-    from .structured_families import structured_families_for
+    from .structured_input_sets import structured_input_sets_for
 
     floating = [v for v, r in zip(values, roles, strict=True)
                 if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
@@ -818,7 +818,7 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
     sets = [*family_sets(floating[0].dtype, reduction, row_length),
             *one_input_sets(values, roles, names, reduction, row_length)]
     constants = tuple(float(c) for c in constants)
-    structured = structured_families_for(floating[0].dtype, constants)
+    structured = structured_input_sets_for(floating[0].dtype, constants)
     if not adds_decisions:  # a precision drop needs no decision: the magnitude sweep goes to every candidate
         structured = [f for f in structured if f.name == "magnitude-sweep"]
     sets += family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants)

@@ -431,7 +431,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.kernel_gate import check_kernel
     from ..gates.launch_capture import clone_value
     from ..gates.registry import KernelSettings
-    from ..gates.structured_families import adds_decisions, candidate_constants
+    from ..gates.structured_input_sets import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
 

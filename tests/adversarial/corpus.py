@@ -12,7 +12,7 @@ errors inside the tolerance (error structure), or need guards and containment th
 growing. Each such case names what it ``needs`` from :data:`kernelopt_core.gates.CAPABILITIES`; the
 corpus test skips it, with the reason, until the gates have it. ``families`` names the input
 families that expose it (``()``: the graph's own inputs, with the error-structure check), which
-``family_probe.py`` checks against the modules directly. Pure Python: no torch; the GPU benchmark
+``input_set_probe.py`` checks against the modules directly. Pure Python: no torch; the GPU benchmark
 (benchmarks/gpu/gates.py) imports it too.
 """
 

@@ -59,7 +59,7 @@ class Case:
     # input families that expose it ("name@i": in the i-th floating input alone, the others as drawn);
     # () the graph's inputs + error structure
     families: tuple[str, ...] | None = None
-    probe: bool = True  # family_probe may run it in-process (False: it writes memory it must not, or needs poison)
+    probe: bool = True  # input_set_probe may run it in-process (False: it writes memory it must not, or needs poison)
     # wrong: an input showing it wrong; correct: an input that takes its unusual path (witness_probe.py runs both)
     witness: Witness | None = None
     # a correct case whose added decision no input family reaches: "not verified" is its right verdict

@@ -403,7 +403,7 @@ def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: 
     """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
     from ..kernel import input_family_sets
-    from ..structured_families import adds_decisions, candidate_constants
+    from ..structured_input_sets import adds_decisions, candidate_constants
 
     if payload.get("families") is False:
         return []
@@ -463,7 +463,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     def inputs_for(seed: int, family: str | None) -> list[Any]:
         values = make_inputs(baseline, seed=seed)
         if family is not None:
-            from ..input_families import families_for, fill
+            from ..input_sets import families_for, fill
             from ..kernel import device_chunk
 
             for value in values:

@@ -10,16 +10,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelopt_core.gates.input_families import fill, zero_block_size  # noqa: E402
+from kernelopt_core.gates.input_sets import fill, zero_block_size  # noqa: E402
 from kernelopt_core.gates.kernel import alias_sets, family_sets, input_family_sets  # noqa: E402
-from kernelopt_core.gates.structured_families import (  # noqa: E402
+from kernelopt_core.gates.structured_input_sets import (  # noqa: E402
     LEADING_LARGE,
     LEADING_REST,
     STRUCTURED_FAMILIES,
     SWEEP_GROUP_ROWS,
     constant_values,
     literal_constants,
-    structured_families_for,
+    structured_input_sets_for,
     sweep_range,
 )
 
@@ -82,8 +82,8 @@ def test_the_expensive_families_go_to_candidates_that_add_decisions() -> None:
             assert f"inputs: {family.label}" in extra
     assert any("the same tensor passed twice" in label for label in extra)
     # no constants: no constants run
-    assert "constants" not in {f.name for f in structured_families_for(torch.float32, ())}
-    assert structured_families_for(torch.int32, (1.0,)) == []
+    assert "constants" not in {f.name for f in structured_input_sets_for(torch.float32, ())}
+    assert structured_input_sets_for(torch.int32, (1.0,)) == []
 
 
 def test_sign_blocks_are_all_positive_or_all_negative_per_block_and_differ_per_input() -> None:
@@ -283,7 +283,7 @@ def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_families_and_not_its_o
 
 
 def test_whether_a_candidate_adds_decisions_is_read_from_its_source_when_the_payload_does_not_say() -> None:
-    from kernelopt_core.gates.structured_families import adds_decisions
+    from kernelopt_core.gates.structured_input_sets import adds_decisions
 
     original = """
 import triton

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelopt_core.gates.input_families import (  # noqa: E402
+from kernelopt_core.gates.input_sets import (  # noqa: E402
     FAMILIES,
     compare_outputs,
     families_for,

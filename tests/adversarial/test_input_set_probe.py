@@ -4,7 +4,7 @@ Each issue-20 case passes the gates' old check (the graph's own inputs, atol = r
 exposed by the families it names; every correct variant whose arithmetic differs from the
 original's passes every family, and on a problem of several floating inputs every family in each
 input alone (issue 28); the one-input case escapes the all-input families. The graphs run in one fresh process on the CPU backend
-(family_probe.py); the candidates never run in the test process.
+(input_set_probe.py); the candidates never run in the test process.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from .corpus import CASES, Case
 from .dumps import compiled_corpus_graphs
-from .family_probe import PLAIN, ProbeOutcome, probe_in_subprocess
+from .input_set_probe import PLAIN, ProbeOutcome, probe_in_subprocess
 from .redteam import REDTEAM_IDS
 
 WRONG = [c for c in CASES if c.wrong and c.families is not None and c.probe]
@@ -45,7 +45,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Pr
 
 
 def test_every_family_is_probed() -> None:
-    from kernelopt_core.gates.input_families import FAMILIES
+    from kernelopt_core.gates.input_sets import FAMILIES
     from kernelopt_core.gates.kernel import ONE_INPUT_FAMILIES
 
     assert set(ALL_FAMILIES) == set(FAMILIES)
@@ -53,7 +53,7 @@ def test_every_family_is_probed() -> None:
 
 
 @pytest.mark.parametrize("case_id", sorted(ESCAPES_ALL_INPUT))
-def test_a_fast_path_keyed_on_one_input_escapes_the_all_input_families(
+def test_a_fast_path_keyed_on_one_input_escapes_the_all_input_sets(
         case_id: str, outcomes: dict[str, dict[str, ProbeOutcome]]) -> None:
     found = outcomes[case_id]
     for name in ESCAPES_ALL_INPUT[case_id]:

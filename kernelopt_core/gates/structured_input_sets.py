@@ -27,7 +27,7 @@ The magnitude sweep has no tolerance of its own: its scales span 60 decades, so 
 element by element against a floor taken from the original's own outputs at each scale
 (:func:`.error_structure.windowed_floor_check`).
 
-Values depend only on the seed, the family and the flat index (as :mod:`.input_families`'s).
+Values depend only on the seed, the family and the flat index (as :mod:`.input_sets`'s).
 Worker-side: torch is imported inside the functions only.
 """
 
@@ -39,7 +39,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from .input_families import (
+from .input_sets import (
     FAMILIES,
     FillContext,
     InputFamily,
@@ -278,7 +278,7 @@ STRUCTURED_FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
 
 
 def family_named(name: str) -> InputFamily:
-    """A family of :data:`.input_families.FAMILIES` or of :data:`STRUCTURED_FAMILIES`."""
+    """A family of :data:`.input_sets.FAMILIES` or of :data:`STRUCTURED_FAMILIES`."""
     if name in FAMILIES:
         return FAMILIES[name]
     if name in STRUCTURED_FAMILIES:
@@ -315,7 +315,7 @@ def candidate_constants(payload: dict[str, Any], candidate: str, original: str) 
     return tuple(literal_constants(candidate, exclude=literal_constants(original)))
 
 
-def structured_families_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputFamily]:
+def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputFamily]:
     """The structured families for a tensor of ``dtype`` (none for integer and boolean tensors); the
     constants family only when there are constants."""
     if not families_for(dtype, True):  # not floating
@@ -324,4 +324,4 @@ def structured_families_for(dtype: Any, constants: Iterable[float] = ()) -> list
 
 
 __all__ = ["STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
-           "constant_values", "family_named", "literal_constants", "structured_families_for", "sweep_range"]
+           "constant_values", "family_named", "literal_constants", "structured_input_sets_for", "sweep_range"]

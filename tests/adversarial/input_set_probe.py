@@ -48,7 +48,7 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
     import torch
 
     from kernelopt_core.gates.error_structure import error_structure
-    from kernelopt_core.gates.input_families import FAMILIES, compare_outputs, fill, is_floating
+    from kernelopt_core.gates.input_sets import FAMILIES, compare_outputs, fill, is_floating
     from kernelopt_core.gates.model import clone_inputs, tensor_outputs
     from kernelopt_core.graph_module import call_graph, load_graph_module, make_inputs
 
@@ -96,7 +96,7 @@ def probe_in_subprocess(graphs: dict[str, str], plan: dict[str, tuple[str, ...]]
     from .runner import run_probe_module
 
     spec = {"graphs": graphs, "plan": {k: list(v) for k, v in plan.items()}, "workdir": workdir}
-    raw = run_probe_module("tests.adversarial.family_probe", spec, "@probe-results", "the family probe", timeout_s)
+    raw = run_probe_module("tests.adversarial.input_set_probe", spec, "@probe-results", "the family probe", timeout_s)
     return {case_id: [ProbeOutcome(**o) for o in outcomes] for case_id, outcomes in raw.items()}
 
 
