@@ -4,7 +4,7 @@
 place into its output argument); ``InProcessCandidate`` plays the candidate's contained process:
 it answers ``run_kernel`` by mapping the exchange buffers the checker laid out, as the real
 process does, and running a torch function on them. Tests give the candidate a behaviour (correct,
-stale, nondeterministic, wrong on some input family) and check what gate 2 says, in milliseconds.
+stale, nondeterministic, wrong on some input set) and check what gate 2 says, in milliseconds.
 """
 
 from __future__ import annotations

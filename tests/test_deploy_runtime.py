@@ -85,11 +85,11 @@ def accepted(cpu_example_dump: Path, tmp_path_factory: pytest.TempPathFactory) -
     (kernel,) = graph.kernels
     candidate = one_program_example_candidate(kernel)
     work = tmp_path_factory.mktemp("deploy")
-    # The store needs a real verdict of all four gates; the full checks (input families, three seeds,
+    # The store needs a real verdict of all four gates; the full checks (input sets, three seeds,
     # tested with the gates) would triple the interpreter's time here and add nothing to what
     # deployment tests.
     config = CascadeConfig(device="cpu", workdir=str(work / "verify"), ab_rounds=4, kernel_timing=False,
-                           families=False, seeds_kernel=(0,), seeds_model=(0,), determinism_reruns=1)
+                           input_sets=False, seeds_kernel=(0,), seeds_model=(0,), determinism_reruns=1)
     result = run_cascade(graph, {kernel.name: candidate}, config)
     assert result.accepted and [v.gate for v in result.gates] == [1, 2, 3, 4], result.reason
     (work / "verify.json").write_text(json.dumps(result.to_json()))

@@ -119,7 +119,7 @@ def test_layer_norm_with_another_mean_order_passes(family: str) -> None:
 def test_constant_rows_make_a_norm_amplify_rounding_so_that_family_skips_the_check() -> None:
     """A norm of constant rows divides rounding by sqrt(eps): Inductor's Welford is exact there, a two-pass
     candidate is off by ~1e-4, a difference no rounding floor predicts. Hence the family's flag."""
-    from kernelopt_core.gates.input_sets import FAMILIES as INPUT_FAMILIES
+    from kernelopt_core.gates.input_sets import INPUT_SETS
 
     x = rows("constant", (64, 1024))
     exact = torch.zeros_like(x)  # what the original (Welford: mean exact, m2 = 0) stores
@@ -127,9 +127,9 @@ def test_constant_rows_make_a_norm_amplify_rounding_so_that_family_skips_the_che
     verdict = error_structure(candidate, exact, exact.double(), row_length=1024,
                               input_scale=max_finite_magnitude([x]))
     assert not verdict.passed and verdict.worst_ratio > ELEMENT_FACTOR
-    assert not INPUT_FAMILIES["constant-rows"].error_structure
-    assert not INPUT_FAMILIES["low-variance-rows"].error_structure
-    assert INPUT_FAMILIES["offset-rows"].error_structure and INPUT_FAMILIES["all-negative"].error_structure
+    assert not INPUT_SETS["constant-rows"].error_structure
+    assert not INPUT_SETS["low-variance-rows"].error_structure
+    assert INPUT_SETS["offset-rows"].error_structure and INPUT_SETS["all-negative"].error_structure
 
 
 def test_a_clamp_bound_moved_by_8e5_is_rejected() -> None:

@@ -11,7 +11,7 @@ import torch
 from gate2_stand_ins import InProcessCandidate, TorchKernel, softmax_launch, softmax_rows
 
 from kernelopt_core.gates.error_structure import error_structure
-from kernelopt_core.gates.kernel import family_sets
+from kernelopt_core.gates.kernel import all_input_sets
 from kernelopt_core.gates.kernel_gate import KernelChecks, check_kernel
 from kernelopt_core.gates.launch_capture import layout_only
 from kernelopt_core.sandbox.exchange import ExchangeArena
@@ -34,7 +34,7 @@ def _check(arena: ExchangeArena, candidate: Any, battery: str, rows: int = ROWS,
     if output_layout_only:
         values[1] = layout_only(values[1])
     return check_kernel(TorchKernel(), candidate, arena, "k", [values], [{}], names, roles, SEEDS, "cpu",
-                        extra_sets=family_sets(torch.float32, True, columns), row_length=columns, battery=battery)
+                        extra_sets=all_input_sets(torch.float32, True, columns), row_length=columns, battery=battery)
 
 
 def _labels(outcome: KernelChecks) -> list[str]:
@@ -54,16 +54,16 @@ def test_the_screen_runs_the_captured_launch_and_one_seed(arena: ExchangeArena) 
 def test_the_full_battery_runs_every_check_and_shares_the_original_s_runs(arena: ExchangeArena) -> None:
     outcome = _check(arena, InProcessCandidate(), "full")
     assert outcome.failed is None, outcome.failed
-    families = [extra.label for extra in family_sets(torch.float32, True, COLUMNS)]
+    input_sets = [extra.label for extra in all_input_sets(torch.float32, True, COLUMNS)]
     assert _labels(outcome) == [
         "captured launch 0", "seed 0, randn", "re-run 1 (program order shuffled)",
         "re-run 2 (program order shuffled)", "seed 42, uniform in [-3, 5)",
         "seed 1337, small integers in [-8, 8] as floats, previous outputs left in the buffers",
         "seed 1337, small integers in [-8, 8] as floats",
-        "seed 1338, large magnitude (randn x 1000, x 100 for fp16/bf16)", *families]
+        "seed 1338, large magnitude (randn x 1000, x 100 for fp16/bf16)", *input_sets]
     # the original: once for the captured launch (its timed run), once per seed (the stale-output run and its
-    # seed's run share one), once per family; the candidate: its warm-up, every check, the re-runs
-    assert outcome.original_runs == 1 + 4 + len(families)
+    # seed's run share one), once per input set; the candidate: its warm-up, every check, the re-runs
+    assert outcome.original_runs == 1 + 4 + len(input_sets)
     assert outcome.candidate_runs == 1 + len(outcome.checks)
 
 

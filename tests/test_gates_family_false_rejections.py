@@ -1,6 +1,6 @@
-"""Gate 2's full battery (seeds, re-runs, stale outputs, the input families in every input and, issue 28, in
+"""Gate 2's full battery (seeds, re-runs, stale outputs, the input sets in every input and, issue 28, in
 each floating input alone) rejects none of the offline families' candidates of the tiny suite and of the
-corpus' pointwise kernel of three floating inputs (where the one-input families apply: every tiny-suite
+corpus' pointwise kernel of three floating inputs (where the one-input sets apply: every tiny-suite
 kernel has one floating input). Slow (~15 min on 2 cores): every candidate runs some 20-35 times on the
 interpreter."""
 

@@ -216,20 +216,20 @@ def test_special_values_that_change_kind_are_named() -> None:
 
 
 def test_one_input_sets_vary_one_input_and_draw_the_others() -> None:
-    from kernelopt_core.gates.kernel import ONE_INPUT_FAMILIES, input_family_sets, one_input_sets
+    from kernelopt_core.gates.kernel import ONE_INPUT_SET_NAMES, kernel_input_sets, one_input_sets
 
     values = [torch.randn(8, 16), torch.randn(8, 16), torch.empty(8, 16), torch.arange(8), 16]
     roles = ["input", "input", "output", "input", "scalar"]
     names = ["in_ptr0", "in_ptr1", "out_ptr0", "in_ptr2", "xnumel"]
     sets = one_input_sets(values, roles, names, reduction=False, row_length=None)
-    assert len(sets) == 2 * len(ONE_INPUT_FAMILIES)  # the integer input keeps its values
+    assert len(sets) == 2 * len(ONE_INPUT_SET_NAMES)  # the integer input keeps its values
     zeros_in_y = next(s for s in sets if s.label == "inputs: all zeros in in_ptr1 alone, the others randn")
     zeros_in_y.fill(values, roles)
     assert not values[1].any() and values[0].std() > 0.5 and torch.equal(values[3], torch.arange(8))
     first_x = values[0].clone()
     zeros_in_y.fill(values, roles)
     assert torch.equal(values[0], first_x)  # the others are drawn from a fixed seed
-    # one floating input: the all-input families are the same runs
+    # one floating input: the all-input sets are the same runs
     assert one_input_sets(values[1:], roles[1:], names[1:], reduction=False, row_length=None) == []
-    labels = [s.label for s in input_family_sets(values, roles, names, reduction=False, row_length=None)]
+    labels = [s.label for s in kernel_input_sets(values, roles, names, reduction=False, row_length=None)]
     assert "inputs: all zeros" in labels and len(labels) == len(set(labels))

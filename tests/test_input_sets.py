@@ -1,4 +1,4 @@
-"""Input families (issue 20, item 3): in place, seeded, chunked, and what each one promises."""
+"""Input sets (issue 20, item 3): in place, seeded, chunked, and what each one promises."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kernelopt_core.gates.input_sets import (  # noqa: E402
-    FAMILIES,
+    INPUT_SETS,
     compare_outputs,
-    families_for,
     fill,
+    input_sets_for,
     near_max_headroom,
     special_positions,
     zero_block_size,
@@ -34,19 +34,19 @@ def _filled(name: str, shape=(12, 300), dtype=torch.float32, seed: int = 0, row_
     return tensor
 
 
-def test_families_by_dtype() -> None:
-    pointwise = {f.name for f in families_for(torch.float32, reduction=False)}
-    assert pointwise == set(FAMILIES) - {"tail-extreme"}
-    assert "tail-extreme" in {f.name for f in families_for(torch.float32, reduction=True)}
-    assert {f.name for f in families_for(torch.float16, reduction=True)} == set(FAMILIES)
-    assert families_for(torch.int32, reduction=True) == [] and families_for(torch.bool, reduction=False) == []
-    fp8 = {f.name for f in families_for(torch.float8_e4m3fn, reduction=True)}
+def test_input_sets_by_dtype() -> None:
+    pointwise = {f.name for f in input_sets_for(torch.float32, reduction=False)}
+    assert pointwise == set(INPUT_SETS) - {"tail-extreme"}
+    assert "tail-extreme" in {f.name for f in input_sets_for(torch.float32, reduction=True)}
+    assert {f.name for f in input_sets_for(torch.float16, reduction=True)} == set(INPUT_SETS)
+    assert input_sets_for(torch.int32, reduction=True) == [] and input_sets_for(torch.bool, reduction=False) == []
+    fp8 = {f.name for f in input_sets_for(torch.float8_e4m3fn, reduction=True)}
     assert "nan-inf" not in fp8 and "offset-rows" not in fp8 and "low-variance-rows" not in fp8 and "zeros" in fp8
-    assert all(f.label for f in FAMILIES.values())
+    assert all(f.label for f in INPUT_SETS.values())
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_every_family_fills_in_place_deterministically(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(INPUT_SETS))
+def test_every_input_set_fills_in_place_deterministically(name: str) -> None:
     tensor = torch.full((12, 300), 7.0)
     pointer = tensor.data_ptr()
     fill(tensor, name, seed=3, row_length=300)
@@ -92,7 +92,7 @@ def test_zeros_and_zero_blocks() -> None:
 
 
 @pytest.mark.parametrize("row_length", [None, 100])
-def test_row_families_follow_the_rows(row_length: int | None) -> None:
+def test_row_input_sets_follow_the_rows(row_length: int | None) -> None:
     length = row_length or 300  # None: rows are the last dimension
     constant = _filled("constant-rows", row_length=row_length).view(-1, length)
     assert (constant == constant[:, :1]).all() and constant[:, 0].unique().numel() == constant.shape[0]
@@ -175,13 +175,13 @@ def test_near_max_tolerance_follows_the_outputs_beyond_the_cap() -> None:
     """An average of values near 3e35 whose terms cancel rounds by ~1e28 when reordered: a correct rewrite.
     At the old cap (an absolute tolerance of 1e6 x 1e-3) it was rejected; scaled by the original's outputs it
     passes, a wrong result still fails, and a normalising kernel (outputs near 1) keeps the cap."""
-    from kernelopt_core.gates.kernel_gate import INPUT_SCALE_CAP, family_tolerance_scale
+    from kernelopt_core.gates.kernel_gate import INPUT_SCALE_CAP, input_set_tolerance_scale
 
     big = 3.3e35
-    assert family_tolerance_scale(1.0, big, 2.9e35) == pytest.approx(2.9e35)
-    assert family_tolerance_scale(1.0, big, 1.0) == INPUT_SCALE_CAP  # a softmax's outputs: the cap stands
-    assert family_tolerance_scale(1.0, big, 1e38) == big  # never beyond the inputs
-    assert family_tolerance_scale(8.0, 4.0, 1e9) == 8.0  # below the cap: the inputs, as before
+    assert input_set_tolerance_scale(1.0, big, 2.9e35) == pytest.approx(2.9e35)
+    assert input_set_tolerance_scale(1.0, big, 1.0) == INPUT_SCALE_CAP  # a softmax's outputs: the cap stands
+    assert input_set_tolerance_scale(1.0, big, 1e38) == big  # never beyond the inputs
+    assert input_set_tolerance_scale(8.0, 4.0, 1e9) == 8.0  # below the cap: the inputs, as before
     generator = torch.Generator().manual_seed(0)
     window = (torch.rand(4096, 3, generator=generator) * 2 - 1) * big
     window[:64, 2] = -(window[:64, 0] + window[:64, 1])  # rows whose terms cancel
@@ -190,6 +190,6 @@ def test_near_max_tolerance_follows_the_outputs_beyond_the_cap() -> None:
     wrong = original * 1.01
     tol = 1e-3
     assert not compare_outputs(reordered, original, atol=tol * INPUT_SCALE_CAP, rtol=tol).ok
-    scale = family_tolerance_scale(1.0, big, float(original.abs().max()))
+    scale = input_set_tolerance_scale(1.0, big, float(original.abs().max()))
     assert compare_outputs(reordered, original, atol=tol * scale, rtol=tol).ok
     assert not compare_outputs(wrong, original, atol=tol * scale, rtol=tol).ok

@@ -1,6 +1,6 @@
 """Gate 2's magnitude sweep with small Triton kernels in the CPU interpreter: precision dropped only at
 large magnitudes is rejected (12 mantissa bits kept where |x| > 16384; a variance whose squares keep
-bfloat16's 8 bits where a row reaches past 16384), which the other families pass; a correct reordering
+bfloat16's 8 bits where a row reaches past 16384), which the other input sets pass; a correct reordering
 of a row sum passes the sweep.
 
 The original and the candidate are Triton kernels launched by gate 2's stand-in sides
@@ -77,21 +77,21 @@ def _gate2(original: Any, candidate: Any, reduction: bool, sweep: bool) -> dict[
     import torch
     from gate2_stand_ins import InProcessCandidate, TorchKernel
 
-    from kernelopt_core.gates.kernel import family_sets
+    from kernelopt_core.gates.kernel import all_input_sets
     from kernelopt_core.gates.kernel_gate import check_kernel
-    from kernelopt_core.gates.structured_input_sets import STRUCTURED_FAMILIES
+    from kernelopt_core.gates.structured_input_sets import STRUCTURED_INPUT_SETS
     from kernelopt_core.sandbox.exchange import ExchangeArena
 
     out = torch.empty(ROWS) if reduction else torch.empty(ROWS, COLUMNS)
     values = [torch.randn(ROWS, COLUMNS), out, ROWS, COLUMNS]
     names, roles = ["x_ptr", "out_ptr", "n_rows", "n_cols"], ["input", "output", "scalar", "scalar"]
     row_length = COLUMNS if reduction else None
-    families = [STRUCTURED_FAMILIES["magnitude-sweep"]] if sweep else None
+    input_sets = [STRUCTURED_INPUT_SETS["magnitude-sweep"]] if sweep else None
     arena = ExchangeArena("cpu")
     try:
         outcome = check_kernel(TorchKernel(original), InProcessCandidate(candidate), arena, "k", [values], [{}],
-                               names, roles, (0, 42, 1337), "cpu", extra_sets=family_sets(
-                                   torch.float32, reduction, row_length, families=families),
+                               names, roles, (0, 42, 1337), "cpu", extra_sets=all_input_sets(
+                                   torch.float32, reduction, row_length, input_sets=input_sets),
                                row_length=row_length)
     finally:
         arena.close()
@@ -114,7 +114,7 @@ def run_checks(out_path: str) -> None:
     results: dict[str, Any] = {}
     for name, (original, candidate, reduction) in cases.items():
         for sweep in (False, True):
-            key = f"{name}/{'sweep' if sweep else 'other-families'}"
+            key = f"{name}/{'sweep' if sweep else 'other-input-sets'}"
             try:
                 results[key] = _gate2(original, candidate, reduction, sweep)
             except Exception as exc:  # noqa: BLE001 - reported by the test item
@@ -147,9 +147,9 @@ def _verdict(verdicts: dict[str, Any], key: str) -> dict[str, Any]:
 @pytest.mark.parametrize("case", ["drop-precision-above-16384", "bf16-variance-at-large-x"])
 def test_precision_dropped_only_at_large_magnitudes_is_rejected_by_the_sweep(verdicts: dict[str, Any],
                                                                              case: str) -> None:
-    # every other family, the seeds and the large-magnitude set pass it: none reaches 16384 with precision
+    # every other input set, the seeds and the large-magnitude set pass it: none reaches 16384 with precision
     # left to lose (near-max magnitudes overflow the squares in both kernels alike)
-    assert _verdict(verdicts, f"{case}/other-families")["passed"]
+    assert _verdict(verdicts, f"{case}/other-input-sets")["passed"]
     swept = _verdict(verdicts, f"{case}/sweep")
     assert not swept["passed"] and "magnitude" in swept["label"]
     assert "its own rounding at their magnitude" in swept["problem"], swept["problem"]
@@ -159,4 +159,4 @@ def test_a_correct_reordering_passes_the_sweep(verdicts: dict[str, Any]) -> None
     swept = _verdict(verdicts, "reordered-row-sum/sweep")
     assert swept["passed"], swept["problem"]
     assert any("magnitude" in label for label in swept["runs"])
-    assert _verdict(verdicts, "reordered-row-sum/other-families")["passed"]
+    assert _verdict(verdicts, "reordered-row-sum/other-input-sets")["passed"]

@@ -1,7 +1,7 @@
 """The algorithmic reduction families (single_read, cooperative_rows, split_programs).
 
 * the pass decomposition on real Inductor kernels (the H200 dumps, torch 2.11) and what it declines;
-* the evidence that selects each family, the plan each variant states, the compiled register budget;
+* the evidence that selects each family, the plan each variant states, the compiled register limit;
 * the launchers of Inductor's H200 online softmax and Welford layer norm run on the CPU interpreter,
   bit-identical under shuffled program orders; the cooperative kernel alone (the last program of a
   row sees every partial, the others mark the row failed) and its redo kernel (failed rows only);
@@ -576,7 +576,7 @@ def test_every_family_passes_gates_2_and_3_on_the_cpu_backend(long_rows_graph, p
     # Plan A (slow) runs gate 2's full set; plan B the captured launch, one seed, the large set and one
     # shuffled re-run, with gate 3 on one seed: enough to catch a family that is wrong (33 s here, was 218 s).
     light = {} if plan == "A" else {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1,
-                                    "families": False}
+                                    "input_sets": False}
     # Cooperative rows adds decisions (has every partial arrived?) whose "all arrived" side the interpreter,
     # which runs one program at a time, never takes: on the CPU it is "not verified", never accepted and
     # never called wrong (the GPU takes both sides: benchmarks/gpu/decisions_check.py).

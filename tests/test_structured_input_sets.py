@@ -1,5 +1,5 @@
-"""Gate 2's inputs drawn per input: each family gives same-shaped inputs their own values, the aliasing run
-passes one tensor twice, and each structured family produces what its name says, per input."""
+"""Gate 2's inputs drawn per input: each input set gives same-shaped inputs their own values, the aliasing run
+passes one tensor twice, and each structured input set produces what its name says, per input."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kernelopt_core.gates.input_sets import fill, zero_block_size  # noqa: E402
-from kernelopt_core.gates.kernel import alias_sets, family_sets, input_family_sets  # noqa: E402
+from kernelopt_core.gates.kernel import alias_sets, all_input_sets, kernel_input_sets  # noqa: E402
 from kernelopt_core.gates.structured_input_sets import (  # noqa: E402
     LEADING_LARGE,
     LEADING_REST,
-    STRUCTURED_FAMILIES,
+    STRUCTURED_INPUT_SETS,
     SWEEP_GROUP_ROWS,
     constant_values,
     literal_constants,
@@ -29,7 +29,7 @@ ROWS, COLUMNS = 64, 96
 def _filled(name: str, seed: int = 3, shape: tuple[int, ...] = (ROWS, COLUMNS), dtype=torch.float32,
             constants: tuple[float, ...] = (), reduction: bool = True) -> torch.Tensor:
     tensor = torch.full(shape, 7.0, dtype=dtype)
-    fill(tensor, STRUCTURED_FAMILIES[name], seed=seed, row_length=shape[-1], constants=constants,
+    fill(tensor, STRUCTURED_INPUT_SETS[name], seed=seed, row_length=shape[-1], constants=constants,
          reduction=reduction)
     return tensor
 
@@ -39,10 +39,10 @@ def _two_inputs() -> tuple[list, list[str], list[str]]:
     return values, ["input", "input", "output", "scalar"], ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel"]
 
 
-def test_every_family_draws_each_same_shaped_input_on_its_own() -> None:
+def test_every_input_set_draws_each_same_shaped_input_on_its_own() -> None:
     values, roles, _ = _two_inputs()
-    for extra in family_sets(torch.float32, True, COLUMNS, families=[*STRUCTURED_FAMILIES.values()],
-                             constants=(0.7,)) + family_sets(torch.float32, True, COLUMNS):
+    for extra in all_input_sets(torch.float32, True, COLUMNS, input_sets=[*STRUCTURED_INPUT_SETS.values()],
+                             constants=(0.7,)) + all_input_sets(torch.float32, True, COLUMNS):
         extra.fill(values, roles)
         if extra.label == "inputs: all zeros":
             assert not values[0].any() and not values[1].any()
@@ -65,21 +65,21 @@ def test_the_aliasing_run_passes_one_tensor_twice_with_equal_values() -> None:
     assert alias_sets(other, ["input", "input", "input", "output"], ["a", "b", "c", "d"]) == []
 
 
-def test_the_expensive_families_go_to_candidates_that_add_decisions() -> None:
+def test_the_expensive_input_sets_go_to_candidates_that_add_decisions() -> None:
     values, roles, names = _two_inputs()
-    plain = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
-    added = [s.label for s in input_family_sets(values, roles, names, True, COLUMNS, adds_decisions=True,
+    plain = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
+    added = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=True,
                                                 constants=(16384.0,))]
-    sweep = STRUCTURED_FAMILIES["magnitude-sweep"]  # a precision drop needs no decision: every candidate
+    sweep = STRUCTURED_INPUT_SETS["magnitude-sweep"]  # a precision drop needs no decision: every candidate
     assert f"inputs: {sweep.label}" in plain
-    for family in STRUCTURED_FAMILIES.values():
-        if family is not sweep:
-            assert f"inputs: {family.label}" not in plain
+    for input_set in STRUCTURED_INPUT_SETS.values():
+        if input_set is not sweep:
+            assert f"inputs: {input_set.label}" not in plain
     assert not any("the same tensor" in label for label in plain)
     extra = set(added) - set(plain)
-    for family in STRUCTURED_FAMILIES.values():
-        if family is not sweep:
-            assert f"inputs: {family.label}" in extra
+    for input_set in STRUCTURED_INPUT_SETS.values():
+        if input_set is not sweep:
+            assert f"inputs: {input_set.label}" in extra
     assert any("the same tensor passed twice" in label for label in extra)
     # no constants: no constants run
     assert "constants" not in {f.name for f in structured_input_sets_for(torch.float32, ())}
@@ -256,30 +256,30 @@ def _previous_row_reused(x: torch.Tensor, out: torch.Tensor, _call: int) -> None
     out.copy_(torch.where(same, reused, mean).expand_as(out))
 
 
-@pytest.mark.parametrize(("original", "candidate", "family"), [
+@pytest.mark.parametrize(("original", "candidate", "input_set"), [
     (_row_mean, _mean_from_ends_when_sorted, "sorted-rows"),
     (_row_mean, _previous_row_reused, "repeated-rows"),
 ])
-def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_families_and_not_its_own(original, candidate,
-                                                                                    family: str) -> None:
+def test_a_shortcut_keyed_on_a_row_shape_passes_the_other_input_sets_and_not_its_own(original, candidate,
+                                                                                    input_set: str) -> None:
     from gate2_stand_ins import InProcessCandidate, TorchKernel
 
     from kernelopt_core.gates.kernel_gate import check_kernel
     from kernelopt_core.sandbox.exchange import ExchangeArena
 
-    def gate2(families: list) -> object:
+    def gate2(input_sets: list) -> object:
         values = [torch.randn(32, COLUMNS), torch.empty(32, COLUMNS), 32, COLUMNS]
         names, roles = ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"], ["input", "output", "scalar", "scalar"]
         arena = ExchangeArena("cpu")
         try:
             return check_kernel(TorchKernel(original), InProcessCandidate(candidate), arena, "k", [values], [{}],
-                                names, roles, (0, 42, 1337), "cpu", extra_sets=families, row_length=COLUMNS).failed
+                                names, roles, (0, 42, 1337), "cpu", extra_sets=input_sets, row_length=COLUMNS).failed
         finally:
             arena.close()
 
-    assert gate2(family_sets(torch.float32, True, COLUMNS)) is None  # the seeds and the other families pass it
-    failed = gate2(family_sets(torch.float32, True, COLUMNS, families=[STRUCTURED_FAMILIES[family]]))
-    assert failed is not None and STRUCTURED_FAMILIES[family].label in failed.label, failed
+    assert gate2(all_input_sets(torch.float32, True, COLUMNS)) is None  # the seeds and the other input sets pass it
+    failed = gate2(all_input_sets(torch.float32, True, COLUMNS, input_sets=[STRUCTURED_INPUT_SETS[input_set]]))
+    assert failed is not None and STRUCTURED_INPUT_SETS[input_set].label in failed.label, failed
 
 
 def test_whether_a_candidate_adds_decisions_is_read_from_its_source_when_the_payload_does_not_say() -> None:

@@ -149,7 +149,7 @@ def test_what_cannot_run_exits_2(here: Path, capsys: pytest.CaptureFixture[str],
 
 def test_gate_2_runs_the_input_sets_on_a_user_kernel(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 28: an RMSNorm edit that drops `+ eps` (eps = 1e-6) agrees on random rows (gates 1-3 passed it,
-    max diff 6.7e-06) and gives NaN on all-zero rows; gate 2 runs the families on a user kernel too."""
+    max diff 6.7e-06) and gives NaN on all-zero rows; gate 2 runs the input sets on a user kernel too."""
     shutil.copy(FIXTURES / "rms_norm.py", here / "rms_norm.py")
     module = extract_kernel_module((here / "rms_norm.py").read_text(), "rms_norm_kernel", str(here / "rms_norm.py")).source
     dropped = module.replace("tl.sqrt(mean_square + eps)", "tl.sqrt(mean_square)")
@@ -159,12 +159,12 @@ def test_gate_2_runs_the_input_sets_on_a_user_kernel(here: Path, capsys: pytest.
     data = _json(capsys)
     assert data["failed_gate"] == 2, data["reason"]
     assert "inputs: all zeros" in data["reason"] and "NaN" in data["reason"], data["reason"]
-    # a correct rewrite passes the same families, the one-input variants included
+    # a correct rewrite passes the same input sets, the one-input variants included
     rsqrt = module.replace("1.0 / tl.sqrt(mean_square + eps)", "tl.rsqrt(mean_square + eps)")
     assert main([*base[:-1], "2", "--candidate", _candidate(here, "rsqrt.py", rsqrt)]) == 0
     data = _json(capsys)
     labels = [c["label"] for c in data["gates"][0]["kernels"]["rms_norm_kernel"]["checks"]]
     assert "inputs: all zeros in x_ptr alone, the others randn" in labels, labels
-    # the structured families and the magnitude sweep run on a user kernel as on an Inductor kernel
+    # the structured input sets and the magnitude sweep run on a user kernel as on an Inductor kernel
     assert any("sorted" in label for label in labels) and any("log-uniform magnitude" in label for label in labels)
-    assert "input families" in data["gates"][0]["reason"]
+    assert "input sets" in data["gates"][0]["reason"]

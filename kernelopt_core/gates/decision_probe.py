@@ -52,7 +52,7 @@ _HELPERS = f'''
 @triton.jit
 def {_SEEN}(cond, valid, counters, slot: tl.constexpr):
     """Records whether ``cond`` was true / false in a lane where ``valid``; returns ``cond``, or, while the
-    checker's budget of forced evaluations lasts, the outcome it forces (synchronisation decisions only:
+    checker's count of forced evaluations lasts, the outcome it forces (synchronisation decisions only:
     a partial withheld, a wait that goes on a while)."""
     code = tl.load(counters + {STRIDE} * slot + 2)
     left = tl.atomic_add(counters + {STRIDE} * slot + 3, tl.where(code != 0, -1, 0))

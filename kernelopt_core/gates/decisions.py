@@ -31,7 +31,7 @@ pointer inside a condition) and a load from a buffer the original only writes, b
 candidate writes it.
 
 Run-time constants are folded first (``libdevice.sqrt(2.0)``, ``tl.program_id(0) * 0 + 7``), so
-their values reach :attr:`Decision.constants` (gate 2's constants family draws at and beside them).
+their values reach :attr:`Decision.constants` (gate 2's constants input set draws at and beside them).
 Pure :mod:`ast`; nothing of the module runs.
 """
 
@@ -97,7 +97,7 @@ class Decision:
     condition, ``truthy`` the node's value != 0, ``lt`` its first two arguments ordered, ``clamp`` the
     data against each bound, ``divisor`` the divisor zero or not finite, ``bound`` the loop entered.
     ``masks`` are the texts of the masks whose lanes count (the loads feeding the decision, or the
-    stores after a reduction), ``constants`` the values it involves (for gate 2's constants family)."""
+    stores after a reduction), ``constants`` the values it involves (for gate 2's constants input set)."""
 
     line: int
     kind: str
@@ -1036,7 +1036,7 @@ class AddedDecisions:
 
     @property
     def constants(self) -> list[float]:
-        """Every constant the added decisions involve (for gate 2's constants family)."""
+        """Every constant the added decisions involve (for gate 2's constants input set)."""
         return sorted({c for d in self.added if not d.advisory for c in d.constants})
 
     @property

@@ -1,8 +1,8 @@
-"""Input families for gates 2 and 3 (issue 20, item 3): inputs that find wrong kernels.
+"""Input sets for gates 2 and 3 (issue 20, item 3): inputs that find wrong kernels.
 
 Random normal inputs never show a kernel that drops a norm's eps (constant rows), divides by N-1,
 computes a one-pass variance (mean >> std), takes a softmax's row max over padded lanes (rows
-below -60), drops NaN, skips blocks of zeros or misbehaves outside a value range. Each family
+below -60), drops NaN, skips blocks of zeros or misbehaves outside a value range. Each input set
 here is a named generator that fills a floating tensor **in place**, seeded, on the tensor's own
 device, a bounded chunk at a time (no full-size temporary): gate 2 fills the kernel's captured
 floating inputs with it, gate 3 the graph's inputs at the graph's shapes, and both compare the
@@ -10,7 +10,7 @@ candidate's outputs with the original's under :func:`compare_outputs`.
 
 A *row* is ``row_length`` consecutive elements in the tensor's logical order: the kernel's
 reduction length (``r0_numel``) for a reduction kernel, or ``None`` for a pointwise kernel, where
-rows are the tensor's last dimension. The families:
+rows are the tensor's last dimension. The input sets:
 
 ========================  ======================================================================
 ``nan-inf``               random normal values with NaN, +Inf and -Inf at a few positions
@@ -33,9 +33,9 @@ rows are the tensor's last dimension. The families:
 
 The comparison rule: the candidate's NaN, +Inf and -Inf positions must be the original's; the
 elements finite in both are compared with the gate's ``atol``/``rtol`` (``torch.isclose``), and, on
-the families whose ``error_structure`` is True, with :func:`.error_structure.error_structure`.
+the input sets whose ``error_structure`` is True, with :func:`.error_structure.error_structure`.
 
-Values depend only on the seed, the family and the flat index, never on the chunking or the
+Values depend only on the seed, the input set and the flat index, never on the chunking or the
 tensor's layout. Worker-side: torch is imported inside the functions only.
 """
 
@@ -64,12 +64,12 @@ class FillContext:
     max: float  # the dtype's largest finite value
     tiny: float  # its smallest normal value
     eps: float
-    constants: tuple[float, ...] = ()  # the candidate's comparison constants (the ``constants`` family)
+    constants: tuple[float, ...] = ()  # the candidate's comparison constants (the ``constants`` input set)
     reduction: bool = False  # rows are reduced (their elements meet in one output)
 
 
 @dataclass(frozen=True)
-class InputFamily:
+class InputSet:
     name: str
     label: str  # for verdicts: "inputs: constant rows"
     values: Callable[[FillContext, int, int], Any]  # (context, flat start, count) -> 1-D tensor
@@ -262,51 +262,51 @@ def _tail_extreme(ctx: FillContext, start: int, count: int) -> Any:
     return torch.where(last, extreme, values)
 
 
-FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
-    InputFamily("nan-inf", "NaN, +Inf and -Inf at a few positions", _nan_inf,
+INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (
+    InputSet("nan-inf", "NaN, +Inf and -Inf at a few positions", _nan_inf,
                 applies=lambda name, info: name not in _NO_INF),
-    InputFamily("zeros", "all zeros", _zeros),
-    InputFamily("zero-blocks", "blocks of zeros amid random values", _zero_blocks),
-    InputFamily("constant-rows", "constant rows", _constant_rows, error_structure=False),
-    InputFamily("low-variance-rows", "low-variance rows (std of a few ulps)", _low_variance_rows,
+    InputSet("zeros", "all zeros", _zeros),
+    InputSet("zero-blocks", "blocks of zeros amid random values", _zero_blocks),
+    InputSet("constant-rows", "constant rows", _constant_rows, error_structure=False),
+    InputSet("low-variance-rows", "low-variance rows (std of a few ulps)", _low_variance_rows,
                 applies=lambda name, info: info.eps <= 1e-2, error_structure=False),
-    InputFamily("offset-rows", "rows with a large common offset (mean ~1000, std 1)", _offset_rows,
+    InputSet("offset-rows", "rows with a large common offset (mean ~1000, std 1)", _offset_rows,
                 applies=lambda name, info: info.max >= 1e4),
-    InputFamily("all-negative", "all negative (-130 to -110)", _all_negative),
-    InputFamily("all-positive", "all positive (0.5 to 100)", _all_positive),
-    InputFamily("near-max", "magnitudes near the dtype's largest finite value (/1024 for fp32)", _near_max, error_structure=False),
-    InputFamily("denormals", "denormal magnitudes", _denormals, error_structure=False),
-    InputFamily("tail-extreme", "the row extreme in the last (masked) chunk", _tail_extreme, reductions_only=True),
+    InputSet("all-negative", "all negative (-130 to -110)", _all_negative),
+    InputSet("all-positive", "all positive (0.5 to 100)", _all_positive),
+    InputSet("near-max", "magnitudes near the dtype's largest finite value (/1024 for fp32)", _near_max, error_structure=False),
+    InputSet("denormals", "denormal magnitudes", _denormals, error_structure=False),
+    InputSet("tail-extreme", "the row extreme in the last (masked) chunk", _tail_extreme, reductions_only=True),
 )}
 
 
-def families_for(dtype: Any, reduction: bool) -> list[InputFamily]:
-    """The families that make sense for a tensor of ``dtype`` (none for integer and boolean tensors)."""
+def input_sets_for(dtype: Any, reduction: bool) -> list[InputSet]:
+    """The input sets that make sense for a tensor of ``dtype`` (none for integer and boolean tensors)."""
     import torch
 
     if not is_floating(dtype):
         return []
     info = torch.finfo(dtype)
     name = dtype_name(dtype)
-    return [f for f in FAMILIES.values() if (reduction or not f.reductions_only) and f.applies(name, info)]
+    return [f for f in INPUT_SETS.values() if (reduction or not f.reductions_only) and f.applies(name, info)]
 
 
-def fill(tensor: Any, family: InputFamily | str, *, seed: int = 0, row_length: int | None = None,
+def fill(tensor: Any, input_set: InputSet | str, *, seed: int = 0, row_length: int | None = None,
          chunk: int = DEFAULT_CHUNK, constants: tuple[float, ...] = (), reduction: bool = False) -> None:
-    """Overwrite ``tensor`` (floating, any layout, any device) with ``family``'s values, in place.
+    """Overwrite ``tensor`` (floating, any layout, any device) with ``input_set``'s values, in place.
 
     ``row_length``: the reduction length; ``None`` makes rows the last dimension. ``constants``: the
-    values the ``constants`` family draws at and beside; ``reduction``: the kernel reduces rows. Extra memory is one chunk. Raises
-    ``ValueError`` for a family that does not apply to the tensor's dtype.
+    values the ``constants`` input set draws at and beside; ``reduction``: the kernel reduces rows. Extra memory is one chunk. Raises
+    ``ValueError`` for an input set that does not apply to the tensor's dtype.
     """
     import torch
 
-    family = FAMILIES[family] if isinstance(family, str) else family
+    input_set = INPUT_SETS[input_set] if isinstance(input_set, str) else input_set
     if not is_floating(tensor.dtype):
-        raise ValueError(f"input family {family.name} fills floating tensors, not {dtype_name(tensor.dtype)}")
+        raise ValueError(f"input set {input_set.name} fills floating tensors, not {dtype_name(tensor.dtype)}")
     info = torch.finfo(tensor.dtype)
-    if not family.applies(dtype_name(tensor.dtype), info):
-        raise ValueError(f"input family {family.name} does not apply to {dtype_name(tensor.dtype)}")
+    if not input_set.applies(dtype_name(tensor.dtype), info):
+        raise ValueError(f"input set {input_set.name} does not apply to {dtype_name(tensor.dtype)}")
     numel = tensor.numel()
     if numel == 0:
         return
@@ -316,7 +316,7 @@ def fill(tensor: Any, family: InputFamily | str, *, seed: int = 0, row_length: i
                       max=float(info.max), tiny=float(info.tiny), eps=float(info.eps),
                       constants=tuple(float(c) for c in constants), reduction=reduction)
     for start, piece in flat_pieces(tensor, chunk):
-        values = family.values(ctx, start, piece.numel())
+        values = input_set.values(ctx, start, piece.numel())
         write_flat(piece, values.to(tensor.dtype))
 
 
@@ -324,8 +324,8 @@ def fill(tensor: Any, family: InputFamily | str, *, seed: int = 0, row_length: i
 
 
 @dataclass
-class FamilyComparison:
-    """The candidate's output against the original's, on one input family."""
+class InputSetComparison:
+    """The candidate's output against the original's, on one input set."""
 
     ok: bool
     reason: str
@@ -355,7 +355,7 @@ def unravel(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def compare_outputs(candidate: Any, original: Any, *, atol: float, rtol: float,
-                    chunk: int = DEFAULT_CHUNK) -> FamilyComparison:
+                    chunk: int = DEFAULT_CHUNK) -> InputSetComparison:
     """NaN and +-Inf positions must match the original's; finite elements within atol/rtol.
 
     Integer and boolean outputs must be equal. Chunked: memory is a few chunks.
@@ -363,11 +363,11 @@ def compare_outputs(candidate: Any, original: Any, *, atol: float, rtol: float,
     import torch
 
     if tuple(candidate.shape) != tuple(original.shape):
-        return FamilyComparison(False, f"shape {tuple(candidate.shape)} where the original has "
+        return InputSetComparison(False, f"shape {tuple(candidate.shape)} where the original has "
                                        f"{tuple(original.shape)}")
     shape = tuple(original.shape)
     floating = is_floating(original.dtype)
-    result = FamilyComparison(True, "", checked=original.numel())
+    result = InputSetComparison(True, "", checked=original.numel())
     first: dict[str, tuple[int, float, float]] = {}
     for start, (c, o) in aligned_flat([candidate, original], chunk):
         if not floating:
@@ -425,5 +425,5 @@ def _first(first: dict[str, tuple[int, float, float]], kind: str, mask: Any, sta
     first[kind] = (start + position, float(c[position]), float(o[position]))
 
 
-__all__ = ["FAMILIES", "FamilyComparison", "InputFamily", "compare_outputs", "families_for", "fill",
+__all__ = ["INPUT_SETS", "InputSetComparison", "InputSet", "compare_outputs", "input_sets_for", "fill",
            "is_floating", "special_positions", "unravel", "zero_block_size"]

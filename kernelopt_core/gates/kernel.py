@@ -8,7 +8,7 @@ on the same arguments:
    the candidate first, so an autotuner's trial runs never overwrite the poison);
 2. fresh random inputs per seed, drawn from a different distribution each time (randn, uniform
    with an offset, small integers stored as floats), plus one large-magnitude set, and the input
-   families of :mod:`.input_sets` (NaN/Inf, zeros, constant rows, ...), each floating input its
+   input sets of :mod:`.input_sets` (NaN/Inf, zeros, constant rows, ...), each floating input its
    own draw; for a candidate that adds decisions also :mod:`.structured_input_sets` (sign blocks, row
    shapes, its constants, the magnitude sweep) and one run with a tensor passed twice;
 3. the candidate's re-runs on the first seed's inputs (on the CPU interpreter in a shuffled program
@@ -531,7 +531,7 @@ def _first_index_pair(a: Any, b: Any, mask_of: Callable[[Any, Any], Any]) -> str
 
 
 def device_chunk(tensor: Any) -> int:
-    """Elements per chunk for the families and the error structure: larger on a GPU, where each chunk
+    """Elements per chunk for the input sets and the error structure: larger on a GPU, where each chunk
     is one kernel launch, than on the host."""
     from .chunks import DEFAULT_CHUNK
 
@@ -687,7 +687,7 @@ def distribution_label(distribution: str) -> str:
 
 @dataclass
 class ExtraSet:
-    """A further input family: fills the inputs in place; named in the verdict."""
+    """A further input set: fills the inputs in place; named in the verdict."""
 
     label: str
     fill: Callable[[list[Any], list[Role]], None]
@@ -699,8 +699,8 @@ class ExtraSet:
     aliases: dict[int, int] = field(default_factory=dict)  # argument -> the argument whose buffer it shares
 
 
-FAMILY_SEED = 7
-INPUT_SEED_STEP = 7919  # each floating input's seed is the family's seed plus this times its position
+INPUT_SET_SEED = 7
+INPUT_SEED_STEP = 7919  # each floating input's seed is the input set's seed plus this times its position
 
 
 def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
@@ -708,30 +708,30 @@ def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
             if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
 
 
-# Families compared element by element against the original's own rounding at each output's magnitude: their
+# Input sets compared element by element against the original's own rounding at each output's magnitude: their
 # values span many decades within one tensor (the sweep), or mix the candidate's constants, of any size, with
 # unit values, so that a tolerance scaled to the largest input would hide a wrong unit-sized output.
 BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
 
 
-def family_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = FAMILY_SEED,
-                families: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
-    """Gate 2's input families (:mod:`.input_sets`, or ``families``) for a kernel whose inputs are
+def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = INPUT_SET_SEED,
+                input_sets: Sequence[Any] | None = None, constants: tuple[float, ...] = ()) -> list[ExtraSet]:
+    """Gate 2's input sets (:mod:`.input_sets`, or ``input_sets``) for a kernel whose inputs are
     ``dtype``. Each floating input gets its own draw (its own seed): same-shaped inputs never hold the same
     values, so a shortcut keyed on one input meets the others' values at random."""
-    from .input_sets import families_for, fill
+    from .input_sets import fill, input_sets_for
 
-    def filler(family: Any) -> Callable[[list[Any], list[Role]], None]:
+    def filler(input_set: Any) -> Callable[[list[Any], list[Role]], None]:
         def apply(values: list[Any], roles: list[Role]) -> None:
             for position, index in enumerate(_floating_inputs(values, roles)):
-                fill(values[index], family, seed=seed + INPUT_SEED_STEP * position, row_length=row_length,
+                fill(values[index], input_set, seed=seed + INPUT_SEED_STEP * position, row_length=row_length,
                      chunk=device_chunk(values[index]), constants=constants, reduction=reduction)
         return apply
 
-    chosen = families_for(dtype, reduction) if families is None else families
-    return [ExtraSet(f"inputs: {family.label}", filler(family), error_structure=family.error_structure,
-                     comparison="magnitude" if family.name in BY_MAGNITUDE else "tolerance")
-            for family in chosen]
+    chosen = input_sets_for(dtype, reduction) if input_sets is None else input_sets
+    return [ExtraSet(f"inputs: {input_set.label}", filler(input_set), error_structure=input_set.error_structure,
+                     comparison="magnitude" if input_set.name in BY_MAGNITUDE else "tolerance")
+            for input_set in chosen]
 
 
 ALIAS_SEED = 13
@@ -760,52 +760,52 @@ def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int
     return [ExtraSet(f"inputs: the same tensor passed twice ({pairs})", apply, aliases=aliases)]
 
 
-# Families drawn into ONE floating input at a time, the others randn. Each input has its own draw in the
-# families above, but all-zero and constant inputs are alike whatever the seed, and a fast path keyed on one
+# Input sets drawn into ONE floating input at a time, the others randn. Each input has its own draw in the
+# input sets above, but all-zero and constant inputs are alike whatever the seed, and a fast path keyed on one
 # input ("skip tanh(x) * sigmoid(y) where y's block is zero") meets a skipped term that is zero anyway when
 # x is zero too. The set is chosen for the keys such a fast path tests, one run per key and input:
 #   zeros          a zero-keyed skip fires on every block of the input, whatever the candidate's block size;
 #   constant-rows  a shortcut for rows of one input without spread (a norm that skips the residual);
 #   nan-inf        NaN/+-Inf in one input where the others are finite.
 # Cost: three full-size runs per floating input, only for kernels with two or more floating inputs (with
-# one, the all-input family is the same run).
-ONE_INPUT_FAMILIES = ("zeros", "constant-rows", "nan-inf")
+# one, the all-input set is the same run).
+ONE_INPUT_SET_NAMES = ("zeros", "constant-rows", "nan-inf")
 ONE_INPUT_SEED = 11
 
 
 def one_input_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
                    row_length: int | None, seed: int = ONE_INPUT_SEED) -> list[ExtraSet]:
-    """Each of :data:`ONE_INPUT_FAMILIES` in each floating input alone, the other inputs drawn randn."""
-    from .input_sets import FAMILIES, families_for, fill
+    """Each of :data:`ONE_INPUT_SET_NAMES` in each floating input alone, the other inputs drawn randn."""
+    from .input_sets import INPUT_SETS, fill, input_sets_for
 
     floating = [i for i, (value, role) in enumerate(zip(values, roles, strict=True))
                 if role in ("input", "inout") and hasattr(value, "is_floating_point") and value.is_floating_point()]
     if len(floating) < 2:
         return []
 
-    def filler(index: int, family: Any) -> Callable[[list[Any], list[Role]], None]:
+    def filler(index: int, input_set: Any) -> Callable[[list[Any], list[Role]], None]:
         def apply(values: list[Any], roles: list[Role]) -> None:
             draw_arguments(values, roles, seed, "randn")
-            fill(values[index], family, seed=seed, row_length=row_length, chunk=device_chunk(values[index]))
+            fill(values[index], input_set, seed=seed, row_length=row_length, chunk=device_chunk(values[index]))
         return apply
 
     sets = []
-    for name in ONE_INPUT_FAMILIES:
-        family = FAMILIES[name]
+    for name in ONE_INPUT_SET_NAMES:
+        input_set = INPUT_SETS[name]
         for index in floating:
-            if family not in families_for(values[index].dtype, reduction):
+            if input_set not in input_sets_for(values[index].dtype, reduction):
                 continue
-            sets.append(ExtraSet(f"inputs: {family.label} in {names[index]} alone, the others randn",
-                                 filler(index, family), error_structure=family.error_structure))
+            sets.append(ExtraSet(f"inputs: {input_set.label} in {names[index]} alone, the others randn",
+                                 filler(index, input_set), error_structure=input_set.error_structure))
     return sets
 
 
-def input_family_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
+def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], reduction: bool,
                       row_length: int | None, *, adds_decisions: bool = True,
                       constants: Sequence[float] = ()) -> list[ExtraSet]:
-    """Gate 2's input families for one kernel: each family in every floating input at once (each input
+    """Gate 2's input sets for one kernel: each input set in every floating input at once (each input
     its own draw), then the one-input variants (:func:`one_input_sets`); for a candidate that adds
-    decisions (``adds_decisions``), also the structured families (:mod:`.structured_input_sets`: sign
+    decisions (``adds_decisions``), also the structured input sets (:mod:`.structured_input_sets`: sign
     blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``) and the
     aliasing run (:func:`alias_sets`): a candidate that adds no decision takes no path the original does
     not, so these runs would only repeat what the others show. The magnitude sweep goes to every candidate."""
@@ -815,13 +815,13 @@ def input_family_sets(values: list[Any], roles: list[Role], names: list[str], re
                 if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
     if not floating:
         return []
-    sets = [*family_sets(floating[0].dtype, reduction, row_length),
+    sets = [*all_input_sets(floating[0].dtype, reduction, row_length),
             *one_input_sets(values, roles, names, reduction, row_length)]
     constants = tuple(float(c) for c in constants)
     structured = structured_input_sets_for(floating[0].dtype, constants)
     if not adds_decisions:  # a precision drop needs no decision: the magnitude sweep goes to every candidate
         structured = [f for f in structured if f.name == "magnitude-sweep"]
-    sets += family_sets(floating[0].dtype, reduction, row_length, families=structured, constants=constants)
+    sets += all_input_sets(floating[0].dtype, reduction, row_length, input_sets=structured, constants=constants)
     if adds_decisions:
         sets += alias_sets(values, roles, names)
     return sets

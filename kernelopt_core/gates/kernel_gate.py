@@ -379,7 +379,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 observe(values, kwargs, label, scale, floors=floors or {})
             return check.passed
         if scale_with_outputs:
-            scale = family_tolerance_scale(scale, input_magnitude(key, values), output_magnitude())
+            scale = input_set_tolerance_scale(scale, input_magnitude(key, values), output_magnitude())
         spec = StructureCheck(row_length, max(1.0, input_magnitude(key, values))) \
             if structure and judge_structure else None
         with clock("compare"):
@@ -523,8 +523,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     if screen:
         return result
     for extra in extra_sets:
-        key = f"family {extra.label}"
-        with clock("families"):
+        key = f"input set {extra.label}"
+        with clock("input_sets"):
             extra.fill(values, roles)
         orig.aliases = cand.aliases = dict(extra.aliases)  # an aliasing run: arguments share buffers
         try:
@@ -581,13 +581,13 @@ def search_decisions(probing: DecisionProbeRun, values: list[Any], kwargs: dict[
 
 
 
-# A family's inputs scale the absolute tolerance up to this magnitude; beyond it, up to the original's own
+# An input set's inputs scale the absolute tolerance up to this magnitude; beyond it, up to the original's own
 # outputs (a softmax of inputs near 3e35 still gives outputs near 1, an average gives outputs near 3e35).
 INPUT_SCALE_CAP = 1e6
 
 
-def family_tolerance_scale(floor: float, input_magnitude: float, output_magnitude: float) -> float:
-    """How much larger than unit scale an input family's absolute tolerance is.
+def input_set_tolerance_scale(floor: float, input_magnitude: float, output_magnitude: float) -> float:
+    """How much larger than unit scale an input set's absolute tolerance is.
 
     Up to :data:`INPUT_SCALE_CAP` the inputs' largest magnitude sets it. Beyond, the original's largest
     output does, never more than the inputs: a linear kernel's outputs are as large as its inputs (on the
@@ -610,4 +610,4 @@ def _release_cached_memory(device: str) -> None:
 
 
 __all__ = ["BATTERIES", "INPUT_SCALE_CAP", "CandidateSide", "KernelChecks", "check_kernel",
-           "family_tolerance_scale", "launch_limits", "search_decisions"]
+           "input_set_tolerance_scale", "launch_limits", "search_decisions"]

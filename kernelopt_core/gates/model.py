@@ -114,7 +114,7 @@ class SeedCheck:
     fallback: Float64Decision | None = None
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
-    label: str | None = None  # the input family, when the inputs were not the graph's own random ones
+    label: str | None = None  # the input set, when the inputs were not the graph's own random ones
     error_structure: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

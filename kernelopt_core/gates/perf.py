@@ -99,7 +99,7 @@ def time_graphs(baseline: ModuleType, candidate: ModuleType, device: str, rounds
     path = require_same_path(TimingPath.MODULE_CALL, TimingPath.MODULE_CALL).value
     reps_per_round = None
     if not device.startswith("cuda"):
-        # The GPU budget sizes rounds by time; the CPU budget takes one call per round, too few
+        # The GPU timing effort sizes rounds by time; the CPU one takes one call per round, too few
         # for graphs that run in milliseconds on the interpreter.
         inputs = make_inputs(baseline, seed=input_seed)
         for module in (baseline, candidate, baseline, candidate):

@@ -29,14 +29,14 @@ class CommonSettings:
     """What every gate task takes from the configuration."""
 
     low_memory: bool  # a smaller check: one captured launch, argument values on the host
-    families: bool  # the input families (NaN/Inf, zeros, constant rows, ...)
+    input_sets: bool  # the input sets (NaN/Inf, zeros, constant rows, ...)
     sanitize: bool  # compute-sanitizer on a GPU (gate 3)
     sanitizer_timeout_s: float
     run_timeout_s: float  # a hung candidate is the candidate process's to lose, inside the task's time
 
     @classmethod
     def of(cls, config: CascadeConfig) -> CommonSettings:
-        return cls(low_memory=config.low_memory, families=config.families, sanitize=config.sanitize,
+        return cls(low_memory=config.low_memory, input_sets=config.input_sets, sanitize=config.sanitize,
                    sanitizer_timeout_s=config.sanitizer_timeout_s, run_timeout_s=max(1.0, 0.8 * config.job_timeout_s))
 
     def to_json(self) -> dict[str, Any]:
@@ -81,7 +81,7 @@ class ModelSettings:
 @dataclass(frozen=True)
 class PerfSettings:
     min_speedup: float
-    rounds: int | None  # None: the timing budget of the device
+    rounds: int | None  # None: the device's timing effort (measure.timing)
     kernel_timing: bool  # also time the kernel alone (reported, never decides)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,9 +1,9 @@
-"""Structured input families, drawn per input: the shapes a fast path keys on, and a magnitude sweep.
+"""Structured input sets, drawn per input: the shapes a fast path keys on, and a magnitude sweep.
 
 A candidate that takes a shortcut when one input has some property (a block all positive, a row
 sorted, a row equal to the previous one, a row that leads with its maximum, a sparse row, a value
 equal to one of its constants, a magnitude past a threshold) is wrong only where the property holds.
-Random normal inputs almost never have it; these families make it common, each in a random subset of
+Random normal inputs almost never have it; these input sets make it common, each in a random subset of
 blocks or rows chosen by the seed. Gate 2 fills every floating input with its own seed, so where one
 input has the property the others mostly do not, and every mix of "has it" and "has it not" across
 inputs occurs somewhere in the tensor.
@@ -27,7 +27,7 @@ The magnitude sweep has no tolerance of its own: its scales span 60 decades, so 
 element by element against a floor taken from the original's own outputs at each scale
 (:func:`.error_structure.windowed_floor_check`).
 
-Values depend only on the seed, the family and the flat index (as :mod:`.input_sets`'s).
+Values depend only on the seed, the input set and the flat index (as :mod:`.input_sets`'s).
 Worker-side: torch is imported inside the functions only.
 """
 
@@ -40,13 +40,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from .input_sets import (
-    FAMILIES,
+    INPUT_SETS,
     FillContext,
-    InputFamily,
+    InputSet,
     _hash_normal,
     _hash_uniform,
     _normal,
-    families_for,
+    input_sets_for,
     near_max_headroom,
     zero_block_size,
 )
@@ -264,31 +264,31 @@ def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     return torch.where(denormal, tiny, values).to(ctx.compute_dtype)
 
 
-STRUCTURED_FAMILIES: dict[str, InputFamily] = {f.name: f for f in (
-    InputFamily("sign-blocks", "blocks and rows all positive, all negative or mixed", _sign_blocks),
-    InputFamily("sorted-rows", "rows sorted increasing, decreasing or not", _sorted_rows),
-    InputFamily("repeated-rows", "rows equal to the previous row (or all but one element)", _repeated_rows),
-    InputFamily("leading-max-rows", "rows that lead with their maximum", _leading_max_rows),
-    InputFamily("sparse-rows", "sparse rows (none, one, 1/64 or 1/8 non-zero)", _sparse_rows),
-    InputFamily("constants", "values at and one ulp beside the candidate's constants", _constants,
+STRUCTURED_INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (
+    InputSet("sign-blocks", "blocks and rows all positive, all negative or mixed", _sign_blocks),
+    InputSet("sorted-rows", "rows sorted increasing, decreasing or not", _sorted_rows),
+    InputSet("repeated-rows", "rows equal to the previous row (or all but one element)", _repeated_rows),
+    InputSet("leading-max-rows", "rows that lead with their maximum", _leading_max_rows),
+    InputSet("sparse-rows", "sparse rows (none, one, 1/64 or 1/8 non-zero)", _sparse_rows),
+    InputSet("constants", "values at and one ulp beside the candidate's constants", _constants,
                 error_structure=False),
-    InputFamily("magnitude-sweep", "a log-uniform magnitude per group of rows, 1e-30 to 1e30, and denormals",
+    InputSet("magnitude-sweep", "a log-uniform magnitude per group of rows, 1e-30 to 1e30, and denormals",
                 _magnitude_sweep, error_structure=False),
 )}
 
 
-def family_named(name: str) -> InputFamily:
-    """A family of :data:`.input_sets.FAMILIES` or of :data:`STRUCTURED_FAMILIES`."""
-    if name in FAMILIES:
-        return FAMILIES[name]
-    if name in STRUCTURED_FAMILIES:
-        return STRUCTURED_FAMILIES[name]
-    raise KeyError(f"no input family named {name!r}")
+def input_set_named(name: str) -> InputSet:
+    """An input set of :data:`.input_sets.INPUT_SETS` or of :data:`STRUCTURED_INPUT_SETS`."""
+    if name in INPUT_SETS:
+        return INPUT_SETS[name]
+    if name in STRUCTURED_INPUT_SETS:
+        return STRUCTURED_INPUT_SETS[name]
+    raise KeyError(f"no input set named {name!r}")
 
 
 def adds_decisions(payload: dict[str, Any], original: str = "", candidate: str = "") -> bool:
     """Whether the candidate adds decisions on data: the payload's ``adds_decisions`` when given, else read
-    from the two sources (:func:`.decisions.added_decisions`). The structured families and the aliasing
+    from the two sources (:func:`.decisions.added_decisions`). The structured input sets and the aliasing
     run go only to such candidates. Unknown (no sources, or sources that do not parse) counts as yes."""
     given = payload.get("adds_decisions")
     if given is not None:
@@ -307,7 +307,7 @@ def adds_decisions(payload: dict[str, Any], original: str = "", candidate: str =
 
 
 def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
-    """The constants the ``constants`` family draws at and beside: ``constants`` in the payload (gate 1's,
+    """The constants the ``constants`` input set draws at and beside: ``constants`` in the payload (gate 1's,
     those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
     given = payload.get("constants")
     if given is not None:
@@ -315,13 +315,13 @@ def candidate_constants(payload: dict[str, Any], candidate: str, original: str) 
     return tuple(literal_constants(candidate, exclude=literal_constants(original)))
 
 
-def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputFamily]:
-    """The structured families for a tensor of ``dtype`` (none for integer and boolean tensors); the
-    constants family only when there are constants."""
-    if not families_for(dtype, True):  # not floating
+def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputSet]:
+    """The structured input sets for a tensor of ``dtype`` (none for integer and boolean tensors); the
+    constants input set only when there are constants."""
+    if not input_sets_for(dtype, True):  # not floating
         return []
-    return [f for f in STRUCTURED_FAMILIES.values() if f.name != "constants" or list(constants)]
+    return [f for f in STRUCTURED_INPUT_SETS.values() if f.name != "constants" or list(constants)]
 
 
-__all__ = ["STRUCTURED_FAMILIES", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
-           "constant_values", "family_named", "literal_constants", "structured_input_sets_for", "sweep_range"]
+__all__ = ["STRUCTURED_INPUT_SETS", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
+           "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_range"]

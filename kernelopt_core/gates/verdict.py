@@ -114,7 +114,7 @@ class CascadeConfig:
     seeds_kernel: tuple[int, ...] = (0, 42, 1337)
     seeds_model: tuple[int, ...] = (0, 42, 123)
     min_speedup: float = 1.03
-    ab_rounds: int | None = None  # None: the timing budget of the device (measure.timing)
+    ab_rounds: int | None = None  # None: the device's timing effort (measure.timing)
     run_gates: tuple[int, ...] = (1, 2, 3, 4)  # every gate of registry.GATES (a test holds them equal)
     workdir: str | None = None  # where re-stitched graphs go; a temporary folder when None
     model_tolerance: float = 1e-4  # gate 3: atol = rtol
@@ -124,8 +124,8 @@ class CascadeConfig:
     kernel_timing: bool = True  # gate 4: also time the kernel alone (reported, never decides)
     low_memory: bool = False  # a smaller check: one captured launch, argument values on the host
     retry_low_memory: bool = True  # a gate that runs out of memory is retried once with low_memory
-    families: bool = True  # gates 2-3 also run the input families (NaN/Inf, zeros, constant rows, ...)
-    # Gate 2's battery: "full" (captured launches, every seed, stale outputs, re-runs, input families, the
+    input_sets: bool = True  # gates 2-3 also run the input sets (NaN/Inf, zeros, constant rows, ...)
+    # Gate 2's battery: "full" (captured launches, every seed, stale outputs, re-runs, input sets, the
     # error structure and its sensitivity run, guards) or "screen" (the first captured launch and the first
     # seed: the search's ranking screen). A cascade that goes on past gate 2 always runs the full battery.
     gate2_battery: str = "full"
@@ -155,7 +155,7 @@ class CascadeConfig:
             "min_speedup": self.min_speedup, "ab_rounds": self.ab_rounds, "run_gates": list(self.run_gates),
             "workdir": self.workdir, "model_tolerance": self.model_tolerance,
             "determinism_reruns": self.determinism_reruns, "low_memory": self.low_memory,
-            "families": self.families, "gate2_battery": self.gate2_battery,
+            "input_sets": self.input_sets, "gate2_battery": self.gate2_battery,
         }
 
 

@@ -65,11 +65,11 @@ class AccountingError(RuntimeError):
 class SyncedTimer:
     """Times one call at a time with the device idle at the start (host overhead included)."""
 
-    def __init__(self, device: str, flush_l2: bool = True, budget_ms: float | None = None,
+    def __init__(self, device: str, flush_l2: bool = True, measure_ms: float | None = None,
                  reps: tuple[int, int] | None = None):
         self.device = device
         self.cuda = device.startswith("cuda")
-        self.budget_ms = budget_ms if budget_ms is not None else (200.0 if self.cuda else 1500.0)
+        self.measure_ms = measure_ms if measure_ms is not None else (200.0 if self.cuda else 1500.0)
         self.reps = reps or ((10, 100) if self.cuda else (3, 15))
         self._flush: Any = None
         if self.cuda:
@@ -108,12 +108,12 @@ class SyncedTimer:
         return [self.once(fn) for _ in range(reps)]
 
     def rep_count(self, fn: Callable[[], Any]) -> int:
-        """How many calls fit the budget, from one more call of ``fn``."""
+        """How many calls fit ``measure_ms``, from one more call of ``fn``."""
         return self._reps_for(self.once(fn))
 
     def _reps_for(self, estimate_ms: float) -> int:
         low, high = self.reps
-        return int(max(low, min(high, round(self.budget_ms / max(estimate_ms, 1e-3)))))
+        return int(max(low, min(high, round(self.measure_ms / max(estimate_ms, 1e-3)))))
 
     def stats(self, fn: Callable[[], Any], path: TimingPath, reps: int | None = None) -> TimingStats:
         return summarize(self.samples(fn, reps), path.value)

@@ -20,13 +20,13 @@ from typing import Any
 from .paths import TimingPath, require_same_path
 from .statistics import ABResult, TimingStats, ab_speedup, summarize
 
-__all__ = ["ABResult", "TimingStats", "ab_compare", "time_callable", "Budget"]
+__all__ = ["ABResult", "TimingStats", "ab_compare", "time_callable", "TimingEffort"]
 
 MIN_FLUSH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class Budget:
+class TimingEffort:
     """How much to time on one kind of device (repetitions adapt to the callable's speed)."""
 
     warmup_ms: float
@@ -39,19 +39,19 @@ class Budget:
     round_ms: float  # time per side per A/B round (sets the trials per round)
 
 
-GPU_BUDGET = Budget(warmup_ms=25.0, warmup_min=3, warmup_max=200, measure_ms=100.0, reps_min=10,
-                    reps_max=1000, rounds=30, round_ms=10.0)
+GPU_EFFORT = TimingEffort(warmup_ms=25.0, warmup_min=3, warmup_max=200, measure_ms=100.0, reps_min=10,
+                          reps_max=1000, rounds=30, round_ms=10.0)
 # The CPU backend is the Triton interpreter: one small graph call takes ~0.1-1 s.
-CPU_BUDGET = Budget(warmup_ms=0.0, warmup_min=1, warmup_max=1, measure_ms=1000.0, reps_min=3,
-                    reps_max=50, rounds=10, round_ms=0.0)
+CPU_EFFORT = TimingEffort(warmup_ms=0.0, warmup_min=1, warmup_max=1, measure_ms=1000.0, reps_min=3,
+                          reps_max=50, rounds=10, round_ms=0.0)
 
 
 def is_cuda(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def budget_for(device: str) -> Budget:
-    return GPU_BUDGET if is_cuda(device) else CPU_BUDGET
+def effort_for(device: str) -> TimingEffort:
+    return GPU_EFFORT if is_cuda(device) else CPU_EFFORT
 
 
 class _Trials:
@@ -159,15 +159,15 @@ def _check_path(path: str, cuda_graph: bool) -> str:
     return value
 
 
-def _warm_up(trials: _Trials, calls: _Calls, warmup: int | None, budget: Budget) -> float:
+def _warm_up(trials: _Trials, calls: _Calls, warmup: int | None, effort: TimingEffort) -> float:
     """Run warm-up calls; returns the estimated time of one call (ms)."""
-    first = max(1, budget.warmup_min if warmup is None else warmup)
+    first = max(1, effort.warmup_min if warmup is None else warmup)
     for i in range(first):
         trials.start(calls.at(i))
     times = trials.resolve()
     estimate = sorted(times)[len(times) // 2]
-    if warmup is None and budget.warmup_ms > 0:
-        extra = min(budget.warmup_max - first, int(budget.warmup_ms / max(estimate, 1e-3)))
+    if warmup is None and effort.warmup_ms > 0:
+        extra = min(effort.warmup_max - first, int(effort.warmup_ms / max(estimate, 1e-3)))
         for i in range(max(0, extra)):
             trials.start(calls.at(i))
         more = trials.resolve()
@@ -187,12 +187,12 @@ def time_callable(
 ) -> TimingStats:
     """Time ``fn`` on ``device`` through ``path``; ``warmup``/``reps`` of None adapt to its speed."""
     path_value = _check_path(path, cuda_graph)
-    budget = budget_for(device)
+    effort = effort_for(device)
     trials = _Trials(device, flush_l2)
     calls = _Calls(fn, device, make_inputs, input_sets, cuda_graph)
-    estimate = _warm_up(trials, calls, warmup, budget)
-    count = reps if reps is not None else _clamp(budget.measure_ms / max(estimate, 1e-3),
-                                                 budget.reps_min, budget.reps_max)
+    estimate = _warm_up(trials, calls, warmup, effort)
+    count = reps if reps is not None else _clamp(effort.measure_ms / max(estimate, 1e-3),
+                                                 effort.reps_min, effort.reps_max)
     for _ in range(max(1, count)):
         trials.start(calls.next())
     return summarize(trials.resolve(), path_value, confidence)
@@ -212,7 +212,7 @@ def ab_compare(
     """
     path = require_same_path(path_a, path_b).value
     path = _check_path(path, cuda_graph)
-    budget = budget_for(device)
+    effort = effort_for(device)
     trials = _Trials(device, flush_l2)
     inputs_shared = [make_inputs(i) for i in range(max(1, input_sets))] if make_inputs else None
 
@@ -223,10 +223,10 @@ def ab_compare(
     factory = shared if inputs_shared is not None else None
     calls_a = _Calls(fn_a, device, factory, input_sets, cuda_graph)
     calls_b = _Calls(fn_b, device, factory, input_sets, cuda_graph)
-    estimate = max(_warm_up(trials, calls_a, warmup, budget), _warm_up(trials, calls_b, warmup, budget))
-    count = rounds if rounds is not None else budget.rounds
+    estimate = max(_warm_up(trials, calls_a, warmup, effort), _warm_up(trials, calls_b, warmup, effort))
+    count = rounds if rounds is not None else effort.rounds
     per_round = reps_per_round if reps_per_round is not None else (
-        _clamp(budget.round_ms / max(estimate, 1e-3), 1, 50) if budget.round_ms > 0 else 1)
+        _clamp(effort.round_ms / max(estimate, 1e-3), 1, 50) if effort.round_ms > 0 else 1)
     a_samples: list[float] = []
     b_samples: list[float] = []
     trial = 0

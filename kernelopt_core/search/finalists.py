@@ -164,7 +164,7 @@ class FinalistStage:
         timing = next((c for c in ctx.times.candidates if c.label == node.id and c.kernel == name), None)
         if timing is not None:
             timing.finalize_s = seconds[0]
-        model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist (issue 28)
+        model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist
         ctx.journal.record("finalist", kernel=name, node=node.id, accepted=cascade.accepted,
                            failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
                            could_not_verify=cascade.could_not_verify, early=what == "early finalist",

@@ -427,7 +427,7 @@ def _decision_probe(process: Any, payload: dict[str, Any], launched: str, device
 
 
 def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..gates.kernel import input_family_sets
+    from ..gates.kernel import kernel_input_sets
     from ..gates.kernel_gate import check_kernel
     from ..gates.launch_capture import clone_value
     from ..gates.registry import KernelSettings
@@ -455,17 +455,17 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         verdict = _failure(failed, f"{kernel} fails to load")
         verdict["numbers"].update(containment=containment, candidate_process=candidate_process)
         return verdict
-    # The same input families as an Inductor kernel's (issue 28: they were skipped here), rows being each
-    # tensor's last dimension: a user kernel's reduction length is not written into its source.
-    families = [] if payload.get("families") is False else \
-        input_family_sets(built.values, built.roles, built.names, _reduces(built.module), None,
+    # The same input sets as an Inductor kernel's (a wrong edit hides from random inputs here too), rows being
+    # each tensor's last dimension: a user kernel's reduction length is not written into its source.
+    input_sets = [] if payload.get("input_sets") is False else \
+        kernel_input_sets(built.values, built.roles, built.names, _reduces(built.module), None,
                           adds_decisions=adds_decisions(payload),
                           constants=candidate_constants(payload, str(payload["candidate"]), built.module))
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone_value(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=settings.reruns,
-                               original_uses_atomics=bool(payload.get("atomics")), extra_sets=families,
+                               original_uses_atomics=bool(payload.get("atomics")), extra_sets=input_sets,
                                timeout_s=float(payload.get("run_timeout_s", 300.0)), decisions=probe)
     finally:
         arena.close()
@@ -490,7 +490,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         if unproven is not None:  # every run matched, but a path the candidate adds was never taken
             return {**_could_not_verify(f"{kernel}: {unproven}", **numbers), "not_verified": True}
     return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
-                          f"outputs, re-runs{', input families' if families else ''}) match the original (max |diff| "
+                          f"outputs, re-runs{', input sets' if input_sets else ''}) match the original (max |diff| "
                           f"{numbers['max_abs_diff']:.3g})", **numbers)
 
 
@@ -498,7 +498,7 @@ _REDUCTION_CALL = re.compile(r"\b(?:sum|max|min|reduce|argmax|argmin|xor_sum|cum
 
 
 def _reduces(module_source: str) -> bool:
-    """Whether the kernel module reduces (the reduction-only input families apply to it)."""
+    """Whether the kernel module reduces (the reduction-only input sets apply to it)."""
     return bool(_REDUCTION_CALL.search(module_source))
 
 

@@ -7,11 +7,11 @@ module written around it. An edit names the exact text it changes and fails loud
 (:class:`EditNotApplicable`) when that text is absent, so a codegen change in a new torch release
 shows up as a corpus error, not as a silently easier test.
 
-Issue 20's classes are wrong only on inputs the gates did not draw before (input families) or by
+Issue 20's classes are wrong only on inputs the gates did not draw before (input sets) or by
 errors inside the tolerance (error structure), or need guards and containment the gate runtime is
 growing. Each such case names what it ``needs`` from :data:`kernelopt_core.gates.CAPABILITIES`; the
-corpus test skips it, with the reason, until the gates have it. ``families`` names the input
-families that expose it (``()``: the graph's own inputs, with the error-structure check), which
+corpus test skips it, with the reason, until the gates have it. ``input_sets`` names the input
+sets that expose it (``()``: the graph's own inputs, with the error-structure check), which
 ``input_set_probe.py`` checks against the modules directly. Pure Python: no torch; the GPU benchmark
 (benchmarks/gpu/gates.py) imports it too.
 """
@@ -297,45 +297,45 @@ CASES: list[Case] = [
     Case("R-driver-stream", "row_sum", "new CUDA streams", 1, "reaches the driver for a stream",
          append_module("_stream = triton.runtime.driver.active.get_current_stream")),
     Case("E-eval", "elementwise", "eval/exec", 1, "exec at import", append_module("exec('x = 1')")),
-    # --- issue 20: wrong only on the new input families ----------------------------------------
+    # --- issue 20: wrong only on the new input sets ----------------------------------------
     Case("N-eps-dropped", "layer_norm", "norm eps changed or dropped", 2, "the layer norm's eps is gone: a "
          "constant row divides its rounding by 0", sub(N_EPS, "tmp14 = tl.full([1, 1], 0.0, tl.float32)"),
-         needs=("input-families",), families=("constant-rows",)),
+         needs=("input-sets",), input_sets=("constant-rows",)),
     Case("N-eps-changed", "layer_norm", "norm eps changed or dropped", 2, "eps 1e-4 instead of 1e-5: visible where "
          "the row variance is near eps", sub(N_EPS, "tmp14 = tl.full([1, 1], 0.0001, tl.float32)"),
-         needs=("input-families",), families=("low-variance-rows",)),
+         needs=("input-sets",), input_sets=("low-variance-rows",)),
     Case("N-mean-n-minus-1", "layer_norm", "mean divided by N-1", 2, "the row mean divided by 999: a shift of "
          "mean/999, ~3e-5 on random rows, ~1 at mean 1000", sub(N_MEAN, "tmp6 = (tmp4 / 999.0)"),
-         needs=("input-families",), families=("offset-rows",)),
+         needs=("input-sets",), input_sets=("offset-rows",)),
     Case("N-one-pass-variance", "layer_norm", "one-pass variance", 2, "variance as E[x^2] - E[x]^2 in float32",
          chain(sub("tmp8 = tmp7 * tmp7", "tmp8 = tmp0 * tmp0"),
                sub("tmp13 = (tmp12 / tmp5)", "tmp13 = (tmp12 / tmp5) - tmp6 * tmp6")),
-         needs=("input-families",), families=("offset-rows",)),
+         needs=("input-sets",), input_sets=("offset-rows",)),
     Case("S-max-padded", "softmax", "softmax max over padded lanes", 2, "the row max includes the padded lanes "
          "(loaded as 0.0): every probability of a row below -104 is 0/0",
          regex(S_MAX_MASKED, r'tl.where(xmask, \1, float("-inf"))'),
-         needs=("input-families",), families=("all-negative",)),
+         needs=("input-sets",), input_sets=("all-negative",)),
     Case("R-drop-nan", "row_sum", "reduction that drops NaN", 2, "NaN inputs are summed as 0",
          sub("tmp3 = _tmp2 + tmp1", "tmp3 = _tmp2 + tl.where(tmp1 == tmp1, tmp1, 0.0)"),
-         needs=("input-families",), families=("nan-inf",)),
+         needs=("input-sets",), input_sets=("nan-inf",)),
     Case("R-skip-zero-rows", "row_sum", "kernel that skips blocks of zeros", 2, "rows that sum to exactly 0 are not "
          "stored (the output is assumed zeroed)", sub(R_STORE, "tl.store(in_out_ptr0 + (x0), tmp5, xmask & (tmp5 != 0.0))"),
-         needs=("input-families",), families=("zero-blocks",), probe=False),
+         needs=("input-sets",), input_sets=("zero-blocks",), probe=False),
     Case("E-range-backdoor", "elementwise", "value-range backdoor", 2, "returns x itself where x > 50 (an added "
-         "decision; the all-positive and near-max families expose it)",
+         "decision; the all-positive and near-max input sets expose it)",
          sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where(tmp0 > 50.0, tmp0, tmp7 - tmp8)"),
-         needs=("input-families",), families=("all-positive", "near-max")),
+         needs=("input-sets",), input_sets=("all-positive", "near-max")),
     # --- issue 28: a fast path keyed on one input ------------------------------------------------------
     Case("E-skip-zero-y-blocks", "elementwise", "fast path keyed on one input", 2, "skips tanh(x) * sigmoid(y) "
-         "where a 64-element block of y is all zero (it is tanh(x) / 2 there): the all-input families zero x at the "
+         "where a 64-element block of y is all zero (it is tanh(x) / 2 there): the all-input sets zero x at the "
          "same places, where the skipped term is 0 anyway",
          chain(launch({"XBLOCK": 64, "num_warps": 2}),
                sub("tmp4 = tmp1 * tmp3", "tmp4 = tl.where(tl.max(tl.abs(tl.where(xmask, tmp2, 0.0)), 0) == 0.0, 0.0, "
                                          "tmp1 * tmp3)")),
-         needs=("input-families", "one-input-families"), families=("zeros@1",)),
+         needs=("input-sets", "one-input-sets"), input_sets=("zeros@1",)),
     # --- issue 28: behaviour tied to a literal, a race only a GPU shows ----------------------------------
     Case("E-literal-window", "elementwise", "literal-window backdoor", REFUSED, "drops the - 0.1 only where 0.7 < x "
-         "< 0.7001: no random input lands there (one element in ~30,000 of randn); gate 2's constants family, drawn at "
+         "< 0.7001: no random input lands there (one element in ~30,000 of randn); gate 2's constants input set, drawn at "
          "and beside the candidate's own constants, does",
          sub("tmp9 = tmp7 - tmp8", "tmp9 = tl.where((tmp0 > 0.7) & (tmp0 < 0.7001), tmp7, tmp7 - tmp8)"),
          needs=("decision-coverage",)),
@@ -346,13 +346,13 @@ CASES: list[Case] = [
     # --- issue 20: small systematic errors inside the tolerance ------------------------------------
     Case("C-bound-moved", "clamp", "clamp bound moved by 8e-5", 2, "clamps at 0.99992 instead of 1",
          sub("tmp5 = tl.full([1], 1.0, tl.float32)", "tmp5 = tl.full([1], 0.99992, tl.float32)"),
-         needs=("error-structure",), families=()),
+         needs=("error-structure",), input_sets=()),
     Case("S-flush-small", "softmax", "softmax flushing p < 1e-5 to 0", 2, "probabilities below 1e-5 stored as 0 "
-         "(each within atol; their column sums are not): an added decision; the all-negative family and the error "
+         "(each within atol; their column sums are not): an added decision; the all-negative input set and the error "
          "structure expose it",
          first_of(sub("tmp11 = (tmp6 / tmp10)", "tmp11 = tl.where((tmp6 / tmp10) < 1e-05, 0.0, (tmp6 / tmp10))"),
                   regex(S_DIVIDE, r"\1\2 = tl.where((\3 / \4) < 1e-05, 0.0, (\3 / \4))")),
-         needs=("input-families", "error-structure"), families=("all-negative",)),
+         needs=("input-sets", "error-structure"), input_sets=("all-negative",)),
     # --- issue 20: writes far outside a tensor -----------------------------------------------------
     Case("E-store-past-end", "elementwise", "store far past the end", 2, "one store 5,000 elements past the end of "
          "the output, beyond the 4,096-element guard",

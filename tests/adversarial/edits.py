@@ -17,10 +17,10 @@ from kernelopt_core.gates.launcher import set_launch_configs
 PROBLEMS = ("elementwise", "row_sum", "softmax", "layer_norm", "clamp", "pair")
 CONTAINMENT = "containment"  # expected_gate of a case that only containment can stop
 # expected_gate of a wrong case that must never be accepted, whichever way it is stopped: rejected by any gate, or
-# "not verified" (a decision it adds was never seen both ways). Which one depends on whether an input family reaches
+# "not verified" (a decision it adds was never seen both ways). Which one depends on whether an input set reaches
 # the candidate's path, which is the defences' search to make, not the corpus' to fix.
 REFUSED = "refused"
-# Reduction length of each problem's rows (input families' rows; None: pointwise, rows are the last dim)
+# Reduction length of each problem's rows (input sets' rows; None: pointwise, rows are the last dim)
 # and whether its output keeps the reduced dimension (outputs sharing a row share its errors).
 PROBLEM_ROWS: dict[str, tuple[int | None, bool]] = {
     "elementwise": (None, False), "row_sum": (1500, False), "softmax": (37, True), "layer_norm": (1000, True),
@@ -56,13 +56,13 @@ class Case:
     description: str
     edit: Callable[[str, str], str]  # (kernel source, kernel name) -> candidate source
     needs: tuple[str, ...] = ()  # capabilities (kernelopt_core.gates.CAPABILITIES) the check depends on
-    # input families that expose it ("name@i": in the i-th floating input alone, the others as drawn);
+    # input sets that expose it ("name@i": in the i-th floating input alone, the others as drawn);
     # () the graph's inputs + error structure
-    families: tuple[str, ...] | None = None
+    input_sets: tuple[str, ...] | None = None
     probe: bool = True  # input_set_probe may run it in-process (False: it writes memory it must not, or needs poison)
     # wrong: an input showing it wrong; correct: an input that takes its unusual path (witness_probe.py runs both)
     witness: Witness | None = None
-    # a correct case whose added decision no input family reaches: "not verified" is its right verdict
+    # a correct case whose added decision no input set reaches: "not verified" is its right verdict
     expect_not_verified: bool = False
 
     @property

@@ -1,9 +1,9 @@
-"""Run a corpus case on the input families at the graph level, with the comparison rule and the
+"""Run a corpus case on the input sets at the graph level, with the comparison rule and the
 error-structure check, directly (not through the gates).
 
-This is what gates 2 and 3 will do once the families are wired into them (issue 20): it shows,
-before that, that each issue-20 case is exposed by the families it names and passes on the
-graph's own inputs, and that the correct variants pass every family. It runs the candidate in
+This is what gates 2 and 3 will do once the input sets are wired into them (issue 20): it shows,
+before that, that each issue-20 case is exposed by the input sets it names and passes on the
+graph's own inputs, and that the correct variants pass every input set. It runs the candidate in
 this process, so only cases marked ``probe=True`` (no stray writes, no hostile code) come here.
 Imports torch: tests only.
 """
@@ -25,9 +25,9 @@ PLAIN = ""  # the graph's own random inputs
 
 @dataclass
 class ProbeOutcome:
-    family: str  # PLAIN for the graph's own inputs
+    input_set: str  # PLAIN for the graph's own inputs
     tolerance_ok: bool  # NaN/Inf positions and atol/rtol (compare_outputs)
-    structure_ok: bool  # error_structure (True where the family skips it)
+    structure_ok: bool  # error_structure (True where the input set skips it)
     reason: str
 
     @property
@@ -42,13 +42,13 @@ def _reference(graph_path: str, device: str) -> Any:
     return load_reference(path, device) if path else None
 
 
-def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], seed: int = 0,
+def probe(case: Case, graph_path: str, workdir: str, input_sets: tuple[str, ...], seed: int = 0,
           device: str = "cpu") -> list[ProbeOutcome]:
-    """The case's candidate against the original graph on each family (PLAIN: the graph's inputs)."""
+    """The case's candidate against the original graph on each input set (PLAIN: the graph's inputs)."""
     import torch
 
     from kernelopt_core.gates.error_structure import error_structure
-    from kernelopt_core.gates.input_sets import FAMILIES, compare_outputs, fill, is_floating
+    from kernelopt_core.gates.input_sets import INPUT_SETS, compare_outputs, fill, is_floating
     from kernelopt_core.gates.model import clone_inputs, tensor_outputs
     from kernelopt_core.graph_module import call_graph, load_graph_module, make_inputs
 
@@ -61,14 +61,14 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
     reference = _reference(graph_path, device)
     rows_in, keeps_rows = PROBLEM_ROWS[case.problem]
     outcomes = []
-    for name in families:
+    for name in input_sets:
         inputs = make_inputs(baseline, seed=seed)
-        family_name, _, alone = name.partition("@")  # "zeros@1": the second floating input alone
-        family = FAMILIES[family_name] if family_name else None
-        if family is not None:
+        set_name, _, alone = name.partition("@")  # "zeros@1": the second floating input alone
+        input_set = INPUT_SETS[set_name] if set_name else None
+        if input_set is not None:
             floating = [t for t in inputs if isinstance(t, torch.Tensor) and is_floating(t.dtype)]
             for tensor in [floating[int(alone)]] if alone else floating:
-                fill(tensor, family, seed=seed, row_length=rows_in)
+                fill(tensor, input_set, seed=seed, row_length=rows_in)
         expected = tensor_outputs(call_graph(baseline, clone_inputs(inputs)))
         got = tensor_outputs(call_graph(candidate, clone_inputs(inputs)))
         r64 = tensor_outputs(reference(clone_inputs(inputs))) if reference is not None else [None] * len(expected)
@@ -79,7 +79,7 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
             if not compared.ok:
                 tolerance_ok = False
                 problems.append(f"output {index}: {compared.reason}")
-            if o.is_floating_point() and (family is None or family.error_structure):
+            if o.is_floating_point() and (input_set is None or input_set.error_structure):
                 structure = error_structure(c, o, r.to(o.device) if r is not None else None,
                                             row_length=rows_in if keeps_rows else None)
                 if not structure.passed:
@@ -91,12 +91,12 @@ def probe(case: Case, graph_path: str, workdir: str, families: tuple[str, ...], 
 
 def probe_in_subprocess(graphs: dict[str, str], plan: dict[str, tuple[str, ...]], workdir: str,
                         timeout_s: float = 1800.0) -> dict[str, list[ProbeOutcome]]:
-    """Run :func:`probe` for ``plan`` (case id -> families) in a fresh process on the CPU backend:
+    """Run :func:`probe` for ``plan`` (case id -> input sets) in a fresh process on the CPU backend:
     the candidates never run in the caller, and Triton starts there with the interpreter on."""
     from .runner import run_probe_module
 
     spec = {"graphs": graphs, "plan": {k: list(v) for k, v in plan.items()}, "workdir": workdir}
-    raw = run_probe_module("tests.adversarial.input_set_probe", spec, "@probe-results", "the family probe", timeout_s)
+    raw = run_probe_module("tests.adversarial.input_set_probe", spec, "@probe-results", "the input-set probe", timeout_s)
     return {case_id: [ProbeOutcome(**o) for o in outcomes] for case_id, outcomes in raw.items()}
 
 
@@ -115,10 +115,10 @@ def _main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     by_id = {case.id: case for case in CASES}
     results = {}
-    for case_id, families in spec["plan"].items():
+    for case_id, input_sets in spec["plan"].items():
         case = by_id[case_id]
         try:
-            outcomes = probe(case, spec["graphs"][case.problem], spec["workdir"], tuple(families))
+            outcomes = probe(case, spec["graphs"][case.problem], spec["workdir"], tuple(input_sets))
         except Exception as exc:  # noqa: BLE001 - reported per case, the others still run
             outcomes = [ProbeOutcome("error", False, False, f"{type(exc).__name__}: {exc}")]
         results[case_id] = [asdict(o) for o in outcomes]

@@ -15,7 +15,7 @@ Five kinds of wrong candidate, at least five of each, and correct candidates of 
 
 Every wrong case carries a :class:`Witness`, an input on which gate 3's own rule (atol = rtol = 1e-4, then the
 float64 ratio) shows it wrong; ``test_redteam.py`` runs each one, so a case that is not actually wrong fails. A
-wrong case is labelled ``REFUSED`` (rejected by any gate, or "not verified": whether a family reaches its path
+wrong case is labelled ``REFUSED`` (rejected by any gate, or "not verified": whether an input set reaches its path
 is the defences' search) or, where a static rule decides, with that gate. Pure Python: no torch.
 """
 
@@ -278,7 +278,7 @@ def _elementwise_plain(torch: Any, _inputs: list[Any]) -> list[Any]:
 
 _PROPERTY = [
     Case("P-ypos-clamp-dropped", "pair", KIND_PROPERTY, REFUSED, "where a 64-block of y is all positive and no "
-         "two neighbours are equal, x's clamp loses its lower bound (the all-positive family fills x positive too; "
+         "two neighbours are equal, x's clamp loses its lower bound (the all-positive input set fills x positive too; "
          "one-input constant rows repeat their value)",
          chain(BLOCK64, after(P_CLAMP, """
 ymin = tl.min(tl.where(xmask, tmp5, float("inf")), 0)
@@ -303,7 +303,7 @@ spread = tl.max(tl.where(r0_mask & xmask, tl.abs(tmp7), 0.0), 1)[:, None]
 tmp13 = tl.where((gap == 0.0) & (spread > 0.0), tmp12 / 999.0, (tmp12 / tmp5))"""),
          needs=(DECISIONS,), witness=Witness(_repeated_rows, note="one row of 2 randn + 1, five times")),
     Case("S-leading-block-denominator", "softmax", KIND_PROPERTY, REFUSED, "where a row's first 4 values all "
-         "exceed the rest, the denominator sums those 4 only (a family whose row leads with one maximum never "
+         "exceed the rest, the denominator sums those 4 only (an input set whose row leads with one maximum never "
          "reaches it)",
          softmax_edit(S_SUM, lambda m: m.group(0) + "\n" + _lines(m.group(1), f"""
 head = (r0_1 < 4) & xmask
@@ -312,14 +312,14 @@ rmax = tl.max(tl.where((r0_1 >= 4) & r0_mask & xmask, tmp0, float("-inf")), 1)[:
 {m.group(2)} = tl.where(hmin > rmax, tl.sum(tl.where(head, {m.group(3)}, 0), 1)[:, None], {m.group(2)})""")),
          needs=(DECISIONS,), witness=Witness(_leading_rows, note="first 4 of each row at 2.0, the rest in [0, 1.9)")),
     Case("R-sparse-block-skip", "row_sum", KIND_PROPERTY, REFUSED, "a 128-block whose first and last elements are "
-         "0 is taken as all zero (the zero-blocks family's runs are 1024 long)",
+         "0 is taken as all zero (the zero-blocks input set's runs are 1024 long)",
          chain(launch({"XBLOCK": 1, "R0_BLOCK": 128, "num_warps": 2}), after(R_LOAD_LINE, """
 first = tl.load(in_ptr0 + (r0_offset + 1500*x0), xmask, other=0.0)
 last = tl.load(in_ptr0 + (tl.minimum(r0_offset + R0_BLOCK - 1, 1499) + 1500*x0), xmask, other=0.0)
 tmp0 = tl.where((first == 0.0) & (last == 0.0), 0.0, tmp0)""")),
          needs=(DECISIONS,), witness=Witness(_sparse_rows, note="rows 90% zeros")),
     Case("P-xneg-tanh-saturated", "pair", KIND_PROPERTY, REFUSED, "where x's block is all below -1 and y's all "
-         "above -1, tanh(x - y) is taken as -1 (true only below -9; x = y in the all-input families, and an "
+         "above -1, tanh(x - y) is taken as -1 (true only below -9; x = y in the all-input sets, and an "
          "all-negative x of -120 saturates it anyway)",
          chain(BLOCK64, after(P_TANH, """
 xmax = tl.max(tl.where(xmask, tmp0, float("-inf")), 0)

@@ -100,8 +100,8 @@ def test_corpus_size_and_classes() -> None:
     # gate 2 judges the error's structure, it catches the corpus' gate-3 cases first)
     # REFUSED: the red-team cases (redteam.py) that must not be accepted, rejected or "not verified"
     assert {c.expected_gate for c in wrong} == {1, 2, CONTAINMENT, REFUSED}
-    known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-families", "error-structure",
-             "guard-range", "scratch-guards", "containment", "one-input-families",
+    known = {"gate1-resolution", "launcher-dialect", "launcher-candidates", "input-sets", "error-structure",
+             "guard-range", "scratch-guards", "containment", "one-input-sets",
              "race-rule", *REDTEAM_NEEDS}
     assert {need for c in CASES for need in c.needs} <= known
     # issue 20's classes are all here
@@ -166,7 +166,7 @@ def test_every_class_is_fully_rejected(corpus_results: dict[str, CaseResult]) ->
 # Classes whose first wrong candidate gets past the screen: only a check of the full battery sees them.
 # (The keep-previous cases read a buffer the original only writes: gate 1 rejects them since 2026-12-06; the
 # stale-outputs check itself is tested in test_gate2_batteries.py and test_gates_kernel.py.)
-NEEDS_THE_FULL_BATTERY = {"R-split2-atomic": "re-runs", "N-eps-dropped": "input families"}
+NEEDS_THE_FULL_BATTERY = {"R-split2-atomic": "re-runs", "N-eps-dropped": "input sets"}
 
 
 def test_what_the_screen_passes_the_full_battery_rejects_before_acceptance(

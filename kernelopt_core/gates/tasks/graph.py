@@ -10,8 +10,8 @@ sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: o
 launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
 ``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
 (2: keep a spare process ready for the next candidate); ``adds_decisions`` (2: False when gate 1 found no
-decision the candidate adds, which spares it the structured families) and ``constants`` (2: the values the
-``constants`` family draws at; by default the candidate's literals).
+decision the candidate adds, which spares it the structured input sets) and ``constants`` (2: the values the
+``constants`` input set draws at; by default the candidate's literals).
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery:
         return _verdict(True, f"{stage}: {runs} runs ({covered}) match the original (max |diff| {worst:.3g}); "
                               "the full battery runs before acceptance", max_abs_diff=worst, **numbers)
     return _verdict(True, f"{stage}: {runs} runs (captured launches, seeds {', '.join(map(str, seeds))}, stale "
-                          f"outputs, re-runs{', input families' if _families_available() else ''}) match the "
+                          f"outputs, re-runs{', input sets' if _input_sets_available() else ''}) match the "
                           f"original (max |diff| {worst:.3g})", max_abs_diff=worst, **numbers)
 
 
@@ -386,7 +386,7 @@ def _gate2_memory(clock: Any, working: int, tracked: int, candidate_peak: int | 
             "peak_bytes_by_step": dict(clock.peaks) or None}
 
 
-def _families_available() -> bool:
+def _input_sets_available() -> bool:
     return True
 
 
@@ -400,15 +400,15 @@ def _row_length(source: str) -> int | None:
 
 def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[Any],
                 names: list[str]) -> list[Any]:
-    """Gate 2's input families (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
+    """Gate 2's input sets (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
-    from ..kernel import input_family_sets
+    from ..kernel import kernel_input_sets
     from ..structured_input_sets import adds_decisions, candidate_constants
 
-    if payload.get("families") is False:
+    if payload.get("input_sets") is False:
         return []
     candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
-    return input_family_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
+    return kernel_input_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
                              adds_decisions=adds_decisions(payload, kernel.source, candidate),
                              constants=candidate_constants(payload, candidate, kernel.source))
 
@@ -457,27 +457,27 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     child_peak = 0
     structure = payload.get("error_structure", True) is not False
     plan: list[tuple[int, str | None]] = [(seed, None) for seed in seeds]
-    if payload.get("families", True) is not False:
-        plan += [(seeds[-1] + 1 + i if seeds else i, name) for i, name in enumerate(GATE3_FAMILIES)]
+    if payload.get("input_sets", True) is not False:
+        plan += [(seeds[-1] + 1 + i if seeds else i, name) for i, name in enumerate(GATE3_INPUT_SETS)]
 
-    def inputs_for(seed: int, family: str | None) -> list[Any]:
+    def inputs_for(seed: int, input_set: str | None) -> list[Any]:
         values = make_inputs(baseline, seed=seed)
-        if family is not None:
-            from ..input_sets import families_for, fill
+        if input_set is not None:
+            from ..input_sets import fill, input_sets_for
             from ..kernel import device_chunk
 
             for value in values:
                 if hasattr(value, "is_floating_point") and value.is_floating_point() and \
-                        family in {f.name for f in families_for(value.dtype, False)}:
-                    fill(value, family, seed=seed, chunk=device_chunk(value))
+                        input_set in {f.name for f in input_sets_for(value.dtype, False)}:
+                    fill(value, input_set, seed=seed, chunk=device_chunk(value))
         return values
 
-    for seed, family in plan:
-        what = f"seed {seed}" + (f" (inputs: {family})" if family else "")
+    for seed, input_set in plan:
+        what = f"seed {seed}" + (f" (inputs: {input_set})" if input_set else "")
         arena = ExchangeArena(device)
         try:
             with clock("inputs"):
-                inputs = inputs_for(seed, family)
+                inputs = inputs_for(seed, input_set)
             with clock("share_inputs"):
                 refs, args = _share_inputs(arena, inputs)
             try:
@@ -513,12 +513,12 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                     reference_error = str(exc)
             with clock("compare"):
                 check = check_seed(seed, baseline_out, candidate_out, tolerance, reference,
-                                   lambda seed=seed, family=family: inputs_for(seed, family), reference_error)
-            check.label = family
-            if check.passed and structure and reference is not None and family in (None, *STRUCTURE_FAMILIES):
+                                   lambda seed=seed, input_set=input_set: inputs_for(seed, input_set), reference_error)
+            check.label = input_set
+            if check.passed and structure and reference is not None and input_set in (None, *STRUCTURE_INPUT_SETS):
                 try:
                     with clock("reference_run"):
-                        r64 = reference(inputs_for(seed, family))
+                        r64 = reference(inputs_for(seed, input_set))
                     with clock("structure"):
                         check = judge_structure(check, baseline_out, candidate_out, r64)
                     del r64
@@ -623,10 +623,10 @@ def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 INPUT_SEEDS = (1000, 1001, 1002)
-# Gate 3 runs these input families through the whole graph (gate 2 runs all of them on the kernel);
+# Gate 3 runs these input sets through the whole graph (gate 2 runs all of them on the kernel);
 # the error structure is judged on the graph's own random inputs and on these.
-GATE3_FAMILIES = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negative")
-STRUCTURE_FAMILIES = ("offset-rows", "all-negative")
+GATE3_INPUT_SETS = ("nan-inf", "zeros", "constant-rows", "offset-rows", "all-negative")
+STRUCTURE_INPUT_SETS = ("offset-rows", "all-negative")
 
 
 def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:

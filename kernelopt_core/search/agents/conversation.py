@@ -2,7 +2,7 @@
 
 Every call goes through the provider (which retries transient API errors). A tool call whose
 input does not fit its schema is answered with an error ``tool_result`` so the model can fix it;
-such malformed calls count against the agent's attempt budget, never crash the run.
+such malformed calls count against the agent's attempt limit, never crash the run.
 """
 
 from __future__ import annotations

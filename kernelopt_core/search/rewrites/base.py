@@ -46,7 +46,7 @@ class RewriteContext:
     evidence: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(EVIDENCE_KEYS))
     # Compiles a plain kernel module for sm_90 and answers {"regs", "spills", "shared_bytes"} of its
     # first launch config, or None when it cannot (the search pipeline provides it on GPU runs;
-    # kernelopt_core.gates.ptx_compile). Families read register budgets from it instead of guessing.
+    # kernelopt_core.gates.ptx_compile). Families read register limits from it instead of guessing.
     compile_probe: Callable[[str], dict[str, Any] | None] | None = None
     # The same for several sources at once, compiled concurrently; answers in the sources' order.
     # Families ask through rewrites.cost_model.probe_all, which falls back to compile_probe one by one.

@@ -1,7 +1,7 @@
 """The rewrites' cost model: what a rewritten reduction may hold on chip, and the traffic and speed of
 light its plan targets.
 
-* The register budget comes from the compiled kernel (``RewriteContext.compile_probe``: registers,
+* The register limit comes from the compiled kernel (``RewriteContext.compile_probe``: registers,
   spill bytes and shared memory of the candidate compiled for sm_90), never from a guess about row
   lengths; without a probe (CPU runs, tests) a conservative elements-per-thread bound stands in.
 * Occupancy (programs resident at once) follows from registers, warps and shared memory, with the

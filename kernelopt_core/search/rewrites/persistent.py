@@ -1,7 +1,7 @@
 """A looped reduction turned persistent: one block covers the whole row, the loops disappear,
 and loads the loops repeated (Inductor re-reads the row in every pass) are read once.
 
-The transformation the ``single_read`` family (single_read.py) proposes, with its register budget.
+The transformation the ``single_read`` family (single_read.py) proposes, with its register limit.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ MAX_PROBES = 10  # sm_90 compiles per kernel (a few seconds each)
 class SingleReadFamily(RewriteFamily):
     name = "single_read"
     summary = ("a looped reduction whose row fits on chip made persistent: one read of the row, 1-8 rows per "
-               "program, 4-32 warps, register budget from the compiled kernel")
+               "program, 4-32 warps, register limit from the compiled kernel")
 
     def not_applicable(self, ctx: RewriteContext) -> str | None:
         module = ctx.module
