@@ -300,7 +300,7 @@ def verify_recommendation(problem: str, recommendation: ConfigRecommendation | d
 
 def verification_payload(problem: str, option: ConfigOption, baseline_mode: str, *, seeds: tuple[int, ...] = (0, 42, 123),
                          tol: float = 1e-4, min_speedup: float = 1.03, rounds: int | None = None) -> dict[str, Any]:
-    """The ``verify_config_job`` payload for ``option``; refuses changes it cannot make."""
+    """The ``verify_config_task`` payload for ``option``; refuses changes it cannot make."""
     if not os.path.isfile(problem):
         raise ConfigVerificationError(f"{problem}: no such problem file")
     unknown = sorted(set(option.change) - {"mode", "static_inputs"})
@@ -312,8 +312,8 @@ def verification_payload(problem: str, option: ConfigOption, baseline_mode: str,
             "min_speedup": min_speedup, "rounds": rounds}
 
 
-def verdict_from_job(value: dict[str, Any], option: ConfigOption, baseline_mode: str) -> ConfigVerdict:
-    """A ConfigVerdict from what ``verify_config_job`` returned."""
+def verdict_from_task(value: dict[str, Any], option: ConfigOption, baseline_mode: str) -> ConfigVerdict:
+    """A ConfigVerdict from what ``verify_config_task`` returned."""
     perf = next((g for g in value["gates"] if g.get("gate") == 4), None)
     return ConfigVerdict(
         accepted=bool(value["accepted"]), reason=str(value["reason"]), change=dict(value["change"]),
@@ -337,7 +337,7 @@ def verify_option(problem: str, option: ConfigOption, baseline_mode: str, *, dev
         from .measure.worker import get_worker
 
         worker = get_worker(device)
-    outcome = worker.call("kernelopt_core.measure.accounting_verify:verify_config_job", payload, timeout_s=timeout_s)
+    outcome = worker.call("kernelopt_core.measure.accounting_verify:verify_config_task", payload, timeout_s=timeout_s)
     if not outcome.ok:
         failure = outcome.failure
         if failure is not None and failure.kind == "timeout":  # the time it was given ran out: no verdict
@@ -345,4 +345,4 @@ def verify_option(problem: str, option: ConfigOption, baseline_mode: str, *, dev
         raise ConfigVerificationError(
             f"{problem}: verifying {option.change} failed ({failure.kind}: {failure.message})" if failure
             else f"{problem}: verifying {option.change} failed")
-    return verdict_from_job(outcome.value, option, baseline_mode)
+    return verdict_from_task(outcome.value, option, baseline_mode)

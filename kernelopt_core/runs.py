@@ -10,10 +10,8 @@ Layout::
     result.json          the OptimizeResult
     original_kernel.py / optimized_kernel.py   the best kernel before/after (for editors)
 
-Each journal line is written with flush + fsync before the run moves on. Expensive results
-are recorded under a ``(kind, key)`` so a resumed run looks them up instead of recomputing:
-after a SIGKILL at any point, everything recorded is kept, a torn last line is dropped, and the
-run continues from where it stopped. Pure Python; no torch.
+Each journal line is fsynced before the run moves on; expensive results are recorded under a ``(kind,
+key)`` a resumed run looks up: after a SIGKILL anywhere, a torn last line is dropped and the rest kept.
 """
 
 from __future__ import annotations

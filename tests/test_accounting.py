@@ -302,7 +302,7 @@ def test_cpu_accounting_of_a_small_graph(cpu_worker, small_problem: Path) -> Non
 
 
 def test_overheads_for_a_dump_through_its_call(cpu_worker, cpu_example_dump: Path) -> None:
-    outcome = cpu_worker.call("kernelopt_core.measure.accounting_run:overheads_for_graph_job",
+    outcome = cpu_worker.call("kernelopt_core.measure.accounting_run:overheads_for_graph_task",
                               {"path": str(cpu_example_dump)}, timeout_s=300)
     assert outcome.ok, outcome.failure
     items = overheads_from_json(outcome.value)

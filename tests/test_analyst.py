@@ -159,7 +159,7 @@ def test_unknown_without_metrics_says_so_and_uses_timing() -> None:
 
 def test_peaks_cache_round_trip_and_cpu_has_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelopt_core.measure.cache_dir import write_json
-    from kernelopt_core.measure.peaks import cached_peaks, device_peaks, peaks_cache_path, peaks_job
+    from kernelopt_core.measure.peaks import cached_peaks, device_peaks, peaks_cache_path, peaks_task
 
     monkeypatch.setenv("KERNELOPT_CACHE_DIR", str(tmp_path))
     assert cached_peaks("NVIDIA H200") is None
@@ -170,4 +170,4 @@ def test_peaks_cache_round_trip_and_cpu_has_none(tmp_path: Path, monkeypatch: py
     path.write_text("{broken")
     assert cached_peaks("NVIDIA H200") is None  # a damaged entry is a miss
     assert device_peaks("cpu") is None
-    assert peaks_job({"device": "cpu"}) is None
+    assert peaks_task({"device": "cpu"}) is None

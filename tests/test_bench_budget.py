@@ -28,7 +28,7 @@ SPLIT = {"total_s": 100.0, "stages": {"dispatch": 5.0, "beam": 10.0, "screen": 5
          "screen_s": {"median": 10.0, "p90": 10.0, "max": 10.0}, "finalize_s": [20.0],
          "candidates": [{"label": f"i1c{n}", "screen_s": 10.0, "replayed": False} for n in range(5)]}
 
-# The stand-in for `python -m kernelopt_core.bench.problem_job PAYLOAD`: what a real problem's process has
+# The stand-in for `python -m kernelopt_core.bench.problem_main PAYLOAD`: what a real problem's process has
 # written when its search verified a candidate (stage "optimize", the run's provisional result.json), then
 # it hangs like a search that runs past its budget.
 STAND_IN_JOB = '''
@@ -53,8 +53,8 @@ time.sleep(600)
 
 
 @pytest.fixture
-def stand_in_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = tmp_path / "stand_in_job.py"
+def stand_in_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "stand_in_task.py"
     script.write_text(f"SPLIT = {SPLIT!r}\n" + STAND_IN_JOB)
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
@@ -71,7 +71,7 @@ def run_stand_in(tmp_path: Path, name: str) -> tuple[ProblemResult, float]:
     return result, time.perf_counter() - started
 
 
-def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_path: Path, stand_in_job: None) -> None:
+def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_path: Path, stand_in_task: None) -> None:
     result, seconds = run_stand_in(tmp_path, "verified")
     assert seconds < 30  # killed at the backstop (1 s + 1 s), not after the stand-in's 10 minutes
     assert result.outcome == "optimized" and result.budget_reached and result.category is None
@@ -84,7 +84,7 @@ def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_pat
 
 
 def test_a_search_killed_before_it_verified_anything_is_a_fallback_not_an_error(tmp_path: Path,
-                                                                                 stand_in_job: None) -> None:
+                                                                                 stand_in_task: None) -> None:
     result, _ = run_stand_in(tmp_path, "nothing_verified")
     assert result.outcome == "fallback" and result.category == "budget" and result.budget_reached
     assert "before the search verified a candidate" in result.reason

@@ -3,7 +3,7 @@ process of its own, the next problem runs normally, the device memory is checked
 (a stand-in reader here), and the text-mode summary prints with exit status 0.
 
 The problems run on the CPU backend in their own processes. "Mid-job" is made deterministic by a
-worker job that sleeps (``tests.lifetime_jobs.sleep_job``); the time limit is read from a stand-in
+worker job that sleeps (``tests.lifetime_tasks.sleep_task``); the time limit is read from a stand-in
 clock that jumps past it once the job has said it is running.
 """
 
@@ -59,12 +59,12 @@ def get_init_inputs():
     worker = get_worker("cpu")
     ready = []
     thread = threading.Thread(target=lambda: ready.append(
-        worker.call("kernelopt_core.measure.job_context:ready_job", {{}}, timeout_s=600)))
+        worker.call("kernelopt_core.measure.task_context:ready_task", {{}}, timeout_s=600)))
     thread.start()
     thread.join()
     with open(MARKER + ".problem", "w") as handle:
         json.dump({{"problem": os.getpid(), "ready_worker": ready[0].value["pid"]}}, handle)
-    worker.call("tests.lifetime_jobs:sleep_job", {{"marker": MARKER}}, timeout_s=600)
+    worker.call("tests.lifetime_tasks:sleep_task", {{"marker": MARKER}}, timeout_s=600)
     return []
 '''
 

@@ -171,7 +171,7 @@ def test_per_problem_table_shows_sol_before_and_after(tmp_path):
 
 
 def test_problem_sol_from_the_classify_timing_then_the_optimizer(monkeypatch):
-    from kernelopt_core.bench import problem_job
+    from kernelopt_core.bench import problem_main
     from kernelopt_core.measure import peaks as peaks_module
     from kernelopt_core.measure.launch_timing import LaunchTiming
     from kernelopt_core.measure.peaks import DevicePeaks
@@ -194,11 +194,11 @@ def test_problem_sol_from_the_classify_timing_then_the_optimizer(monkeypatch):
                           launch_traffic={2: LaunchTraffic(2, "big", big)},
                           graph_ideal=IdealBytes(4_000_000_000, 4_000_000_000, "graph inputs and outputs"))
     notes: list[str] = []
-    sol = problem_job._timed_sol(Graph(), timing, "cuda:0", notes)
+    sol = problem_main._timed_sol(Graph(), timing, "cuda:0", notes)
     # the longest Triton launch (order 1 is a vendor call): 8 GB in 2.5 ms at 4 TB/s = 80%
     assert sol["kernel"] == "big" and sol["baseline_pct"] == pytest.approx(80.0)
     assert sol["graph_baseline_pct"] == pytest.approx(50.0) and sol["source"] == "timed launch, module-call path"
-    after = problem_job._optimized_sol(sol, [{"name": "big", "sol_pct": 65.0, "sol_after_pct": 91.0,
+    after = problem_main._optimized_sol(sol, [{"name": "big", "sol_pct": 65.0, "sol_after_pct": 91.0,
                                                "traffic_ratio": 1.5, "causes": ["re-reads"]}])
     assert after["baseline_pct"] == 65.0 and after["after_pct"] == 91.0 and after["graph_baseline_pct"] == 50.0
-    assert problem_job._optimized_sol(sol, [{"name": "big", "sol_pct": None}]) is sol
+    assert problem_main._optimized_sol(sol, [{"name": "big", "sol_pct": None}]) is sol

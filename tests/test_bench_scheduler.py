@@ -150,7 +150,7 @@ def test_resume_runs_cancelled_problems_again_and_keeps_finished_ones(tmp_path):
 
 
 def test_problem_job_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
-    from kernelopt_core.bench import problem_job
+    from kernelopt_core.bench import problem_main
     from kernelopt_core.measure import worker as worker_module
 
     calls: list[tuple[str, str]] = []
@@ -165,6 +165,6 @@ def test_problem_job_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
             done.set()
 
     monkeypatch.setattr(worker_module, "get_worker", lambda device: FakeWorker(device))
-    problem_job._prestart_worker("cuda:0")
+    problem_main._prestart_worker("cuda:0")
     assert done.wait(5)
-    assert calls == [("cuda:0", "kernelopt_core.measure.job_context:ready_job")]
+    assert calls == [("cuda:0", "kernelopt_core.measure.task_context:ready_task")]

@@ -282,7 +282,7 @@ def test_accounting_runs_on_a_gpu_by_default_and_on_the_cpu_when_asked() -> None
 
 def test_no_optimize_campaign_problem_keeps_the_findings(tmp_path: Path) -> None:
     """--no-optimize: the problem process turns its accounting into findings without the optimizer."""
-    from kernelopt_core.bench.problem_job import ProblemState, _config_findings
+    from kernelopt_core.bench.problem_main import ProblemState, _config_findings
     from kernelopt_core.bench.suite import ProblemSpec
     from kernelopt_core.events import EventSink
 

@@ -14,7 +14,7 @@ def test_launch_limits_follow_the_original_between_floor_and_job_limit() -> None
     assert launch_limits(0.001, "cpu", 480.0) == (FIRST_LAUNCH_FLOOR_S["cpu"], LATER_LAUNCH_FLOOR_S["cpu"])
     assert launch_limits(0.001, "cuda:0", 480.0) == (180.0, 60.0)  # a GPU first launch compiles
     assert launch_limits(1.0, "cpu", 480.0) == (100.0, 100.0)  # 100x the original
-    assert launch_limits(10.0, "cuda", 480.0) == (480.0, 480.0)  # never past the job's own limit
+    assert launch_limits(10.0, "cuda", 480.0) == (480.0, 480.0)  # never past the task's own limit
     assert launch_limits(-1.0, "cpu", 5.0) == (5.0, 5.0)
 
 

@@ -126,8 +126,8 @@ def test_a_hung_candidate_fails_gate2_and_the_worker_is_replaced(graphs: dict[st
     from kernelopt_core.gates.registry import CommonSettings
     from kernelopt_core.measure.worker import Worker
 
-    # The worker's job timeout is the path under test. The job's own launch limit (0.8 x the job's time) would
-    # catch the spin first on a machine that sets the job up in under 1.6 s; lift it so the outcome does not
+    # The worker's task timeout is the path under test. The task's own launch limit (0.8 x the task's time) would
+    # catch the spin first on a machine that sets the task up in under 1.6 s; lift it so the outcome does not
     # depend on how fast the machine is. (The corpus's endless launcher covers the in-job limit.)
     settings = CommonSettings.of
     monkeypatch.setattr(CommonSettings, "of", classmethod(lambda cls, config: replace(settings(config),

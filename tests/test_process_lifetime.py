@@ -20,7 +20,7 @@ import pytest
 from conftest import processes_below, running
 
 from kernelopt_core.measure import worker_scratch
-from kernelopt_core.measure.job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
+from kernelopt_core.measure.task_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 from kernelopt_core.measure.worker import Worker
 from kernelopt_core.process_lifetime import ProcessTree, end_tree
 
@@ -179,8 +179,8 @@ def test_the_tree_ends_what_was_re_parented_through_the_session_it_was_in() -> N
 
 
 def _marker(path: Path, bound_s: float = 300.0) -> dict:
-    """The pids ``tests.lifetime_jobs.sleep_job`` wrote once it is mid-job (its worker starts torch)."""
-    wait_until(path.exists, f"the job writes {path.name}", bound_s)
+    """The pids ``tests.lifetime_tasks.sleep_task`` wrote once it is mid-job (its worker starts torch)."""
+    wait_until(path.exists, f"the task writes {path.name}", bound_s)
     return json.loads(path.read_text())
 
 
@@ -191,7 +191,7 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
 
         def start() -> None:  # as the bench's prestart does: a thread that ends once the worker is up
             first.append(threading.get_native_id())
-            first.append(worker.call("kernelopt_core.measure.job_context:ready_job", {}, timeout_s=600))
+            first.append(worker.call("kernelopt_core.measure.task_context:ready_task", {}, timeout_s=600))
 
         thread = threading.Thread(target=start)
         thread.start()
@@ -201,7 +201,7 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
         marker_path = tmp_path / "mid-job.json"
         calls: list = []
         job = threading.Thread(target=lambda: calls.append(worker.call(
-            "tests.lifetime_jobs:sleep_job", {"marker": str(marker_path)}, timeout_s=600)))
+            "tests.lifetime_tasks:sleep_task", {"marker": str(marker_path)}, timeout_s=600)))
         job.start()
         pids = _marker(marker_path)
         assert pids["worker"] == first[1].value["pid"]  # the same worker: it did not die with that thread

@@ -169,7 +169,7 @@ def test_device_for_graph() -> None:
         device_for_graph("tpu", "cuda")
 
 
-def time_launches_inside_job(payload: dict) -> dict:
+def time_launches_inside_task(payload: dict) -> dict:
     """Runs inside a cpu worker: time_launches must not start a nested worker there."""
     from kernelopt_core.measure import worker as worker_module
 
@@ -182,7 +182,7 @@ def test_time_launches_inside_a_worker_feeds_dispatch(cpu_example_dump: Path) ->
     from kernelopt_core.measure.launch_timing import launch_timing_from_json
     from kernelopt_core.measure.worker import get_worker
 
-    outcome = get_worker("cpu").call("tests.test_profile_cli:time_launches_inside_job",
+    outcome = get_worker("cpu").call("tests.test_profile_cli:time_launches_inside_task",
                                      {"dump": str(cpu_example_dump)}, timeout_s=300)
     assert outcome.ok, outcome.failure
     assert outcome.value["nested_workers"] == 0  # ran in the worker's own process

@@ -258,7 +258,7 @@ def _check_on_cpu(dump: Path, tmp: Path, minimum: set[str]) -> dict[str, float]:
     diffs: dict[str, float] = {}
     for kernel_name in sorted(set(kernels.values())):
         mine = {k: p for k, p in paths.items() if kernels[k] == kernel_name}
-        outcome = get_worker("cpu").call("kernelopt_core.search.kernel_jobs:compare_kernel_outputs", {
+        outcome = get_worker("cpu").call("kernelopt_core.search.kernel_tasks:compare_kernel_outputs", {
             "graph_path": str(dump), "device": "cpu", "kernel": kernel_name, "candidates": mine}, timeout_s=600)
         assert outcome.ok, outcome.failure
         for key, value in outcome.value["candidates"].items():

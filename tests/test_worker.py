@@ -1,6 +1,6 @@
 """The worker subprocess: typed results, typed failures, replacement after a crash or hang, cancel.
 
-The job functions below run inside the worker (imported there as ``tests.test_worker``).
+The task functions below run inside the worker (imported there as ``tests.test_worker``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import pytest
 
 from kernelopt_core.measure.worker import Worker, get_worker
 
-JOBS = "tests.test_worker"
+TASKS = "tests.test_worker"
 
 
-# --- jobs (run inside the worker) ------------------------------------------------------------
+# --- tasks (run inside the worker) -----------------------------------------------------------
 
 
-def echo_job(payload: dict) -> dict:
-    from kernelopt_core.measure.job_context import worker_device
+def echo_task(payload: dict) -> dict:
+    from kernelopt_core.measure.task_context import worker_device
 
     print("noise on stdout that must not corrupt the protocol")
     os.write(1, b"raw fd-1 noise\n")
@@ -30,37 +30,37 @@ def echo_job(payload: dict) -> dict:
             "interpret": os.environ.get("TRITON_INTERPRET")}
 
 
-def segfault_job(payload: dict) -> None:
+def segfault_task(payload: dict) -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def hang_job(payload: dict) -> None:
+def hang_task(payload: dict) -> None:
     time.sleep(payload.get("seconds", 3600))
 
 
-def raise_job(payload: dict) -> None:
+def raise_task(payload: dict) -> None:
     raise ValueError(f"bad value {payload.get('value')}")
 
 
-def oom_job(payload: dict) -> None:
+def oom_task(payload: dict) -> None:
     raise MemoryError("cannot allocate 1 TiB")
 
 
-def cuda_error_job(payload: dict) -> None:
+def cuda_error_task(payload: dict) -> None:
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
 
-def not_json_job(payload: dict) -> object:
+def not_json_task(payload: dict) -> object:
     return {"value": object()}
 
 
-def exit_job(payload: dict) -> None:
+def exit_task(payload: dict) -> None:
     os._exit(7)
 
 
-def leaves_memory_job(payload: dict) -> dict:
+def leaves_memory_task(payload: dict) -> dict:
     """As gate 2 does when device memory stays allocated after it freed its buffers."""
-    from kernelopt_core.measure.job_context import RECYCLE_KEY
+    from kernelopt_core.measure.task_context import RECYCLE_KEY
 
     return {"pid": os.getpid(), "passed": True, RECYCLE_KEY: "gate 2 left 5.00 GiB allocated"}
 
@@ -75,8 +75,8 @@ def worker():
     w.close()
 
 
-def test_job_runs_and_stdout_noise_is_harmless(worker: Worker) -> None:
-    outcome = worker.call(f"{JOBS}:echo_job", {"x": [1, 2]}, timeout_s=120)
+def test_task_runs_and_stdout_noise_is_harmless(worker: Worker) -> None:
+    outcome = worker.call(f"{TASKS}:echo_task", {"x": [1, 2]}, timeout_s=120)
     assert outcome.ok, outcome.failure
     assert outcome.value["echo"] == {"x": [1, 2]}
     assert outcome.value["pid"] != os.getpid()
@@ -85,102 +85,102 @@ def test_job_runs_and_stdout_noise_is_harmless(worker: Worker) -> None:
     assert worker.resolved_device == "cpu"
 
 
-def test_segfault_is_a_crash_and_the_next_job_runs(worker: Worker) -> None:
-    before = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
-    outcome = worker.call(f"{JOBS}:segfault_job", {}, timeout_s=60)
+def test_segfault_is_a_crash_and_the_next_task_runs(worker: Worker) -> None:
+    before = worker.call(f"{TASKS}:echo_task", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{TASKS}:segfault_task", {}, timeout_s=60)
     assert not outcome.ok and outcome.failure is not None
     assert outcome.failure.kind == "crash"
     assert "SIGSEGV" in outcome.failure.message
     assert "Segmentation fault" in (outcome.failure.traceback or "")  # faulthandler's report
-    after = worker.call(f"{JOBS}:echo_job", {"again": True}, timeout_s=120)
+    after = worker.call(f"{TASKS}:echo_task", {"again": True}, timeout_s=120)
     assert after.ok and after.value["echo"] == {"again": True}
     assert after.value["pid"] != before
 
 
 def test_hang_past_timeout_is_killed_and_replaced(worker: Worker) -> None:
     begin = time.monotonic()
-    outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 600}, timeout_s=1.0)
+    outcome = worker.call(f"{TASKS}:hang_task", {"seconds": 600}, timeout_s=1.0)
     assert outcome.failure is not None and outcome.failure.kind == "timeout"
     assert time.monotonic() - begin < 30
     assert 1.0 <= outcome.wall_s < 30
     # The replacement takes ~2-3 s to start (torch, the CPU backend); that does not count
-    # against the next job's own 1.5 s limit.
-    after = worker.call(f"{JOBS}:echo_job", {"n": 3}, timeout_s=1.5)
+    # against the next task's own 1.5 s limit.
+    after = worker.call(f"{TASKS}:echo_task", {"n": 3}, timeout_s=1.5)
     assert after.ok, after.failure
     assert after.value["echo"] == {"n": 3}
 
 
 def test_exception_is_an_error_and_the_worker_survives(worker: Worker) -> None:
-    pid = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
-    outcome = worker.call(f"{JOBS}:raise_job", {"value": 42}, timeout_s=60)
+    pid = worker.call(f"{TASKS}:echo_task", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{TASKS}:raise_task", {"value": 42}, timeout_s=60)
     assert outcome.failure is not None and outcome.failure.kind == "error"
     assert "ValueError: bad value 42" in outcome.failure.message
-    assert "raise_job" in (outcome.failure.traceback or "")
-    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=60).value["pid"] == pid  # same process
+    assert "raise_task" in (outcome.failure.traceback or "")
+    assert worker.call(f"{TASKS}:echo_task", {}, timeout_s=60).value["pid"] == pid  # same process
 
 
 def test_oom_and_unserializable_results_are_typed(worker: Worker) -> None:
-    oom = worker.call(f"{JOBS}:oom_job", {}, timeout_s=60)
+    oom = worker.call(f"{TASKS}:oom_task", {}, timeout_s=60)
     assert oom.failure is not None and oom.failure.kind == "oom"
-    bad = worker.call(f"{JOBS}:not_json_job", {}, timeout_s=60)
+    bad = worker.call(f"{TASKS}:not_json_task", {}, timeout_s=60)
     assert bad.failure is not None and bad.failure.kind == "error"
     assert "not JSON-serializable" in bad.failure.message
-    missing = worker.call("kernelopt_core.measure.no_such_module:job", {}, timeout_s=60)
+    missing = worker.call("kernelopt_core.measure.no_such_module:task", {}, timeout_s=60)
     assert missing.failure is not None and missing.failure.kind == "error"
     assert "no_such_module" in missing.failure.message
 
 
 def test_cuda_error_poisons_the_worker_which_is_replaced(worker: Worker) -> None:
-    pid = worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"]
-    outcome = worker.call(f"{JOBS}:cuda_error_job", {}, timeout_s=60)
+    pid = worker.call(f"{TASKS}:echo_task", {}, timeout_s=120).value["pid"]
+    outcome = worker.call(f"{TASKS}:cuda_error_task", {}, timeout_s=60)
     assert outcome.failure is not None and outcome.failure.kind == "cuda_error"
     assert "illegal memory access" in outcome.failure.message
-    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
+    assert worker.call(f"{TASKS}:echo_task", {}, timeout_s=120).value["pid"] != pid
 
 
-def test_a_job_that_leaves_memory_behind_keeps_its_result_and_gets_its_worker_replaced(worker: Worker) -> None:
-    from conftest import running  # here, not at the top: the worker imports this module for its jobs
+def test_a_task_that_leaves_memory_behind_keeps_its_result_and_gets_its_worker_replaced(worker: Worker) -> None:
+    from conftest import running  # here, not at the top: the worker imports this module for its tasks
 
-    outcome = worker.call(f"{JOBS}:leaves_memory_job", {}, timeout_s=120)
+    outcome = worker.call(f"{TASKS}:leaves_memory_task", {}, timeout_s=120)
     assert outcome.ok and outcome.value["passed"] is True  # the result stands
     pid = outcome.value["pid"]
-    assert worker.recycled and worker.recycled[-1] == f"pid {pid} after {JOBS}:leaves_memory_job: gate 2 left 5.00 GiB allocated"
+    assert worker.recycled and worker.recycled[-1] == f"pid {pid} after {TASKS}:leaves_memory_task: gate 2 left 5.00 GiB allocated"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and running(pid):
         time.sleep(0.05)
     assert not running(pid)  # the process that held the memory is gone, not merely forgotten
-    assert worker.call(f"{JOBS}:echo_job", {}, timeout_s=120).value["pid"] != pid
+    assert worker.call(f"{TASKS}:echo_task", {}, timeout_s=120).value["pid"] != pid
 
 
 def test_exit_is_a_crash_with_status(worker: Worker) -> None:
-    outcome = worker.call(f"{JOBS}:exit_job", {}, timeout_s=60)
+    outcome = worker.call(f"{TASKS}:exit_task", {}, timeout_s=60)
     assert outcome.failure is not None and outcome.failure.kind == "crash"
     assert "status 7" in outcome.failure.message
 
 
-def test_cancel_a_running_job(worker: Worker) -> None:
-    worker.call(f"{JOBS}:echo_job", {}, timeout_s=120)  # started, so the cancel hits the job itself
+def test_cancel_a_running_task(worker: Worker) -> None:
+    worker.call(f"{TASKS}:echo_task", {}, timeout_s=120)  # started, so the cancel hits the task itself
     cancel = threading.Event()
     timer = threading.Timer(0.5, cancel.set)
     timer.start()
     begin = time.monotonic()
-    outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 600}, timeout_s=120, cancel=cancel)
+    outcome = worker.call(f"{TASKS}:hang_task", {"seconds": 600}, timeout_s=120, cancel=cancel)
     timer.join()
     assert outcome.failure is not None and outcome.failure.kind == "cancelled"
     assert time.monotonic() - begin < 30
     already = threading.Event()
     already.set()
-    skipped = worker.call(f"{JOBS}:echo_job", {}, timeout_s=60, cancel=already)
+    skipped = worker.call(f"{TASKS}:echo_task", {}, timeout_s=60, cancel=already)
     assert skipped.failure is not None and skipped.failure.kind == "cancelled"
-    assert worker.call(f"{JOBS}:echo_job", {"after": "cancel"}, timeout_s=120).ok
+    assert worker.call(f"{TASKS}:echo_task", {"after": "cancel"}, timeout_s=120).ok
 
 
-def test_jobs_on_one_worker_are_serialized(worker: Worker) -> None:
+def test_tasks_on_one_worker_are_serialized(worker: Worker) -> None:
     results: list[tuple[float, float]] = []
 
     def run() -> None:
         begin = time.monotonic()
-        outcome = worker.call(f"{JOBS}:hang_job", {"seconds": 0.4}, timeout_s=60)
+        outcome = worker.call(f"{TASKS}:hang_task", {"seconds": 0.4}, timeout_s=60)
         assert outcome.ok
         results.append((begin, time.monotonic()))
 
@@ -191,13 +191,13 @@ def test_jobs_on_one_worker_are_serialized(worker: Worker) -> None:
     for t in threads:
         t.join()
     assert len(results) == 2
-    assert time.monotonic() - begin >= 0.8  # two 0.4 s jobs, one after the other
+    assert time.monotonic() - begin >= 0.8  # two 0.4 s tasks, one after the other
 
 
 def test_bad_device_is_a_startup_crash_not_an_exception() -> None:
     w = Worker("tpu:3")
     try:
-        outcome = w.call(f"{JOBS}:echo_job", {}, timeout_s=60)
+        outcome = w.call(f"{TASKS}:echo_task", {}, timeout_s=60)
         assert outcome.failure is not None and outcome.failure.kind == "crash"
         assert "unknown device 'tpu:3'" in outcome.failure.message
     finally:
@@ -230,7 +230,7 @@ def test_gate2_asks_for_a_fresh_worker_only_when_it_left_a_working_set_behind(mo
     reason = _retained_memory("cuda:0", 1 * gib, 5 * gib, memory, (1, 7))
     assert memory["retained_after_bytes"] == 5 * gib
     assert pools == [{(1, 7): "exchange arena"}] and memory["retained_census"] == {"blocks": 1}
-    assert reason and "the job left 5.00 GiB allocated" in reason and "replaced" in reason
+    assert reason and "the task left 5.00 GiB allocated" in reason and "replaced" in reason
     assert memory["worker_replaced"] == reason  # the verdict's memory record says so
     allocated[0] = 1 * gib + RETAINED_SLACK_BYTES  # a loaded graph's caches: slack, kept
     assert _retained_memory("cuda:0", 1 * gib, 64 * 2**20, memory) is None
@@ -260,45 +260,45 @@ def test_allocator_census_sums_live_blocks_by_pool_and_by_our_first_frame() -> N
     assert "KERNELOPT_MEMORY_HISTORY=1" in summary["by_origin"][1]["where"]
 
 
-def test_worker_job_memory_log_writes_a_line_per_job_and_a_census_past_slack(
+def test_worker_task_memory_log_writes_a_line_per_task_and_a_census_past_slack(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """KERNELOPT_MEMORY_HISTORY=<folder>: whichever job left memory allocated in the worker says so."""
+    """KERNELOPT_MEMORY_HISTORY=<folder>: whichever task left memory allocated in the worker says so."""
     import json
 
     import torch
 
     from kernelopt_core.measure import allocator_census
-    from kernelopt_core.measure.allocator_census import LOG_SLACK_BYTES, JobMemoryLog
+    from kernelopt_core.measure.allocator_census import LOG_SLACK_BYTES, TaskMemoryLog
 
     monkeypatch.setenv(allocator_census.HISTORY_ENV, str(tmp_path / "memory"))
-    assert JobMemoryLog.from_env("cpu") is None  # the CPU has no device allocator to watch
-    log = JobMemoryLog.from_env("cuda:0")
+    assert TaskMemoryLog.from_env("cpu") is None  # the CPU has no device allocator to watch
+    log = TaskMemoryLog.from_env("cuda:0")
     assert log is not None
     allocated = [10]
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: allocated[0])
     monkeypatch.setattr(allocator_census, "census", lambda names: {"blocks": 3})
-    log.record("gates.jobs:run_kernel_gate", 10)
+    log.record("gates.tasks:run_kernel_gate", 10)
     allocated[0] = 10 + LOG_SLACK_BYTES + 1
-    log.record("gates.jobs:time_candidate_kernel", 10)
+    log.record("gates.tasks:time_candidate_kernel", 10)
     lines = [json.loads(line) for line in (tmp_path / "memory" / allocator_census.LOG_NAME).read_text().splitlines()]
-    assert [line["job"] for line in lines] == ["gates.jobs:run_kernel_gate", "gates.jobs:time_candidate_kernel"]
+    assert [line["task"] for line in lines] == ["gates.tasks:run_kernel_gate", "gates.tasks:time_candidate_kernel"]
     assert "census" not in lines[0] and lines[1]["census"] == {"blocks": 3}
     assert lines[1]["allocated_after"] - lines[1]["allocated_before"] == LOG_SLACK_BYTES + 1
 
 
 def test_kernel_timing_asks_for_a_fresh_worker_when_a_candidate_left_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On the H200 each time_candidates job of a search left its exchange arena allocated in the worker
+    """On the H200 each time_candidates task of a search left its exchange arena allocated in the worker
     (4.3-5.4 GB per candidate, 30 GB after seven): the timings stand and the worker is replaced."""
     from kernelopt_core.gates.tasks import graph as tasks
-    from kernelopt_core.measure.job_context import RECYCLE_KEY
-    from kernelopt_core.search import kernel_jobs
+    from kernelopt_core.measure.task_context import RECYCLE_KEY
+    from kernelopt_core.search import kernel_tasks
 
-    answers = {"a.py": {"speedup": 1.2}, "b.py": {"speedup": 0.9, RECYCLE_KEY: "the job left 4.00 GiB allocated"}}
+    answers = {"a.py": {"speedup": 1.2}, "b.py": {"speedup": 0.9, RECYCLE_KEY: "the task left 4.00 GiB allocated"}}
     monkeypatch.setattr(tasks, "time_candidate_kernel", lambda payload: dict(answers[payload["restitched"]]))
-    result = kernel_jobs.time_candidates({"candidates": {"i1c1": "a.py", "i1c2": "b.py"}})
+    result = kernel_tasks.time_candidates({"candidates": {"i1c1": "a.py", "i1c2": "b.py"}})
     assert result["candidates"] == {"i1c1": {"speedup": 1.2}, "i1c2": {"speedup": 0.9}}
-    assert result[RECYCLE_KEY] == "the job left 4.00 GiB allocated"
+    assert result[RECYCLE_KEY] == "the task left 4.00 GiB allocated"
     answers["b.py"].pop(RECYCLE_KEY)
-    assert RECYCLE_KEY not in kernel_jobs.time_candidates({"candidates": {"i1c2": "b.py"}})
+    assert RECYCLE_KEY not in kernel_tasks.time_candidates({"candidates": {"i1c2": "b.py"}})

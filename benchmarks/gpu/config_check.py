@@ -33,7 +33,7 @@ if ROOT not in sys.path:
 from benchmarks.gpu.devicescript import KBSCALE, Budget, env_text, environment, write_record  # noqa: E402
 
 TARGETS = {"check_s": 60.0, "peak_over_working_set": 3.0}
-JOB = "kernelopt_core.measure.accounting_verify:verify_config_job"
+JOB = "kernelopt_core.measure.accounting_verify:verify_config_task"
 
 
 class DeviceMemorySampler:

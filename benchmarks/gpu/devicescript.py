@@ -178,11 +178,11 @@ def measured_peaks(device: str, *, refresh: bool = False, in_process: bool = Fal
     holds the GPU already). None on the CPU; ``{"error": ...}`` when they could not be measured."""
     if not device.startswith("cuda"):
         return None
-    from kernelopt_core.measure.peaks import DevicePeaks, device_peaks, peaks_job
+    from kernelopt_core.measure.peaks import DevicePeaks, device_peaks, peaks_task
 
     try:
         if in_process:
-            data = peaks_job({"device": device, "refresh": refresh})
+            data = peaks_task({"device": device, "refresh": refresh})
             peaks = DevicePeaks.from_json(data) if data else None
         else:
             from kernelopt_core.measure.worker import Worker
@@ -479,10 +479,10 @@ def compile_largest_graph(problem: str, work: str, device: str) -> tuple[dict[st
 
 def time_graph(graph: Any, device: str) -> Any:
     """One timed run of ``graph`` in this process, every launch's arguments recorded (LaunchTiming)."""
-    from kernelopt_core.measure.graph_jobs import time_launches_job
+    from kernelopt_core.measure.graph_tasks import time_launches_task
     from kernelopt_core.measure.launch_timing import launch_timing_from_json
 
-    timing = launch_timing_from_json(time_launches_job({"dump": graph.path, "device": device, "overheads": False}))
+    timing = launch_timing_from_json(time_launches_task({"dump": graph.path, "device": device, "overheads": False}))
     free_device_memory()
     return timing
 

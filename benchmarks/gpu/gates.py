@@ -114,7 +114,7 @@ def cascade_times(budget: Budget, work: str) -> dict[str, Any]:
 
     begin = time.monotonic()
     # the worker run_cascade uses ("cuda" resolves to "cuda:0" for these graphs)
-    started = get_worker("cuda:0").call("kernelopt_core.measure.job_context:ready_job", {}, timeout_s=300)
+    started = get_worker("cuda:0").call("kernelopt_core.measure.task_context:ready_task", {}, timeout_s=300)
     worker_start_s = round(time.monotonic() - begin, 2)
     rows: list[dict[str, Any]] = []
     for path in _fixture_graphs():

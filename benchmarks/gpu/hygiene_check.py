@@ -5,7 +5,7 @@ mid-job; after each problem, the processes left and the device memory against th
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT hygiene_check:600
     PYTHONPATH=.:server python3 benchmarks/gpu/hygiene_check.py OUT_DIR       # alone (also on the CPU)
 
-The middle problem is made to hold: its model set-up runs a worker job (:func:`hold_memory_job`)
+The middle problem is made to hold: its model set-up runs a worker job (:func:`hold_memory_task`)
 that allocates ``KERNELOPT_HYGIENE_HOLD_GIB`` (16) GiB on the GPU and sleeps, as the optimizer's
 worker did when the campaign of the issue lost 103 GB to a timed-out problem. The campaign's
 ``--timeout`` (``KERNELOPT_HYGIENE_TIMEOUT_S``: 180 s on the GPU, 150 s on the CPU) ends it. The
@@ -69,18 +69,18 @@ def get_inputs():
 
 def get_init_inputs():
     worker = get_worker("cuda:0" if torch.cuda.is_available() else "cpu")
-    worker.call("benchmarks.gpu.hygiene_check:hold_memory_job", {{"gib": {gib}, "marker": {marker!r}}},
+    worker.call("benchmarks.gpu.hygiene_check:hold_memory_task", {{"gib": {gib}, "marker": {marker!r}}},
                 timeout_s=36000)
     return []
 '''
 
 
-def hold_memory_job(payload: dict[str, Any]) -> dict[str, Any]:
+def hold_memory_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside the worker: hold ``gib`` GiB of device memory (a quarter GiB of host memory on the CPU),
     say so in ``marker``, and sleep until ended."""
     import torch
 
-    from kernelopt_core.measure.job_context import worker_device
+    from kernelopt_core.measure.task_context import worker_device
 
     device = worker_device()
     gib = float(payload["gib"]) if device.startswith("cuda") else 0.25
@@ -138,7 +138,7 @@ def _left(tag: str, bench_pid: int, running: str | None, confirm_s: float = 2.0)
         ours = _ours(tag)
         ours.pop(bench_pid, None)
         for pid, command in list(ours.items()):
-            if "kernelopt_core.bench.problem_job" in command and running and \
+            if "kernelopt_core.bench.problem_main" in command and running and \
                     f"/{running.replace('/', '__')}/" in command:
                 for below in [pid, *descendants(pid)]:
                     ours.pop(below, None)

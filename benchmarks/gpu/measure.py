@@ -9,7 +9,7 @@ In order, so that the most important figures survive a short budget:
 2. the nine fixture models (``benchmarks/problems/fixture_models``) through ``kernelopt compile``
    (max-autotune; ``default`` on the CPU backend), or the shared H200 dumps as they are;
 3. A/A noise of rmsnorm, softmax and matmul_bias_relu: 20 interleaved comparisons of the graph against
-   itself in the measurement worker (``graph_jobs:ab_graphs``, the module-call path gate 4 uses); the
+   itself in the measurement worker (``graph_tasks:ab_graphs``, the module-call path gate 4 uses); the
    figure is the median absolute deviation of the ratio (target <= 0.5%); where the module-call path
    misses it, the same through CUDA-graph replay;
 4. per graph: ``kernelopt inspect --time`` (classification, time shares), ``kernelopt profile
@@ -128,7 +128,7 @@ def _compile_all(names: list[str], device: str, out_dir: str, budget: Budget,
 def _ab(worker: Any, dump: str, device: str, **options: Any) -> Any:
     """One interleaved A/B comparison of the graph against itself in the worker."""
     payload = {"baseline": dump, "candidate": dump, **options, **({} if device.startswith("cuda") else CPU_AB)}
-    return worker.call("kernelopt_core.measure.graph_jobs:ab_graphs", payload, timeout_s=180)
+    return worker.call("kernelopt_core.measure.graph_tasks:ab_graphs", payload, timeout_s=180)
 
 
 def _aa_noise(worker: Any, dump: str, comparisons: int, device: str, budget: Budget,

@@ -10,7 +10,7 @@ survey reads: a third of the full profile's time, so that more problems fit a de
 
 1. compiles it with max-autotune (``kernelopt_core.compile.compile_problem``);
 2. runs the graph once timed, recording every launch's arguments (the ideal bytes) and the graph's
-   inputs and outputs (``graph_jobs.time_launches_job``, in that process);
+   inputs and outputs (``graph_tasks.time_launches_task``, in that process);
 3. profiles the graph's Triton kernels with ncu: only the SpeedOfLight and LaunchStats sections
    (ncu's memory/compute % for the paper's tier; grid, waves, SMs) and the DRAM byte, L2 hit and
    sector-efficiency metrics;

@@ -7,7 +7,7 @@ For each problem, in its own process under a per-problem cap (a driver over the 
 the rewrite families and the gates, as families.py):
 
 1. compile it with ``torch.compile(mode="max-autotune")`` (``kernelopt_core.compile.compile_problem``);
-2. time the graph once with every launch's arguments recorded (``graph_jobs.time_launches_job``) and
+2. time the graph once with every launch's arguments recorded (``graph_tasks.time_launches_task``) and
    measure the device's copy bandwidth (cached per GPU): the main kernel's ideal bytes, its timed
    duration and speed of light; the analyst's tier and causes (ncu too with ``KERNELOPT_WINDOW_NCU=1``);
 3. build the ``RewriteContext`` the search would (evidence from the analyst) and ask both families

@@ -68,7 +68,7 @@ class CampaignConfig(JsonRecord):
         """Fields for the optimizer's OptimizeConfig that this campaign sets (None = its default).
 
         The named fields win over ``optimizer_options``; fields the optimizer does not know are
-        dropped by the problem job (and noted in its result)."""
+        dropped by the problem's process (and noted in its result)."""
         values = {**self.optimizer_options, "provider": self.provider, "model": self.model, "beam_width": self.beam_width,
                   "iterations": self.iterations, "plans": self.plans, "retries": self.retries,
                   "force": self.force}

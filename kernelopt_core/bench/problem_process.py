@@ -1,17 +1,15 @@
 """Run one problem in its own subprocess: stream its progress, enforce its time limit, survive its crash.
 
-The subprocess (``python -m kernelopt_core.bench.problem_job``) writes the result file itself, and
+The subprocess (``python -m kernelopt_core.bench.problem_main``) writes the result file itself, and
 plans its search against the problem's budget (``--timeout``). When it dies (a segfault, an
 out-of-memory kill) an error result is written in its place, naming the last stage it reported.
-When it runs past its budget and a grace period (the backstop: :meth:`CampaignConfig.grace_s`), it
-is killed, and a problem that had reached the optimizer keeps what the run had verified, labelled
-"budget reached" (:mod:`.salvage`); one killed earlier is an error (timeout). Its stderr and any
-stray stdout go to ``<out>/logs/<name>.log``.
-
-Nothing outlives the problem: while it runs, its descendants are remembered by pid (the optimizer's
-worker runs in a session of its own; :mod:`kernelopt_core.process_lifetime`); when it ends, however
-it ends, every one of them still running is ended, with the groups and sessions they lead, and the
-result names what had to be ended. On a GPU slot the device memory is then checked against the
+Past its budget and a grace period (:meth:`CampaignConfig.grace_s`) it is killed: a problem that had
+reached the optimizer keeps what the run had verified, labelled "budget reached" (:mod:`.salvage`);
+one killed earlier is an error (timeout). Its stderr and stray stdout go to ``<out>/logs/<name>.log``.
+Nothing outlives the problem: its descendants are remembered by pid while it runs
+(:mod:`kernelopt_core.process_lifetime`; the optimizer's worker runs in a session of its own), and
+when it ends, however it ends, every one still running is ended with the groups and sessions it
+leads, and the result names them. On a GPU slot the device memory is then checked against the
 baseline read before the problem (:mod:`.device_memory`).
 """
 
@@ -112,7 +110,7 @@ def run_problem_process(spec: ProblemSpec, config: CampaignConfig, out_dir: str,
         try:
             # Owned: it dies with the bench, even on a kill -9 (process_lifetime).
             process = start_owned(
-                [sys.executable, "-m", "kernelopt_core.bench.problem_job", payload_path],
+                [sys.executable, "-m", "kernelopt_core.bench.problem_main", payload_path],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=problem_environment(config, slot),
                 start_new_session=True, cwd=work_dir,
             )

@@ -1,12 +1,11 @@
 """``kernelopt profile PATH [--kernel NAME] [--json] [--ncu-csv FILE [--peaks FILE]] [--events] [--device D]``.
 
 ``PATH`` may also be a project's own kernel file: ``kernelopt profile my_kernels.py --kernel K
---harness H`` (docs/user-kernels.md).
-
-Per Triton kernel: time, time share, speed of light (ideal bytes against the kernel time at the
-measured copy bandwidth), traffic ratio (DRAM bytes / ideal bytes), tier and causes, the paper's
-SOL-memory tier, DRAM/SM throughput, occupancy, registers, top ncu rule; per graph: its speed of
-light (inputs and outputs once, against the timed graph). Three sources, in order of preference:
+--harness H`` (docs/user-kernels.md). Per Triton kernel: time, time share, speed of light (ideal
+bytes against the kernel time at the measured copy bandwidth), traffic ratio (DRAM bytes / ideal
+bytes), tier and causes, the paper's SOL-memory tier, DRAM/SM throughput, occupancy, registers, top
+ncu rule; per graph: its speed of light (inputs and outputs once, against the timed graph).
+Three sources, in order of preference:
 * ``--ncu-csv FILE``: analyse an existing ncu CSV; nothing runs (ideal bytes from the wrapper's
   allocations when the dump is given, peaks from ``--peaks FILE``);
 * ncu on a GPU, through :mod:`kernelopt_core.measure.ncu_profile` (cached), with the launch
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     sink = json_line_sink() if args.events else EventSink()
     try:
-        with heartbeat(sink, 10.0) as beating:  # a job runner hears from a long ncu or timing job
+        with heartbeat(sink, 10.0) as beating:  # a job runner hears from a long ncu run or timing task
             result = profile(args, beating)
     except ProfileFailed as exc:
         if args.events:

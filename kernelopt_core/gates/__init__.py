@@ -1,6 +1,6 @@
 """Re-stitching and the four-gate verification cascade (see docs/gates.md).
 
-Importing this package never imports torch: the heavy work runs in worker jobs
+Importing this package never imports torch: the heavy work runs in worker tasks
 (:mod:`kernelopt_core.gates.tasks`) and a Triton compile subprocess (:mod:`.ptx_compile`).
 """
 

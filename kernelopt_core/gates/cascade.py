@@ -198,7 +198,7 @@ def _failure_verdict(task: str, device: str, failure: Any) -> dict[str, Any]:
     if failure is not None and ("failed to start" in failure.message or "did not start" in failure.message):
         raise CascadeSetupError(f"no worker for {device}: {failure.message.splitlines()[0]}")
     kind = failure.kind if failure else "error"
-    message = failure.message if failure else "the job failed"
+    message = failure.message if failure else "the task failed"
     numbers = {"failure": failure.to_json() if failure else None}
     if kind in ("oom", "error"):
         # The checker itself failed (the candidate runs in a process of its own): no verdict.

@@ -2,26 +2,15 @@
 
 :mod:`.decisions` lists what a candidate decides on data that its original does not. This module
 rewrites the candidate's source so that each such decision, wherever it is evaluated, adds to a
-counter buffer: slot ``4 i`` counts the evaluations in which decision ``i`` was true in some lane
-that counts, slot ``4 i + 1`` those in which it was false; slots ``4 i + 2`` and ``4 i + 3`` are
-written by the checker: 0, or 1 / 2 to force the decision true / false for as many evaluations as the
-second says (only synchronisation decisions, in the run that withholds a partial:
-:mod:`.decision_coverage`). Lanes that count are those of the masks
-:class:`~.decisions.Decision` names (the loads feeding the decision, or the stores after a
-reduction): a masked lane holds a load's ``other`` value, and an outcome seen only there proves
-nothing about the stored output.
-
-The counter buffer is one more argument, ``_kopt_counters`` (int32, ``4 * len(decisions)``):
-
-* a plain Inductor candidate takes it after its runtime parameters (its ``triton_meta`` signature
-  and ``mutated_arg_names`` say so), and is launched ``kernel.run(*args, counters, stream=...)``;
-* a launcher module (docs/launchers.md; users' kernels) takes it as the launcher's last parameter
-  and hands it to every ``kernel[grid](...)`` launch of its jit kernels, by keyword;
-* every ``@triton.jit`` helper takes it by keyword from its callers.
-
-The copy is a separate kernel from the one gate 4 times: it runs only in gate 2's coverage runs.
-The recording helpers use ``tl.sum`` and ``tl.atomic_add`` only, so the copy runs on the CPU
-interpreter and compiles for the GPU alike. Pure :mod:`ast`.
+counter buffer ``_kopt_counters`` (int32, ``4 * len(decisions)``): slot ``4 i`` counts the
+evaluations in which decision ``i`` was true in some lane that counts (the masks
+:class:`~.decisions.Decision` names: a masked lane's ``other`` value proves nothing), slot
+``4 i + 1`` those in which it was false; slots ``4 i + 2`` and ``4 i + 3`` are written by the
+checker to force a synchronisation decision one way for a number of evaluations
+(:mod:`.decision_coverage`). The buffer is one more argument of the kernel, the launcher or the
+jit helpers (how each takes it: docs/gates.md, "The instrumented copy"). The copy runs only in
+gate 2's coverage runs, never timed; its helpers use ``tl.sum`` and ``tl.atomic_add`` only, so it
+runs on the CPU interpreter and compiles for the GPU alike. Pure :mod:`ast`.
 """
 
 from __future__ import annotations

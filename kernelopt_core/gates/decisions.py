@@ -2,37 +2,16 @@
 on loaded data that its original does not, and the constructs gate 1 refuses outright.
 
 A rule that recognises known tricks is walked around by the next variant. The property gate 2
-holds instead (docs/gates.md, "Acceptance by evidence"): every decision a candidate ADDS is seen
-with both outcomes on inputs whose outputs were compared and matched. This module lists those
-decisions; :mod:`.decision_probe` instruments them and :mod:`.decision_coverage` collects the
-evidence.
-
-A **decision** is a choice the kernel makes on loaded data (a ``tl.load``, or an atomic's result:
-a cooperative kernel's "did the partial arrive" flag is one), or on anything computed from it:
-
-* ``comparison``: any comparison with a data operand, with any value (0 included), data against
-  data too, wherever its result flows (a ``tl.where``, an ``if``, a mask, ``v * (x > 0)``);
-* ``select`` / ``branch``: a ``tl.where`` condition, an ``if``/``while``/``x if c else y`` test on
-  data that holds no comparison itself (a loaded flag, ``bits & 1``);
-* ``loop bound``: a ``range`` whose bounds are data (recorded as "the loop runs at all");
-* ``min/max``: ``minimum``/``maximum``/``fmin``/``fmax``/``clamp`` of data, a select in disguise;
-* ``division``: a division by a data-derived value (recorded as "the divisor is zero or not
-  finite", where inf and NaN switch an output).
-
-Decisions the original makes itself (the same comparison of the same values: a max, a NaN check,
-a bounds check) need no new evidence; "the same" is equal :func:`canonical` text, with local names
-replaced by what they compute and loads by the buffer they read, so renaming does not hide it.
-
-**Kinds** gate 1 rejects where the original has none of them, since no outcome can be recorded for
-them: integer views of data (bit casts, float-to-int conversions, ``floor``/``rint``-like functions,
-``//`` and ``%`` on data) and addresses computed from data (a gather keyed on values). Also
-rejected: control flow on addresses (a comparison of pointers, a pointer cast to an integer, a
-pointer inside a condition) and a load from a buffer the original only writes, before the
-candidate writes it.
-
-Run-time constants are folded first (``libdevice.sqrt(2.0)``, ``tl.program_id(0) * 0 + 7``), so
-their values reach :attr:`Decision.constants` (gate 2's constants input set draws at and beside them).
-Pure :mod:`ast`; nothing of the module runs.
+holds instead: every decision a candidate ADDS is seen with both outcomes on inputs whose outputs
+were compared and matched. This module lists those decisions (:class:`Decision`: a comparison, a
+select or branch, a loop bound, a min/max or a division on loaded data or anything computed from
+it); :mod:`.decision_probe` instruments them and :mod:`.decision_coverage` collects the evidence.
+Decisions the original makes itself need no new evidence ("the same" is equal :func:`canonical`
+text, so renaming does not hide one). Gate 1 rejects the kinds no outcome can be recorded for
+(integer views of data, addresses computed from data, control flow on addresses, a read of a
+buffer the original only writes). Run-time constants are folded first, so their values reach
+:attr:`Decision.constants`. The kinds and rules in full: docs/gates.md, "Evidence for the
+decisions a candidate adds". Pure :mod:`ast`; nothing of the module runs.
 """
 
 from __future__ import annotations

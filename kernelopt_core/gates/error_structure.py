@@ -85,7 +85,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     ``r0_numel`` when its output keeps the reduced dimension), None for independent outputs. When
     that is not known (gate 3, at the graph's outputs), pass the output's last dimension: grouping
     independent outputs only costs significance, not grouping correlated ones costs false rejections.
-    Non-finite elements are skipped (their positions are :func:`input_sets.compare_outputs`'s job).
+    Non-finite elements are skipped (their positions are checked by :func:`.input_sets.compare_outputs`).
     ``sensitivity``: (max, mean) of |original(inputs moved by one ulp) - original(inputs)| (gate 2): how far
     rounding alone moves the original's outputs, which floors the element and bias scales where the
     outputs amplify rounding (a layer norm of rows at mean 1000 with weights of 1000).

@@ -1,42 +1,14 @@
-"""Input sets for gates 2 and 3 (issue 20, item 3): inputs that find wrong kernels.
+"""Input sets for gates 2 and 3: named, seeded inputs that find wrong kernels.
 
 Random normal inputs never show a kernel that drops a norm's eps (constant rows), divides by N-1,
 computes a one-pass variance (mean >> std), takes a softmax's row max over padded lanes (rows
 below -60), drops NaN, skips blocks of zeros or misbehaves outside a value range. Each input set
-here is a named generator that fills a floating tensor **in place**, seeded, on the tensor's own
-device, a bounded chunk at a time (no full-size temporary): gate 2 fills the kernel's captured
-floating inputs with it, gate 3 the graph's inputs at the graph's shapes, and both compare the
-candidate's outputs with the original's under :func:`compare_outputs`.
-
-A *row* is ``row_length`` consecutive elements in the tensor's logical order: the kernel's
-reduction length (``r0_numel``) for a reduction kernel, or ``None`` for a pointwise kernel, where
-rows are the tensor's last dimension. The input sets:
-
-========================  ======================================================================
-``nan-inf``               random normal values with NaN, +Inf and -Inf at a few positions
-``zeros``                 every element 0
-``zero-blocks``           random normal values with aligned blocks (and whole rows) of zeros
-``constant-rows``         each row one value
-``low-variance-rows``     each row mean m with a standard deviation of a few ulps of m
-``offset-rows``           each row mean ~1000 with standard deviation 1 (mean >> std)
-``all-negative``          uniform in [-130, -110]: exp underflows to 0 (below -104, -88 with FTZ), so a
-                          softmax whose max includes a padded lane's 0 divides 0 by 0; a spread of 20
-                          puts many softmax probabilities between 1e-9 and 1e-5
-``all-positive``          uniform in [0.5, 100]
-``near-max``              random signs, magnitudes in [0.5, 1] x the dtype's largest finite value / H,
-                          H = 1024 (fp32, bf16) or 32 (fp16): sums of H values cannot overflow in any
-                          order, squares and exp still do
-``denormals``             random signs, magnitudes below the dtype's smallest normal
-``tail-extreme``          (reductions) random normal rows whose extreme (+-30) is the row's last
-                          element, in the last, masked chunk of any block size
-========================  ======================================================================
-
-The comparison rule: the candidate's NaN, +Inf and -Inf positions must be the original's; the
-elements finite in both are compared with the gate's ``atol``/``rtol`` (``torch.isclose``), and, on
-the input sets whose ``error_structure`` is True, with :func:`.error_structure.error_structure`.
-
-Values depend only on the seed, the input set and the flat index, never on the chunking or the
-tensor's layout. Worker-side: torch is imported inside the functions only.
+here (:data:`INPUT_SETS`) fills a floating tensor **in place**, seeded, on the tensor's own device,
+a bounded chunk at a time: gate 2 fills the kernel's captured floating inputs with it, gate 3 the
+graph's inputs, and both compare the outputs under :func:`compare_outputs`. A *row* is
+``row_length`` consecutive elements (a reduction's length, or the last dimension). Values depend
+only on the seed, the set and the flat index. What each set holds and the comparison rule:
+docs/gates.md, "Gate 2, multi-seed kernel correctness". Torch is imported inside the functions only.
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
 """Gate 2, multi-seed kernel correctness. Runs inside a worker (imports torch inside functions).
 
 The original kernel runs here, in the checker; the candidate runs in its own contained process
-(:mod:`kernelopt_core.sandbox`) on exchange buffers this process lays out and inspects. Both run
-on the same arguments:
-
-1. the arguments captured at the kernel's launch in a real run of the graph (a warm-up launch of
-   the candidate first, so an autotuner's trial runs never overwrite the poison);
-2. fresh random inputs per seed, drawn from a different distribution each time (randn, uniform
-   with an offset, small integers stored as floats), plus one large-magnitude set, and the input
-   input sets of :mod:`.input_sets` (NaN/Inf, zeros, constant rows, ...), each floating input its
-   own draw; for a candidate that adds decisions also :mod:`.structured_input_sets` (sign blocks, row
-   shapes, its constants, the magnitude sweep) and one run with a tensor passed twice;
-3. the candidate's re-runs on the first seed's inputs (on the CPU interpreter in a shuffled program
-   order), which must reproduce its first result bit for bit;
-4. a run with the previous set's outputs left in the output buffers, changed where they equal the
-   right answer: a candidate that skips work and leaves any element in place fails.
-
-Every tensor argument sits in a guarded allocation and every output is poisoned with a NaN payload
-first (:mod:`kernelopt_core.sandbox.guarded_buffers`): unwritten elements, writes outside a tensor,
-reads from outside one and writes into inputs are all caught.
-
-Memory: the argument values, the original's guarded copy and the candidate's guarded copy, each
-about the launch's working set W, are allocated once and reused by every run, and comparisons go
-chunk by chunk, so gate 2 holds about 3 W (plus guards) at any time. Random inputs are drawn in
-place into the same buffers.
-
-Tolerance: atol = rtol = 1e-3 for fp32 (and fp64), 1e-2 for fp16/bf16, exact for integers.
+(:mod:`kernelopt_core.sandbox`) on exchange buffers this process lays out and inspects. Both run on
+the captured launch arguments, fresh random inputs per seed, the input sets (:mod:`.input_sets`,
+and :mod:`.structured_input_sets` for a candidate that adds decisions), re-runs that must reproduce
+the first result bit for bit, and a run with stale outputs left in the buffers. Every tensor sits
+in a guarded allocation and every output is poisoned first (:mod:`kernelopt_core.sandbox.
+guarded_buffers`), so unwritten elements and stray reads or writes are caught. The argument values
+and both guarded copies (about 3 W for a working set W) are allocated once and reused by every run;
+comparisons go chunk by chunk. Tolerance: atol = rtol = 1e-3 for fp32 (and fp64), 1e-2 for
+fp16/bf16, exact for integers. The runs in full: docs/gates.md, "Gate 2, multi-seed kernel
+correctness".
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ from .step_clock import StepClock
 
 CURRENT_STREAM = "__current_stream__"
 
-# A hung candidate must cost a bounded wait, not the job's whole time: each of its launches gets
-# LAUNCH_TIME_FACTOR times the original's time, at least a floor, at most the job's run limit. The
+# A hung candidate must cost a bounded wait, not the task's whole time: each of its launches gets
+# LAUNCH_TIME_FACTOR times the original's time, at least a floor, at most the task's run limit. The
 # floors allow for compiling: a GPU candidate's first launch compiles its kernels (several, for a
 # launcher), a later one may compile another specialisation; the CPU interpreter compiles nothing.
 LAUNCH_TIME_FACTOR = 100.0
@@ -590,10 +590,9 @@ def input_set_tolerance_scale(floor: float, input_magnitude: float, output_magni
     """How much larger than unit scale an input set's absolute tolerance is.
 
     Up to :data:`INPUT_SCALE_CAP` the inputs' largest magnitude sets it. Beyond, the original's largest
-    output does, never more than the inputs: a linear kernel's outputs are as large as its inputs (on the
-    H200 an average pool of values near 3e35 rounded by 3e28 where its terms cancelled, in 16,674 of 537
-    million outputs, and the correct rewrite was rejected at a cap of 1e6), while a normalising kernel's
-    stay near 1 and keep the tolerance as tight as the cap."""
+    output does, never more than the inputs: a linear kernel's outputs are as large as its inputs, and so
+    is its rounding where terms cancel (docs/gates.md has the average pool that showed it), while a
+    normalising kernel's stay near 1 and keep the tolerance as tight as the cap."""
     scale = max(floor, min(input_magnitude, INPUT_SCALE_CAP))
     if input_magnitude > INPUT_SCALE_CAP:
         scale = max(scale, min(input_magnitude, output_magnitude))

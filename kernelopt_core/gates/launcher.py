@@ -1,19 +1,17 @@
 """The launcher contract, as code: rewrite a kernel module's launch configuration.
 
 The wrapper launches every kernel as ``kernel.run(<runtime args>, stream=...)``; the
-``@triton_heuristics.<kind>(...)`` decorator turns the ``@triton.jit`` function into the object
-that has ``run``, picks the block sizes (constexpr meta-parameters) and ``num_warps``/``num_stages``
-from its configs, and computes the grid from ``inductor_meta['grid_type']``. A candidate changes
-its launch configuration by changing that decorator (see docs/gates.md for the full contract):
+``@triton_heuristics.<kind>(...)`` decorator makes the ``@triton.jit`` function the object that has
+``run``, picks the block sizes and ``num_warps``/``num_stages`` from its configs, and computes the grid
+from ``inductor_meta['grid_type']``. A candidate changes its launch configuration by changing that
+decorator (the full contract: docs/gates.md, "The launcher contract"):
 
 * one fixed config: ``@triton_heuristics.fixed_config(config={'XBLOCK': 64, 'num_warps': 2}, ...)``;
-* several, autotuned on the GPU (the CPU interpreter runs the first):
-  ``@triton_heuristics.user_autotune(configs=[{...}, {...}], ...)``;
+* several, autotuned on the GPU (the CPU interpreter runs the first): ``user_autotune(configs=[...])``;
 * its own grid: ``inductor_meta['grid_type'] = 'PrecomputedGrid'`` with ``precomputed_grids``, one
   entry per config, each a Python expression per grid axis over the kernel's runtime arguments.
 
-Pure Python (:mod:`ast`), no torch: the agents use it to write candidates, the tests to build
-the adversarial corpus.
+Pure Python (:mod:`ast`), no torch: the agents write candidates with it, the tests the adversarial corpus.
 """
 
 from __future__ import annotations

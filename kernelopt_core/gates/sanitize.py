@@ -1,20 +1,16 @@
 """compute-sanitizer on a finalist's captured launch (GPU only): stray accesses and races.
 
 For every finalist on a GPU, gate 3 runs ``compute-sanitizer --tool memcheck`` and ``--tool
-racecheck``, both, each timed, on a small program (:func:`main`) that captures the kernel's first
-launch from the baseline graph, applies the candidate-process policy, loads the candidate and
-launches each of its configs once on copies of the captured arguments. Only the candidate is
-instrumented (its jit functions renamed with :data:`CHECKED_SUFFIX`); the caching allocator is off
-so that each tensor is its own allocation.
-
-Errors reject the candidate; a sanitizer that is missing or cannot run is a note in the verdict. A target
-that ran out of device memory (memcheck's "Program hit cudaErrorMemoryAllocation ... on CUDA API call")
-could not run: no error of the candidate's; its run says ``out_of_memory`` and gate 3 runs a run started
-beside other work again alone (gates/tasks/graph.py).
-racecheck runs only on kernels whose compile uses shared memory (unknown counts as used). The worker
-side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing heavy; :func:`main` runs only
-under the sanitizer. :func:`run_target` and :func:`sanitize_kernels` are shared with user kernels.
-Why each choice: docs/design-notes.md, "gates/sanitize.py".
+racecheck``, each timed, on a small program (:func:`main`) that captures the kernel's first launch
+from the baseline graph, applies the candidate-process policy, loads the candidate and launches each
+of its configs once on copies of the captured arguments. Only the candidate is instrumented (its jit
+functions renamed with :data:`CHECKED_SUFFIX`); the caching allocator is off so that each tensor is
+its own allocation. Errors reject the candidate; a sanitizer that is missing or cannot run is a note
+in the verdict, and a target that ran out of device memory could not run (``out_of_memory``: gate 3
+runs a run started beside other work again alone). racecheck runs only on kernels whose compile uses
+shared memory (unknown counts as used). :func:`sanitize_finalist` and :func:`run_sanitizer` import
+nothing heavy; :func:`main` runs only under the sanitizer; :func:`run_target` and
+:func:`sanitize_kernels` are shared with user kernels. Why: docs/design-notes.md, "gates/sanitize.py".
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..measure.job_context import worker_scratch
+from ..measure.task_context import worker_scratch
 from ..process_lifetime import die_with_owner, end_tree, owned_command, start_owned
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -177,9 +173,8 @@ TARGET_COPIES = 3
 MEMCHECK_MARGIN = 1.25
 TARGET_FIXED_BYTES = 1 << 30
 TARGETS_SIDE_BY_SIDE = len(TOOLS)
-# What the gate the tools start beside holds at its peak, in units of W: gate 2's reserved peak was 3.0x
-# the launch's working set on the H100 (softmax_long_rows, 38.8 GB at 12.9 GB; benchmarks/results/h100/session10),
-# and a kernel's working set is at most its graph's.
+# What the gate the tools start beside holds at its peak, in units of W: gate 2's reserved peak, as
+# measured on a GPU (docs/gates.md, "Beside the other gates"); a kernel's working set is at most its graph's.
 HELD_BESIDE_RATIO = 3.0
 
 
@@ -242,7 +237,7 @@ def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str |
     """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now, so that
     gate 2's battery and gate 3's seeds go on while the tools start their targets (the larger part of their
     time). ``key`` names the finalist (its re-stitched graph): gate 3 takes a run begun during gate 2 with
-    :func:`claim_sanitizer`. The next job of any other finalist waits for a run left going
+    :func:`claim_sanitizer`. The next task of any other finalist waits for a run left going
     (:func:`settle_sanitizer`), so that no timing shares the device with it."""
     settle_sanitizer()
     if not beside:

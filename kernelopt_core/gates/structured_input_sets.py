@@ -3,32 +3,13 @@
 A candidate that takes a shortcut when one input has some property (a block all positive, a row
 sorted, a row equal to the previous one, a row that leads with its maximum, a sparse row, a value
 equal to one of its constants, a magnitude past a threshold) is wrong only where the property holds.
-Random normal inputs almost never have it; these input sets make it common, each in a random subset of
-blocks or rows chosen by the seed. Gate 2 fills every floating input with its own seed, so where one
-input has the property the others mostly do not, and every mix of "has it" and "has it not" across
-inputs occurs somewhere in the tensor.
-
-========================  ======================================================================
-``sign-blocks``           aligned blocks (and whole rows) all positive, all negative or mixed
-``sorted-rows``           rows strictly increasing, strictly decreasing, or random; the sorted rows
-                          are curved (their mean is not the mean of their ends)
-``repeated-rows``         row pairs: the second equals the first, equals it but for one element, or
-                          is independent
-``leading-max-rows``      rows that lead with their maximum, with several elements above the rest,
-                          with several above the rest but the last larger still, or random
-``sparse-rows``           rows with no, one, 1/64 or 1/8 non-zero elements
-``constants``             values at and one ulp beside each of the candidate's constants, their
-                          negations and near misses, per element and in whole blocks
-``magnitude-sweep``       random normal values times a log-uniform scale per group of rows, from
-                          1e-30 to 1e30 (within the dtype's range), and denormal rows
-========================  ======================================================================
-
-The magnitude sweep has no tolerance of its own: its scales span 60 decades, so gate 2 compares it
-element by element against a floor taken from the original's own outputs at each scale
-(:func:`.error_structure.windowed_floor_check`).
-
-Values depend only on the seed, the input set and the flat index (as :mod:`.input_sets`'s).
-Worker-side: torch is imported inside the functions only.
+Random normal inputs almost never have it; these input sets (:data:`STRUCTURED_INPUT_SETS`) make it
+common, each in a random subset of blocks or rows chosen by the seed. Gate 2 fills every floating
+input with its own seed, so every mix of "has it" and "has it not" across inputs occurs somewhere.
+The magnitude sweep has no tolerance of its own: gate 2 compares it against the original's own
+rounding at each scale (:func:`.error_structure.windowed_floor_check`). The sets, one by one:
+docs/gates.md, "The input sets". Values depend only on the seed, the set and the flat index (as
+:mod:`.input_sets`'s). Worker-side: torch is imported inside the functions only.
 """
 
 from __future__ import annotations

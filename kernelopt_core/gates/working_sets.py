@@ -1,7 +1,7 @@
-"""Worker job: give back every working set the search's gate jobs keep between jobs.
+"""Worker task: give back every working set the search's gate tasks keep between tasks.
 
 Between candidates the worker keeps a candidate's contained process (kernel timing reuses it), a spare
-one, and the baseline's timing process holding the original graph and its arguments. A job that needs
+one, and the baseline's timing process holding the original graph and its arguments. A task that needs
 the device to itself, such as a configuration check compiling the whole problem twice, runs after this
 one, so that no second process holds a working set on the device beside it.
 """

@@ -394,10 +394,10 @@ def _device_of(inputs: list[Any]) -> str:
 # --- entry points: a problem file, a dump ------------------------------------------------------
 
 
-def account_problem_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker job: ``{"problem", "mode", "alternatives"}`` -> the accounting as JSON."""
+def account_problem_task(payload: dict[str, Any]) -> dict[str, Any]:
+    """Worker task: ``{"problem", "mode", "alternatives"}`` -> the accounting as JSON."""
     from ..compile import build_problem, load_problem
-    from .job_context import worker_device
+    from .task_context import worker_device
 
     device = payload.get("device") or worker_device()
     if device == "auto":
@@ -415,14 +415,14 @@ def account_problem_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 def account_problem(problem: str, mode: str = "max-autotune", device: str = "auto", *, alternatives: bool = True,
                     worker: Any = None, timeout_s: float = 600.0) -> CallableAccounting:
-    """Run :func:`account_problem_job` in the device's worker; raises :class:`AccountingError`."""
+    """Run :func:`account_problem_task` in the device's worker; raises :class:`AccountingError`."""
     if not os.path.isfile(problem):
         raise AccountingError(f"{problem}: no such problem file")
     if worker is None:
         from .worker import get_worker
 
         worker = get_worker(device)
-    outcome = worker.call("kernelopt_core.measure.accounting_run:account_problem_job",
+    outcome = worker.call("kernelopt_core.measure.accounting_run:account_problem_task",
                           {"problem": os.path.abspath(problem), "mode": mode, "alternatives": alternatives},
                           timeout_s=timeout_s)
     if not outcome.ok:
@@ -475,10 +475,10 @@ def overheads_for_graph(graph: CompiledGraph, device: str, module: ModuleType | 
     return items
 
 
-def overheads_for_graph_job(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Worker job: ``{"path": output_code.py}`` -> overhead items as JSON."""
+def overheads_for_graph_task(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Worker task: ``{"path": output_code.py}`` -> overhead items as JSON."""
     from ..artifacts import parse_output_code
-    from .job_context import worker_device
+    from .task_context import worker_device
 
     graph = parse_output_code(str(payload["path"]))
     return [item.to_json() for item in overheads_for_graph(graph, payload.get("device") or worker_device())]

@@ -167,14 +167,14 @@ def _own_frame(model: Any) -> Any:
     return StaticInputsModel(model)
 
 
-def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker job: ``{"problem", "baseline_mode", "candidate_mode", "static_inputs"?, "seeds"?, "tol"?,
+def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
+    """Worker task: ``{"problem", "baseline_mode", "candidate_mode", "static_inputs"?, "seeds"?, "tol"?,
     "min_speedup"?, "rounds"?}``."""
     import torch
 
     from ..compile import build_problem, load_problem
     from .accounting_run import SyncedTimer, compile_callable
-    from .job_context import worker_device
+    from .task_context import worker_device
 
     device = payload.get("device") or worker_device()
     if device == "auto":
@@ -199,7 +199,7 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         sys.modules.setdefault(problem.__name__, problem)
     cuda = device.startswith("cuda")
     if cuda:
-        torch.cuda.reset_peak_memory_stats(device)  # this job's peak, not an earlier job's in this worker
+        torch.cuda.reset_peak_memory_stats(device)  # this task's peak, not an earlier task's in this worker
     model, inputs = build_problem(problem, device)
     gates: list[dict[str, Any]] = []
     with torch.no_grad():
@@ -271,7 +271,7 @@ def verify_config_job(payload: dict[str, Any]) -> dict[str, Any]:
         "cudagraphs": {"baseline": mode_uses_cudagraphs(modes["baseline"]) and not base_skipped and device != "cpu",
                        "candidate": mode_uses_cudagraphs(modes["candidate"]) and not cand_skipped and device != "cpu"},
         "notes": notes,
-        # the device's allocator peak over the job and the problem's inputs and outputs (None on the CPU)
+        # the device's allocator peak over the task and the problem's inputs and outputs (None on the CPU)
         "memory": {"peak_bytes": peak, "working_set_bytes": working,
                    "peak_over_working_set": round(peak / working, 3) if peak and working else None},
     }

@@ -1,17 +1,15 @@
-"""What a worker's CUDA allocator still holds after a job, and where it came from.
+"""What a worker's CUDA allocator still holds after a task, and where it came from.
 
-Gate 2 asks for a census when more is allocated after a job than before it (a screen of a large
-max-pool was seen to leave one working set behind each time). Live blocks are summed
+Gate 2 asks for a census when more is allocated after a task than before it (a screen of a large
+max-pool was seen to leave one working set behind each time). Live blocks are summed by memory pool
+(the exchange arena's private pool, where a buffer alive after its arena closed is held by torch's
+CUDA-IPC bookkeeping, against the worker's default pool, where a Python reference of ours holds it)
+and by the first frame of ours that allocated them, when the worker records allocation history
+(``KERNELOPT_MEMORY_HISTORY=1``: a debugging knob, it slows every allocation a little).
 
-* by memory pool: the exchange arena's private pool against the worker's default pool. An exchange
-  buffer alive after its arena closed is held by torch's CUDA-IPC bookkeeping (a candidate process
-  never let go of it); a default-pool block is held by a Python reference of ours;
-* by the first frame of ours that allocated them, when the worker records allocation history
-  (``KERNELOPT_MEMORY_HISTORY=1``: a debugging knob, it slows every allocation a little).
-
-With ``KERNELOPT_MEMORY_HISTORY=<folder>`` the worker also appends one line per job to
-``<folder>/worker-jobs.jsonl`` (:class:`JobMemoryLog`): its allocation before and after the job, and a
-census when the job left more than slack behind, whichever job it was.
+With ``KERNELOPT_MEMORY_HISTORY=<folder>`` the worker also appends one line per task to
+``<folder>/worker-tasks.jsonl`` (:class:`TaskMemoryLog`): its allocation before and after the task,
+and a census when the task left more than slack behind, whichever task it was.
 
 Runs inside a worker (torch imported inside the functions). :func:`summarize` is pure, for tests.
 """
@@ -28,8 +26,8 @@ HISTORY_ENV = "KERNELOPT_MEMORY_HISTORY"
 DEFAULT_POOL = (0, 0)
 _HISTORY_ENTRIES = 200_000
 _OUR_PACKAGE = "kernelopt_core"
-LOG_NAME = "worker-jobs.jsonl"
-LOG_SLACK_BYTES = 256 * 2**20  # what a job may leave (a loaded graph's caches) before the log takes a census
+LOG_NAME = "worker-tasks.jsonl"
+LOG_SLACK_BYTES = 256 * 2**20  # what a task may leave (a loaded graph's caches) before the log takes a census
 
 
 def start_history(device: str) -> bool:
@@ -51,7 +49,7 @@ def census(pool_names: Mapping[tuple[int, int], str], top: int = 8) -> dict[str,
         import torch
 
         segments = torch.cuda.memory._snapshot()["segments"]
-    except Exception as exc:  # noqa: BLE001 - a diagnosis must never fail the job it diagnoses
+    except Exception as exc:  # noqa: BLE001 - a diagnosis must never fail the task it diagnoses
         return {"error": f"no allocator snapshot: {type(exc).__name__}: {exc}"}
     return summarize(segments, pool_names, top)
 
@@ -103,13 +101,13 @@ def settled_allocated() -> int:
 
 
 @dataclass
-class JobMemoryLog:
-    """One line per worker job: the allocator before and after it, and a census past slack."""
+class TaskMemoryLog:
+    """One line per worker task: the allocator before and after it, and a census past slack."""
 
     path: str
 
     @classmethod
-    def from_env(cls, device: str) -> JobMemoryLog | None:
+    def from_env(cls, device: str) -> TaskMemoryLog | None:
         folder = os.environ.get(HISTORY_ENV, "")
         if folder in ("", "0", "1") or not device.startswith("cuda"):
             return None
@@ -122,13 +120,13 @@ class JobMemoryLog:
 
         return int(torch.cuda.memory_allocated())
 
-    def record(self, job: str, before: int) -> None:
+    def record(self, task: str, before: int) -> None:
         after = settled_allocated()
-        entry: dict[str, Any] = {"pid": os.getpid(), "job": job, "allocated_before": before, "allocated_after": after}
+        entry: dict[str, Any] = {"pid": os.getpid(), "task": task, "allocated_before": before, "allocated_after": after}
         if after - before > LOG_SLACK_BYTES:
             entry["census"] = census({})
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
 
 
-__all__ = ["HISTORY_ENV", "JobMemoryLog", "census", "settled_allocated", "start_history", "summarize"]
+__all__ = ["HISTORY_ENV", "TaskMemoryLog", "census", "settled_allocated", "start_history", "summarize"]

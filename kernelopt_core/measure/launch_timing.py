@@ -2,7 +2,7 @@
 
 ``kernelopt inspect --time`` and ``kernelopt profile`` use this; besides the times it carries each
 launch's arguments (for the ideal bytes) and the graph's ideal bytes. Nothing here
-imports torch; the timing itself runs in :mod:`kernelopt_core.measure.graph_jobs` inside a worker.
+imports torch; the timing itself runs in :mod:`kernelopt_core.measure.graph_tasks` inside a worker.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from typing import Any
 from ..artifacts.model import CompiledGraph
 from ..dispatch import OverheadItem
 from .devices import device_for_graph
-from .job_context import in_worker, worker_device
+from .task_context import in_worker, worker_device
 from .traffic import IdealBytes, LaunchTraffic
 from .worker import JobFailure, Worker, get_worker
 
-LAUNCH_JOB = "kernelopt_core.measure.graph_jobs:time_launches_job"
+LAUNCH_JOB = "kernelopt_core.measure.graph_tasks:time_launches_task"
 # Above this share of the graph's time outside kernels and vendor calls, a graph is launch-bound.
 LAUNCH_BOUND_SHARE = 0.20
 
 
 class MeasurementError(RuntimeError):
-    """A measurement job failed; ``failure`` says how (timeout, crash, oom, ...)."""
+    """A measurement task failed; ``failure`` says how (timeout, crash, oom, ...)."""
 
     def __init__(self, what: str, failure: JobFailure):
         self.failure = failure
@@ -71,11 +71,11 @@ def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker 
     if iters:
         payload["iters"] = iters
     if worker is None and in_worker() and worker_device() == resolved:
-        # Already inside the worker that owns this device (a job timing a graph): no nested worker.
-        from .graph_jobs import time_launches_job
+        # Already inside the worker that owns this device (a task timing a graph): no nested worker.
+        from .graph_tasks import time_launches_task
 
         try:
-            return launch_timing_from_json(time_launches_job(payload))
+            return launch_timing_from_json(time_launches_task(payload))
         except Exception as exc:  # noqa: BLE001 - the same typed error the worker path gives
             raise MeasurementError(f"timing the launches of {graph.name}",
                                    JobFailure("error", f"{type(exc).__name__}: {exc}")) from exc

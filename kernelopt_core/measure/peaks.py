@@ -5,7 +5,7 @@ The analyst's roofline uses what this GPU actually reaches, not the datasheet:
 * matmul: a bf16 8192 x 8192 x 8192 matmul (2 * 8192^3 FLOP).
 Each is the median of several CUDA-event-timed runs after warm-up. The result is cached as JSON
 in the cache folder, keyed by the GPU's name, and measured once per GPU. The CPU backend has no
-peaks (the analyst says so). ``peaks_job`` runs inside a worker; the rest imports no torch.
+peaks (the analyst says so). ``peaks_task`` runs inside a worker; the rest imports no torch.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 from ..json_records import JsonRecord
 from .cache_dir import cache_file, read_json, write_json
-from .job_context import worker_device
+from .task_context import worker_device
 
 COPY_BYTES = 2 << 30
 MATMUL_N = 8192
-PEAKS_JOB = "kernelopt_core.measure.peaks:peaks_job"
+PEAKS_JOB = "kernelopt_core.measure.peaks:peaks_task"
 
 
 @dataclass
@@ -102,8 +102,8 @@ def measure_peaks(device: str = "cuda:0", copy_bytes: int = COPY_BYTES, matmul_n
     )
 
 
-def peaks_job(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Worker job: the cached peaks of this worker's GPU, measured on a miss. None on the CPU."""
+def peaks_task(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Worker task: the cached peaks of this worker's GPU, measured on a miss. None on the CPU."""
     device = payload.get("device") or worker_device()
     if not device.startswith("cuda"):
         return None
@@ -123,9 +123,9 @@ def peaks_job(payload: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def peaks_in_process(device: str) -> DevicePeaks | None:
-    """:func:`peaks_job` in the calling process (one that already holds the GPU, such as a benchmark
+    """:func:`peaks_task` in the calling process (one that already holds the GPU, such as a benchmark
     script): the cached peaks, measured and cached on a miss; None on the CPU."""
-    data = peaks_job({"device": device})
+    data = peaks_task({"device": device})
     return DevicePeaks.from_json(data) if data else None
 
 

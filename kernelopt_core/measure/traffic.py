@@ -1,15 +1,13 @@
 """Ideal bytes: the traffic a kernel launch or a graph cannot avoid, and what it says against the
 bytes and time measured. Pure arithmetic: no torch (workers, the CLI and the editor use it alike).
 
-* **Per launch:** every distinct tensor the launch reads, once, plus every tensor it writes, once.
-  A tensor's bytes are its stride-aware storage extent, ``(1 + sum((size - 1) * |stride|)) * itemsize``,
-  so a broadcast bias (stride 0) counts its real size and a transposed view its whole storage.
-  Read or written comes from the kernel source (:func:`kernelopt_core.artifacts.kernel_arguments.argument_roles`):
-  ``in_ptr`` is read, ``out_ptr`` written, ``in_out_ptr`` written and read only when the kernel loads it.
-  Arguments that alias (one buffer passed twice, overlapping views) count once per direction: the
-  byte ranges of one storage are merged.
-* **Per graph:** its inputs (parameters are inputs of the compiled graph) and its outputs, each
-  once. Intermediates the graph could keep on chip do not count.
+* **Per launch:** every distinct tensor the launch reads, once, plus every tensor it writes, once. A
+  tensor's bytes are its stride-aware storage extent, ``(1 + sum((size - 1) * |stride|)) * itemsize``,
+  so a broadcast bias (stride 0) counts its real size and a transposed view its whole storage. Read or
+  written comes from the kernel source (:func:`kernelopt_core.artifacts.kernel_arguments.argument_roles`);
+  aliasing arguments count once per direction (the byte ranges of one storage are merged).
+* **Per graph:** its inputs (parameters included) and its outputs, each once; intermediates the graph
+  could keep on chip do not count.
 * **Traffic ratio** = measured DRAM bytes (ncu ``dram__bytes_read.sum + dram__bytes_write.sum``) /
   ideal bytes. **Speed of light %** = ideal bytes / (kernel time x the copy bandwidth measured on
   the device), 100% being the time the unavoidable traffic takes at the device's copy peak.
@@ -244,7 +242,7 @@ def bytes_text(value: float | None) -> str:
 
 @dataclass
 class LaunchTraffic:
-    """A launch's arguments and ideal bytes, as the launch-timing job returns them per launch order."""
+    """A launch's arguments and ideal bytes, as the launch-timing task returns them per launch order."""
 
     order: int
     kernel: str

@@ -1,12 +1,12 @@
-"""The worker: one subprocess that owns one device and runs jobs for the caller, one at a time.
+"""The worker: one subprocess that owns one device and runs tasks for the caller, one at a time.
 
 All GPU work (loading a graph, timing, profiling, verifying) runs in a worker so that a
-segfault, an illegal memory access, a hang or an out-of-memory error costs the caller one job,
-never its own process. A job is ``"package.module:function"``; the function runs inside the
+segfault, an illegal memory access, a hang or an out-of-memory error costs the caller one task,
+never its own process. A task is ``"package.module:function"``; the function runs inside the
 worker as ``function(payload) -> JSON-able``.
 
 The protocol is line-delimited JSON over two pipes of their own (not stdin/stdout): whatever a
-job prints, even from C code, goes to the worker's stderr, which is drained here and kept as a
+task prints, even from C code, goes to the worker's stderr, which is drained here and kept as a
 tail for crash reports. Nothing in this module imports torch.
 """
 
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from ..process_lifetime import SharedProcesses, end_tree, start_owned
 from . import worker_scratch
-from .job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
+from .task_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 
 FailureKind = Literal["timeout", "crash", "oom", "cuda_error", "cancelled", "error"]
 STARTUP_TIMEOUT_S = 300.0
@@ -49,7 +49,7 @@ class JobFailure:
 @dataclass
 class JobOutcome:
     ok: bool
-    value: Any  # JSON-able return value of the job function when ok
+    value: Any  # JSON-able return value of the task function when ok
     failure: JobFailure | None
     wall_s: float
 
@@ -72,7 +72,7 @@ class _Process:
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
-        # Its temporary folders are made and removed here, so that a worker killed mid-job leaves
+        # Its temporary folders are made and removed here, so that a worker killed mid-task leaves
         # none; those of owners killed with kill -9 are swept.
         worker_scratch.sweep()
         self.scratch = worker_scratch.make()
@@ -153,7 +153,7 @@ class _Process:
         self.close_pipes()
 
     def close_requests(self) -> None:
-        """End of file on the worker's request pipe: idle, it exits; mid-job, it ends at once."""
+        """End of file on the worker's request pipe: idle, it exits; mid-task, it ends at once."""
         if self.request_write >= 0:
             fd, self.request_write = self.request_write, -1
             os.close(fd)
@@ -194,7 +194,7 @@ class _Process:
 class Worker:
     """One subprocess owning one device ("cpu" = CPU Triton backend, "cuda:N", or "auto").
 
-    Jobs are serialized. A crashed or hung worker is killed and replaced on the next call;
+    Tasks are serialized. A crashed or hung worker is killed and replaced on the next call;
     the caller keeps running.
     """
 
@@ -208,7 +208,7 @@ class Worker:
         self._next_id = 0
         self.starts = 0  # worker processes started so far (a restart is any start after the first)
         self.resolved_device: str | None = None  # what "auto" became, once started
-        self.recycled: list[str] = []  # workers replaced at a job's request, and why
+        self.recycled: list[str] = []  # workers replaced at a task's request, and why
 
     @property
     def restarts(self) -> int:
@@ -218,11 +218,11 @@ class Worker:
     def pid(self) -> int | None:
         return self._process.pid if self._process and self._process.alive() else None
 
-    def call(self, job: str, payload: dict[str, Any], timeout_s: float = 600.0,
+    def call(self, task: str, payload: dict[str, Any], timeout_s: float = 600.0,
              cancel: threading.Event | None = None) -> JobOutcome:
-        """Run ``job(payload)`` in the worker and wait for its result, failure, timeout or cancel.
+        """Run ``task(payload)`` in the worker and wait for its result, failure, timeout or cancel.
 
-        ``timeout_s`` counts from when the job is handed to a ready worker: starting a fresh
+        ``timeout_s`` counts from when the task is handed to a ready worker: starting a fresh
         worker (importing torch, activating the backend) has its own limit, STARTUP_TIMEOUT_S.
         """
         begin = time.monotonic()
@@ -237,56 +237,56 @@ class Worker:
                 kind: FailureKind = "cancelled" if cancel is not None and cancel.is_set() else "crash"
                 return _failed(kind, str(exc), begin)
             self._next_id += 1
-            job_id = self._next_id
+            task_id = self._next_id
             try:
-                process.send({"id": job_id, "job": job, "payload": payload})
+                process.send({"id": task_id, "task": task, "payload": payload})
             except (BrokenPipeError, OSError) as exc:
                 self._discard()
-                return _failed("crash", f"{process.exit_description()} before the job was sent: {exc}",
+                return _failed("crash", f"{process.exit_description()} before the task was sent: {exc}",
                                begin, process.stderr_text())
             except (TypeError, ValueError) as exc:  # payload not JSON-able: the worker is fine
-                return _failed("error", f"the payload of {job} is not JSON-serializable: {exc}", begin)
-            return self._await(process, job, job_id, begin, time.monotonic() + timeout_s, timeout_s, cancel)
+                return _failed("error", f"the payload of {task} is not JSON-serializable: {exc}", begin)
+            return self._await(process, task, task_id, begin, time.monotonic() + timeout_s, timeout_s, cancel)
 
-    def _await(self, process: _Process, job: str, job_id: int, begin: float, deadline: float, timeout_s: float,
+    def _await(self, process: _Process, task: str, task_id: int, begin: float, deadline: float, timeout_s: float,
                cancel: threading.Event | None) -> JobOutcome:
         while True:
             if cancel is not None and cancel.is_set():
                 self._discard(kill=True)
-                return _failed("cancelled", f"{job} was cancelled; its worker (pid {process.pid}) was "
+                return _failed("cancelled", f"{task} was cancelled; its worker (pid {process.pid}) was "
                                             "killed and will be replaced", begin)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._discard(kill=True)
-                return _failed("timeout", f"{job} ran past its {timeout_s:g} s limit; the worker "
+                return _failed("timeout", f"{task} ran past its {timeout_s:g} s limit; the worker "
                                           f"(pid {process.pid}) was killed and will be replaced",
                                begin, process.stderr_text())
             line = process.read_line(min(_POLL_S, remaining))
             if line is None:
                 continue
-            if line == b"":  # the pipe closed: the worker died mid-job
+            if line == b"":  # the pipe closed: the worker died mid-task
                 process.popen.wait()
                 description = process.exit_description()
                 tail = process.stderr_text()
                 self._discard()
                 kind: FailureKind = "cuda_error" if _looks_like_cuda_error(tail) else "crash"
-                return _failed(kind, f"{job} crashed: {description}", begin, tail)
+                return _failed(kind, f"{task} crashed: {description}", begin, tail)
             try:
                 message = json.loads(line)
             except json.JSONDecodeError:
                 continue  # not ours; the protocol fd only carries our lines, so this is defensive
-            if message.get("id") != job_id:
+            if message.get("id") != task_id:
                 continue
             if message.get("ok"):
-                if message.get("recycle"):  # the result stands; the next job gets a fresh worker
-                    self.recycled.append(f"pid {process.pid} after {job}: {message['recycle']}")
+                if message.get("recycle"):  # the result stands; the next task gets a fresh worker
+                    self.recycled.append(f"pid {process.pid} after {task}: {message['recycle']}")
                     self._discard(kill=True)
                 return JobOutcome(ok=True, value=message.get("value"), failure=None,
                                   wall_s=time.monotonic() - begin)
             kind = message.get("kind", "error")
             if kind == "cuda_error" or message.get("poisoned"):
                 self._discard(kill=True)  # the CUDA context is unusable after a device fault
-            return _failed(kind, message.get("message", "the job failed"), begin, message.get("traceback"))
+            return _failed(kind, message.get("message", "the task failed"), begin, message.get("traceback"))
 
     def _ensure_started(self, cancel: threading.Event | None) -> _Process:
         if self._process is not None and self._process.alive():
@@ -342,8 +342,8 @@ class Worker:
         """Stop the worker: end of file on its requests, then by force."""
         self._closing.set()
         if not self._lock.acquire(timeout=1.0):
-            # A job runs in another thread: end of file ends the worker mid-job, and that call
-            # returns (a crash) instead of holding the lock until the job is done; a worker still
+            # A task runs in another thread: end of file ends the worker mid-task, and that call
+            # returns (a crash) instead of holding the lock until the task is done; a worker still
             # starting is ended by its start loop.
             running = self._process
             if running is not None:
@@ -355,7 +355,7 @@ class Worker:
             if process is None:
                 return
             if process.alive():
-                process.close_requests()  # the worker exits, even from the middle of a job
+                process.close_requests()  # the worker exits, even from the middle of a task
                 try:
                     process.popen.wait(timeout=5)
                 except subprocess.TimeoutExpired:

@@ -1,10 +1,10 @@
 """The worker process's main loop: ``python -m kernelopt_core.measure.worker_main --device D ...``.
 
 Runs only inside the worker subprocess (it imports torch at start-up). It reads one JSON request
-per line from ``--request-fd`` and answers one JSON line per job on ``--response-fd``. Its own
-stdout is pointed at stderr before anything runs, so no job output can corrupt the protocol.
+per line from ``--request-fd`` and answers one JSON line per task on ``--response-fd``. Its own
+stdout is pointed at stderr before anything runs, so no task output can corrupt the protocol.
 It ends with its owner (:mod:`kernelopt_core.process_lifetime`): the parent-death signal, a
-watch on the owner, and the end of the request pipe, even in the middle of a job.
+watch on the owner, and the end of the request pipe, even in the middle of a task.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import traceback
 from typing import Any
 
 from ..process_lifetime import die_with_owner, end_self
-from .allocator_census import JobMemoryLog, start_history
-from .job_context import DEVICE_ENV, RECYCLE_KEY
+from .allocator_census import TaskMemoryLog, start_history
+from .task_context import DEVICE_ENV, RECYCLE_KEY
 
 _FAILURE_KINDS = {"timeout", "crash", "oom", "cuda_error", "cancelled", "error"}
 _CUDA_ERROR_MARKERS = ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError",
@@ -65,10 +65,10 @@ def _set_up_device(device: str) -> str:
     raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or auto")
 
 
-def _resolve(job: str) -> Any:
-    module_name, sep, function_name = job.partition(":")
+def _resolve(task: str) -> Any:
+    module_name, sep, function_name = task.partition(":")
     if not sep or not module_name or not function_name:
-        raise ValueError(f"a job is 'package.module:function', got {job!r}")
+        raise ValueError(f"a task is 'package.module:function', got {task!r}")
     module = importlib.import_module(module_name)
     function = getattr(module, function_name, None)
     if not callable(function):
@@ -77,7 +77,7 @@ def _resolve(job: str) -> Any:
 
 
 def _classify(exc: BaseException) -> str:
-    declared = getattr(exc, "failure_kind", None)  # a job may say what went wrong
+    declared = getattr(exc, "failure_kind", None)  # a task may say what went wrong
     if declared in _FAILURE_KINDS:
         return str(declared)
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
@@ -97,16 +97,16 @@ def _after_oom() -> None:
             pass
 
 
-def _run_job(request: dict[str, Any]) -> dict[str, Any]:
-    job_id = request.get("id")
-    job = str(request.get("job", ""))
+def _run_task(request: dict[str, Any]) -> dict[str, Any]:
+    task_id = request.get("id")
+    task = str(request.get("task", ""))
     # In the stderr tail of a crash report (and echoed with KERNELOPT_WORKER_ECHO=1): what was running.
-    sys.stderr.write(f"kernelopt worker: job {job_id} starts: {job}\n")
+    sys.stderr.write(f"kernelopt worker: task {task_id} starts: {task}\n")
     try:
-        function = _resolve(job)
+        function = _resolve(task)
         value = function(request.get("payload") or {})
         text = json.dumps(value)  # must be JSON-able; checked here, where the traceback makes sense
-        reply: dict[str, Any] = {"id": job_id, "ok": True, "value": json.loads(text)}
+        reply: dict[str, Any] = {"id": task_id, "ok": True, "value": json.loads(text)}
         if isinstance(value, dict) and value.get(RECYCLE_KEY):
             reply["recycle"] = str(value[RECYCLE_KEY])  # the result stands; this process should not go on
         return reply
@@ -115,21 +115,21 @@ def _run_job(request: dict[str, Any]) -> dict[str, Any]:
             raise
         kind = _classify(exc)
         if isinstance(exc, (TypeError, ValueError)) and "JSON serializable" in str(exc):
-            message = f"{job} returned a value that is not JSON-serializable: {exc}"
+            message = f"{task} returned a value that is not JSON-serializable: {exc}"
         else:
             message = f"{type(exc).__name__}: {exc}"
         if kind == "oom":
             _after_oom()
-        return {"id": job_id, "ok": False, "kind": kind, "message": message,
+        return {"id": task_id, "ok": False, "kind": kind, "message": message,
                 "traceback": traceback.format_exc(), "poisoned": kind == "cuda_error"}
 
 
 class _Requests:
-    """Reads the request pipe on a thread of its own, so that its end is seen even while a job runs.
+    """Reads the request pipe on a thread of its own, so that its end is seen even while a task runs.
 
     The caller holds the pipe's write end: end of file means it closed the pipe or is gone. Idle,
-    the main loop then returns (an orderly exit). Mid-job nobody waits for the answer any more,
-    and the job may hold the device for minutes: the worker ends at once, with its children.
+    the main loop then returns (an orderly exit). Mid-task nobody waits for the answer any more,
+    and the task may hold the device for minutes: the worker ends at once, with its children.
     """
 
     def __init__(self, fd: int):
@@ -145,22 +145,22 @@ class _Requests:
         self._closed = True
         self._lines.put(None)
         if self._busy:
-            _end_mid_job()
+            _end_mid_task()
 
     def next(self) -> bytes | None:
         return self._lines.get()
 
     def job_starts(self) -> None:
         self._busy = True
-        if self._closed:  # closed just before: the caller sent the job and then gave up on it
-            _end_mid_job()
+        if self._closed:  # closed just before: the caller sent the task and then gave up on it
+            _end_mid_task()
 
     def job_ended(self) -> None:
         self._busy = False
 
 
-def _end_mid_job() -> None:
-    sys.stderr.write("kernelopt worker: the request pipe closed during a job; ending now\n")
+def _end_mid_task() -> None:
+    sys.stderr.write("kernelopt worker: the request pipe closed during a task; ending now\n")
     end_self()
 
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     os.environ[DEVICE_ENV] = device
     start_history(device)  # only with KERNELOPT_MEMORY_HISTORY set: where retained memory came from
-    memory_log = JobMemoryLog.from_env(device)
+    memory_log = TaskMemoryLog.from_env(device)
     _write(response_fd, {"ready": True, "pid": os.getpid(), "device": device})
     requests = _Requests(args.request_fd)
     while (raw := requests.next()) is not None:
@@ -194,16 +194,16 @@ def main(argv: list[str] | None = None) -> int:
             break
         requests.job_starts()
         before = memory_log.allocated() if memory_log else 0
-        reply = _run_job(request)
+        reply = _run_task(request)
         if memory_log:
             try:
-                memory_log.record(str(request.get("job", "")), before)
-            except Exception as exc:  # noqa: BLE001 - a diagnosis never fails the job it follows
+                memory_log.record(str(request.get("task", "")), before)
+            except Exception as exc:  # noqa: BLE001 - a diagnosis never fails the task it follows
                 sys.stderr.write(f"kernelopt worker: memory log: {type(exc).__name__}: {exc}\n")
         requests.job_ended()
         _write(response_fd, reply)
         if reply.get("poisoned"):
-            return 4  # a faulted CUDA context cannot run another job
+            return 4  # a faulted CUDA context cannot run another task
     return 0
 
 

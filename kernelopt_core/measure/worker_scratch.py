@@ -1,8 +1,8 @@
 """A worker's temporary folders: made and removed by its owner, swept once the owner is gone.
 
-Everything a worker's jobs put in temporary folders (the candidates' scratch folders, the CPU
+Everything a worker's tasks put in temporary folders (the candidates' scratch folders, the CPU
 exchange buffers in RAM-backed /dev/shm) lives in two folders its owner makes before starting it
-and removes when it ends, so a worker killed mid-job leaves none. An owner killed with kill -9
+and removes when it ends, so a worker killed mid-task leaves none. An owner killed with kill -9
 cannot remove them; each folder names its owner (pid and start time), and :func:`sweep` removes
 the folders of owners that are gone. It runs when a worker starts and after each bench problem.
 No torch here.

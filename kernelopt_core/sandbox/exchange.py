@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..measure.job_context import worker_scratch, worker_shared_memory
+from ..measure.task_context import worker_scratch, worker_shared_memory
 
 _COUNTER = itertools.count()
 

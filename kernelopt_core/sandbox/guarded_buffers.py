@@ -1,18 +1,15 @@
 """Tensors with guard regions, poisoned outputs, and the bit patterns that tell them apart.
 Runs inside a worker or a candidate process (imports torch inside the functions).
 
-Gate 2 places every tensor argument inside a larger allocation whose extra elements (before,
-after, and in the holes of a strided view) hold a *guard* pattern. A kernel that writes outside
-its tensors changes a guard; one that reads outside them reads the guard, a NaN, which spoils
-what it computes. Output buffers are filled with a different NaN, the *poison*, before each run:
-an element still holding the poison afterwards was never written.
-
-The guards are wide: an eighth of the tensor, at least 8,192 and at most 1 Mi elements on each
-side, so a store thousands of elements past the end still lands in a guard (a stray store further
-away than that is for compute-sanitizer on a GPU, or crashes the candidate's process), while a
-large tensor grows by at most a quarter.
-Guards are compared against the constant pattern in chunks; no copy of them is kept, so a guarded
-tensor costs its own size plus its guards.
+Gate 2 places every tensor argument inside a larger allocation whose extra elements (before, after,
+and in the holes of a strided view) hold a *guard* pattern. A kernel that writes outside its tensors
+changes a guard; one that reads outside them reads the guard, a NaN, which spoils what it computes.
+Output buffers are filled with a different NaN, the *poison*, before each run: an element still
+holding the poison afterwards was never written. The guards are wide: an eighth of the tensor, at
+least 8,192 and at most 1 Mi elements on each side, so a store thousands of elements past the end
+still lands in a guard (a stray store further away is for compute-sanitizer on a GPU, or crashes the
+candidate's process), while a large tensor grows by at most a quarter. Guards are compared against
+the constant pattern in chunks; no copy is kept, so a guarded tensor costs its size plus its guards.
 """
 
 from __future__ import annotations

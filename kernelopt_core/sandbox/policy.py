@@ -1,19 +1,17 @@
 """What a candidate process may do: write only under its scratch folder, no network, no core dumps.
 
-Applied once, in the candidate process, right after it is forked and before any candidate code is
-imported (:mod:`kernelopt_core.sandbox.zygote`). It uses what Linux gives an unprivileged process:
+Applied once in the candidate process, after the fork and before any candidate code is imported
+(:mod:`kernelopt_core.sandbox.zygote`), with what Linux gives an unprivileged process:
 
-* **Landlock** (kernel >= 5.13): file-system writes (create, write, truncate, remove, rename into)
-  are allowed only beneath the scratch folder, ``/dev`` (device files: the GPU driver opens
-  ``/dev/nvidia*`` read-write) and ``/dev/shm``; reading stays allowed. From Landlock ABI 4 the same
-  ruleset also refuses every TCP bind and connect.
-* **seccomp**: ``socket()`` for IPv4, IPv6 and raw packet families fails with EACCES, and
-  ``io_uring_setup`` (which could open sockets behind the filter's back) with ENOSYS. Unix sockets
-  stay usable (the candidate process talks to its checker over one).
+* **Landlock** (kernel >= 5.13): file-system writes only beneath the scratch folder, ``/dev`` (the
+  GPU driver opens ``/dev/nvidia*`` read-write) and ``/dev/shm``; reading stays allowed. From
+  Landlock ABI 4 the same ruleset also refuses every TCP bind and connect.
+* **seccomp**: ``socket()`` for IPv4, IPv6 and raw packet families fails with EACCES, and ``io_uring_setup``
+  (which could open sockets behind the filter's back) with ENOSYS; Unix sockets stay (the checker's link).
 * **rlimits**: no core files; written files are capped at ``max_file_bytes``.
 
-Each protection that cannot be applied (an older kernel, another architecture) is reported, never
-silently assumed: :class:`ContainmentReport` says what holds. Pure ``ctypes``; no torch.
+A protection that cannot be applied (an older kernel, another architecture) is reported, never
+silently assumed (:class:`ContainmentReport`). Pure ``ctypes``; no torch.
 """
 
 from __future__ import annotations

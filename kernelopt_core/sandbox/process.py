@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..measure.job_context import worker_scratch
+from ..measure.task_context import worker_scratch
 from .policy import ContainmentReport, SandboxPolicy
 from .zygote import Zygote, ZygoteError, shared_zygote
 

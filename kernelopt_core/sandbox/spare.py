@@ -194,7 +194,7 @@ class SpareKeeper:
         return True
 
     def start_fresh(self, flavor: str, device: str, scratch_root: str | None = None) -> SandboxProcess:
-        """A fresh process, the spare left as it is (the jobs that need one whatever is kept)."""
+        """A fresh process, the spare left as it is (the tasks that need one whatever is kept)."""
         return self._start(flavor, device, scratch_root)
 
     def _begin_spare(self, key: ProcessKey) -> None:
@@ -253,7 +253,7 @@ def close_spare() -> None:
 
 
 def closing_spare_unless_verdict(check: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """A gate-2 job's ``check``; the spare is closed when it gives no verdict on the candidate: the check
+    """A gate-2 task's ``check``; the spare is closed when it gives no verdict on the candidate: the check
     raised (nothing it started stays behind), or it hit a setup error or could not verify (the search may
     stop there, and a retry with less memory wants the spare's memory too)."""
     try:

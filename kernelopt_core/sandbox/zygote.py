@@ -3,17 +3,14 @@
 Starting Python and importing torch and Triton costs seconds; a candidate must still never share a
 process with its checker or with another candidate. The zygote (``python -m
 kernelopt_core.sandbox.zygote --flavor F``) imports torch and Triton once, never touches a device
-and never starts a thread, then forks one child per request. The child closes what it inherited,
+and never starts a thread, then forks one child per request, which closes what it inherited,
 connects to its checker's authenticated Unix socket, applies the sandbox policy and serves
-(:mod:`.child`). Flavours: ``cpu`` (Triton interpreter, the CPU backend), ``cuda`` and ``compile``
-(Triton compiling for a GPU target without a GPU). A client may name modules for the zygote to
-import before it forks (``preload``: the module of a function its children will run, say); the
-sandbox itself imports nothing of its clients.
-
-Protocol on the zygote's stdin/stdout, one JSON line each: ``{"spawn": id, "address", "authkey",
-"scratch", "policy", "env", "device"}`` -> ``{"spawned": id, "pid"}``; the zygote reports each
-child's end as ``{"exited": pid, "status": "..."}``. :class:`Zygote` is the client side; it
-imports nothing heavy.
+(:mod:`.child`). Flavours: ``cpu`` (the Triton interpreter), ``cuda`` and ``compile`` (compiling for
+a GPU target without a GPU). A client may name modules to import before forking (``preload``); the
+sandbox itself imports nothing of its clients. Protocol on stdin/stdout, one JSON line each:
+``{"spawn": id, "address", "authkey", "scratch", "policy", "env", "device"}`` -> ``{"spawned": id,
+"pid"}``, and ``{"exited": pid, "status": "..."}`` at each child's end. :class:`Zygote` is the
+client side; it imports nothing heavy.
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ class CandidateStage:
             return None
         if brief.baseline_ms is None and timing.baseline_ms:
             brief.baseline_ms = timing.baseline_ms  # for reports and the planner's context
-        # Latency on the root's scale: the A/B ratio against the baseline kernel, taken in one job.
+        # Latency on the root's scale: the A/B ratio against the baseline kernel, taken in one worker task.
         latency = search.root.latency_ms / timing.speedup
         node = BeamNode(label, proposal.source, digest, latency, timing.speedup,
                         chain=label if parent.id == "root" else parent.chain, parent=parent.id, iteration=iteration,

@@ -29,15 +29,11 @@ DEFAULT_BUDGET_S = 600.0
 
 # Priors per device, used until this run has measured the stage itself. A finalist runs gate 2's full
 # battery and gates 3-4: until one has run, it is estimated as SCREEN_FACTOR screens (the slowest of the
-# last few), at least FINALIZE_FLOOR_S; before any screen, the prior. CPU figures are the Triton
-# interpreter's on an idle 2-core machine (the 64x256 example: 51 candidates in 11 minutes, a finalist
-# 30-60 s), so that a small problem's first candidate starts within a few minutes' budget;
-# a loaded machine is slower, and the first measured screen carries that into the estimates (on a
-# 2-core machine at load 7: a screen 323 s, so a finalist was planned at 485 s). GPU figures are issue
-# 25's targets at KernelBench scale on the H200 (a screen <= 10 s, gate 2's full battery <= 10 s, then
-# gates 3-4; ncu 26-33 s per kernel): low enough that a problem's 180-s budget, less its compile, still
-# starts a candidate, whose measured screen then replaces the guess. A GPU configuration check's prior is
-# what the H100 measured at 2-13 GB working sets (docs/optimizer.md, "The budget").
+# last few), at least FINALIZE_FLOOR_S; before any screen, the prior. The CPU figures (the Triton
+# interpreter) let a small problem's first candidate start within a few minutes' budget; the GPU figures
+# let one start within a problem's 180-s budget less its compile. A loaded machine is slower, and the
+# first measured screen carries that into the estimates. The measurements behind each figure:
+# docs/optimizer.md, "What the priors rest on".
 PRIORS_S: dict[str, dict[str, float]] = {
     "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
     "cuda": {"finalize": 75.0, "candidate": 15.0, "profile": 35.0, "config": 30.0},
@@ -49,13 +45,12 @@ FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 60.0}  # on a GPU a finalist also runs 
 # compute-sanitizer's two tools run side by side on a GPU finalist, each limited to this share of the time
 # the budget leaves (at least SANITIZER_MIN_S, at most
 # SANITIZER_MAX_S): a tool that does not finish is a note in the verdict, and the finalist's other gates
-# still have their time. The floor is what a tool's target took on the H200 (2026-12-02) to start: about
-# 38 s to import torch, load and run the graph and compile the candidate under the tool.
+# still have their time. The floor covers a tool's target's start: importing torch, loading and running
+# the graph and compiling the candidate under the tool (measured: docs/optimizer.md).
 SANITIZER_SHARE = 0.4
 SANITIZER_MIN_S, SANITIZER_MAX_S = 45.0, 600.0
-# A finalist against a screen: on today's CPU runs gates 3-4 took 0.6 of the screen (gate 2's full battery
-# was the screen); with gate 2's fast screen the finalist runs the battery again. The H200's time split
-# (finalize_s against screen_s in results.json) is what to tune this and PRIORS_S by.
+# A finalist against a screen: gates 3-4 plus gate 2's full battery, which the fast screen leaves out.
+# The measured time split (finalize_s against screen_s in results.json) is what to tune this and PRIORS_S by.
 SCREEN_FACTOR = 1.5
 # Until a second candidate is measured, the next is planned at this share of the first (at least the
 # prior): the first paid the run's one-time costs.
@@ -153,10 +148,8 @@ class Schedule:
     def candidate_s(self) -> float:
         """One candidate from plan to timing: the slowest of the last few this run measured after its
         first, else a share of the first, else the prior. The run's first candidate pays its one-time
-        costs (the compile pool's and the worker's start, loading the baseline graph): on the H200
-        (2026-12-02, benchmarks/results/h200/session5/compile_cost.json) the compile zygote's start alone
-        was 16 s of the first gate-1 compile, about 1 s of each later one; taking the first for the next
-        one's cost leaves room for too few."""
+        costs (the compile pool's and the worker's start, loading the baseline graph; docs/optimizer.md
+        has the figures); taking the first for the next one's cost leaves room for too few."""
         measured = self.times.candidate_seconds()
         if len(measured) >= 2:
             return max(measured[1:][-8:]) * MEASURED_MARGIN

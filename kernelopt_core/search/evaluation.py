@@ -140,7 +140,7 @@ class GateEvaluator:
     def warm_up(self) -> None:
         """Start, in the background, the processes the first screen needs: gate 1's compile zygote here and
         gate 2's spare candidate process in the worker. Both start during the profile (on a GPU, 25-30 s of
-        ncu) instead of adding their start (about 9 s and 4 s on the H100) to the first candidate's screen.
+        ncu) instead of adding their start (seconds each: docs/optimizer.md) to the first candidate's screen.
         Neither launches a kernel: the profile's and the peaks' timings do not share the GPU with them."""
         from ..gates.cascade import SHARED_TASKS, TaskFailed
 
@@ -209,9 +209,9 @@ class GateEvaluator:
                           entry.get("ms"))
 
     def release(self) -> dict[str, Any]:
-        """Give back the working sets the gate jobs keep between candidates (the candidate's, the spare's and
-        the baseline's timing processes), before a job that needs the device to itself."""
-        return self._job_in("kernelopt_core.gates.working_sets:release_working_sets", {"device": self.device})
+        """Give back the working sets the gate tasks keep between candidates (the candidate's, the spare's and
+        the baseline's timing processes), before a task that needs the device to itself."""
+        return self._task_in("kernelopt_core.gates.working_sets:release_working_sets", {"device": self.device})
 
     def verify_config(self, problem: str, option: Any, baseline_mode: str, timeout_s: float) -> Any:
         """A configuration change checked in this evaluator's worker (after :meth:`release`): one process
@@ -221,8 +221,8 @@ class GateEvaluator:
         return verify_option(problem, option, baseline_mode, device=self.device, worker=self.worker,
                              timeout_s=timeout_s)
 
-    def _job_in(self, job: str, payload: dict[str, Any]) -> Any:
-        outcome = self.worker.call(job, payload, timeout_s=120.0)
+    def _task_in(self, task: str, payload: dict[str, Any]) -> Any:
+        outcome = self.worker.call(task, payload, timeout_s=120.0)
         if not outcome.ok:  # nothing was held, or the worker is gone (and its processes with it)
             return {"error": outcome.failure.message if outcome.failure else "failed"}
         return outcome.value

@@ -1,20 +1,17 @@
 """Finalists: the candidates that go through the final gates (gate 2's full battery, then gates 3-4).
 
-* **Early**: a candidate whose kernel speedup clears a clear margin (``EARLY_MARGIN``, its confidence
-  interval's lower bound included) goes through the final gates as soon as it is timed, so a verified
-  result exists early; the run writes it at once and the search goes on. A later candidate replaces an
-  accepted one only through the same gates, when its kernel is clearly faster (its lower bound above
-  the accepted one's speedup) and its end-to-end speedup is at least as high.
-* **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized (those faster
-  than an accepted one, if there is one) go through, the first accepted winning, while the budget
-  leaves time for one more.
+* **Early**: a candidate whose kernel speedup clears ``EARLY_MARGIN`` (its confidence interval's
+  lower bound included) goes through the final gates as soon as it is timed; the run writes a
+  verified result at once and the search goes on. A later candidate replaces an accepted one only
+  through the same gates, when its kernel is clearly faster and its end-to-end speedup at least as high.
+* **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized go through,
+  the first accepted winning, while the budget leaves time for one more.
 * **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
 
-A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the rest
-of the graph is unchanged, so the kernel's share of the graph time bounds what it can give (Amdahl's
-law, at the upper end of its confidence interval). On the H200 (2026-12-02,
-benchmarks/results/h200/session6/budget_six_avg_pool1d_180s_run_report.md) a 1.001x candidate spent 62 s
-of a 180-s budget in the final gates before gate 4 measured it at 1.000x.
+A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the
+rest of the graph is unchanged, so the kernel's share of the graph time bounds what it can give
+(Amdahl's law, at the upper end of its confidence interval), and it would spend a finalist's time in
+the final gates for nothing (measured: docs/optimizer.md, "What the priors rest on").
 """
 
 from __future__ import annotations

@@ -5,23 +5,12 @@ The stages, each in its own module, all reading one :class:`~.run_context.RunCon
     targets (dispatch) -> brief (profile, SOL) -> beam (plan -> candidate -> screen -> time)
         -> finalists (full gate 2, gates 3-4) -> decision -> outputs
 
-1. Dispatch (:mod:`.targets`): classify the graph (optimizable / vendor-dominated / no-triton) with
-   measured time shares; vendor-dominated graphs are reported and not searched unless forced.
-2. Per target kernel (largest share first): the brief (:mod:`.brief`: ncu on a GPU, chosen by the
-   profiler agent; the analyst's tier and directions), then the beam (:mod:`.beam_stage`): B beam
-   nodes x N plans per iteration, each plan executed with up to K attempts (:mod:`.candidates`);
-   every candidate goes through gate 1 and the gate-2 screen and is timed alone.
-3. Finalists (:mod:`.finalists`): a clear win goes through the final gates as soon as it is timed;
-   when a kernel's beam ends its fastest candidates do; several accepted kernels are verified together.
-4. Decision (:mod:`.decision`): ``optimized`` (all four gates passed), ``matched`` (correct
-   candidates, none measurably faster: the compiler's code is kept), or ``fallback`` with its reason,
-   labelled "budget reached" when the budget cut the search short.
-
-The budget (:mod:`.deadline`, a deadline on one clock) is an argument: the search stops starting
-candidates when the time left is what the final gates need. The result is written as soon as one is
-verified (:mod:`.outputs`) and again at the end. Everything is journaled in the run folder (see
-:mod:`kernelopt_core.runs`) and a killed run resumes with ``resume=RUN``. Nothing here imports torch;
-the measurements run in the worker.
+Each target kernel (largest share first) gets its brief and its beam; finalists go through the
+final gates as soon as they clear the margin or when the beam ends; the decision is ``optimized``,
+``matched`` or ``fallback`` ("budget reached" when the budget cut the search short). The budget
+(:mod:`.deadline`) is an argument. The result is written as soon as one is verified and again at
+the end; everything is journaled in the run folder and a killed run resumes with ``resume=RUN``.
+What each stage does: docs/optimizer.md, "What a run does". Nothing here imports torch.
 """
 
 from __future__ import annotations

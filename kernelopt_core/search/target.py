@@ -18,7 +18,7 @@ from ..gates.cascade_target import CascadeTarget, GraphGates
 from ..gates.restitch import restitch
 
 LAUNCHER_CONTRACT = "launcher_contract.md"
-_KERNEL_JOBS = "kernelopt_core.search.kernel_jobs"
+_KERNEL_JOBS = "kernelopt_core.search.kernel_tasks"
 
 
 class TargetUnavailable(RuntimeError):

@@ -1,20 +1,15 @@
-"""Capture a user kernel's launches while its harness runs. Worker side (imports torch and triton
-inside functions).
+"""Capture a user kernel's launches while its harness runs. Worker side (imports inside functions).
 
 ``kernel[grid](*args, **kwargs)`` calls ``kernel.run(*args, grid=grid, warmup=False, **kwargs)``
-on the outermost object (an ``Autotuner``, ``Heuristics`` or the ``JITFunction``); autotuning
-then calls the JIT function once per config it tries and once more for the real launch. An
-instance attribute ``run`` on each of the two objects records, per launch of the wrapper:
-
-* what the wrapper passed: positional and keyword arguments (tensors cloned *before* the launch,
-  so in-place arguments keep their input values) and the grid (a tuple or a callable);
-* what the JIT function received at the real launch: every keyword (meta-parameters chosen by
-  the autotuner or the heuristics, ``num_warps``, ...) and the grid it resolved to;
-* the configuration each autotuner chose.
-
-The originals are restored on exit. :func:`launch_plan` turns one capture into the JSON a
-generated launcher needs (:mod:`.launcher`): which arguments are runtime values and which are
-literals, and the grid as a table over the meta-parameters it reads.
+on the outermost object (an ``Autotuner``, ``Heuristics`` or the ``JITFunction``); autotuning then
+calls the JIT function once per config it tries and once more for the real launch. An instance
+attribute ``run`` on each of the two objects records, per launch of the wrapper: what the wrapper
+passed (arguments, tensors cloned *before* the launch so in-place arguments keep their input
+values, and the grid), what the JIT function received at the real launch (every keyword, the
+autotuner's or heuristics' choices included, and the resolved grid), and each autotuner's chosen
+configuration. The originals are restored on exit. :func:`launch_plan` turns one capture into the
+JSON a generated launcher needs (:mod:`.launcher`): which arguments are runtime values and which
+are literals, and the grid as a table over the meta-parameters it reads.
 """
 
 from __future__ import annotations

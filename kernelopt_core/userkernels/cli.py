@@ -55,7 +55,7 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
     if "setup_error" in reply:
         raise failure(str(reply["setup_error"]))
     if reply.get("could_not_verify") or "kernel_ms" not in reply:
-        raise failure(str(reply.get("reason") or "the profile job failed"))
+        raise failure(str(reply.get("reason") or "the profile task failed"))
     result = result_type(source="timing", graphs=[target.file])
     result.ncu_available = False
     cpu = target.device == "cpu"

@@ -1,21 +1,16 @@
 """Gate 1 for user kernels: the *user kernel* dialect of a candidate module, then the compile.
 
 A candidate for a user kernel is a kernel module in the user's own style (docs/user-kernels.md):
-imports of Triton (and ``math``, libdevice), constants, ``@triton.jit`` helpers and the kernel
-itself, decorated ``@triton.jit`` directly above its ``def`` and optionally
-``@triton.autotune(configs=[triton.Config(...), ...], key=[...])`` and
-``@triton.heuristics({...})`` above that. The wrapper that launches it stays the user's, so:
-
-* same name, same parameters in the same order, the same ones ``tl.constexpr``;
-* autotune configs are a literal list; their keys are ``tl.constexpr`` parameters the caller
-  does not pass itself (Triton refuses a meta-parameter set twice), ``key=`` names parameters;
-* no ``@triton_heuristics`` (Inductor's launcher), no plain Python functions.
-
-Everything else (no torch, no I/O, no forbidden imports, no try/except, no global state, no
-streams) is the same rule set as Inductor's dialect: this module reuses gate 1's checker
-(:mod:`kernelopt_core.gates.static`). Then each launch config is compiled for sm_90 in a
-contained process (:mod:`kernelopt_core.gates.ptx_compile`) with the signature of the captured
-launch. Pure Python here; the compile runs in its own process.
+imports of Triton (and ``math``, libdevice), constants, ``@triton.jit`` helpers and the kernel,
+decorated ``@triton.jit`` and optionally ``@triton.autotune(configs=[...], key=[...])`` and
+``@triton.heuristics({...})``. The wrapper that launches it stays the user's, so the kernel keeps
+its name, its parameters in order and which are ``tl.constexpr``; autotune configs are a literal
+list whose keys are ``tl.constexpr`` parameters the caller does not pass itself (Triton refuses a
+meta-parameter set twice); no ``@triton_heuristics`` (Inductor's launcher), no plain functions.
+The rest (no torch, no I/O, no forbidden imports, no try/except, no global state, no streams) is
+Inductor's dialect, checked by gate 1's own checker (:mod:`kernelopt_core.gates.static`). Then each
+launch config is compiled for sm_90 in a contained process (:mod:`kernelopt_core.gates.ptx_compile`)
+with the captured launch's signature. Pure Python here; the compile runs in its own process.
 """
 
 from __future__ import annotations

@@ -3,14 +3,12 @@
 A harness is named by text (``--harness``, a ``# kernelopt: harness=...`` comment in the
 kernel's file, or the language server's ``harnesses`` setting):
 
-* ``NAME``: a zero-argument function ``NAME`` of the kernel's file that returns
-  ``(callable, inputs)``; the run is ``callable(*inputs)``;
-* ``path/to/problem.py``: a KernelBench-format problem (``Model``, ``get_inputs``,
-  ``get_init_inputs``) whose model calls the user's wrapper; the run is
-  ``Model(*get_init_inputs())(*get_inputs())``, model and inputs on the job's device;
+* ``NAME``: a zero-argument function of the kernel's file returning ``(callable, inputs)``; the
+  run is ``callable(*inputs)``;
+* ``path/to/problem.py``: a KernelBench-format problem whose model calls the user's wrapper; the
+  run is ``Model(*get_init_inputs())(*get_inputs())``, model and inputs on the task's device;
 * ``path/to/file.py::NAME``: a harness function in another file, or, when ``NAME`` starts with
-  ``test``, a pytest test function that takes no arguments (the run is the test; it returns
-  nothing, and passing means not raising).
+  ``test``, a pytest test function without arguments (the run is the test; passing is not raising).
 
 :func:`resolve_spec` is pure; :class:`LoadedHarness` runs only in a worker or a candidate
 process (it imports the user's modules and torch).

@@ -2,19 +2,14 @@
 
 The gates never import a candidate into the checker and never run the user's wrapper around a
 candidate to check it: gate 2 loads a *launcher module* in the candidate's contained process
-(:mod:`kernelopt_core.sandbox`, through the launcher-candidate loader of
-:mod:`kernelopt_core.launchers`). The module is the kernel module (original or candidate) plus a
-generated function ``kernelopt_launch(a0, a1, ...)`` that repeats one captured launch:
-
-* wrapper style: ``kernel[grid](a0, ..., BLOCK_SIZE=128, num_warps=4)`` with the arguments and
-  keywords the wrapper passed, the kernel's own decorators (autotuning, heuristics) choosing the
-  rest, and the wrapper's grid as a table (:class:`~.runtime.TableGrid`);
-* pinned: the JIT function itself with exactly the keywords and grid it received at the captured
-  launch (the original, as it ran).
-
-Runtime values (tensors, size arguments) are the launcher's parameters, passed by the checker as
+(through the launcher-candidate loader of :mod:`kernelopt_core.launchers`). The module is the kernel
+module plus a generated ``kernelopt_launch(a0, a1, ...)`` that repeats one captured launch, either
+*wrapper style* (``kernel[grid](a0, ..., BLOCK_SIZE=128, num_warps=4)`` as the wrapper passed them,
+the kernel's own decorators choosing the rest, the wrapper's grid as a :class:`~.runtime.TableGrid`)
+or *pinned* (the JIT function itself with exactly the keywords and grid it received: the original,
+as it ran). Runtime values (tensors, sizes) are the launcher's parameters, passed by the checker as
 exchange buffers and scalars; every other value is a literal. The *compile module* is the kernel
-module plus a compile target for gate 1's compile to sm_90 (:mod:`kernelopt_core.gates.ptx_compile`).
+module plus a compile target for gate 1's sm_90 compile (:mod:`kernelopt_core.gates.ptx_compile`).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class UserKernelTarget:
         return f"{os.path.splitext(os.path.basename(self.file))[0]}.{self.kernel}"
 
     def payload(self, **extra: Any) -> dict[str, Any]:
-        """What every worker job of :mod:`.jobs` takes."""
+        """What every worker task of :mod:`.tasks` takes."""
         return {"file": self.file, "kernel": self.kernel, "harness": self.harness.to_json(), "device": self.device,
                 "module": self.module.source, "loaded": sorted(self.parsed.loaded_params()),
                 "atomics": any(a.kind == "atomic" for a in self.parsed.accesses), **extra}

@@ -2,20 +2,15 @@
 
 The worker imports the user's kernel file and harness (the user's own code, as for a dump's baseline
 graph), runs the harness once and captures the kernel's launches; the candidate runs in its own
-contained process (:mod:`kernelopt_core.gates.tasks.skeleton`, shared with a dump's kernels):
-
-* gate 2: a generated launcher module (:mod:`.launcher`) repeats the captured launch with the
-  candidate on guarded exchange buffers (:func:`kernelopt_core.gates.kernel_gate.check_kernel`);
-  the original runs here, pinned to the launch it made (its autotuner's choice included);
-* gate 3: on a GPU compute-sanitizer first (:mod:`.sanitize_target`); then the harness with the
-  candidate in place of the kernel (:mod:`.harness_module`) against the original's output, by the
-  float64 rule where the harness runs in float64, else at the kernel tolerance;
-* gate 4: the harness timed on each side in its own process, through the ``harness`` path.
-
-Payload keys: :meth:`.target.UserKernelTarget.payload`'s, with ``candidate`` (its module),
-``candidate_configs`` and the cascade's per-gate keys; ``edited_file``: an edited copy of the user's file
-whose launch site alone differs (:mod:`.edited_launch`), which the candidate's side runs in place of
-the file. Replies as the skeleton says.
+contained process (:mod:`kernelopt_core.gates.tasks.skeleton`, shared with a dump's kernels).
+Gate 2 repeats the captured launch with the candidate through a generated launcher (:mod:`.launcher`)
+on guarded exchange buffers, the original pinned to the launch it made; gate 3 runs compute-sanitizer
+on a GPU (:mod:`.sanitize_target`), then the harness with the candidate in place of the kernel
+(:mod:`.harness_module`) against the original's output (the float64 rule where the harness runs in
+float64, else the kernel tolerance); gate 4 times the harness on each side in its own process.
+Payload keys: :meth:`.target.UserKernelTarget.payload`'s, with ``candidate``, ``candidate_configs``,
+the cascade's per-gate keys and ``edited_file`` (a copy of the user's file whose launch site alone
+differs, :mod:`.edited_launch`, run on the candidate's side). Replies as the skeleton says.
 """
 
 from __future__ import annotations

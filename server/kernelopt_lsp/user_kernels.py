@@ -2,18 +2,14 @@
 kernels runs on, and the edit that puts an optimized kernel back into its file.
 
 Any ``.py`` file of the workspace that defines ``@triton.jit`` functions (and is not an Inductor
-dump) is read without running it (:mod:`kernelopt_core.userkernels`): each kernel gets static
-hints as diagnostics (source ``kernelopt.kernel``), a hover with its facts, code lenses and
-actions (providers/user_kernel_provider.py). Profile, Optimize and Verify run
-``kernelopt profile|optimize|verify FILE.py --kernel K`` (with ``--harness`` when the ``harnesses``
-setting names one; else the file's ``# kernelopt: harness=`` comment decides). Applying an
-optimize result edits the kernel function (and what the candidate changed around it) in the
-user's file, as one undoable workspace edit, only when the user asks for it.
-
-This module registers no LSP method of its own: each one it serves (diagnostics, hover, lenses,
-actions, jobs, edits) is shared with dumps. The document features ask it through its provider
-(providers/user_kernel_provider.py); jobs and edits ask it whether a command names such a file.
-No torch here.
+dump) is read without running it (:mod:`kernelopt_core.userkernels`): each kernel gets static hints
+as diagnostics (source ``kernelopt.kernel``), a hover, code lenses and actions through its provider
+(providers/user_kernel_provider.py). Profile, Optimize and Verify run ``kernelopt
+profile|optimize|verify FILE.py --kernel K`` (with ``--harness`` when the ``harnesses`` setting names
+one; else the file's ``# kernelopt: harness=`` comment decides). Applying an optimize result edits
+the kernel function (and what the candidate changed around it) in the user's file, as one undoable
+workspace edit, only when the user asks. This module registers no LSP method of its own: the jobs
+and edits features ask it whether a command names such a file. No torch here.
 """
 
 from __future__ import annotations

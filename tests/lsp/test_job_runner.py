@@ -46,13 +46,13 @@ elif mode == "sleep":
     emit({"event": "progress", "message": "sleeping"})
     time.sleep(60)
 elif mode == "worker-mid-job":
-    # As the CLI does: owned by the runner, a worker of its own, whose job sleeps (tests.lifetime_jobs).
+    # As the CLI does: owned by the runner, a worker of its own, whose job sleeps (tests.lifetime_tasks).
     from kernelopt_core.process_lifetime import die_with_owner
     die_with_owner()
     import threading
     from kernelopt_core.measure.worker import get_worker
     marker = sys.argv[2]
-    threading.Thread(target=lambda: get_worker("cpu").call("tests.lifetime_jobs:sleep_job", {"marker": marker},
+    threading.Thread(target=lambda: get_worker("cpu").call("tests.lifetime_tasks:sleep_task", {"marker": marker},
                                                              timeout_s=600), daemon=True).start()
     while not os.path.exists(marker):
         time.sleep(0.05)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ...measure.job_context import RECYCLE_KEY
+from ...measure.task_context import RECYCLE_KEY
 from .skeleton import (
     CANDIDATE,
     SandboxSlot,
@@ -282,7 +282,7 @@ RETAINED_SLACK_BYTES = 256 * 2**20
 
 def _retained_memory(device: str, before: int | None, arena_peak: int, memory: dict[str, Any],
                      arena_pool: tuple[int, int] | None = None) -> str | None:
-    """What a job (gate 2, kernel timing) left allocated in the worker after it freed everything it made,
+    """What a task (gate 2, kernel timing) left allocated in the worker after it freed everything it made,
     beyond what its loaded graph keeps (recorded in ``memory``),
     and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) kernel
     timing left one working set behind per candidate (4.3 GB each on a max-pool), until each process got its
@@ -299,7 +299,7 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
         return None
 
     memory["retained_census"] = census({arena_pool: "exchange arena"} if arena_pool else {})
-    reason = (f"the job left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "
+    reason = (f"the task left {retained / 2**30:.2f} GiB allocated after freeing its buffers; the worker is "
               "replaced so that it is given back")
     memory["worker_replaced"] = reason
     return reason

@@ -30,7 +30,7 @@ class CouldNotVerify(Exception):
 
 
 def device_of(payload: dict[str, Any]) -> str:
-    from ...measure.job_context import worker_device
+    from ...measure.task_context import worker_device
 
     return str(payload.get("device") or worker_device())
 

@@ -1,18 +1,15 @@
 """Run an Inductor kernel's index arithmetic at sample points: what each load and store touches.
 
 Inductor's pointwise and persistent-reduction kernels are straight-line code: index variables
-computed from ``xindex`` (``yindex``, ``r0_index``) with ``+ - * // %``, comparisons and masks,
-then loads, arithmetic on the loaded values, and stores. :func:`evaluate_kernel` runs that code
-with numpy integer arrays standing for the index vectors (the sample points a caller chooses)
-and symbolic values (:class:`Sym`) standing for the loaded data. The result lists every load
-(pointer, element offset, mask and ``other`` at every sample point) and every store (pointer,
-offset, mask and the symbolic value stored), so a rewrite family can check a hypothesis (a
-pooling window, a permutation, a column reduction) against what the kernel really does,
-including its masks and padding values, without a GPU or torch.
-
-Anything the evaluator does not know raises :class:`KernelEvalError` with the construct: a
-family then declines with that reason instead of guessing. numpy is imported inside the
-functions (this module is imported by the search, which must stay light).
+computed from ``xindex`` (``yindex``, ``r0_index``) with ``+ - * // %``, comparisons and masks, then
+loads, arithmetic on the loaded values, and stores. :func:`evaluate_kernel` runs that code with numpy
+integer arrays standing for the index vectors (the sample points a caller chooses) and symbolic values
+(:class:`Sym`) for the loaded data. The result lists every load (pointer, element offset, mask and
+``other`` at every sample point) and every store (pointer, offset, mask, symbolic value), so a rewrite
+family can check a hypothesis (a pooling window, a permutation, a column reduction) against what the
+kernel really does, masks and padding values included, without a GPU or torch. Anything the evaluator
+does not know raises :class:`KernelEvalError` naming the construct: a family then declines with that
+reason instead of guessing. numpy is imported inside the functions (the search must stay light).
 """
 
 from __future__ import annotations

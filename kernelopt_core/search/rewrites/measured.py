@@ -1,18 +1,17 @@
 """What the H200 measured for the rewrite families' configurations: the prior that orders their variants.
 
 Each :class:`Measured` is one configuration timed against Inductor's max-autotune kernel on one
-shape, in one *experiment* (the configurations timed together, on the same inputs). Two kinds:
+shape (``xnumel`` rows of ``r0_numel`` for reductions, the output elements and rows for windows), in
+one *experiment* (the configurations timed together, on the same inputs). Two kinds:
 
 * the hand-written prototypes of ``benchmarks/explore/explore_reductions.py`` and ``explore_windows.py``
-  (``benchmarks/results/h200/explore/``), written in the family's own parameters: ``coop_g{G}_w{W}``
-  is ``chunk`` = the row over G, rounded up to a power of two, at W warps; ``single_w{W}`` one row per
-  program (XBLOCK=1), ``rows{R}_w{W}`` R rows; ``split_s{S}`` S chunks per row;
-* the families' own launchers timed outside the gates (``benchmarks/results/h200/families/
-  families_check_*.json``) and the windowed spot checks of ``docs/optimizer.md``.
+  (``benchmarks/results/h200/explore/``), in the family's own parameters: ``coop_g{G}_w{W}`` is
+  ``chunk`` = the row over G, rounded up to a power of two, at W warps; ``single_w{W}`` one row per
+  program, ``rows{R}_w{W}`` R rows; ``split_s{S}`` S chunks per row;
+* the families' own launchers timed outside the gates (``benchmarks/results/h200/families/``) and the
+  windowed spot checks of ``docs/optimizer.md``.
 
-``tests/test_variant_order.py`` reads every figure back from the file named in ``source``, so the
-table cannot drift from the record. Shapes are the kernel's (``xnumel`` rows of ``r0_numel``) for
-reductions, the output elements and rows for windows.
+``tests/test_variant_order.py`` reads every figure back from its ``source`` file: no drift from the record.
 """
 
 from __future__ import annotations

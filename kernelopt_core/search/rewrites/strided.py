@@ -2,14 +2,13 @@
 
 For kernels whose loads walk a non-contiguous dimension (the analyst's cause "strided-access"):
 
-* a **permuted copy** (:class:`~.strided_model.PermuteCopy`) becomes a launcher whose kernel moves
-  one [BJ, BK] tile per program: loaded along the input's contiguous dimension (coalesced,
-  vectorised), stored along the output's (Triton moves the tile through shared memory between
-  the two layouts). Every element is read once and written once.
-* a **column reduction** (:class:`~.strided_model.ColumnReduction`) becomes a launcher whose
-  programs each own BC contiguous columns and walk the rows in [BR, BC] tiles (every load a
-  contiguous row segment). When there are too few column tiles to fill the GPU the rows are
-  split across programs: partial results go to a scratch buffer (``torch.empty``, every element
+* a **permuted copy** (:class:`~.strided_model.PermuteCopy`) becomes a launcher whose kernel moves one
+  [BJ, BK] tile per program, loaded along the input's contiguous dimension (coalesced, vectorised) and
+  stored along the output's (Triton moves the tile through shared memory): each element read and
+  written once.
+* a **column reduction** (:class:`~.strided_model.ColumnReduction`) becomes a launcher whose programs
+  each own BC contiguous columns and walk the rows in [BR, BC] tiles. With too few column tiles to
+  fill the GPU the rows are split across programs: partials go to a scratch buffer (every element
   written before it is read) and a second kernel combines them and applies the epilogue.
 
 Each plan names the ideal bytes it targets. Pure Python: the generated module is text.

@@ -1,6 +1,6 @@
-"""Worker jobs that time whole compiled graphs. Runs only inside a worker (imports torch there).
+"""Worker tasks that time whole compiled graphs. Runs only inside a worker (imports torch there).
 
-Call them through a worker: ``worker.call("kernelopt_core.measure.graph_jobs:time_graph", {...})``.
+Call them through a worker: ``worker.call("kernelopt_core.measure.graph_tasks:time_graph", {...})``.
 All times are on the module-call path (the wrapper's ``call(args)``), or graph-replay when
 ``cuda_graph`` is set. Inputs come from the wrapper's own ``get_args()`` under a seed per input set.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .job_context import worker_device
 from .paths import TimingPath
+from .task_context import worker_device
 
 
 def _load(dump: str, device: str) -> Any:
@@ -67,7 +67,7 @@ def ab_graphs(payload: dict[str, Any]) -> dict[str, Any]:
     return {**result.to_json(), "device": device}
 
 
-def time_launches_job(payload: dict[str, Any]) -> dict[str, Any]:
+def time_launches_task(payload: dict[str, Any]) -> dict[str, Any]:
     """{"dump", "iters"?} -> per-launch median times keyed by launch order, and the graph total.
 
     The total is timed separately without the per-launch timers on a GPU (their event records

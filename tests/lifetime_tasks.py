@@ -1,6 +1,6 @@
-"""Worker jobs for the process-lifetime tests (imported inside the worker as ``tests.lifetime_jobs``).
+"""Worker jobs for the process-lifetime tests (imported inside the worker as ``tests.lifetime_tasks``).
 
-``sleep_job`` makes "mid-job" deterministic: it starts a child the way the worker starts a zygote
+``sleep_task`` makes "mid-job" deterministic: it starts a child the way the worker starts a zygote
 (owned, in a session of its own, from a thread that then ends), writes a marker file naming both
 processes and the worker's temporary folders, and sleeps. A test waits for the marker, then ends the owner however it likes.
 """
@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from kernelopt_core.measure.job_context import SCRATCH_ENV, SHARED_MEMORY_ENV
+from kernelopt_core.measure.task_context import SCRATCH_ENV, SHARED_MEMORY_ENV
 from kernelopt_core.process_lifetime import start_owned
 
 # Like the zygote: the parent-death signal only, no watch thread.
@@ -22,7 +22,7 @@ GRANDCHILD = ("from kernelopt_core.process_lifetime import die_with_owner\n"
               "die_with_owner(watch=False)\nimport time\ntime.sleep(600)\n")
 
 
-def sleep_job(payload: dict) -> dict:
+def sleep_task(payload: dict) -> dict:
     started: list[subprocess.Popen[bytes]] = []
     thread = threading.Thread(target=lambda: started.append(start_owned(
         [sys.executable, "-c", GRANDCHILD], stdin=subprocess.DEVNULL, start_new_session=True)))

@@ -1,7 +1,7 @@
-"""Worker jobs of the search: what Inductor chose for each kernel, and kernel-alone timings.
+"""Worker tasks of the search: what Inductor chose for each kernel, and kernel-alone timings.
 
 These run inside a :class:`kernelopt_core.measure.worker.Worker` (``"kernelopt_core.search.
-kernel_jobs:<function>"``) and import torch inside the functions. Kernel-alone timings rank
+kernel_tasks:<function>"``) and import torch inside the functions. Kernel-alone timings rank
 candidates inside the beam; they never accept anything (gate 4 does, end to end).
 """
 
@@ -58,7 +58,7 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
     and are timed on this process's clock (:func:`kernelopt_core.gates.tasks.graph.time_candidate_kernel`).
     """
     from ..gates.tasks.graph import time_candidate_kernel
-    from ..measure.job_context import RECYCLE_KEY
+    from ..measure.task_context import RECYCLE_KEY
 
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
@@ -68,7 +68,7 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
     result: dict[str, Any] = {"candidates": out}
     recycle = next((v.pop(RECYCLE_KEY) for v in out.values() if isinstance(v, dict) and v.get(RECYCLE_KEY)), None)
-    if recycle:  # memory this worker could not give back: the timings stand, the next job gets a fresh worker
+    if recycle:  # memory this worker could not give back: the timings stand, the next task gets a fresh worker
         result[RECYCLE_KEY] = recycle
     return result
 

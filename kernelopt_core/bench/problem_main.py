@@ -1,6 +1,6 @@
 """One problem of a campaign, run inside its own subprocess. Imports torch: subprocess only.
 
-``python -m kernelopt_core.bench.problem_job PAYLOAD.json`` runs the stages below, streams
+``python -m kernelopt_core.bench.problem_main PAYLOAD.json`` runs the stages below, streams
 ``@kernelopt-event`` progress lines on stdout, and writes the problem's result file. Every stage
 failure becomes a recorded error (or a note, for stages the result can do without); the
 parent turns a crash or a timeout of this process into an error result too.
@@ -258,7 +258,7 @@ def _prestart_worker(device: str) -> None:
     from ..measure.worker import get_worker
 
     worker = get_worker(device_for_graph(device, "cuda"))
-    threading.Thread(target=worker.call, args=("kernelopt_core.measure.job_context:ready_job", {}),
+    threading.Thread(target=worker.call, args=("kernelopt_core.measure.task_context:ready_task", {}),
                      kwargs={"timeout_s": 300}, daemon=True, name="worker-prestart").start()
 
 
@@ -340,12 +340,12 @@ def _in_process_verifier(state: ProblemState) -> Callable[[Any, Any], Any]:
     """Verify an option in this process (it imports torch already; the optimizer uses its worker)."""
 
     def verify(recommendation: Any, option: Any) -> Any:
-        from ..measure.accounting_verify import verify_config_job
-        from ..recommend import verdict_from_job, verification_payload
+        from ..measure.accounting_verify import verify_config_task
+        from ..recommend import verdict_from_task, verification_payload
 
         baseline = recommendation.baseline_mode or ("max-autotune" if state.device.startswith("cuda") else "default")
         payload = verification_payload(state.problem_path, option, baseline)
-        return verdict_from_job(verify_config_job({**payload, "device": state.device}), option, baseline)
+        return verdict_from_task(verify_config_task({**payload, "device": state.device}), option, baseline)
 
     return verify
 
@@ -547,7 +547,7 @@ def _reserve_after_optimize(state: ProblemState) -> float:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m kernelopt_core.bench.problem_job PAYLOAD.json\n")
+        sys.stderr.write("usage: python -m kernelopt_core.bench.problem_main PAYLOAD.json\n")
         return 2
     die_with_owner()  # the bench: a killed bench takes its problems (and they their workers)
     with open(args[0], encoding="utf-8") as handle:

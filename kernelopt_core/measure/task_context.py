@@ -1,4 +1,4 @@
-"""What a job running inside a worker may ask about its worker (no torch here)."""
+"""What a task running inside a worker may ask about its worker (no torch here)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ def in_worker() -> bool:
     return DEVICE_ENV in os.environ
 
 
-def ready_job(payload: dict) -> dict:
-    """A job that does nothing: starting a worker with it measures the start (torch import, device
-    set-up) apart from the first real job."""
+def ready_task(payload: dict) -> dict:
+    """A task that does nothing: starting a worker with it measures the start (torch import, device
+    set-up) apart from the first real task."""
     return {"device": worker_device(), "pid": os.getpid()}
 
 
@@ -38,7 +38,7 @@ def worker_shared_memory() -> str | None:
     return folder if folder and os.path.isdir(folder) else None
 
 
-# A job whose result (a dict) holds this key, with a reason, asks for its worker to be replaced after
-# it: the job left something in the process that only the process's end gives back (gate 2: device
+# A task whose result (a dict) holds this key, with a reason, asks for its worker to be replaced after
+# it: the task left something in the process that only the process's end gives back (gate 2: device
 # memory that a candidate process still maps). The result stands.
 RECYCLE_KEY = "recycle_worker"
