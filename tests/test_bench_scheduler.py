@@ -149,7 +149,7 @@ def test_resume_runs_cancelled_problems_again_and_keeps_finished_ones(tmp_path):
     assert "1 problem resumed from earlier runs" in (tmp_path / "report.md").read_text()
 
 
-def test_problem_job_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
+def test_problem_main_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
     from kernelopt_core.bench import problem_main
     from kernelopt_core.measure import worker as worker_module
 

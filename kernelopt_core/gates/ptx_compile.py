@@ -71,8 +71,8 @@ class _Outcome:
 class PtxCompiler:
     """Compiles kernel modules for sm_90 on a pool of ``workers`` contained processes at once.
 
-    ``compile`` blocks; ``submit`` returns a future, so several modules (a family's variants) compile
-    together. ``cache``: True for the user cache folder, False for none, or a :class:`CompileCache`.
+    ``compile`` blocks; ``submit`` returns a future, so several modules (a rewrite family's variants)
+    compile together. ``cache``: True for the user cache folder, False for none, or a :class:`CompileCache`.
     """
 
     def __init__(self, python: str | None = None, workers: int | None = None, cache: CompileCache | bool = True):
