@@ -1,8 +1,10 @@
-"""Input sets (issue 20, item 3): in place, seeded, chunked, and what each one promises."""
+"""Input sets: in place, seeded, chunked, and what each one promises (and docs/gates.md lists each)."""
 
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,16 @@ def test_input_sets_by_dtype() -> None:
     fp8 = {f.name for f in input_sets_for(torch.float8_e4m3fn, reduction=True)}
     assert "nan-inf" not in fp8 and "offset-rows" not in fp8 and "low-variance-rows" not in fp8 and "zeros" in fp8
     assert all(f.label for f in INPUT_SETS.values())
+
+
+def test_docs_list_every_input_set() -> None:
+    """The tables of docs/gates.md, "The input sets", name exactly the registered sets."""
+    from kernelopt_core.gates.structured_input_sets import STRUCTURED_INPUT_SETS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "gates.md").read_text()
+    section = text.split("### The input sets", 1)[1].split("\n### ", 1)[0]
+    listed = re.findall(r"^\| `([a-z0-9-]+)` \|", section, re.MULTILINE)
+    assert sorted(listed) == sorted([*INPUT_SETS, *STRUCTURED_INPUT_SETS])
 
 
 @pytest.mark.parametrize("name", sorted(INPUT_SETS))

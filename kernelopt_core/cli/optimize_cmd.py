@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--run-root", default=DEFAULT_RUN_ROOT, help="where run folders go")
     parser.add_argument("--max-kernels", type=int, default=3, help="kernels searched, largest share first")
     parser.add_argument("--ab-rounds", type=int, default=None,
-                        help="gate 4 A/B rounds (default: the device's timing budget)")
+                        help="gate 4 A/B rounds (default: the device's timing effort)")
     parser.add_argument("--deploy", action="store_true",
                         help="add an optimized result to the accepted-kernel store (see `kernelopt accepted`)")
     parser.add_argument("--store", help="with --deploy: the store folder (default: .kernelopt/accepted of the project)")

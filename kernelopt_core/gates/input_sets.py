@@ -7,8 +7,8 @@ here (:data:`INPUT_SETS`) fills a floating tensor **in place**, seeded, on the t
 a bounded chunk at a time: gate 2 fills the kernel's captured floating inputs with it, gate 3 the
 graph's inputs, and both compare the outputs under :func:`compare_outputs`. A *row* is
 ``row_length`` consecutive elements (a reduction's length, or the last dimension). Values depend
-only on the seed, the set and the flat index. What each set holds and the comparison rule:
-docs/gates.md, "Gate 2, multi-seed kernel correctness". Torch is imported inside the functions only.
+only on the seed, the set and the flat index. What each set holds: docs/gates.md, "The input sets";
+the comparison rule: "Gate 2, multi-seed kernel correctness". Torch is imported inside functions only.
 """
 
 from __future__ import annotations

@@ -672,7 +672,8 @@ def distribution_label(distribution: str) -> str:
 
 @dataclass
 class ExtraSet:
-    """A further input set: fills the inputs in place; named in the verdict."""
+    """One more run of gate 2's battery (an input set, or the aliasing run): fills the inputs in place;
+    named in the verdict."""
 
     label: str
     fill: Callable[[list[Any], list[Role]], None]
@@ -696,7 +697,7 @@ def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
 # Input sets compared element by element against the original's own rounding at each output's magnitude: their
 # values span many decades within one tensor (the sweep), or mix the candidate's constants, of any size, with
 # unit values, so that a tolerance scaled to the largest input would hide a wrong unit-sized output.
-BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
+INPUT_SETS_BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
 
 
 def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = INPUT_SET_SEED,
@@ -715,7 +716,7 @@ def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: in
 
     chosen = input_sets_for(dtype, reduction) if input_sets is None else input_sets
     return [ExtraSet(f"inputs: {input_set.label}", filler(input_set), error_structure=input_set.error_structure,
-                     comparison="magnitude" if input_set.name in BY_MAGNITUDE else "tolerance")
+                     comparison="magnitude" if input_set.name in INPUT_SETS_BY_MAGNITUDE else "tolerance")
             for input_set in chosen]
 
 

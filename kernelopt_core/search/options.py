@@ -49,7 +49,7 @@ class OptimizeConfig(JsonRecord):
     min_share: float = 0.02  # kernels below this share of the graph are not worth a search
     finalists: int = 2  # gate 3-4 attempts per kernel (targeted retries on a perf rejection)
     min_speedup: float = 1.03
-    ab_rounds: int | None = None  # gate 4 rounds; None: the device's timing budget
+    ab_rounds: int | None = None  # gate 4 rounds; None: the device's timing effort (measure.timing)
     kernel_rounds: int | None = None  # kernel-alone A/B rounds for ranking candidates
     memory_path: str | None = None  # the cross-run SQLite store; None: the user cache folder
     api_max_retries: int = 4
