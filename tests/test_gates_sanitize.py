@@ -46,6 +46,31 @@ def test_every_finalist_gets_memcheck_and_racecheck_where_it_can_see_something(m
     assert [r["tool"] for r in unknown.runs] == ["memcheck", "racecheck"]
 
 
+SOFTMAX = Path(__file__).resolve().parent / "fixtures" / "inductor-h200-torch2.11" / "softmax" / "output_code.py"
+SOFTMAX_KERNEL = "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0"
+
+
+@pytest.mark.parametrize("asm,tools", [
+    ("", ["memcheck"]),
+    ("\n    tl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [x0], dtype=tl.int32, is_pure=True, pack=1)",
+     ["memcheck", "racecheck"]),
+])
+def test_racecheck_runs_only_where_the_kernels_own_code_addresses_shared_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asm: str, tools: list[str]) -> None:
+    """A reduction keeps its partials in shared memory, placed by Triton with its barriers: racecheck would
+    check the compiler. Inline assembly can address shared memory itself: there racecheck runs."""
+    source = SOFTMAX.read_text()
+    anchor = "    xoffset = tl.program_id(0) * XBLOCK\n"
+    assert anchor in source
+    restitched = tmp_path / "restitched.py"
+    restitched.write_text(source.replace(anchor, anchor + asm, 1))
+    monkeypatch.setattr(sanitize, "run_sanitizer", lambda tool, *a, **k: SanitizerRun(tool, True, 0, 1.0, "no errors"))
+    compiled = {SOFTMAX_KERNEL: {"configs": [{"shared_bytes": 2048}]}}
+    report = sanitize_finalist("g.py", str(restitched), [SOFTMAX_KERNEL], compiled, "cuda:0")
+    assert [r["tool"] for r in report.runs] == tools
+    assert ("racecheck not run: the kernel addresses no shared memory itself" in report.note) == (tools == ["memcheck"])
+
+
 def test_a_sanitizer_that_cannot_run_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sanitize, "run_sanitizer", lambda tool, *a, **k: SanitizerRun(
         tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)"))

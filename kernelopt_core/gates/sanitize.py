@@ -109,6 +109,11 @@ def find_sanitizer() -> str | None:
 TOOLS = ("memcheck", "racecheck")
 # racecheck watches shared memory only; a kernel whose every config compiles to none (gate 1's compile says
 # so) gives it nothing to watch. Races through global memory are gate 1's unsynchronised-reload rule's.
+RACECHECK_COMPILER_OWNED = ("racecheck not run: the kernel addresses no shared memory itself (no inline assembly); "
+                            "Triton places what it keeps there, with the barriers (races through global memory: "
+                            "gate 1's unsynchronised-reload rule; across programs: gate 2's re-runs)")
+# What lets a Triton kernel's own code read or write shared memory: inline PTX, or Gluon's explicit layouts.
+_OWNS_SHARED = re.compile(r"\binline_asm\w*\b|\bgluon\b|\ballocate_shared_memory\b")
 RACECHECK_NOT_NEEDED = ("racecheck not run: the kernel uses no shared memory, the only memory racecheck watches "
                         "(races through global memory: gate 1's unsynchronised-reload rule)")
 NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
@@ -138,14 +143,34 @@ def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled:
     shared = {name: shared_memory_bytes(compiled.get(name)) for name in kernels}
     return sanitize_kernels(kernels, device, lambda tool, name: run_sanitizer(tool, graph, restitched, name, device,
                                                                               timeout_s=timeout_s),
-                            shared, enabled, side_by_side)
+                            shared, enabled, side_by_side, owns_shared=kernels_owning_shared(restitched, kernels))
+
+
+def owns_shared_memory(source: str) -> bool:
+    """Whether a kernel's own code can address shared memory: inline assembly or Gluon. Elsewhere Triton's
+    compiler places the reductions', layout changes' and ``tl.dot`` operands' shared memory with its own
+    barriers, and a race there would be the compiler's, not something a rewrite wrote."""
+    return bool(_OWNS_SHARED.search(source))
+
+
+def kernels_owning_shared(restitched: str, kernels: list[str]) -> dict[str, bool]:
+    """:func:`owns_shared_memory` of each kernel of the re-stitched graph (True where its source cannot be read)."""
+    from ..artifacts.parse import parse_output_code
+
+    try:
+        sources = {k.name: k.source for k in parse_output_code(restitched).kernels}
+    except Exception:  # noqa: BLE001 - unreadable: racecheck runs, as it would without this reading
+        return {name: True for name in kernels}
+    return {name: owns_shared_memory(sources[name]) if name in sources else True for name in kernels}
 
 
 def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict[str, int | None] | None = None,
-                     enabled: bool = True, side_by_side: bool = True) -> SanitizerReport:
-    """Both tools on each kernel through ``run`` (on a GPU), side by side unless ``side_by_side`` is off (one
-    target on the device at a time); the verdict's errors and note.
-    ``shared``: each kernel's shared memory from gate 1's compile (None: not known)."""
+                     enabled: bool = True, side_by_side: bool = True,
+                     owns_shared: dict[str, bool] | None = None) -> SanitizerReport:
+    """memcheck on each kernel through ``run`` (on a GPU), and racecheck where it can see something, side by
+    side unless ``side_by_side`` is off (one target on the device at a time); the verdict's errors and note.
+    ``shared``: each kernel's shared memory from gate 1's compile (None: not known); ``owns_shared``:
+    whether its own code addresses shared memory (:func:`owns_shared_memory`; missing: assume it does)."""
     skipped = not_checked(device, enabled)
     if skipped is not None:
         return skipped
@@ -153,7 +178,8 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
     parts: list[str] = []
     for name in kernels:
         uses_shared = (shared or {}).get(name)
-        tools = TOOLS if uses_shared != 0 else tuple(t for t in TOOLS if t != "racecheck")
+        own_code = (owns_shared or {}).get(name, True)
+        tools = TOOLS if uses_shared != 0 and own_code else tuple(t for t in TOOLS if t != "racecheck")
         # The tools side by side: most of a run is the target's start (importing torch, loading and
         # running the graph or harness), which the GPU does not limit, so together they take about one's time.
         with ThreadPoolExecutor(max_workers=len(tools) if side_by_side else 1) as pool:
@@ -161,7 +187,7 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
         for future in futures:
             parts.append(_judge(report, name, future.result(), uses_shared))
         if "racecheck" not in tools:
-            parts.append(RACECHECK_NOT_NEEDED)
+            parts.append(RACECHECK_NOT_NEEDED if uses_shared == 0 else RACECHECK_COMPILER_OWNED)
     report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
     return report
 
