@@ -1,6 +1,6 @@
 """Worker jobs for the process-lifetime tests (imported inside the worker as ``tests.lifetime_tasks``).
 
-``sleep_task`` makes "mid-job" deterministic: it starts a child the way the worker starts a zygote
+``sleep_task`` makes "mid-task" deterministic: it starts a child the way the worker starts a zygote
 (owned, in a session of its own, from a thread that then ends), writes a marker file naming both
 processes and the worker's temporary folders, and sleeps. A test waits for the marker, then ends the owner however it likes.
 """

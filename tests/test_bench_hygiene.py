@@ -1,4 +1,4 @@
-"""Nothing outlives a bench problem: a problem timed out while its worker is mid-job leaves no
+"""Nothing outlives a bench problem: a problem timed out while its worker is mid-task leaves no
 process of its own, the next problem runs normally, the device memory is checked between problems
 (a stand-in reader here), and the text-mode summary prints with exit status 0.
 

@@ -179,12 +179,12 @@ def test_the_tree_ends_what_was_re_parented_through_the_session_it_was_in() -> N
 
 
 def _marker(path: Path, bound_s: float = 300.0) -> dict:
-    """The pids ``tests.lifetime_tasks.sleep_task`` wrote once it is mid-job (its worker starts torch)."""
+    """The pids ``tests.lifetime_tasks.sleep_task`` wrote once it is mid-task (its worker starts torch)."""
     wait_until(path.exists, f"the task writes {path.name}", bound_s)
     return json.loads(path.read_text())
 
 
-def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_pipe_closes(tmp_path: Path) -> None:
+def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_task_when_its_pipe_closes(tmp_path: Path) -> None:
     worker = Worker("cpu")
     try:
         first: list = []
@@ -198,17 +198,17 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
         thread.join()
         wait_until(lambda: not os.path.exists(f"/proc/self/task/{first[0]}"), "the starting thread is gone")
         assert first[1].ok, first[1].failure
-        marker_path = tmp_path / "mid-job.json"
+        marker_path = tmp_path / "mid-task.json"
         calls: list = []
-        job = threading.Thread(target=lambda: calls.append(worker.call(
+        task = threading.Thread(target=lambda: calls.append(worker.call(
             "tests.lifetime_tasks:sleep_task", {"marker": str(marker_path)}, timeout_s=600)))
-        job.start()
+        task.start()
         pids = _marker(marker_path)
         assert pids["worker"] == first[1].value["pid"]  # the same worker: it did not die with that thread
         process = worker._process
         assert process is not None
-        process.close_requests()  # end of file mid-job, and nothing else: nobody kills it
-        job.join(timeout=120)
+        process.close_requests()  # end of file mid-task, and nothing else: nobody kills it
+        task.join(timeout=120)
         assert calls and calls[0].failure is not None and calls[0].failure.kind == "crash"
         assert not worker.restarts and not process.killed_by_us
         wait_until(lambda: not running(pids["worker"]), "the worker ends by itself")
@@ -222,10 +222,10 @@ def test_a_worker_outlives_the_thread_that_started_it_and_ends_mid_job_when_its_
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
-def test_optimize_interrupted_or_killed_mid_job_leaves_no_process(how: str, cpu_example_dump: Path,
+def test_optimize_interrupted_or_killed_mid_task_leaves_no_process(how: str, cpu_example_dump: Path,
                                                                    tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) or kill -9 while the
-    worker runs its first job: the command, its worker and the zygotes are all gone afterwards."""
+    worker runs its first task: the command, its worker and the zygotes are all gone afterwards."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "KERNELOPT_WORKER_ECHO": "1",
            "KERNELOPT_CACHE_DIR": str(tmp_path / "cache")}
     cli = subprocess.Popen([sys.executable, "-m", "kernelopt_core.cli.main", "optimize", str(cpu_example_dump),
@@ -237,9 +237,9 @@ def test_optimize_interrupted_or_killed_mid_job_leaves_no_process(how: str, cpu_
     drain.start()
     seen: dict[int, str] = {}
     try:
-        # the worker's stderr, echoed by the command, says when a job starts
-        wait_until(lambda: any("kernelopt worker: job" in line for line in lines) or cli.poll() is not None,
-                   "the worker starts its first job", 600)
+        # the worker's stderr, echoed by the command, says when a task starts
+        wait_until(lambda: any("kernelopt worker: task" in line for line in lines) or cli.poll() is not None,
+                   "the worker starts its first task", 600)
         assert cli.poll() is None, "".join(lines[-20:])
         seen.update(processes_below(cli.pid))
         (worker,) = [pid for pid, command in seen.items() if "worker_main" in command]
