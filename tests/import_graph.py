@@ -3,7 +3,7 @@
 Every import counts: at module level, inside functions, under ``if TYPE_CHECKING:``, relative or
 absolute, so a circle that only bites at run time (or only for a type checker) is seen too. A
 string constant that names a module (``"kernelopt_core.gates.tasks.graph:run_kernel_gate"``, the way worker
-jobs and the sandbox's ``call`` are named) is read as a reference to that module, apart from the
+tasks and the sandbox's ``call`` are named) is read as a reference to that module, apart from the
 imports. Used by ``tests/test_import_graph.py`` (the whole project) and
 ``tests/lsp/test_lsp_structure.py`` (the language server's own shape).
 """

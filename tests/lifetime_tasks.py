@@ -1,4 +1,4 @@
-"""Worker jobs for the process-lifetime tests (imported inside the worker as ``tests.lifetime_tasks``).
+"""Worker tasks for the process-lifetime tests (imported inside the worker as ``tests.lifetime_tasks``).
 
 ``sleep_task`` makes "mid-task" deterministic: it starts a child the way the worker starts a zygote
 (owned, in a session of its own, from a thread that then ends), writes a marker file naming both

@@ -2,9 +2,9 @@
 process of its own, the next problem runs normally, the device memory is checked between problems
 (a stand-in reader here), and the text-mode summary prints with exit status 0.
 
-The problems run on the CPU backend in their own processes. "Mid-job" is made deterministic by a
-worker job that sleeps (``tests.lifetime_tasks.sleep_task``); the time limit is read from a stand-in
-clock that jumps past it once the job has said it is running.
+The problems run on the CPU backend in their own processes. "Mid-task" is made deterministic by a
+worker task that sleeps (``tests.lifetime_tasks.sleep_task``); the time limit is read from a stand-in
+clock that jumps past it once the task has said it is running.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "benchmarks" / "problems" / "tiny"
 
 # A problem whose model set-up starts the optimizer's worker from a short-lived thread (as the bench's
-# prestart does) and then waits in a worker job that never ends on its own.
+# prestart does) and then waits in a worker task that never ends on its own.
 MID_JOB_PROBLEM = '''import json, os, threading
 
 import torch
@@ -76,7 +76,7 @@ def test_a_problem_timed_out_mid_job_leaves_nothing_and_the_next_problem_runs(tm
     seen: dict[int, str] = {}
 
     def clock() -> float:
-        """0 until the job is running, then far past any limit: the timeout hits mid-job."""
+        """0 until the task is running, then far past any limit: the timeout hits mid-task."""
         if not marker.exists():
             return 0.0
         if not seen:  # the processes of the problem, looked up independently of the bench's own record

@@ -160,8 +160,8 @@ def test_problem_main_prestarts_the_shared_worker_of_its_gpu(monkeypatch):
         def __init__(self, device: str):
             self.device = device
 
-        def call(self, job, payload, timeout_s=0.0):
-            calls.append((self.device, job))
+        def call(self, task, payload, timeout_s=0.0):
+            calls.append((self.device, task))
             done.set()
 
     monkeypatch.setattr(worker_module, "get_worker", lambda device: FakeWorker(device))

@@ -338,13 +338,13 @@ def test_a_kernel_timed_over_its_harness_call_is_within_noise_not_100_percent(
     apart = harness_share("k", {"median_ms": 40.0, "iqr_ms": 0.2}, {"median_ms": 30.0, "iqr_ms": 0.2})
     assert apart.share is None and "not comparable" in apart.note
 
-    def job(name: str, payload: dict[str, Any]) -> dict[str, Any]:  # the worker's reply, its timings stood in
+    def task(name: str, payload: dict[str, Any]) -> dict[str, Any]:  # the worker's reply, its timings stood in
         assert name == "kernelopt_core.userkernels.tasks:profile_user_kernel"
         return {"kernel_ms": 34.71, "harness_ms": 32.90, "launches_per_call": 1, "launch_args": [],
                 "kernel_timing": kernel, "harness_timing": harness, "harness": "bench_scale() in scale_kernels.py",
                 "launches": [{"grid": [63], "meta": {"BLOCK": 16}}], "share": share.share, "share_note": share.note}
 
-    monkeypatch.setattr(cascade, "task_caller", lambda *a, **k: job)
+    monkeypatch.setattr(cascade, "task_caller", lambda *a, **k: task)
     assert main(["profile", "scale_kernels.py", "--kernel", "scale_kernel", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("scale_kernel "))

@@ -1,4 +1,4 @@
-"""The configuration check's job on one working set per callable: its output comparisons go one chunk at a
+"""The configuration check's task on one working set per callable: its output comparisons go one chunk at a
 time (a whole output cast to float64 is twice its size again), give the same figures as a whole-tensor
 comparison, and take either side from the host; the task that releases the search's working sets runs with
 nothing held and says what it closed."""

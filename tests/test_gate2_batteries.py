@@ -207,7 +207,7 @@ def test_a_cascade_past_gate_2_always_runs_the_full_battery() -> None:
 
 
 def test_a_real_gate_2_reports_its_battery_steps_runs_and_memory(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The job itself, in the shared worker, on the corpus' elementwise graph (its output captured as a layout)."""
+    """The task itself, in the shared worker, on the corpus' elementwise graph (its output captured as a layout)."""
     from adversarial.dumps import compiled_corpus_graphs
 
     from kernelopt_core.artifacts import parse_output_code

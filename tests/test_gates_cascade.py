@@ -128,7 +128,7 @@ def test_a_hung_candidate_fails_gate2_and_the_worker_is_replaced(graphs: dict[st
 
     # The worker's task timeout is the path under test. The task's own launch limit (0.8 x the task's time) would
     # catch the spin first on a machine that sets the task up in under 1.6 s; lift it so the outcome does not
-    # depend on how fast the machine is. (The corpus's endless launcher covers the in-job limit.)
+    # depend on how fast the machine is. (The corpus's endless launcher covers the in-task limit.)
     settings = CommonSettings.of
     monkeypatch.setattr(CommonSettings, "of", classmethod(lambda cls, config: replace(settings(config),
                                                                                        run_timeout_s=600.0)))

@@ -219,7 +219,7 @@ def test_a_finalist_carries_its_screens_compile_numbers_to_the_sanitizer(monkeyp
 def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wants_it() -> None:
     """Gate 2's battery starts the tools of a finalist whose gate 3 follows; gate 3 takes that run by the
     finalist's re-stitched graph. A run its gates left (a rejection) is ended, its tools killed, before any other
-    job: nothing shares the device with a timing."""
+    task: nothing shares the device with a timing."""
     import subprocess
     import threading
     import time
@@ -256,7 +256,7 @@ def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wa
     left = begin_sanitizer(long_run, beside=True, key="finalist-c.py")
     assert started.wait(10)
     begin = time.monotonic()
-    settle_sanitizer()  # any other job: the run left going is ended, not waited for
+    settle_sanitizer()  # any other task: the run left going is ended, not waited for
     assert left.done() and time.monotonic() - begin < 30 and tools[-1].poll() is not None
     assert claim_sanitizer("finalist-c.py") is None
     for tool in tools:

@@ -182,7 +182,7 @@ def test_a_sanitizer_that_does_not_finish_or_is_missing_is_a_note(folder: Path, 
 
 # --- gate 3 ---------------------------------------------------------------------------------------------
 
-# Gate 3 in a fresh process (the jobs in-process: the in-process worker must not inherit another test's
+# Gate 3 in a fresh process (the tasks in-process: the in-process worker must not inherit another test's
 # Triton state), its sanitizer step as on a GPU when asked; the rest of the gate runs on the CPU.
 _GATE3 = """
 import json, sys

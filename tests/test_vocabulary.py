@@ -99,6 +99,9 @@ def test_a_worker_runs_tasks_and_only_the_editor_runs_jobs() -> None:
         entry_points += [f"{relative(path)}: {m.group(1)}"
                          for m in re.finditer(r"^def (\w+_job)\(", path.read_text(), re.MULTILINE)]
     assert not entry_points, f"worker entry points are *_task, not *_job: {entry_points}"
+    classes = [f"{relative(p)}: {m.group(1)}" for p in code_files() if relative(p) not in JOB_MODULES_ALLOWED
+               for m in re.finditer(r"^class (\w*Job\w*)\b", p.read_text(), re.MULTILINE)]
+    assert not classes, f"what a worker returns is a task's (TaskOutcome), not a job's: {classes}"
 
 
 def test_the_search_budget_is_the_only_budget_class() -> None:

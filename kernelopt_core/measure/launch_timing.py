@@ -16,7 +16,7 @@ from ..dispatch import OverheadItem
 from .devices import device_for_graph
 from .task_context import in_worker, worker_device
 from .traffic import IdealBytes, LaunchTraffic
-from .worker import JobFailure, Worker, get_worker
+from .worker import TaskFailure, Worker, get_worker
 
 LAUNCH_JOB = "kernelopt_core.measure.graph_tasks:time_launches_task"
 # Above this share of the graph's time outside kernels and vendor calls, a graph is launch-bound.
@@ -26,7 +26,7 @@ LAUNCH_BOUND_SHARE = 0.20
 class MeasurementError(RuntimeError):
     """A measurement task failed; ``failure`` says how (timeout, crash, oom, ...)."""
 
-    def __init__(self, what: str, failure: JobFailure):
+    def __init__(self, what: str, failure: TaskFailure):
         self.failure = failure
         super().__init__(f"{what} failed ({failure.kind}): {failure.message}")
 
@@ -78,7 +78,7 @@ def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker 
             return launch_timing_from_json(time_launches_task(payload))
         except Exception as exc:  # noqa: BLE001 - the same typed error the worker path gives
             raise MeasurementError(f"timing the launches of {graph.name}",
-                                   JobFailure("error", f"{type(exc).__name__}: {exc}")) from exc
+                                   TaskFailure("error", f"{type(exc).__name__}: {exc}")) from exc
     runner = worker or get_worker(resolved)
     outcome = runner.call(LAUNCH_JOB, payload, timeout_s=timeout_s, cancel=cancel)
     if not outcome.ok or outcome.failure is not None:

@@ -37,7 +37,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass
-class JobFailure:
+class TaskFailure:
     kind: FailureKind
     message: str
     traceback: str | None = None
@@ -47,10 +47,10 @@ class JobFailure:
 
 
 @dataclass
-class JobOutcome:
+class TaskOutcome:
     ok: bool
     value: Any  # JSON-able return value of the task function when ok
-    failure: JobFailure | None
+    failure: TaskFailure | None
     wall_s: float
 
     def to_json(self) -> dict[str, Any]:
@@ -219,7 +219,7 @@ class Worker:
         return self._process.pid if self._process and self._process.alive() else None
 
     def call(self, task: str, payload: dict[str, Any], timeout_s: float = 600.0,
-             cancel: threading.Event | None = None) -> JobOutcome:
+             cancel: threading.Event | None = None) -> TaskOutcome:
         """Run ``task(payload)`` in the worker and wait for its result, failure, timeout or cancel.
 
         ``timeout_s`` counts from when the task is handed to a ready worker: starting a fresh
@@ -249,7 +249,7 @@ class Worker:
             return self._await(process, task, task_id, begin, time.monotonic() + timeout_s, timeout_s, cancel)
 
     def _await(self, process: _Process, task: str, task_id: int, begin: float, deadline: float, timeout_s: float,
-               cancel: threading.Event | None) -> JobOutcome:
+               cancel: threading.Event | None) -> TaskOutcome:
         while True:
             if cancel is not None and cancel.is_set():
                 self._discard(kill=True)
@@ -281,7 +281,7 @@ class Worker:
                 if message.get("recycle"):  # the result stands; the next task gets a fresh worker
                     self.recycled.append(f"pid {process.pid} after {task}: {message['recycle']}")
                     self._discard(kill=True)
-                return JobOutcome(ok=True, value=message.get("value"), failure=None,
+                return TaskOutcome(ok=True, value=message.get("value"), failure=None,
                                   wall_s=time.monotonic() - begin)
             kind = message.get("kind", "error")
             if kind == "cuda_error" or message.get("poisoned"):
@@ -374,8 +374,8 @@ class Worker:
         self.close()
 
 
-def _failed(kind: FailureKind, message: str, begin: float, traceback: str | None = None) -> JobOutcome:
-    return JobOutcome(ok=False, value=None, failure=JobFailure(kind, message, traceback or None),
+def _failed(kind: FailureKind, message: str, begin: float, traceback: str | None = None) -> TaskOutcome:
+    return TaskOutcome(ok=False, value=None, failure=TaskFailure(kind, message, traceback or None),
                       wall_s=time.monotonic() - begin)
 
 
