@@ -284,9 +284,9 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
                      arena_pool: tuple[int, int] | None = None) -> str | None:
     """What a task (gate 2, kernel timing) left allocated in the worker after it freed everything it made,
     beyond what its loaded graph keeps (recorded in ``memory``),
-    and, when that is more than slack, why the worker should be replaced. On the H200 (2026-12-02) kernel
-    timing left one working set behind per candidate (4.3 GB each on a max-pool), until each process got its
-    own copy (:func:`time_kernel_pair`); this stays as the backstop. Past slack the
+    and, when that is more than slack, why the worker should be replaced: the backstop behind each process's
+    own copy (:func:`time_kernel_pair`), since kernel timing once left a working set behind per candidate
+    (docs/gates.md, gate 2's memory). Past slack the
     record also says which pool and, with allocation history on, which line of ours holds it
     (:mod:`..measure.allocator_census`)."""
     if before is None or not device.startswith("cuda"):

@@ -328,9 +328,9 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     """Kernel-alone A/B of two processes, each on its own copy of the launch's arguments in an exchange arena
     of its own: (the timing, the arenas' peak bytes).
 
-    Never one buffer for both: on the H200 (torch 2.11) a CUDA IPC buffer that two processes had mapped stayed
-    allocated in the worker after both let go of it, and after both ended (``benchmarks/gpu/ipc_retention.py``;
-    a buffer mapped by one process at a time is given back). A search's kernel timing lost one working set per
+    Never one buffer for both: a CUDA IPC buffer that two processes had mapped stayed allocated in the worker
+    after both let go of it, and after both ended (measured: docs/gates.md, gate 2's memory; a buffer mapped
+    by one process at a time is given back). A search's kernel timing lost one working set per
     candidate that way. Separate copies also keep a candidate that writes its inputs from touching the
     baseline's."""
     from ...sandbox.exchange import ExchangeArena
