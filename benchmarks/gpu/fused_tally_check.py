@@ -60,13 +60,23 @@ def _pair(n: int, seed: int) -> tuple[Any, Any]:
     return cand, orig
 
 
+def _case(label: str, n: int, atol: float, poison: int | None, seed: int) -> dict[str, Any]:
+    from kernelopt_core.gates import kernel
+
+    cand, orig = _pair(n, seed)
+    eager, eager_s = _timed(lambda: kernel._float_figures(cand, orig, poison, atol, atol, fused=False))
+    fused, fused_s = _timed(lambda: kernel._float_figures(cand, orig, poison, atol, atol))
+    return {"case": label, "elements": n, "equal": eager == fused, "eager": eager, "fused": fused,
+            "eager_s": eager_s, "fused_s": fused_s,
+            "eager_median_s": statistics.median(eager_s), "fused_median_s": statistics.median(fused_s)}
+
+
 def run(out_dir: str) -> dict[str, Any]:
     from benchmarks.gpu.devicescript import environment, write_record
 
     os.makedirs(out_dir, exist_ok=True)
     import torch
 
-    from kernelopt_core.gates import kernel
     from kernelopt_core.sandbox.guarded_buffers import poison_bits
 
     if not torch.cuda.is_available():
@@ -75,13 +85,7 @@ def run(out_dir: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for label, n, atol in (("12.9 GB pair", ELEMENTS, 1e-3), ("16M pair", 1 << 24, 1e-3),
                            ("exact (atol = rtol = 0)", 1 << 20, 0.0), ("one block and a bit", 4096 + 7, 1e-3)):
-        cand, orig = _pair(n, seed=len(rows))
-        eager, eager_s = _timed(lambda: kernel._float_figures(cand, orig, poison, atol, atol, fused=False))
-        fused, fused_s = _timed(lambda: kernel._float_figures(cand, orig, poison, atol, atol))
-        rows.append({"case": label, "elements": n, "equal": eager == fused, "eager": eager, "fused": fused,
-                     "eager_s": eager_s, "fused_s": fused_s,
-                     "eager_median_s": statistics.median(eager_s), "fused_median_s": statistics.median(fused_s)})
-        del cand, orig
+        rows.append(_case(label, n, atol, poison, seed=len(rows)))
         torch.cuda.empty_cache()
     data = {"environment": environment("cuda"), "rows": rows, "all_equal": all(r["equal"] for r in rows)}
     body = ["| case | elements | figures equal | eager s (median, min-max) | fused s (median, min-max) | bad | "
