@@ -400,9 +400,9 @@ def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: 
     if floor is None and fused:  # one fused pass on a GPU where it applies (fused_tally.py); the same figures
         from .fused_tally import fused_float_figures
 
-        fused = fused_float_figures(cand, orig, poison, atol, rtol)
-        if fused is not None:
-            return fused
+        in_one_pass = fused_float_figures(cand, orig, poison, atol, rtol)
+        if in_one_pass is not None:
+            return in_one_pass
 
     def tally(wide: bool) -> dict[str, float]:
         sums = Tally()
