@@ -101,6 +101,9 @@ function writeSettings() {
     'kernelopt.beam.retries': 1,
     'kernelopt.device': 'cpu',
     'kernelopt.ncuPath': 'ncu',
+    // The smallest search (one candidate: beam 1, one iteration, plan, attempt) with no deadline: the
+    // CPU interpreter's finalist takes minutes on a loaded machine, and a budget that cannot cover
+    // it keeps the compiler's kernel (no diff to review). The job's reports are the limit (stall).
     'kernelopt.budget': 0,
     'kernelopt.allowConfigChanges': false,
     'kernelopt.trace.server': 'messages',
