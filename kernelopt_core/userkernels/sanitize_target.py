@@ -29,6 +29,7 @@ from ..gates.sanitize import (
     Steps,
     checked_source,
     not_checked,
+    owns_shared_memory,
     run_target,
     sanitize_kernels,
     shared_memory_bytes,
@@ -64,7 +65,8 @@ def sanitize_user_finalist(payload: dict[str, Any], device: str, folder: str) ->
     timeout_s = float(payload.get("sanitizer_timeout_s", 600.0))
     kernel = str(payload["kernel"])
     return sanitize_kernels([kernel], device, lambda tool, _: run_target(tool, target, timeout_s),
-                            {kernel: shared_memory_bytes(payload.get("compiled"))})
+                            {kernel: shared_memory_bytes(payload.get("compiled"))},
+                            owns_shared={kernel: owns_shared_memory(str(payload.get("candidate") or ""))})
 
 
 # --- under the sanitizer --------------------------------------------------------------------------

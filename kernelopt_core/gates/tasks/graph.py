@@ -570,8 +570,12 @@ def _begin_sanitize(payload: dict[str, Any], device: str) -> tuple[Any, bool]:
     room for its targets, else now (a future either way); and whether it runs beside other work."""
     from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
 
-    ahead = claim_sanitizer(str(payload.get("restitched")))
-    if ahead is not None:
+    claimed = claim_sanitizer(str(payload.get("restitched")))
+    if claimed is not None:
+        ahead, staged = claimed
+        if staged:  # its targets loaded beside gate 2 and take the device now: done before the seeds
+            ahead.exception()
+            return ahead, False
         return ahead, True
     beside = payload.get("sanitize") is not False and room_beside(device, graph_working_set_bytes(payload["graph"]))
     return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched"))), beside
@@ -579,26 +583,35 @@ def _begin_sanitize(payload: dict[str, Any], device: str) -> tuple[Any, bool]:
 
 def _sanitize_ahead(payload: dict[str, Any], device: str) -> None:
     """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
-    battery (no timing runs in either), where the device's free memory covers the targets' need on top of what
-    the battery will hold; gate 3 takes the run."""
-    from ..sanitize import begin_sanitizer, graph_working_set_bytes, room_beside
+    battery (no timing runs in either). Where the device's free memory covers the targets' need on top of what
+    the battery will hold they run to the end; elsewhere they start staged, loading the graph and then waiting
+    for gate 3 to open their gate once the battery's buffers are gone. Gate 3 takes the run."""
+    from ..sanitize import DeviceGate, begin_sanitizer, graph_working_set_bytes, room_beside
 
-    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False:
-        return
-    if not room_beside(device, graph_working_set_bytes(payload["graph"])):
+    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False or not device.startswith("cuda"):
         return
     ahead = {**payload, "compiled": payload.get("compiled") or {}}
-    begin_sanitizer(lambda: _sanitize(ahead, device), True, key=str(payload.get("restitched")))
+    key = str(payload.get("restitched"))
+    if room_beside(device, graph_working_set_bytes(payload["graph"])):
+        begin_sanitizer(lambda: _sanitize(ahead, device), True, key=key)
+        return
+    gate = DeviceGate()
+    begin_sanitizer(lambda: _sanitize(ahead, device, gate=gate), True, key=key, gate=gate)
 
 
-def _sanitize(payload: dict[str, Any], device: str, side_by_side: bool = True) -> Any:
-    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
+def _sanitize(payload: dict[str, Any], device: str, side_by_side: bool = True, gate: Any = None) -> Any:
+    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist);
+    ``gate``: a staged start (sanitize.DeviceGate), removed once the run ends."""
     from ..sanitize import sanitize_finalist
 
-    return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
-                             dict(payload.get("compiled") or {}), device,
-                             timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
-                             enabled=payload.get("sanitize") is not False, side_by_side=side_by_side)
+    try:
+        return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
+                                 dict(payload.get("compiled") or {}), device,
+                                 timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
+                                 enabled=payload.get("sanitize") is not False, side_by_side=side_by_side, gate=gate)
+    finally:
+        if gate is not None:
+            gate.close()
 
 
 def _check_reference_arguments(reference: Any, graph_path: str) -> None:
