@@ -10,6 +10,8 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from ..gates.task_payload import KernelTimingRequest
+
 
 def _config_json(config: Any) -> dict[str, Any]:
     kwargs = dict(getattr(config, "kwargs", {}) or {})
@@ -63,7 +65,7 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
         try:
-            out[candidate_id] = time_candidate_kernel({**payload, "restitched": str(path)})
+            out[candidate_id] = time_candidate_kernel(KernelTimingRequest.from_json({**payload, "restitched": str(path)}))
         except Exception as exc:  # noqa: BLE001 - one bad candidate must not lose the others
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
     result: dict[str, Any] = {"candidates": out}
@@ -82,7 +84,8 @@ def compare_kernel_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for candidate_id, path in dict(payload["candidates"]).items():
         try:
-            out[candidate_id] = compare_candidate_outputs({**payload, "restitched": str(path)})
+            request = KernelTimingRequest.from_json({**payload, "restitched": str(path)})
+            out[candidate_id] = compare_candidate_outputs(request)
         except Exception as exc:  # noqa: BLE001 - report per candidate
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}"}
     return {"candidates": out}

@@ -24,7 +24,7 @@ def launch_timing(target: Any, call: TaskCaller, workdir: str) -> dict[str, Any]
     """The kernel alone on its captured launch and the harness, timed in the worker, as a dispatch timing;
     ``{"error": ...}`` when the harness cannot run."""
     try:
-        reply = call(f"{TASKS}:profile_user_kernel", target.payload(workdir=_root(workdir)))
+        reply = call(f"{TASKS}:profile_user_kernel", target.payload(workdir=_root(workdir)).to_json())
     except TaskFailed as exc:
         return {"error": str(exc)}
     if "setup_error" in reply:
@@ -73,7 +73,7 @@ def time_candidate(target: Any, call: TaskCaller, source: str, rounds: int | Non
     payload = target.payload(candidate=source, candidate_configs=candidate_configs(source, target.kernel),
                              workdir=_root(workdir), rounds=rounds)
     try:
-        value = call(f"{TASKS}:time_user_candidate", payload)
+        value = call(f"{TASKS}:time_user_candidate", payload.to_json())
     except TaskFailed as exc:
         return {"error": str(exc)}
     if "error" in value or "setup_error" in value:
