@@ -69,11 +69,12 @@ def profile(target: Any, sections: tuple[str, ...], cancel: threading.Event | No
 def time_candidate(target: Any, call: TaskCaller, source: str, rounds: int | None, workdir: str) -> dict[str, Any]:
     """Kernel-alone A/B of a candidate against the original, each in its own process."""
     from .dialect import candidate_configs
+    from .payload import UserTimingRequest
 
-    payload = target.payload(candidate=source, candidate_configs=candidate_configs(source, target.kernel),
-                             workdir=_root(workdir), rounds=rounds)
+    user = target.payload(candidate=source, candidate_configs=candidate_configs(source, target.kernel),
+                          workdir=_root(workdir))
     try:
-        value = call(f"{TASKS}:time_user_candidate", payload.to_json())
+        value = call(f"{TASKS}:time_user_candidate", UserTimingRequest(user, rounds).to_json())
     except TaskFailed as exc:
         return {"error": str(exc)}
     if "error" in value or "setup_error" in value:

@@ -30,7 +30,6 @@ class UserKernelPayload:
     candidate_configs: tuple[dict[str, Any], ...] = ()  # its literal autotune configs
     workdir: str | None = None  # where the tasks write launchers, harness modules and candidates
     edited_file: str | None = None  # an edited copy of the file whose launch site alone differs
-    rounds: int | None = None  # a kernel timing's rounds (None: the device's timing budget)
 
     @property
     def candidate_source(self) -> str:
@@ -46,8 +45,7 @@ class UserKernelPayload:
         data: dict[str, Any] = {"file": self.file, "kernel": self.kernel, "harness": dict(self.harness),
                                 "device": self.device, "module": self.module, "loaded": list(self.loaded),
                                 "atomics": self.atomics}
-        optional = {"candidate": self.candidate, "workdir": self.workdir, "edited_file": self.edited_file,
-                    "rounds": self.rounds}
+        optional = {"candidate": self.candidate, "workdir": self.workdir, "edited_file": self.edited_file}
         data.update({key: value for key, value in optional.items() if value is not None})
         if self.candidate_configs or self.candidate is not None:
             data["candidate_configs"] = [dict(c) for c in self.candidate_configs]
@@ -55,20 +53,35 @@ class UserKernelPayload:
 
     @classmethod
     def read(cls, fields: PayloadReader) -> UserKernelPayload:
-        harness = fields.mapping("harness")
+        file, kernel, harness = fields.text("file"), fields.text("kernel"), fields.mapping("harness")
         if not isinstance(harness.get("file"), str):
             raise PayloadError(f"{fields.what}'s 'harness' names no file")
-        return cls(file=fields.text("file"), kernel=fields.text("kernel"), harness=dict(harness),
+        return cls(file=file, kernel=kernel, harness=dict(harness),
                    module=fields.text("module"), device=fields.text("device", None),
                    loaded=fields.texts("loaded", ()), atomics=fields.flag("atomics", False),
                    candidate=fields.text("candidate", None),
                    candidate_configs=tuple(fields.records("candidate_configs", ())),
-                   workdir=fields.text("workdir", None), edited_file=fields.text("edited_file", None),
-                   rounds=fields.integer("rounds", None))
+                   workdir=fields.text("workdir", None), edited_file=fields.text("edited_file", None))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> UserKernelPayload:
         return cls.read(PayloadReader(data, "the user kernel task's payload"))
 
 
-__all__ = ["UserKernelPayload"]
+@dataclass(frozen=True)
+class UserTimingRequest:
+    """A candidate's kernel-alone A/B for the search (its ranking; never a verdict)."""
+
+    user: UserKernelPayload  # with the candidate
+    rounds: int | None = None  # None: the device's timing budget
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.user.to_json(), "rounds": self.rounds}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UserTimingRequest:
+        fields = PayloadReader(data, "the user kernel timing's payload")
+        return cls(UserKernelPayload.read(fields), fields.integer("rounds", None))
+
+
+__all__ = ["UserKernelPayload", "UserTimingRequest"]

@@ -99,13 +99,13 @@ class UserKernelTarget:
         return f"{os.path.splitext(os.path.basename(self.file))[0]}.{self.kernel}"
 
     def payload(self, *, candidate: str | None = None, candidate_configs: list[dict[str, Any]] | None = None,
-                workdir: str | None = None, rounds: int | None = None) -> UserKernelPayload:
+                workdir: str | None = None) -> UserKernelPayload:
         """What every worker task of :mod:`.tasks` reads about this kernel (and a candidate of it)."""
         return UserKernelPayload(file=self.file, kernel=self.kernel, harness=self.harness.to_json(),
                                  module=self.module.source, device=self.device,
                                  loaded=tuple(sorted(self.parsed.loaded_params())),
                                  atomics=any(a.kind == "atomic" for a in self.parsed.accesses), candidate=candidate,
-                                 candidate_configs=tuple(candidate_configs or ()), workdir=workdir, rounds=rounds)
+                                 candidate_configs=tuple(candidate_configs or ()), workdir=workdir)
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "kernel": self.kernel, "harness": self.harness.to_json(), "device": self.device}

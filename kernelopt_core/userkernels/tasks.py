@@ -60,7 +60,7 @@ from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
 from ..gates.tasks.skeleton import verdict as _verdict
 from ..gates.verdict import TaskReply
 from .launcher import LAUNCHER_NAME, launcher_source
-from .payload import UserKernelPayload
+from .payload import UserKernelPayload, UserTimingRequest
 
 if TYPE_CHECKING:
     from ..artifacts.kernel_arguments import Role
@@ -721,9 +721,9 @@ def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.process import SandboxError
 
     try:
-        user = UserKernelPayload.from_json(payload)
-        built = session(user)
-        timing = _kernel_ab(user, built, built.device, user.rounds)
+        request = UserTimingRequest.from_json(payload)
+        built = session(request.user)
+        timing = _kernel_ab(request.user, built, built.device, request.rounds)
     except (_SetupError, _CouldNotVerify, PayloadError, SandboxError, RuntimeError) as exc:
         return {"error": str(exc)}
     finally:
