@@ -77,6 +77,13 @@ class PayloadReader:
             raise self._wrong(key, value, "an integer")
         return value
 
+    def integers(self, key: str, default: Any = _MISSING) -> tuple[int, ...]:
+        value = self._get(key, default)
+        if not isinstance(value, (list, tuple)) or \
+                not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise self._wrong(key, value, "a list of integers")
+        return tuple(value)
+
     def mapping(self, key: str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if value is not default and not isinstance(value, dict):

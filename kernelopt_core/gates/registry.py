@@ -72,11 +72,12 @@ class KernelSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> KernelSettings:
-        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_kernel)],
-                   reruns=int(payload.get("reruns", _DEFAULTS.determinism_reruns)),
-                   battery=str(payload.get("battery") or _DEFAULTS.gate2_battery), spare=bool(payload.get("spare")),
-                   sanitize_ahead=bool(payload.get("sanitize_ahead")),
-                   decision_search_s=float(payload.get("decision_search_s", _DEFAULTS.decision_search_s)))
+        fields = PayloadReader(payload, "gate 2's settings")
+        return cls(seeds=list(fields.integers("seeds", _DEFAULTS.seeds_kernel)),
+                   reruns=fields.integer("reruns", _DEFAULTS.determinism_reruns),
+                   battery=fields.text("battery", _DEFAULTS.gate2_battery) or _DEFAULTS.gate2_battery,
+                   spare=fields.flag("spare", False), sanitize_ahead=fields.flag("sanitize_ahead", False),
+                   decision_search_s=fields.number("decision_search_s", _DEFAULTS.decision_search_s))
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,9 @@ class ModelSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> ModelSettings:
-        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_model)],
-                   tolerance=float(payload.get("tolerance", _DEFAULTS.model_tolerance)))
+        fields = PayloadReader(payload, "gate 3's settings")
+        return cls(seeds=list(fields.integers("seeds", _DEFAULTS.seeds_model)),
+                   tolerance=fields.number("tolerance", _DEFAULTS.model_tolerance))
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,10 @@ class PerfSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> PerfSettings:
-        rounds = payload.get("rounds")
-        return cls(min_speedup=float(payload.get("min_speedup", _DEFAULTS.min_speedup)),
-                   rounds=int(rounds) if rounds is not None else None,
-                   kernel_timing=bool(payload.get("kernel_timing", _DEFAULTS.kernel_timing)))
+        fields = PayloadReader(payload, "gate 4's settings")
+        return cls(min_speedup=fields.number("min_speedup", _DEFAULTS.min_speedup),
+                   rounds=fields.integer("rounds", None),
+                   kernel_timing=fields.flag("kernel_timing", _DEFAULTS.kernel_timing))
 
 
 class Gate:

@@ -96,6 +96,8 @@ class GateRequest(Generic[T, S]):
         fields = PayloadReader(data, "the gate task's payload")
         try:
             settings = read_settings(dict(data))
+        except PayloadError:
+            raise
         except (TypeError, ValueError) as exc:
             raise PayloadError(f"the gate's settings in the payload: {exc}") from None
         return cls(target=read_target(fields), common=CommonSettings.read(fields), settings=settings,
