@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from kernelopt_core.gates.cascade import SHARED_TASKS, run_cascade
-from kernelopt_core.gates.payload_fields import PayloadError, PayloadReader
 from kernelopt_core.gates.registry import (
     GATES,
     CommonSettings,
@@ -28,6 +27,7 @@ from kernelopt_core.gates.registry import (
 from kernelopt_core.gates.task_payload import GateRequest, GraphCandidate, KernelTimingRequest, Pins
 from kernelopt_core.gates.verdict import CascadeConfig, CascadeResult, GateVerdict, TaskReply
 from kernelopt_core.measure.job_context import RECYCLE_KEY
+from kernelopt_core.payload_fields import PayloadError, PayloadReader
 from kernelopt_core.userkernels.payload import UserKernelPayload, UserTimingRequest
 
 GRAPH_TASKS = "kernelopt_core.gates.tasks.graph"

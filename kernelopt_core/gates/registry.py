@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, ClassVar, Protocol
 
-from .payload_fields import PayloadReader
+from ..payload_fields import PayloadReader
 from .verdict import CascadeConfig, CascadeResult, GateVerdict
 
 _DEFAULTS = CascadeConfig()  # what a task reads for a setting its payload leaves out (a task called directly)

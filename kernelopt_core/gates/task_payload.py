@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from .payload_fields import PayloadError, PayloadReader
+from ..payload_fields import PayloadError, PayloadReader
 from .registry import CommonSettings
 
 

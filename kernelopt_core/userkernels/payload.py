@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..gates.payload_fields import PayloadError, PayloadReader
+from ..payload_fields import PayloadError, PayloadReader
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..gates.payload_fields import PayloadError
 from ..gates.registry import KernelGate, KernelSettings, ModelGate, ModelSettings, PerfGate, PerfSettings
 from ..gates.task_payload import GateRequest
 from ..gates.tasks.skeleton import (
@@ -59,6 +58,7 @@ from ..gates.tasks.skeleton import sandbox_failure as _sandbox_failure
 from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
 from ..gates.tasks.skeleton import verdict as _verdict
 from ..gates.verdict import TaskReply
+from ..payload_fields import PayloadError
 from .launcher import LAUNCHER_NAME, launcher_source
 from .payload import UserKernelPayload, UserTimingRequest
 

@@ -645,7 +645,7 @@ def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
     import threading
 
     from ...measure.job_context import worker_device
-    from ..payload_fields import PayloadReader
+    from ...payload_fields import PayloadReader
 
     fields = PayloadReader(payload, "the baseline timing's payload")
     graph_path, device = fields.text("graph"), fields.text("device", None) or worker_device()

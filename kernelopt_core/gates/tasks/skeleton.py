@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..payload_fields import PayloadError, PayloadReader
+from ...payload_fields import PayloadError, PayloadReader
 from ..task_payload import GateRequest, TaskTarget
 from ..verdict import TaskReply
 
@@ -41,9 +41,10 @@ class CouldNotVerify(Exception):
 
 
 def device_of(payload: dict[str, Any]) -> str:
+    """A small task's ``device`` (the worker's when it names none)."""
     from ...measure.job_context import worker_device
 
-    return str(payload.get("device") or worker_device())
+    return PayloadReader(payload, "the task's payload").text("device", None) or worker_device()
 
 
 def flavor(device: str) -> str:
@@ -212,7 +213,7 @@ def close_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
     from ...sandbox.spare import close_spare
 
     CANDIDATE.close()
-    if not (payload or {}).get("keep_spare"):
+    if not PayloadReader(payload or {}, "close_candidate's payload").flag("keep_spare", False):
         close_spare()
     return {"closed": True}
 
@@ -229,7 +230,8 @@ def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
     from ...sandbox.spare import ensure_spare
 
     device = device_of(payload)
-    return {"started": ensure_spare(flavor(device), device, payload.get("scratch_root"))}
+    scratch_root = PayloadReader(payload, "begin_spare's payload").text("scratch_root", None)
+    return {"started": ensure_spare(flavor(device), device, scratch_root)}
 
 
 def spare_candidate_status(payload: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Typed reads of a worker task's JSON payload: each failure names the key and what it should hold.
 
-A task's payload crosses the process boundary as JSON; the dataclasses that carry it
-(:mod:`.task_payload`, :mod:`.registry`'s settings) read it back through :class:`PayloadReader`, so
+A worker task's payload crosses the process boundary as JSON; the dataclasses that carry it
+(such as :mod:`.gates.task_payload` and the gates' settings) read it back through :class:`PayloadReader`, so
 a payload that lacks a key or holds a value of the wrong type gives a :class:`PayloadError` with a
 clear message instead of a ``KeyError`` deep inside a gate. Nothing here imports torch.
 """
