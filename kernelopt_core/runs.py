@@ -205,6 +205,16 @@ def _fmt_speedup(value: Any) -> str:
     return f"{value:.3f}x" if isinstance(value, (int, float)) else "-"
 
 
+def _steps_text(numbers: Any) -> str:
+    """A gate's largest steps (its ``steps_s``), e.g. "candidate 3.8 s, compare 0.8 s"; "-" for none."""
+    steps = numbers.get("steps_s") if isinstance(numbers, dict) else None
+    if not isinstance(steps, dict):
+        return "-"
+    timed = sorted(((float(v), str(k)) for k, v in steps.items() if isinstance(v, (int, float)) and k != "checks_s"
+                    and float(v) >= 0.5), reverse=True)
+    return ", ".join(f"{name} {seconds:.1f} s" for seconds, name in timed[:5]) or "-"
+
+
 def _fmt_pct(value: Any) -> str:
     return f"{value:.0f}%" if isinstance(value, (int, float)) else "-"
 
@@ -323,11 +333,12 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
                                                              for k in result.get("kernels", [])) + "."]
     cascade = result.get("cascade") or {}
     if cascade.get("gates"):
-        lines += ["", "## Gate outcomes (final candidate)", "", "| gate | passed | reason | seconds |", "|---|---|---|---|"]
+        lines += ["", "## Gate outcomes (final candidate)", "",
+                  "| gate | passed | reason | seconds | where the time went |", "|---|---|---|---|---|"]
         for gate in cascade["gates"]:
             reason = str(gate.get("reason", "")).replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {gate.get('gate')} {gate.get('name')} | {'yes' if gate.get('passed') else 'no'} "
-                         f"| {reason} | {gate.get('seconds', 0):.1f} |")
+                         f"| {reason} | {gate.get('seconds', 0):.1f} | {_steps_text(gate)} |")
     rejections: dict[str, int] = {}
     for entry in journal.of_kind("screen"):
         value = entry.get("value") or {}

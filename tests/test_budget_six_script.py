@@ -24,7 +24,8 @@ def _problem(name: str, outcome: str, speedup: float, category: str | None = Non
             "budget_reached": True, "wall_s": 170.0, "budget_s": 180.0, "optimize_budget_s": 120.0,
             "stage_seconds": {"optimize": 118.0},
             "time_split": {"screened": 8, "screened_per_minute": 6.0, "screen_s": {"median": 6.0, "p90": 12.0},
-                           "finalize_s": [25.0], "stages": {"screen": 48.0}}}
+                           "finalize_s": [25.0], "stages": {"screen": 48.0},
+                           "final_gates_s": [{"2": 9.5, "3": 14.2, "4": 1.6, "sanitizer": 11.0}]}}
 
 
 def _results(problems: list[dict[str, Any]], geomean: float, median: float, p90: float) -> dict[str, Any]:
@@ -54,6 +55,7 @@ def test_the_checks_pass_only_when_every_target_is_met() -> None:
     assert not low["checks"]["geomean"]["passed"]
     text = script.markdown(good, 180.0)
     assert "| geomean | 1.180 | >= 1.15 | yes |" in text and "| a | optimized | 1.400 | yes |" in text
+    assert "| 25.0 | 9.5 / 14.2 / 1.6 (11.0) |" in text  # where each finalist's gates spent their time
 
 
 def test_the_suite_holds_only_the_chosen_problems(tmp_path: Path) -> None:

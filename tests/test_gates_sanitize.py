@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ def test_on_the_cpu_races_are_not_checked() -> None:
 def test_every_finalist_gets_memcheck_and_racecheck_where_it_can_see_something(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
-    def stand_in(tool: str, graph: str, restitched: str, kernel: str, device: str, timeout_s: float) -> SanitizerRun:
+    def stand_in(tool: str, graph: str, restitched: str, kernel: str, device: str, timeout_s: float,
+                 gate: object = None) -> SanitizerRun:
         calls.append((kernel, tool))
         if kernel == "racy" and tool == "racecheck":
             return SanitizerRun(tool, True, 2, 3.25, "Error: Race reported between Write access and Read access")
@@ -44,6 +46,31 @@ def test_every_finalist_gets_memcheck_and_racecheck_where_it_can_see_something(m
                            "unsynchronised-reload rule), memcheck 0 errors (1.5 s), racecheck 2 hazards (3.2 s)")
     unknown = sanitize_finalist("g.py", "r.py", ["k"], {}, "cuda:0")  # no compile known: both tools run
     assert [r["tool"] for r in unknown.runs] == ["memcheck", "racecheck"]
+
+
+SOFTMAX = Path(__file__).resolve().parent / "fixtures" / "inductor-h200-torch2.11" / "softmax" / "output_code.py"
+SOFTMAX_KERNEL = "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0"
+
+
+@pytest.mark.parametrize("asm,tools", [
+    ("", ["memcheck"]),
+    ("\n    tl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [x0], dtype=tl.int32, is_pure=True, pack=1)",
+     ["memcheck", "racecheck"]),
+])
+def test_racecheck_runs_only_where_the_kernels_own_code_addresses_shared_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asm: str, tools: list[str]) -> None:
+    """A reduction keeps its partials in shared memory, placed by Triton with its barriers: racecheck would
+    check the compiler. Inline assembly can address shared memory itself: there racecheck runs."""
+    source = SOFTMAX.read_text()
+    anchor = "    xoffset = tl.program_id(0) * XBLOCK\n"
+    assert anchor in source
+    restitched = tmp_path / "restitched.py"
+    restitched.write_text(source.replace(anchor, anchor + asm, 1))
+    monkeypatch.setattr(sanitize, "run_sanitizer", lambda tool, *a, **k: SanitizerRun(tool, True, 0, 1.0, "no errors"))
+    compiled = {SOFTMAX_KERNEL: {"configs": [{"shared_bytes": 2048}]}}
+    report = sanitize_finalist("g.py", str(restitched), [SOFTMAX_KERNEL], compiled, "cuda:0")
+    assert [r["tool"] for r in report.runs] == tools
+    assert ("racecheck not run: the kernel addresses no shared memory itself" in report.note) == (tools == ["memcheck"])
 
 
 def test_a_sanitizer_that_cannot_run_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,7 +250,7 @@ def test_a_sanitizer_run_begun_beside_gate_2_is_gate_3s_and_ended_when_nobody_wa
     assert claim_sanitizer("finalist-b.py") is None  # another finalist's gate 3 does not take it
     settle_sanitizer(keep="finalist-a.py")  # gate 3 of its own finalist: left running for it
     assert not first.done()
-    assert claim_sanitizer("finalist-a.py") is first
+    assert claim_sanitizer("finalist-a.py") == (first, False)  # begun beside, not staged
 
     started.clear()
     left = begin_sanitizer(long_run, beside=True, key="finalist-c.py")
@@ -297,3 +324,122 @@ def test_the_graph_working_set_counts_its_inputs_and_allocations(tmp_path: Path)
     scores, out = 256 * 1024 * 1024 * 4, 256 * 1024 * 64 * 4  # buf0 and buf4 of the wrapper
     assert sanitize.graph_working_set_bytes(str(graph)) == inputs + scores + out
     assert sanitize.graph_working_set_bytes(str(tmp_path / "missing.py")) is None
+
+
+WAITING_TARGET = """
+import os, sys, time
+args = sys.argv[1:]
+go = args[args.index("--go") + 1]
+print("SANITIZE-STEP load_the_graph 0.10", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.02)
+print("SANITIZE-STEP wait_for_the_device 0.50", flush=True)
+print("SANITIZE-TARGET-OK", flush=True)
+"""
+RUNNING_STAND_IN = """#!{python}
+import subprocess, sys
+argv = sys.argv[1:]
+command = argv[argv.index("--kernel-name") + 2:]
+done = subprocess.run(command)
+print("========= ERROR SUMMARY: 0 errors", flush=True)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.fixture
+def waiting_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in compute-sanitizer that runs its target, and a target that waits for its --go file."""
+    (tmp_path / "kosan_waiting_target.py").write_text(WAITING_TARGET)
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(RUNNING_STAND_IN.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("KERNELOPT_COMPUTE_SANITIZER", str(fake))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path
+
+
+def test_a_staged_target_loads_then_waits_for_its_gate_before_taking_the_device(waiting_target: Path) -> None:
+    """Where gate 2's battery leaves no room, the tools' targets start beside it anyway and wait: the time
+    limit and the run's seconds count from when gate 3 opens the gate."""
+    import threading
+    import time
+
+    from kernelopt_core.gates.sanitize import DeviceGate, SanitizerTarget, run_target
+
+    gate = DeviceGate()
+    runs: list[SanitizerRun] = []
+    target = SanitizerTarget("kosan_waiting_target", ("--go", gate.path))
+    thread = threading.Thread(target=lambda: runs.append(run_target("memcheck", target, 30.0, gate)))
+    thread.start()
+    time.sleep(3.0)
+    assert thread.is_alive() and not runs  # loaded, waiting for the device
+    opened = time.monotonic()
+    gate.open()
+    thread.join(30)
+    [run] = runs
+    assert run.ran and run.errors == 0, run.summary
+    assert run.steps == "load the graph 0.1 s, wait for the device 0.5 s"
+    assert run.seconds <= time.monotonic() - opened + 0.5  # from the gate's opening, not the start
+    gate.close()
+    assert not os.path.exists(gate.directory)
+
+
+def test_a_staged_run_no_longer_wanted_ends_without_taking_the_device(waiting_target: Path) -> None:
+    """Gate 2 rejected the finalist: the next job settles the run; its waiting targets end, nothing hangs."""
+    import time
+
+    from kernelopt_core.gates.sanitize import (
+        DeviceGate,
+        SanitizerTarget,
+        begin_sanitizer,
+        claim_sanitizer,
+        run_target,
+        sanitize_kernels,
+        settle_sanitizer,
+    )
+
+    gate = DeviceGate()
+    target = SanitizerTarget("kosan_waiting_target", ("--go", gate.path))
+    future = begin_sanitizer(lambda: sanitize_kernels(["k"], "cuda:0", lambda tool, _: run_target(tool, target, 30.0,
+                                                                                                  gate), {"k": 0}),
+                             True, key="finalist-d.py", gate=gate)
+    time.sleep(2.0)
+    begin = time.monotonic()
+    settle_sanitizer()
+    assert future.done() and time.monotonic() - begin < 10
+    report = future.result()
+    assert [r["ran"] for r in report.runs] == [False]
+    assert "not run: the finalist's gates ended before it" in report.note
+    assert not sanitize._LIVE and claim_sanitizer("finalist-d.py") is None
+
+
+def test_gate_2_starts_the_tools_staged_where_there_is_no_room_and_gate_3_lets_them_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's wiring: gate 2's full battery begins a staged run (no room beside it); gate 3 claims it,
+    opens its gate and waits for it before its seeds (not beside them: the run had the device alone)."""
+    import threading
+
+    from kernelopt_core.gates.sanitize import SanitizerReport
+    from kernelopt_core.gates.tasks import graph as graph_tasks
+
+    seen: dict[str, object] = {}
+    waiting = threading.Event()
+
+    def stand_in(graph: str, restitched: str, kernels: list[str], compiled: dict[str, object], device: str,
+                 timeout_s: float, enabled: bool, side_by_side: bool, gate: object = None) -> SanitizerReport:
+        seen["gate"] = gate
+        waiting.set()
+        assert gate is not None and gate.opened.wait(30)  # type: ignore[attr-defined]
+        seen["opened"] = os.path.exists(gate.path)  # type: ignore[attr-defined]
+        return SanitizerReport([], [], "compute-sanitizer: memcheck 0 errors (1.0 s)")
+
+    monkeypatch.setattr(sanitize, "sanitize_finalist", stand_in)
+    monkeypatch.setattr(sanitize, "room_beside", lambda device, working_set: False)
+    monkeypatch.setattr(sanitize, "graph_working_set_bytes", lambda graph: 13 << 30)
+    payload = {"graph": "g.py", "restitched": "finalist-e.py", "kernels": ["k"], "sanitize_ahead": True}
+    graph_tasks._sanitize_ahead(payload, "cuda:0")
+    assert waiting.wait(10) and not seen.get("opened")  # staged: begun, waiting for gate 3
+    future, beside = graph_tasks._begin_sanitize(payload, "cuda:0")
+    assert future.done() and not beside and seen["opened"] is True
+    assert future.result().note == "compute-sanitizer: memcheck 0 errors (1.0 s)"
+    assert not os.path.exists(seen["gate"].directory)  # type: ignore[attr-defined]

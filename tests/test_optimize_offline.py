@@ -152,4 +152,6 @@ def test_the_default_search_ends_within_its_budget(cpu_example_dump: Path, tmp_p
     if result["budget_reached"]:
         assert result["reason"].startswith("budget reached")
     assert split["screened"] == len(split["candidates"]) and split["stages"]["dispatch"] > 0
+    if split["finalize_s"]:  # each finalist's seconds per gate (gate 3 always runs in the final gates)
+        assert split["final_gates_s"] and all(g["3"] > 0 for g in split["final_gates_s"])
     assert "## Time" in Path(result["run_dir"], "report.md").read_text()

@@ -71,7 +71,8 @@ def test_report_has_the_decision_table_gates_and_fallback(tmp_path: Path) -> Non
                      "kernel_speedup": 1.4, "candidates": 3, "screened_ok": 2, "ideal_bytes": 268435456,
                      "sol_pct": 65.0, "sol_after_pct": 91.0, "traffic_ratio": 1.5, "causes": ["re-reads"],
                      "paper_tier": "near-optimal"}],
-        "cascade": {"gates": [{"gate": 3, "name": "model", "passed": True, "reason": "ok", "seconds": 1.0},
+        "cascade": {"gates": [{"gate": 3, "name": "model", "passed": True, "reason": "ok", "seconds": 1.0,
+                               "steps_s": {"seeds": 0.6, "sanitizer_wait": 0.2, "checks_s": 0.9, "reference": 0.5}},
                               {"gate": 4, "name": "perf", "passed": False, "reason": "speedup 1.010x | below",
                                "seconds": 2.0}]},
         "llm_usage": {"calls": 3, "input_tokens": 100, "output_tokens": 20, "cost_usd": 0.001},
@@ -81,7 +82,8 @@ def test_report_has_the_decision_table_gates_and_fallback(tmp_path: Path) -> Non
     assert "| `triton_per_x` | 90% | - | - | - | matched | launch config XBLOCK=8 | 1.010x | - | 2 | 1 |" in text
     assert "| `triton_red_y` | 10% | 65% | 1.50x | re-reads | optimized | persistent | 1.400x | 91% | 3 | 2 |" in text
     assert "`triton_red_y` near-optimal" in text  # the paper's tier, labelled, beside the SOL figures
-    assert "| 4 perf | no | speedup 1.010x \\| below | 2.0 |" in text
+    assert "| 4 perf | no | speedup 1.010x \\| below | 2.0 | - |" in text
+    assert "| 3 model | yes | ok | 1.0 | seeds 0.6 s, reference 0.5 s |" in text  # its steps of 0.5 s or more
     assert "- gate 2: 1" in text
     assert "## Fallback" in text and "CPU Triton-interpreter" in text
     assert "3 call(s)" in text and "$0.0010" in text

@@ -29,6 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "user_kernels"
 FIXTURES = ROOT / "tests" / "fixtures" / "user_kernels"
 INVALID_WRITE = "========= Invalid __global__ write of size 4 bytes"
+# A helper the candidate never launches: its inline assembly could address shared memory, so racecheck runs
+# (elsewhere Triton owns the shared memory it uses, and racecheck is left out).
+INLINE_ASM_HELPER = """
+
+@triton.jit
+def _bits_of(x):
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -153,10 +161,24 @@ def test_memcheck_errors_reject_and_name_the_tool(folder: Path, stand_in: Path) 
     assert calls == [f"--tool memcheck --print-limit 20 --kernel-name kns={CHECKED_SUFFIX}"]
 
 
+def test_racecheck_runs_only_where_the_candidates_own_code_can_address_shared_memory(
+        folder: Path, stand_in: Path) -> None:
+    payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax")
+    compiled = {"configs": [{"shared_bytes": 4096}]}  # a reduction: Triton keeps partials there
+    settings = _settings(sanitizer_timeout_s=200)
+    report = sanitize_user_finalist(payload, settings, compiled, "cuda:0", str(folder / "work" / "sanitize"))
+    assert [r["tool"] for r in report.runs] == ["memcheck"]
+    assert "racecheck not run: the kernel addresses no shared memory itself (no inline assembly)" in report.note
+    payload = payload.but(candidate=(payload.candidate or "") + INLINE_ASM_HELPER)
+    report = sanitize_user_finalist(payload, settings, compiled, "cuda:0", str(folder / "work" / "sanitize"))
+    assert [r["tool"] for r in report.runs] == ["memcheck", "racecheck"] and report.errors == []
+
+
 def test_a_sanitizer_that_does_not_finish_or_is_missing_is_a_note(folder: Path, stand_in: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     (stand_in / "hang").write_text("")
     payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax")
+    payload = payload.but(candidate=(payload.candidate or "") + INLINE_ASM_HELPER)
     report = sanitize_user_finalist(payload, _settings(sanitizer_timeout_s=2), None, "cuda:0",
                                     str(folder / "work" / "sanitize"))
     assert report.errors == [] and [r["ran"] for r in report.runs] == [False, False]
@@ -186,6 +208,7 @@ if where == "gpu":
     tasks._sanitize = lambda request, device: real(request, "cuda:0")
 target = user_target(folder + "/softmax.py", "softmax_kernel", "bench_softmax", "cpu")
 candidate = target.module.source.replace("tl.exp(row_minus_max)", "tl.exp2(row_minus_max * 1.4426950408889634)")
+candidate += sys.argv[4]
 config = CascadeConfig(device="cpu", run_gates=(3,), workdir=folder + "/verify", sanitizer_timeout_s=timeout_s)
 try:
     result = run_user_cascade(target, candidate, config, worker="in-process")
@@ -200,7 +223,8 @@ def _gate3(folder: Path, timeout_s: float, where: str) -> dict[str, Any]:
 
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "server"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _GATE3, str(folder), str(timeout_s), where], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", _GATE3, str(folder), str(timeout_s), where, INLINE_ASM_HELPER],
+                          capture_output=True,
                           text=True, timeout=400, cwd=folder, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -108,6 +108,7 @@ def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[
             "screened_per_minute": split.get("screened_per_minute"),
             "screen_median_s": (split.get("screen_s") or {}).get("median"),
             "screen_p90_s": (split.get("screen_s") or {}).get("p90"), "finalize_s": split.get("finalize_s"),
+            "final_gates_s": split.get("final_gates_s") or [],
             "stages": split.get("stages"), "reason": p.get("reason"),
             "budget_used": _share(p.get("wall_s"), p.get("budget_s")),
             "config_s": (split.get("stages") or {}).get("config"), "config": config_cell(p.get("config_change")),
@@ -159,6 +160,16 @@ def _at_most(value: Any, target: float) -> bool:
     return isinstance(value, (int, float)) and value <= target
 
 
+def gates_split_text(split: dict[str, Any]) -> str:
+    """One finalist's gate seconds, e.g. "9.5 / 45.1 / 1.6 (29.2)"."""
+    def cell(key: str) -> str:
+        value = split.get(key)
+        return f"{value:.1f}" if isinstance(value, (int, float)) else "-"
+
+    sanitizer = f" ({cell('sanitizer')})" if "sanitizer" in split else ""
+    return f"{cell('2')} / {cell('3')} / {cell('4')}{sanitizer}"
+
+
 def markdown(verdict: dict[str, Any], budget_s: float) -> str:
     lines = [f"Each problem's budget: {budget_s:.0f} s (`kernelopt bench --timeout`).", "",
              "| check | value | target | passed |", "|---|---|---|---|"]
@@ -168,9 +179,9 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
         limit = "<=" if name not in ("geomean",) else ">="
         lines.append(f"| {name} | {shown} | {limit} {row['target']} | {'yes' if row['passed'] else '**no**'} |")
     lines += ["", "| problem | outcome | vs max-autotune | budget reached | wall s | budget used | optimizer got s "
-                  "| screened | per min | screen median s | p90 s | final gates s | config s | configuration "
-                  "| config peak / working set | found, not verified |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| screened | per min | screen median s | p90 s | final gates s | gate 2 / 3 / 4 (sanitizer) s | config s "
+                  "| configuration | config peak / working set | found, not verified |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in verdict["problems"]:
         def num(value: Any, digits: int = 1) -> str:
             return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
@@ -180,7 +191,9 @@ def markdown(verdict: dict[str, Any], budget_s: float) -> str:
                      f"| {num(100 * p['budget_used'], 0) + '%' if p.get('budget_used') is not None else '-'} "
                      f"| {num(p['optimize_budget_s'])} | {p['screened'] if p['screened'] is not None else '-'} "
                      f"| {num(p['screened_per_minute'])} | {num(p['screen_median_s'])} | {num(p['screen_p90_s'])} "
-                     f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} | {num(p.get('config_s'))} "
+                     f"| {', '.join(num(s) for s in p['finalize_s'] or []) or '-'} "
+                     f"| {'; '.join(gates_split_text(g) for g in p.get('final_gates_s') or []) or '-'} "
+                     f"| {num(p.get('config_s'))} "
                      f"| {p.get('config') or '-'} | {', '.join(num(r, 2) + 'x' for r in p.get('config_memory') or []) or '-'} "
                      f"| {'; '.join(p.get('found_unverified') or []) or '-'} |")
     time_totals = verdict.get("time") or {}

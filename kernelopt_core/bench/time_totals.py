@@ -22,7 +22,8 @@ def compact_time_split(split: dict[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(split, dict) or not split.get("stages"):
         return None
     measured = [c for c in split.get("candidates") or [] if isinstance(c, dict) and not c.get("replayed")]
-    keep = ("total_s", "stages", "screened", "replayed", "search_s", "screened_per_minute", "screen_s", "finalize_s")
+    keep = ("total_s", "stages", "screened", "replayed", "search_s", "screened_per_minute", "screen_s", "finalize_s",
+            "final_gates_s")
     return {**{k: split.get(k) for k in keep}, "screens": [float(c.get("screen_s") or 0.0) for c in measured]}
 
 

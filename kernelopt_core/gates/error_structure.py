@@ -141,10 +141,9 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         worst = max(worst, float(e_c.abs().max()))
         worst_orig = max(worst_orig, float(e_o.abs().max()))
         max_abs_ref = max(max_abs_ref, float(ref_abs.max()))
-        if use_rows:
-            index = torch.arange(start, start + c.numel(), device=device, dtype=torch.int64) // group
-            row_sum.index_add_(0, index, d)
-            row_count.index_add_(0, index, finite.to(torch.float64))
+        if use_rows:  # by reshaped rows: an index_add_ over few long rows serialises on its atomics
+            _add_by_rows(row_sum, d, start, group)
+            _add_by_rows(row_count, finite, start, group)
     count = diff_moments.n
     magnitude_floor = max(input_scale or 0.0, 0.0)
     if count == 0:

@@ -11,7 +11,9 @@ Errors reject the candidate; a sanitizer that is missing or cannot run is a note
 that ran out of device memory (memcheck's "Program hit cudaErrorMemoryAllocation ... on CUDA API call")
 could not run: no error of the candidate's; its run says ``out_of_memory`` and gate 3 runs a run started
 beside other work again alone (gates/tasks/graph.py).
-racecheck runs only on kernels whose compile uses shared memory (unknown counts as used). The worker
+racecheck runs only where the kernel's own code can address shared memory (:func:`owns_shared_memory`).
+Where the device has no room for the targets beside gate 2, they start staged (:class:`DeviceGate`): they
+load what needs no device memory and wait for gate 3 to let them on. The worker
 side (:func:`sanitize_finalist`, :func:`run_sanitizer`) imports nothing heavy; :func:`main` runs only
 under the sanitizer. :func:`run_target` and :func:`sanitize_kernels` are shared with user kernels.
 Why each choice: docs/design-notes.md, "gates/sanitize.py".
@@ -26,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -109,6 +112,11 @@ def find_sanitizer() -> str | None:
 TOOLS = ("memcheck", "racecheck")
 # racecheck watches shared memory only; a kernel whose every config compiles to none (gate 1's compile says
 # so) gives it nothing to watch. Races through global memory are gate 1's unsynchronised-reload rule's.
+RACECHECK_COMPILER_OWNED = ("racecheck not run: the kernel addresses no shared memory itself (no inline assembly); "
+                            "Triton places what it keeps there, with the barriers (races through global memory: "
+                            "gate 1's unsynchronised-reload rule; across programs: gate 2's re-runs)")
+# What lets a Triton kernel's own code read or write shared memory: inline PTX, or Gluon's explicit layouts.
+_OWNS_SHARED = re.compile(r"\binline_asm\w*\b|\bgluon\b|\ballocate_shared_memory\b")
 RACECHECK_NOT_NEEDED = ("racecheck not run: the kernel uses no shared memory, the only memory racecheck watches "
                         "(races through global memory: gate 1's unsynchronised-reload rule)")
 NOT_ON_CPU = ("races and stray accesses not checked: compute-sanitizer needs a CUDA GPU, and the CPU interpreter runs "
@@ -133,19 +141,41 @@ ToolRun = Callable[[str, str], SanitizerRun]
 
 
 def sanitize_finalist(graph: str, restitched: str, kernels: list[str], compiled: dict[str, Any], device: str,
-                      timeout_s: float = 600.0, enabled: bool = True, side_by_side: bool = True) -> SanitizerReport:
-    """memcheck and racecheck on each kernel's captured launch (on a GPU), timed; what was not checked, said."""
+                      timeout_s: float = 600.0, enabled: bool = True, side_by_side: bool = True,
+                      gate: DeviceGate | None = None) -> SanitizerReport:
+    """memcheck and racecheck on each kernel's captured launch (on a GPU), timed; what was not checked, said.
+    ``gate``: the targets start staged, waiting for it before they take the device."""
     shared = {name: shared_memory_bytes(compiled.get(name)) for name in kernels}
     return sanitize_kernels(kernels, device, lambda tool, name: run_sanitizer(tool, graph, restitched, name, device,
-                                                                              timeout_s=timeout_s),
-                            shared, enabled, side_by_side)
+                                                                              timeout_s=timeout_s, gate=gate),
+                            shared, enabled, side_by_side, owns_shared=kernels_owning_shared(restitched, kernels))
+
+
+def owns_shared_memory(source: str) -> bool:
+    """Whether a kernel's own code can address shared memory: inline assembly or Gluon. Elsewhere Triton's
+    compiler places the reductions', layout changes' and ``tl.dot`` operands' shared memory with its own
+    barriers, and a race there would be the compiler's, not something a rewrite wrote."""
+    return bool(_OWNS_SHARED.search(source))
+
+
+def kernels_owning_shared(restitched: str, kernels: list[str]) -> dict[str, bool]:
+    """:func:`owns_shared_memory` of each kernel of the re-stitched graph (True where its source cannot be read)."""
+    from ..artifacts.parse import parse_output_code
+
+    try:
+        sources = {k.name: k.source for k in parse_output_code(restitched).kernels}
+    except Exception:  # noqa: BLE001 - unreadable: racecheck runs, as it would without this reading
+        return {name: True for name in kernels}
+    return {name: owns_shared_memory(sources[name]) if name in sources else True for name in kernels}
 
 
 def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict[str, int | None] | None = None,
-                     enabled: bool = True, side_by_side: bool = True) -> SanitizerReport:
-    """Both tools on each kernel through ``run`` (on a GPU), side by side unless ``side_by_side`` is off (one
-    target on the device at a time); the verdict's errors and note.
-    ``shared``: each kernel's shared memory from gate 1's compile (None: not known)."""
+                     enabled: bool = True, side_by_side: bool = True,
+                     owns_shared: dict[str, bool] | None = None) -> SanitizerReport:
+    """memcheck on each kernel through ``run`` (on a GPU), and racecheck where it can see something, side by
+    side unless ``side_by_side`` is off (one target on the device at a time); the verdict's errors and note.
+    ``shared``: each kernel's shared memory from gate 1's compile (None: not known); ``owns_shared``:
+    whether its own code addresses shared memory (:func:`owns_shared_memory`; missing: assume it does)."""
     skipped = not_checked(device, enabled)
     if skipped is not None:
         return skipped
@@ -153,7 +183,8 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
     parts: list[str] = []
     for name in kernels:
         uses_shared = (shared or {}).get(name)
-        tools = TOOLS if uses_shared != 0 else tuple(t for t in TOOLS if t != "racecheck")
+        own_code = (owns_shared or {}).get(name, True)
+        tools = TOOLS if uses_shared != 0 and own_code else tuple(t for t in TOOLS if t != "racecheck")
         # The tools side by side: most of a run is the target's start (importing torch, loading and
         # running the graph or harness), which the GPU does not limit, so together they take about one's time.
         with ThreadPoolExecutor(max_workers=len(tools) if side_by_side else 1) as pool:
@@ -161,9 +192,34 @@ def sanitize_kernels(kernels: list[str], device: str, run: ToolRun, shared: dict
         for future in futures:
             parts.append(_judge(report, name, future.result(), uses_shared))
         if "racecheck" not in tools:
-            parts.append(RACECHECK_NOT_NEEDED)
+            parts.append(RACECHECK_NOT_NEEDED if uses_shared == 0 else RACECHECK_COMPILER_OWNED)
     report.note = "compute-sanitizer: " + ", ".join(parts) if parts else "compute-sanitizer: no kernel to check"
     return report
+
+
+class DeviceGate:
+    """A staged start: the targets import torch, start CUDA and load the graph (what needs no device memory
+    to speak of) beside other work, then wait until the gate opens, when that work has released the device.
+    A target waits for a file (it runs under compute-sanitizer, a process away); the tool's run waits for
+    the event, and its time limit starts then."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.cancelled = False
+        self.directory = tempfile.mkdtemp(prefix="kernelopt-device-gate-", dir=worker_scratch())
+        self.path = os.path.join(self.directory, "go")
+
+    def open(self) -> None:
+        Path(self.path).write_text("go\n")
+        self.opened.set()
+
+    def cancel(self) -> None:
+        """The run is no longer wanted: its tools return without taking the device."""
+        self.cancelled = True
+        self.opened.set()
+
+    def close(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 _LIVE: set[int] = set()  # the tools running now (pids), ended when their run is no longer wanted
@@ -237,13 +293,14 @@ def room_beside(device: str, working_set: int | None) -> bool:
     return fits_beside(int(free), working_set)
 
 
-def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str | None = None
-                    ) -> Future[SanitizerReport]:
+def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str | None = None,
+                    gate: DeviceGate | None = None) -> Future[SanitizerReport]:
     """Start ``run`` (the tools over a finalist) on a thread of its own when ``beside``, else run it now, so that
     gate 2's battery and gate 3's seeds go on while the tools start their targets (the larger part of their
     time). ``key`` names the finalist (its re-stitched graph): gate 3 takes a run begun during gate 2 with
     :func:`claim_sanitizer`. The next job of any other finalist waits for a run left going
-    (:func:`settle_sanitizer`), so that no timing shares the device with it."""
+    (:func:`settle_sanitizer`), so that no timing shares the device with it. ``gate``: the run's targets
+    start staged (:class:`DeviceGate`); :func:`claim_sanitizer` opens it."""
     settle_sanitizer()
     if not beside:
         done: Future[SanitizerReport] = Future()
@@ -255,17 +312,21 @@ def begin_sanitizer(run: Callable[[], SanitizerReport], beside: bool, key: str |
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sanitizer")
     future = pool.submit(run)
     pool.shutdown(wait=False)
-    _BESIDE.update(running=future, key=key)
+    _BESIDE.update(running=future, key=key, gate=gate)
     return future
 
 
-def claim_sanitizer(key: str) -> Future[SanitizerReport] | None:
-    """The run begun for the finalist ``key`` (during its gate 2), now gate 3's; None when there is none."""
+def claim_sanitizer(key: str) -> tuple[Future[SanitizerReport], bool] | None:
+    """The run begun for the finalist ``key`` (during its gate 2), now gate 3's, and whether it started
+    staged (its gate is opened now: its targets take the device); None when there is none."""
     if _BESIDE.get("running") is None or _BESIDE.get("key") != key:
         return None
     future = _BESIDE.pop("running")
     _BESIDE.pop("key", None)
-    return future
+    gate = _BESIDE.pop("gate", None)
+    if gate is not None:
+        gate.open()
+    return future, gate is not None
 
 
 def settle_sanitizer(keep: str | None = None) -> None:
@@ -275,6 +336,9 @@ def settle_sanitizer(keep: str | None = None) -> None:
         return
     future = _BESIDE.pop("running", None)
     _BESIDE.pop("key", None)
+    gate = _BESIDE.pop("gate", None)
+    if gate is not None:  # a staged run still waiting: its tools return without taking the device
+        gate.cancel()
     if future is None:
         return
     for pid in list(_LIVE):  # its tools and their targets: nobody reads their verdict any more
@@ -335,9 +399,12 @@ def inductor_target(graph: str, restitched: str, kernel: str, device: str) -> Sa
 
 
 def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: str,
-                  timeout_s: float = 600.0) -> SanitizerRun:
+                  timeout_s: float = 600.0, gate: DeviceGate | None = None) -> SanitizerRun:
     """One sanitizer tool over the candidate's captured launch, from the worker."""
-    return run_target(tool, inductor_target(graph, restitched, kernel, device), timeout_s)
+    target = inductor_target(graph, restitched, kernel, device)
+    if gate is not None:
+        target = SanitizerTarget(target.module, (*target.args, "--go", gate.path))
+    return run_target(tool, target, timeout_s, gate)
 
 
 def _target_env(scratch: str) -> dict[str, str]:
@@ -353,8 +420,10 @@ def _target_env(scratch: str) -> dict[str, str]:
             "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
-def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> SanitizerRun:
-    """One sanitizer tool over ``target``, from the worker; only the candidate's renamed kernels are instrumented."""
+def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
+               gate: DeviceGate | None = None) -> SanitizerRun:
+    """One sanitizer tool over ``target``, from the worker; only the candidate's renamed kernels are instrumented.
+    ``gate``: a staged target (it was given ``--go``): the time limit and the run's seconds start when it opens."""
     sanitizer = find_sanitizer()
     if sanitizer is None:
         return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
@@ -371,6 +440,15 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0) -> 
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
     _LIVE.add(process.pid)
+    if gate is not None:
+        gate.opened.wait()
+        if gate.cancelled:
+            end_tree(process.pid)
+            process.communicate()
+            _LIVE.discard(process.pid)
+            shutil.rmtree(scratch, ignore_errors=True)
+            return SanitizerRun(tool, False, None, 0.0, "not run: the finalist's gates ended before it")
+        begin = time.monotonic()
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -433,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--scratch", required=True)
+    parser.add_argument("--go", help="a staged start: wait for this file before taking the device")
     args = parser.parse_args(argv)
     die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
     steps = Steps()
@@ -449,6 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     steps.done("import_torch_and_start_cuda")
     baseline = load_graph_module(args.graph, args.device)
     steps.done("load_the_graph")
+    if args.go:  # the work beside it holds the device until gate 3 opens the gate
+        while not os.path.exists(args.go):
+            time.sleep(0.02)
+        steps.done("wait_for_the_device")
     launches, _ = capture_launches(baseline, [args.kernel], make_inputs(baseline, seed=0), limit=1)
     steps.done("capture_the_launch")
     if not launches:

@@ -38,6 +38,18 @@ def end_to_end_bound(kernel_speedup: float, share: float | None) -> float:
     return 1.0 / ((1.0 - part) + part / kernel_speedup)
 
 
+def final_gates_split(cascade: CascadeResult) -> dict[str, float]:
+    """Each gate's seconds in a finalist's cascade ("2", "3", "4"), and "sanitizer": its longest tool run
+    (part of gate 3's, or of gate 2's when it started beside the battery)."""
+    split = {str(v.gate): round(v.seconds, 3) for v in cascade.gates}
+    model = cascade.verdict(3)
+    runs = model.numbers.get("sanitizer") if model is not None else None
+    seconds = [float(r["seconds"]) for r in runs or [] if isinstance(r, dict) and isinstance(r.get("seconds"), (int, float))]
+    if seconds:
+        split["sanitizer"] = round(max(seconds), 3)
+    return split
+
+
 class FinalistStage:
     def __init__(self, ctx: RunContext, on_verified: Callable[[KernelSearch], None] = lambda search: None):
         self.ctx = ctx
@@ -162,10 +174,14 @@ class FinalistStage:
         with ctx.times.stage("finalize", replayed=lambda: ctx.evaluator.replayed > before) as seconds:
             cascade = ctx.evaluator.finalize({name: node.source}, self.gates())
         timing = next((c for c in ctx.times.candidates if c.label == node.id and c.kernel == name), None)
+        split = final_gates_split(cascade)
         if timing is not None:
             timing.finalize_s = seconds[0]
-        model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist (issue 28)
+            timing.final_gates_s = split
+        model = cascade.verdict(3)  # compute-sanitizer's runs and times, for every finalist
         ctx.journal.record("finalist", kernel=name, node=node.id, accepted=cascade.accepted,
+                           final_gates_s=split, steps_s={str(v.gate): v.numbers.get("steps_s") for v in cascade.gates
+                                                         if isinstance(v.numbers.get("steps_s"), dict)},
                            failed_gate=cascade.failed_gate, reason=cascade.reason, speedup=cascade.speedup,
                            could_not_verify=cascade.could_not_verify, early=what == "early finalist",
                            sanitizer=model.numbers.get("sanitizer") if model is not None else None,

@@ -54,6 +54,8 @@ class CandidateTime:
     screen_s: float = 0.0
     time_s: float = 0.0
     finalize_s: float | None = None
+    # Where the final gates' time went: each gate's seconds, and the sanitizer's longest tool run
+    final_gates_s: dict[str, float] | None = None
     verdict: str = ""  # "passed", "gate N", "could not verify"
     speedup: float | None = None  # kernel alone, when it was timed
     replayed: bool = False  # its screen came from the journal of an earlier invocation
@@ -126,6 +128,7 @@ class TimeSplit:
             "screen_s": {"median": _round(percentile(screens, 50)), "p90": _round(percentile(screens, 90)),
                          "max": _round(max(screens) if screens else None)},
             "finalize_s": [round(s, 3) for s in self.durations("finalize")],
+            "final_gates_s": [c.final_gates_s for c in measured if c.final_gates_s],
         }
 
 

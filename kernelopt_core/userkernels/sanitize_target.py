@@ -30,6 +30,7 @@ from ..gates.sanitize import (
     Steps,
     checked_source,
     not_checked,
+    owns_shared_memory,
     run_target,
     sanitize_kernels,
     shared_memory_bytes,
@@ -68,7 +69,8 @@ def sanitize_user_finalist(user: UserKernelPayload, common: CommonSettings, comp
     timeout_s = common.sanitizer_timeout_s
     kernel = user.kernel
     return sanitize_kernels([kernel], device, lambda tool, _: run_target(tool, target, timeout_s),
-                            {kernel: shared_memory_bytes(compiled)})
+                            {kernel: shared_memory_bytes(compiled)},
+                            owns_shared={kernel: owns_shared_memory(user.candidate or "")})
 
 
 # --- under the sanitizer --------------------------------------------------------------------------

@@ -579,8 +579,12 @@ def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
     from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
 
     target = request.target
-    ahead = claim_sanitizer(target.restitched)
-    if ahead is not None:
+    claimed = claim_sanitizer(target.restitched)
+    if claimed is not None:
+        ahead, staged = claimed
+        if staged:  # its targets loaded beside gate 2 and take the device now: done before the seeds
+            ahead.exception()
+            return ahead, False
         return ahead, True
     beside = request.common.sanitize and room_beside(request.device, graph_working_set_bytes(target.graph))
     return begin_sanitizer(lambda: _sanitize(request), beside, key=target.restitched), beside
@@ -588,25 +592,35 @@ def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
 
 def _sanitize_ahead(request: KernelRequest) -> None:
     """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
-    battery (no timing runs in either), where the device's free memory covers the targets' need on top of what
-    the battery will hold; gate 3 takes the run."""
-    from ..sanitize import begin_sanitizer, graph_working_set_bytes, room_beside
+    battery (no timing runs in either). Where the device's free memory covers the targets' need on top of what
+    the battery will hold they run to the end; elsewhere they start staged, loading the graph and then waiting
+    for gate 3 to open their gate once the battery's buffers are gone. Gate 3 takes the run."""
+    from ..sanitize import DeviceGate, begin_sanitizer, graph_working_set_bytes, room_beside
 
-    if not request.settings.sanitize_ahead or not request.common.sanitize:
+    device = request.device
+    if not request.settings.sanitize_ahead or not request.common.sanitize or not device.startswith("cuda"):
         return
-    if not room_beside(request.device, graph_working_set_bytes(request.target.graph)):
+    key = request.target.restitched
+    if room_beside(device, graph_working_set_bytes(request.target.graph)):
+        begin_sanitizer(lambda: _sanitize(request), True, key=key)
         return
-    begin_sanitizer(lambda: _sanitize(request), True, key=request.target.restitched)
+    gate = DeviceGate()
+    begin_sanitizer(lambda: _sanitize(request, gate=gate), True, key=key, gate=gate)
 
 
-def _sanitize(request: GateRequest[GraphCandidate, Any], side_by_side: bool = True) -> Any:
-    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist)."""
+def _sanitize(request: GateRequest[GraphCandidate, Any], side_by_side: bool = True, gate: Any = None) -> Any:
+    """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist);
+    ``gate``: a staged start (sanitize.DeviceGate), removed once the run ends."""
     from ..sanitize import sanitize_finalist
 
     target = request.target
-    return sanitize_finalist(target.graph, target.restitched, list(target.kernels), dict(request.compiled or {}),
-                             request.device, timeout_s=request.common.sanitizer_timeout_s,
-                             enabled=request.common.sanitize, side_by_side=side_by_side)
+    try:
+        return sanitize_finalist(target.graph, target.restitched, list(target.kernels), dict(request.compiled or {}),
+                                 request.device, timeout_s=request.common.sanitizer_timeout_s,
+                                 enabled=request.common.sanitize, side_by_side=side_by_side, gate=gate)
+    finally:
+        if gate is not None:
+            gate.close()
 
 
 def _check_reference_arguments(reference: Any, graph_path: str) -> None:
