@@ -254,3 +254,25 @@ def test_a_payload_error_names_what_is_wrong() -> None:
         GraphCandidate.read(PayloadReader({"graph": "/g.py"}))
     with pytest.raises(PayloadError, match="is a list, not a JSON object"):
         UserKernelPayload.from_json([])  # type: ignore[arg-type]
+
+
+# --- the measurement jobs read their payloads the same way ------------------------------------------------------
+
+
+def test_the_measurement_jobs_read_their_payloads_into_dataclasses() -> None:
+    from kernelopt_core.measure.graph_jobs import GraphABRequest, GraphTimingRequest, LaunchTimingRequest
+    from kernelopt_core.search.kernel_jobs import GraphFactsRequest
+
+    facts = GraphFactsRequest("/dumps/g/output_code.py", "cpu", ("triton_poi_0",), time=False, rounds=3)
+    assert GraphFactsRequest.from_json(facts.to_json()) == facts
+    launches = LaunchTimingRequest("/dumps/g/output_code.py", "cuda:0", iters=5, overheads=False)
+    assert LaunchTimingRequest.from_json(launches.to_json()) == launches
+    # the GPU scripts' payloads, as they send them
+    assert LaunchTimingRequest.from_json({"dump": "/d.py", "device": "cpu", "overheads": False}) == \
+        LaunchTimingRequest("/d.py", "cpu", None, False)
+    cpu_ab = {"baseline": "/d.py", "candidate": "/d.py", "rounds": 3, "reps_per_round": 1, "warmup": 1, "input_sets": 1}
+    assert GraphABRequest.from_json({**cpu_ab, "cuda_graph": True}) == GraphABRequest(
+        "/d.py", "/d.py", rounds=3, reps_per_round=1, warmup=1, input_sets=1, cuda_graph=True)
+    assert GraphTimingRequest.from_json({"dump": "/d.py"}) == GraphTimingRequest("/d.py")
+    with pytest.raises(PayloadError, match="'rounds' is str"):
+        GraphABRequest.from_json({**cpu_ab, "rounds": "three"})
