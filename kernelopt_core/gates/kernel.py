@@ -389,13 +389,20 @@ def _abs_difference(c: Any, o: Any, wide: bool = False) -> Any:
 
 
 def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: float,
-                   floor: MagnitudeFloor | None = None) -> dict[str, float]:
+                   floor: MagnitudeFloor | None = None, fused: bool = True) -> dict[str, float]:
     """Per floating output, over all chunks: unwritten (poison left where the original wrote), bad (not
     isclose, or beyond ``floor``'s limit where both are finite), nonfinite (NaN/Inf where the original is
     finite), lost (finite where it is not), and the largest |diff| over elements finite in both, overall
     and among the bad ones; with a floor, also the element furthest beyond it (``worst_ratio``, its flat
     index, values and floor)."""
     import torch
+
+    if floor is None and fused:  # one fused pass on a GPU where it applies (fused_tally.py); the same figures
+        from .fused_tally import fused_float_figures
+
+        in_one_pass = fused_float_figures(cand, orig, poison, atol, rtol)
+        if in_one_pass is not None:
+            return in_one_pass
 
     def tally(wide: bool) -> dict[str, float]:
         sums = Tally()

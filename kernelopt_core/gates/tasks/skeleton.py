@@ -134,11 +134,13 @@ class SandboxSlot:
 
 
 class ProcessHolder:
-    """At most one kept process: asking for another key closes the one held first."""
+    """At most one kept process: asking for another key closes the one held first. ``keeps_autotuning``:
+    a closed process's autotuning results are kept for the next process of its key (autotune_store.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keeps_autotuning: bool = False) -> None:
         self._lock = threading.Lock()
         self.slot: SandboxSlot | None = None
+        self.keeps_autotuning = keeps_autotuning
 
     def get(self, key: str, start: Callable[[], SandboxSlot]) -> SandboxSlot:
         with self._lock:
@@ -155,10 +157,15 @@ class ProcessHolder:
     def _close_locked(self) -> None:
         slot, self.slot = self.slot, None
         if slot is not None:
+            if self.keeps_autotuning and getattr(slot.process, "scratch", None):
+                from ...measure.job_context import worker_scratch
+                from ...sandbox.autotune_store import keep
+
+                keep(slot.process.scratch, slot.key, worker_scratch())
             slot.process.close()
 
 
-CANDIDATE = ProcessHolder()  # the current candidate's process (one candidate at a time per worker)
+CANDIDATE = ProcessHolder(keeps_autotuning=True)  # the current candidate's process (one at a time per worker)
 BASELINE = ProcessHolder()  # the original's timing process, kept per graph or harness
 
 
@@ -169,6 +176,8 @@ def candidate_slot(device: str, key: str, *, from_spare: bool = False, keep_spar
     ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``keep_spare``
     (the search's screens, where another candidate follows) the next spare is started at once.
     """
+    from ...measure.job_context import worker_scratch
+    from ...sandbox.autotune_store import restore
     from ...sandbox.process import SandboxError
     from ...sandbox.spare import take_process
 
@@ -177,7 +186,10 @@ def candidate_slot(device: str, key: str, *, from_spare: bool = False, keep_spar
             taken = take_process(flavor(device), device, scratch_root, keep_spare=keep_spare, use_spare=from_spare)
         except SandboxError as exc:
             raise CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
-        return SandboxSlot(key, taken.process, taken.to_json())
+        how = taken.to_json()
+        # what an earlier process of this candidate tuned (its screen's, for its final gates)
+        how["autotuning_restored"] = restore(taken.process.scratch, key, worker_scratch())
+        return SandboxSlot(key, taken.process, how)
 
     return CANDIDATE.get(key, start)
 
