@@ -447,3 +447,22 @@ def test_gate_2_starts_the_tools_staged_where_there_is_no_room_and_gate_3_lets_t
     assert future.done() and not beside and seen["opened"] is True
     assert future.result().note == "compute-sanitizer: memcheck 0 errors (1.0 s)"
     assert not os.path.exists(seen["gate"].directory)  # type: ignore[attr-defined]
+
+
+def test_the_target_loads_the_baseline_through_the_workers_inductor_cache(waiting_target: Path) -> None:
+    """The worker's autotuning results of the baseline reach the target (it reads them, not tunes again
+    under the tool); its own caches stay in its scratch."""
+    from kernelopt_core.gates.sanitize import BASELINE_CACHE_ENV, SanitizerTarget, _target_env, run_target
+
+    (waiting_target / "kosan_cache_target.py").write_text(
+        "import os\n"
+        f"given = os.environ.get({BASELINE_CACHE_ENV!r})\n"
+        "own = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+        "print(f'SANITIZE-STEP baseline_cache_given {1.0 if given and os.path.isdir(given) else 0.0}', flush=True)\n"
+        "print(f'SANITIZE-STEP own_cache_in_scratch {1.0 if own.endswith(\"inductor\") and given != own else 0.0}',"
+        " flush=True)\n"
+        "print('SANITIZE-TARGET-OK', flush=True)\n")
+    run = run_target("memcheck", SanitizerTarget("kosan_cache_target"), 60.0)
+    assert run.ran, run.summary
+    assert run.steps == "baseline cache given 1.0 s, own cache in scratch 1.0 s"
+    assert BASELINE_CACHE_ENV not in _target_env("/tmp/s")  # none known: the target tunes the baseline itself

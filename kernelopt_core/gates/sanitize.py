@@ -407,12 +407,27 @@ def run_sanitizer(tool: str, graph: str, restitched: str, kernel: str, device: s
     return run_target(tool, target, timeout_s, gate)
 
 
-def _target_env(scratch: str) -> dict[str, str]:
+BASELINE_CACHE_ENV = "KERNELOPT_BASELINE_INDUCTOR_CACHE"
+
+
+def _worker_inductor_cache() -> str | None:
+    """The Inductor cache the worker loaded the baseline graph through (its kernels' autotuning results)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except Exception:  # noqa: BLE001 - no torch here: the target tunes the baseline itself
+        return None
+    return cache_dir()
+
+
+def _target_env(scratch: str, baseline_cache: str | None = None) -> dict[str, str]:
     from ..sandbox.process import _triton_cache_dir
 
     # The target contains itself before loading the candidate: every cache it writes is in scratch
-    # (Triton's reads through to the user's cache), as in the candidate processes of gates 2-4.
-    return {**os.environ,
+    # (Triton's reads through to the user's cache), as in the candidate processes of gates 2-4. Before
+    # that, as trusted code, it loads the baseline graph through the worker's Inductor cache, whose
+    # autotuning results spare it tuning the baseline under the tool (allocations that memcheck tracks).
+    extra = {BASELINE_CACHE_ENV: baseline_cache} if baseline_cache else {}
+    return {**os.environ, **extra,
             "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
             "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
             "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
@@ -435,7 +450,7 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
         # In the worker's process group and ending with the worker (process_lifetime); the target
         # under it watches the worker too.
         process = start_owned(owned_command(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_target_env(scratch))
+                              env=_target_env(scratch, _worker_inductor_cache()))
     except OSError as exc:  # a sanitizer that cannot be started: a note, as a missing one
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
@@ -526,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.set_device(torch.device(args.device))
     torch.empty(1, device=args.device)  # the CUDA context, timed apart from the graph
     steps.done("import_torch_and_start_cuda")
+    own_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if os.environ.get(BASELINE_CACHE_ENV):  # the worker's tuned baseline: read, not tuned again under the tool
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ[BASELINE_CACHE_ENV]
     baseline = load_graph_module(args.graph, args.device)
     steps.done("load_the_graph")
     if args.go:  # the work beside it holds the device until gate 3 opens the gate
@@ -539,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     source = parse_output_code(args.restitched).kernel(args.kernel)
     assert source is not None
+    if own_cache:  # the candidate's caches go to scratch, as its contained processes' do
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = own_cache
     apply_policy(SandboxPolicy(scratch=args.scratch))
     checked, renames = checked_source(source.source)
     if not renames:
