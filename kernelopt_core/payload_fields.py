@@ -8,7 +8,7 @@ clear message instead of a ``KeyError`` deep inside a gate. Nothing here imports
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -42,70 +42,56 @@ class PayloadReader:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
+    def _read(self, key: str, default: Any, accepts: Callable[[Any], bool], wanted: str) -> Any:
+        """The value at ``key``, or ``default`` when it is absent; a value ``accepts`` refuses is an error."""
+        value = self._get(key, default)
+        if value is not default and not accepts(value):
+            raise self._wrong(key, value, wanted)
+        return value
+
     def text(self, key: str, default: Any = _MISSING) -> Any:
         """A string (``default``, which may be None, when absent)."""
-        value = self._get(key, default)
-        if value is not default and not isinstance(value, str):
-            raise self._wrong(key, value, "a string")
-        return value
+        return self._read(key, default, lambda v: isinstance(v, str), "a string")
 
     def texts(self, key: str, default: Any = _MISSING) -> tuple[str, ...]:
-        value = self._get(key, default)
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise self._wrong(key, value, "a list of strings")
-        return tuple(value)
+        return tuple(self._read(key, default, lambda v: _is_list_of(v, str), "a list of strings"))
 
     def flag(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is not default and not isinstance(value, bool):
-            raise self._wrong(key, value, "true or false")
-        return value
+        return self._read(key, default, lambda v: isinstance(v, bool), "true or false")
 
     def number(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default:
-            return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._wrong(key, value, "a number")
-        return float(value)
+        value = self._read(key, default, _is_number, "a number")
+        return value if value is default else float(value)
 
     def integer(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default:
-            return value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._wrong(key, value, "an integer")
-        return value
+        return self._read(key, default, _is_integer, "an integer")
 
     def integers(self, key: str, default: Any = _MISSING) -> tuple[int, ...]:
-        value = self._get(key, default)
-        if not isinstance(value, (list, tuple)) or \
-                not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise self._wrong(key, value, "a list of integers")
-        return tuple(value)
+        return tuple(self._read(key, default, lambda v: _is_list_of(v, int, _is_integer), "a list of integers"))
 
     def mapping(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is not default and not isinstance(value, dict):
-            raise self._wrong(key, value, "a JSON object")
-        return value
+        return self._read(key, default, lambda v: isinstance(v, dict), "a JSON object")
 
     def records(self, key: str, default: Any = _MISSING) -> Any:
         """A list of JSON objects."""
-        value = self._get(key, default)
-        if value is not default and (not isinstance(value, (list, tuple)) or
-                                     not all(isinstance(v, dict) for v in value)):
-            raise self._wrong(key, value, "a list of JSON objects")
-        return value
+        return self._read(key, default, lambda v: _is_list_of(v, dict), "a list of JSON objects")
 
     def numbers(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default:
-            return value
-        if not isinstance(value, (list, tuple)) or \
-                not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise self._wrong(key, value, "a list of numbers")
-        return tuple(float(v) for v in value)
+        value = self._read(key, default, lambda v: _is_list_of(v, float, _is_number), "a list of numbers")
+        return value if value is default else tuple(float(v) for v in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_list_of(value: Any, kind: type, accepts: Callable[[Any], bool] | None = None) -> bool:
+    check = accepts or (lambda v: isinstance(v, kind))
+    return isinstance(value, (list, tuple)) and all(check(v) for v in value)
 
 
 __all__ = ["PayloadError", "PayloadReader"]
