@@ -99,10 +99,14 @@ test-vscode:
 # setup (Node 24, code-server, playwright-core, chromium) comes from npm and Debian and is cached under
 # ~/.cache/kernelopt-vscode-host (KERNELOPT_VSCODE_HOST_CACHE). Screenshots: client-vscode/host-test/out/.
 # See client-vscode/host-test/README.md. The time limit is a backstop for a hung browser or host.
-.PHONY: test-vscode-host
+.PHONY: test-vscode-host vscode-host-setup
 VSCODE_HOST_TIMEOUT ?= 3000
 test-vscode-host: venv
 	timeout --kill-after=30 $(VSCODE_HOST_TIMEOUT) bash client-vscode/host-test/run.sh
+
+# The setup alone (test-vscode-host runs it too): .ci/run starts it while `make test` runs.
+vscode-host-setup:
+	bash client-vscode/host-test/setup.sh
 
 # Both parts run whatever the other's outcome; the last lines say how each went.
 test: venv

@@ -40,7 +40,7 @@ def test_the_first_timing_waits_for_the_started_baseline_process(monkeypatch: py
     assert graph.begin_baseline_timing(payload) == {"started": True}
     time.sleep(0.2)  # the start holds the baseline's slot
     got: list[Any] = []
-    timing = threading.Thread(target=lambda: got.append(graph._baseline_process(payload, "cpu")))
+    timing = threading.Thread(target=lambda: got.append(graph._baseline_process(payload["graph"], "cpu")))
     timing.start()
     time.sleep(0.2)
     assert not got  # the timing waits for the start in progress

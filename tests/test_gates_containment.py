@@ -81,8 +81,8 @@ def test_out_of_memory_in_the_check_is_could_not_verify_and_retried_smaller(
     kernel = graph.kernels[0]
     seen: list[bool] = []
 
-    def starved(payload: dict[str, Any]) -> dict[str, Any]:
-        seen.append(bool(payload.get("low_memory")))
+    def starved(request: Any) -> Any:
+        seen.append(request.common.low_memory)
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB (fake, from the test)")
 
     monkeypatch.setattr(tasks, "_kernel_gate", starved)
@@ -108,10 +108,10 @@ graph = parse_output_code(sys.argv[1])
 kernel = graph.kernels[0]
 real = tasks._kernel_gate
 
-def first_too_big(payload):
-    if not payload.get("low_memory"):
+def first_too_big(request):
+    if not request.common.low_memory:
         raise torch.OutOfMemoryError("out of memory (fake)")
-    return real(payload)
+    return real(request)
 
 tasks._kernel_gate = first_too_big
 result = run_cascade(graph, {kernel.name: kernel.source}, CascadeConfig(run_gates=(2,), workdir=sys.argv[2]),

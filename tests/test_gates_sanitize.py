@@ -419,8 +419,11 @@ def test_gate_2_starts_the_tools_staged_where_there_is_no_room_and_gate_3_lets_t
     opens its gate and waits for it before its seeds (not beside them: the run had the device alone)."""
     import threading
 
+    from kernelopt_core.gates.registry import CommonSettings, KernelSettings, ModelSettings
     from kernelopt_core.gates.sanitize import SanitizerReport
+    from kernelopt_core.gates.task_payload import GateRequest, GraphCandidate
     from kernelopt_core.gates.tasks import graph as graph_tasks
+    from kernelopt_core.payload_fields import PayloadReader
 
     seen: dict[str, object] = {}
     waiting = threading.Event()
@@ -436,10 +439,11 @@ def test_gate_2_starts_the_tools_staged_where_there_is_no_room_and_gate_3_lets_t
     monkeypatch.setattr(sanitize, "sanitize_finalist", stand_in)
     monkeypatch.setattr(sanitize, "room_beside", lambda device, working_set: False)
     monkeypatch.setattr(sanitize, "graph_working_set_bytes", lambda graph: 13 << 30)
-    payload = {"graph": "g.py", "restitched": "finalist-e.py", "kernels": ["k"], "sanitize_ahead": True}
-    graph_tasks._sanitize_ahead(payload, "cuda:0")
+    finalist = GraphCandidate("g.py", "finalist-e.py", ("k",), {}, device="cuda:0")
+    common = CommonSettings.read(PayloadReader({}))  # a default configuration's
+    graph_tasks._sanitize_ahead(GateRequest(finalist, common, KernelSettings.from_json({"sanitize_ahead": True})))
     assert waiting.wait(10) and not seen.get("opened")  # staged: begun, waiting for gate 3
-    future, beside = graph_tasks._begin_sanitize(payload, "cuda:0")
+    future, beside = graph_tasks._begin_sanitize(GateRequest(finalist, common, ModelSettings.from_json({})))
     assert future.done() and not beside and seen["opened"] is True
     assert future.result().note == "compute-sanitizer: memcheck 0 errors (1.0 s)"
     assert not os.path.exists(seen["gate"].directory)  # type: ignore[attr-defined]

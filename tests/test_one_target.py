@@ -71,17 +71,17 @@ def test_a_gates_settings_are_what_its_task_reads_and_its_verdict_is_typed() -> 
     from kernelopt_core.gates.verdict import CascadeConfig, CascadeResult, TaskReply
 
     config = CascadeConfig(gate2_battery="screen", spare_candidate=True, ab_rounds=7, job_timeout_s=100.0)
-    assert GATES[2].settings(config, (1, 2)) == {"seeds": [0, 42, 1337], "reruns": 2, "battery": "screen",
+    assert GATES[2].settings(config, (1, 2)).to_json() == {"seeds": [0, 42, 1337], "reruns": 2, "battery": "screen",
                                                  "spare": True, "sanitize_ahead": False, "decision_search_s": 30.0}
-    assert GATES[2].settings(config, (1, 2, 3))["battery"] == "full"  # past gate 2 only the full battery
-    assert GATES[2].settings(config, (2, 3, 4))["sanitize_ahead"]  # gate 3's sanitizer may start beside it
-    assert GATES[3].settings(config, (3,)) == {"seeds": [0, 42, 123], "tolerance": 1e-4}
-    assert GATES[4].settings(config, (4,)) == {"min_speedup": 1.03, "rounds": 7, "kernel_timing": True}
+    assert GATES[2].settings(config, (1, 2, 3)).to_json()["battery"] == "full"  # past gate 2 only the full battery
+    assert GATES[2].settings(config, (2, 3, 4)).to_json()["sanitize_ahead"]  # gate 3's sanitizer may start beside it
+    assert GATES[3].settings(config, (3,)).to_json() == {"seeds": [0, 42, 123], "tolerance": 1e-4}
+    assert GATES[4].settings(config, (4,)).to_json() == {"min_speedup": 1.03, "rounds": 7, "kernel_timing": True}
     assert CommonSettings.of(config).run_timeout_s == 80.0
     reply = TaskReply.from_json({"passed": True, "reason": "faster", "numbers": {
         "speedup": 1.2, "ci_low": 1.1, "ci_high": 1.3, "timing_path": "module-call", "kernel_speedups": {"k": 1.5},
         "containment": {"contained": True}, "sanitizer_note": "races not checked on the CPU"}})
-    verdict = reply.verdict(4, "perf", 1.0)
+    verdict = reply.to_verdict(4, "perf", 1.0)
     assert verdict.speed.ci == (1.1, 1.3) and verdict.containment == {"contained": True} and not verdict.oom
     result = CascadeResult(False, None, "")
     GATES[4].take(result, verdict)
@@ -97,11 +97,11 @@ def test_a_task_reads_back_the_settings_the_cascade_sent_and_the_configuration_d
     config = CascadeConfig(seeds_kernel=(5, 6), seeds_model=(7,), determinism_reruns=4, gate2_battery="screen",
                            spare_candidate=True, decision_search_s=2.5, model_tolerance=1e-3, min_speedup=1.2,
                            ab_rounds=9, kernel_timing=False)
-    sent = {gate: GATES[gate].settings(config, (1, 2)) for gate in (2, 3, 4)}
+    sent = {gate: GATES[gate].settings(config, (1, 2)).to_json() for gate in (2, 3, 4)}
     assert KernelSettings.from_json(sent[2]) == KernelSettings([5, 6], 4, "screen", True, False, 2.5)
     assert ModelSettings.from_json(sent[3]) == ModelSettings([7], 1e-3)
     assert PerfSettings.from_json(sent[4]) == PerfSettings(1.2, 9, False)
     # a task called with no settings (a test, a script) runs as a default configuration would send
     default = CascadeConfig()
     for gate, kind in ((2, KernelSettings), (3, ModelSettings), (4, PerfSettings)):
-        assert kind.from_json({}).to_json() == GATES[gate].settings(default, (1, 2)), gate
+        assert kind.from_json({}).to_json() == GATES[gate].settings(default, (1, 2)).to_json(), gate

@@ -297,8 +297,8 @@ def k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     tl.store(out_ptr0 + xindex, tmp0 * 2.0, xmask)
 """
     fast_path = original.replace("tmp0 * 2.0", "tl.where(tmp0 > 3.0, tmp0 + tmp0, tmp0 * 2.0)")
-    assert adds_decisions({}, original, original) is False  # the same kernel: no extra runs
-    assert adds_decisions({}, original, fast_path) is True
-    assert adds_decisions({}, original, "def (") is True  # unreadable: assume it does
-    assert adds_decisions({"adds_decisions": False}, original, fast_path) is False  # the payload decides
-    assert adds_decisions({}) is True
+    assert adds_decisions(None, original, original) is False  # the same kernel: no extra runs
+    assert adds_decisions(None, original, fast_path) is True
+    assert adds_decisions(None, original, "def (") is True  # unreadable: assume it does
+    assert adds_decisions(False, original, fast_path) is False  # the payload's pin decides
+    assert adds_decisions(None) is True

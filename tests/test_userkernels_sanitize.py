@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 from kernelopt_core.gates import sanitize
+from kernelopt_core.gates.registry import CommonSettings
 from kernelopt_core.gates.sanitize import CHECKED_SUFFIX, NOT_ON_CPU, steps_line
+from kernelopt_core.gates.verdict import CascadeConfig
+from kernelopt_core.userkernels.payload import UserKernelPayload
 from kernelopt_core.userkernels.sanitize_target import sanitize_user_finalist, user_sanitizer_target
 from kernelopt_core.userkernels.target import user_target
 
@@ -44,7 +47,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _payload(folder: Path, file: str, kernel: str, harness: str, edit: tuple[str, str] | None = None) -> dict[str, Any]:
+def _payload(folder: Path, file: str, kernel: str, harness: str,
+             edit: tuple[str, str] | None = None) -> UserKernelPayload:
     target = user_target(str(folder / file), kernel, harness, "cpu")
     candidate = target.module.source
     if edit is not None:
@@ -53,7 +57,11 @@ def _payload(folder: Path, file: str, kernel: str, harness: str, edit: tuple[str
     return target.payload(candidate=candidate, workdir=str(folder / "work"))
 
 
-def _run_target(folder: Path, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def _settings(**config: Any) -> CommonSettings:
+    return CommonSettings.of(CascadeConfig(**config))
+
+
+def _run_target(folder: Path, payload: UserKernelPayload) -> subprocess.CompletedProcess[str]:
     """The target as a plain process on the CPU, as compute-sanitizer would start it."""
     target = user_sanitizer_target(payload, "cpu", str(folder / "work" / "sanitize"))
     assert not isinstance(target, str), target
@@ -97,8 +105,8 @@ def test_the_target_instruments_the_candidate_alone_and_runs_it_in_the_harness(f
 
 
 def test_a_candidate_without_its_jit_kernel_is_a_note(folder: Path) -> None:
-    payload = {**_payload(folder, "softmax.py", "softmax_kernel", "bench_softmax"), "candidate": "x = 1\n"}
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax").but(candidate="x = 1\n")
+    report = sanitize_user_finalist(payload, _settings(), None, "cuda:0", str(folder / "work" / "sanitize"))
     assert report.errors == [] and report.note == ("races and stray accesses not checked: the candidate defines no "
                                                    "@triton.jit softmax_kernel to instrument")
 
@@ -138,9 +146,9 @@ def test_memcheck_errors_reject_and_name_the_tool(folder: Path, stand_in: Path) 
     (stand_in / "memcheck.txt").write_text(f"{INVALID_WRITE}\n=========     at softmax_kernel{CHECKED_SUFFIX}+0x1f0\n"
                                            "========= ERROR SUMMARY: 1 error\n")
     (stand_in / "racecheck.txt").write_text("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
-    payload = {**_payload(folder, "softmax.py", "softmax_kernel", "bench_softmax"), "sanitizer_timeout_s": 200,
-               "compiled": {"configs": [{"shared_bytes": 0}]}}
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax")
+    report = sanitize_user_finalist(payload, _settings(sanitizer_timeout_s=200), {"configs": [{"shared_bytes": 0}]},
+                                    "cuda:0", str(folder / "work" / "sanitize"))
     assert report.errors == [f"compute-sanitizer memcheck found 1 error(s) in softmax_kernel: {INVALID_WRITE.strip()}"]
     # the kernel compiles to no shared memory, the only memory racecheck watches: memcheck alone runs
     [memcheck] = report.runs
@@ -155,13 +163,14 @@ def test_memcheck_errors_reject_and_name_the_tool(folder: Path, stand_in: Path) 
 
 def test_racecheck_runs_only_where_the_candidates_own_code_can_address_shared_memory(
         folder: Path, stand_in: Path) -> None:
-    payload = {**_payload(folder, "softmax.py", "softmax_kernel", "bench_softmax"), "sanitizer_timeout_s": 200,
-               "compiled": {"configs": [{"shared_bytes": 4096}]}}  # a reduction: Triton keeps partials there
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax")
+    compiled = {"configs": [{"shared_bytes": 4096}]}  # a reduction: Triton keeps partials there
+    settings = _settings(sanitizer_timeout_s=200)
+    report = sanitize_user_finalist(payload, settings, compiled, "cuda:0", str(folder / "work" / "sanitize"))
     assert [r["tool"] for r in report.runs] == ["memcheck"]
     assert "racecheck not run: the kernel addresses no shared memory itself (no inline assembly)" in report.note
-    payload["candidate"] += INLINE_ASM_HELPER
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    payload = payload.but(candidate=(payload.candidate or "") + INLINE_ASM_HELPER)
+    report = sanitize_user_finalist(payload, settings, compiled, "cuda:0", str(folder / "work" / "sanitize"))
     assert [r["tool"] for r in report.runs] == ["memcheck", "racecheck"] and report.errors == []
 
 
@@ -169,14 +178,16 @@ def test_a_sanitizer_that_does_not_finish_or_is_missing_is_a_note(folder: Path, 
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     (stand_in / "hang").write_text("")
     payload = _payload(folder, "softmax.py", "softmax_kernel", "bench_softmax")
-    payload = {**payload, "sanitizer_timeout_s": 2, "candidate": payload["candidate"] + INLINE_ASM_HELPER}
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    payload = payload.but(candidate=(payload.candidate or "") + INLINE_ASM_HELPER)
+    report = sanitize_user_finalist(payload, _settings(sanitizer_timeout_s=2), None, "cuda:0",
+                                    str(folder / "work" / "sanitize"))
     assert report.errors == [] and [r["ran"] for r in report.runs] == [False, False]
     assert ("memcheck did not run (did not finish within 2 s (steps done: import torch and start cuda 4.0 s)): "
             "stray accesses not checked") in report.note
     assert "racecheck did not run (did not finish within 2 s" in report.note and "races not checked" in report.note
     monkeypatch.setattr(sanitize, "find_sanitizer", lambda: None)
-    report = sanitize_user_finalist(payload, "cuda:0", str(folder / "work" / "sanitize"))
+    report = sanitize_user_finalist(payload, _settings(sanitizer_timeout_s=2), None, "cuda:0",
+                                    str(folder / "work" / "sanitize"))
     assert report.errors == [] and "compute-sanitizer was not found" in report.note
 
 
@@ -194,7 +205,7 @@ from kernelopt_core.userkernels.target import user_target
 folder, timeout_s, where = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 if where == "gpu":
     real = tasks._sanitize
-    tasks._sanitize = lambda payload, device: real(payload, "cuda:0")
+    tasks._sanitize = lambda request, device: real(request, "cuda:0")
 target = user_target(folder + "/softmax.py", "softmax_kernel", "bench_softmax", "cpu")
 candidate = target.module.source.replace("tl.exp(row_minus_max)", "tl.exp2(row_minus_max * 1.4426950408889634)")
 candidate += sys.argv[4]

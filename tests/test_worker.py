@@ -18,7 +18,7 @@ from kernelopt_core.measure.worker import Worker, get_worker
 TASKS = "tests.test_worker"
 
 
-# --- tasks (run inside the worker) -----------------------------------------------------------
+# --- tasks (run inside the worker) ------------------------------------------------------------
 
 
 def echo_task(payload: dict) -> dict:
@@ -296,9 +296,10 @@ def test_kernel_timing_asks_for_a_fresh_worker_when_a_candidate_left_memory(monk
     from kernelopt_core.search import kernel_tasks
 
     answers = {"a.py": {"speedup": 1.2}, "b.py": {"speedup": 0.9, RECYCLE_KEY: "the task left 4.00 GiB allocated"}}
-    monkeypatch.setattr(tasks, "time_candidate_kernel", lambda payload: dict(answers[payload["restitched"]]))
-    result = kernel_tasks.time_candidates({"candidates": {"i1c1": "a.py", "i1c2": "b.py"}})
+    monkeypatch.setattr(tasks, "time_candidate_kernel", lambda request: dict(answers[request.restitched]))
+    task = {"graph_path": "g/output_code.py", "kernel": "k", "device": "cpu"}
+    result = kernel_tasks.time_candidates({**task, "candidates": {"i1c1": "a.py", "i1c2": "b.py"}})
     assert result["candidates"] == {"i1c1": {"speedup": 1.2}, "i1c2": {"speedup": 0.9}}
     assert result[RECYCLE_KEY] == "the task left 4.00 GiB allocated"
     answers["b.py"].pop(RECYCLE_KEY)
-    assert RECYCLE_KEY not in kernel_tasks.time_candidates({"candidates": {"i1c2": "b.py"}})
+    assert RECYCLE_KEY not in kernel_tasks.time_candidates({**task, "candidates": {"i1c2": "b.py"}})

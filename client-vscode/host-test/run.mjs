@@ -101,6 +101,9 @@ function writeSettings() {
     'kernelopt.beam.retries': 1,
     'kernelopt.device': 'cpu',
     'kernelopt.ncuPath': 'ncu',
+    // The smallest search (one candidate: beam 1, one iteration, plan, attempt) with no deadline: the
+    // CPU interpreter's finalist takes minutes on a loaded machine, and a budget that cannot cover
+    // it keeps the compiler's kernel (no diff to review). The job's reports are the limit (stall).
     'kernelopt.budget': 0,
     'kernelopt.allowConfigChanges': false,
     'kernelopt.trace.server': 'messages',
@@ -378,6 +381,10 @@ async function collectNotifications() {
   }
 }
 
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 async function runCommand(title) {
   // The command palette, retried: a key press that arrives while the workbench is busy can be lost.
   for (let attempt = 1; attempt <= 3; attempt++) {
@@ -387,9 +394,12 @@ async function runCommand(title) {
     try {
       await input.waitFor({ state: 'visible', timeout: 10_000 * SLOW });
       await input.fill(`>${title}`);
-      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+      // The row whose label is the title, clicked: Enter runs the top row, which for "File: Save"
+      // may be a fuzzy match ("File: Compare Active File with Saved").
+      const label = page.locator('.label-name', { hasText: new RegExp(`^\\s*${escapeRegExp(title)}\\s*$`) });
+      const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: label }).first();
       await row.waitFor({ timeout: 15_000 * SLOW });
-      await input.press('Enter');
+      await row.click();
       return;
     } catch (e) {
       log(`command palette attempt ${attempt} for "${title}" failed: ${e.message.split('\n')[0]}`);
@@ -407,9 +417,12 @@ async function openFile(file) {
     try {
       await input.waitFor({ state: 'visible', timeout: 10_000 * SLOW });
       await input.fill(relative);
-      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: path.basename(file) }).first();
+      // The row of this file, clicked: several files share a name (output_code.py), and until the
+      // search answers the list shows recently opened files, whose first row Enter would open.
+      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: path.basename(file) })
+        .filter({ hasText: path.basename(path.dirname(file)) }).first();
       await row.waitFor({ timeout: 20_000 * SLOW });
-      await input.press('Enter');
+      await row.click();
       // The breadcrumbs name the file's folders: two dumps are both output_code.py.
       const parts = relative.split(path.sep).slice(-2); // long paths are elided at the front
       await waitFor(`the editor of ${relative}`, async () => {
@@ -601,20 +614,54 @@ async function optimizeReviewApplyUndo() {
   if (!/KernelOPT: optimized/.test(done)) {
     throw new Error(`three optimize runs kept the compiler's kernel: no diff to review (last: "${done}")`);
   }
+  const run = optimizedRun();
+  const original = fs.readFileSync(cpuDump);
+  const optimized = fs.readFileSync(path.join(run, 'optimized_output_code.py'));
+  if (optimized.equals(original)) {
+    throw new Error(`${run}/optimized_output_code.py is the dump itself: nothing to apply`);
+  }
+  log(`run ${path.basename(run)}: ${JSON.parse(fs.readFileSync(path.join(run, 'result.json'), 'utf8')).reason}`);
   await clickToastButton('KernelOPT: optimized', 'Show Diff');
   await waitFor('the diff editor', async () => (await page.locator('.monaco-diff-editor').count()) > 0, 30);
   await screenshot('diff-review');
+
+  // Apply to Dump edits the open dump (an undoable edit); saved, the file is the run's dump with the
+  // optimized kernel, byte for byte.
   await clickToastButton('Apply the optimized kernel?', 'Apply to Dump');
   await waitFor('the message that the kernel was written into the dump', async () =>
     (await toasts()).some((t) => /written into the dump/.test(t)), 60);
-  const dumpTab = page.locator('.tab', { hasText: 'output_code.py' }).first();
+  await openFile(cpuDump);
+  const dumpTab = page.locator('.editor-group-container.active .tab.active');
   await waitFor('the dump edited (dirty) after Apply to Dump', async () => (await dumpTab.getAttribute('class'))?.includes('dirty'), 30);
+  await runCommand('File: Save');
+  await waitFor('the saved dump to be the run\'s optimized_output_code.py', () => fs.readFileSync(cpuDump).equals(optimized), 30);
   await screenshot('applied');
-  await dumpTab.click();
-  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+
+  // Undo in the dump, saved: the file is back to the compiler's, byte for byte.
+  const kernel = lineOf(cpuDump, 'def triton_');
+  await goTo(kernel.line, kernel.column);
   await page.keyboard.press('Control+z');
-  await waitFor('the dump back to its saved text after Undo', async () => !(await dumpTab.getAttribute('class'))?.includes('dirty'), 30);
+  await waitFor('the dump edited (dirty) again after Undo', async () => (await dumpTab.getAttribute('class'))?.includes('dirty'), 30);
+  await runCommand('File: Save');
+  await waitFor('the saved dump back to its original bytes after Undo', () => fs.readFileSync(cpuDump).equals(original), 30);
+  await waitFor('the dump saved (not dirty)', async () => !(await dumpTab.getAttribute('class'))?.includes('dirty'), 30);
   await screenshot('undone');
+}
+
+/** The newest run folder of the workspace whose result is an optimized kernel. */
+function optimizedRun() {
+  const runs = path.join(WS, '.kernelopt', 'runs');
+  const found = fs.readdirSync(runs).map((name) => path.join(runs, name)).filter((dir) => {
+    try {
+      return JSON.parse(fs.readFileSync(path.join(dir, 'result.json'), 'utf8')).decision === 'optimized';
+    } catch {
+      return false;
+    }
+  }).sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  if (found.length === 0) {
+    throw new Error(`no run under ${runs} has an optimized result, yet the editor said "optimized"`);
+  }
+  return found[0];
 }
 
 async function verifyUserKernel() {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..artifacts.model import CompiledGraph
@@ -26,6 +27,7 @@ from .cascade_target import (
 )
 from .registry import GATE_NAMES, GATES, CommonSettings, Gate, acceptance, gate2_battery
 from .static import run_static_gate
+from .task_payload import GateRequest
 from .verdict import GATE2_BATTERIES, CascadeConfig, CascadeResult, GateVerdict, TaskReply
 
 __all__ = ["SHARED_TASKS", "CascadeSetupError", "CascadeTarget", "TaskCaller", "TaskFailed", "gate2_battery",
@@ -101,15 +103,17 @@ def _run_gates(target: CascadeTarget, gates: tuple[int, ...], candidates: dict[s
             verdict, compiled = target.static_gate(candidates, config)
         else:
             assert call is not None
-            payload = {**target.gate_payload(candidates, written, device), **CommonSettings.of(config).to_json(),
-                       **kind.settings(config, gates), "compiled": compiled}
+            common = CommonSettings.of(config)
+            request = GateRequest(target.gate_payload(candidates, written, device), common,
+                                  kind.settings(config, gates), compiled)
             task = f"{target.tasks}:{kind.task}"
-            verdict = _worker_gate(kind, call, task, payload)
+            verdict = _worker_gate(kind, call, task, request)
             if verdict.could_not_verify and verdict.oom and target.retry_low_memory \
                     and config.retry_low_memory and not config.low_memory:
                 # The check's own copies did not fit: once more with fewer of them.
                 first = verdict.reason
-                verdict = _worker_gate(kind, call, task, {**payload, "low_memory": True})
+                smaller = replace(request, common=replace(common, low_memory=True))
+                verdict = _worker_gate(kind, call, task, smaller)
                 verdict.numbers["retried_low_memory_after"] = first
         result.gates.append(verdict)
         _take_containment(result, verdict)
@@ -185,7 +189,7 @@ def _caller(device: str, worker: Any, timeout_s: float, sink: EventSink | None,
     def call(task: str, payload: dict[str, Any]) -> dict[str, Any]:
         outcome = worker.call(task, payload, timeout_s=timeout_s, cancel=cancel)
         if outcome.ok:
-            return outcome.value if isinstance(outcome.value, dict) else {"passed": False, "reason": "bad reply"}
+            return outcome.value if isinstance(outcome.value, dict) else TaskReply(False, "bad reply").to_json()
         return on_failure(task, device, outcome.failure)
 
     return call
@@ -203,11 +207,10 @@ def _failure_verdict(task: str, device: str, failure: Any) -> dict[str, Any]:
     if kind in ("oom", "error"):
         # The checker itself failed (the candidate runs in a process of its own): no verdict.
         what = "ran out of memory" if kind == "oom" else "failed"
-        return {"passed": False, "could_not_verify": True, "reason": f"the check {what}: {message}",
-                "numbers": {**numbers, "oom": kind == "oom"}}
+        return TaskReply.unverified(f"the check {what}: {message}", **numbers, oom=kind == "oom").to_json()
     what = {"timeout": "hung (ran past its time limit)", "crash": "crashed the worker",
             "cuda_error": "caused a device fault"}.get(kind, "failed")
-    return {"passed": False, "reason": f"the check {what}: {message}", "numbers": numbers}
+    return TaskReply.verdict(False, f"the check {what}: {message}", **numbers).to_json()
 
 
 def _raise_failure(task: str, device: str, failure: Any) -> dict[str, Any]:
@@ -225,9 +228,10 @@ def _call_in_process(task: str, payload: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _worker_gate(kind: Gate, call: TaskCaller, task: str, payload: dict[str, Any]) -> GateVerdict:
+def _worker_gate(kind: Gate, call: TaskCaller, task: str, request: GateRequest[Any, Any]) -> GateVerdict:
+    """The gate's task called with ``request`` (JSON across the boundary, typed on both sides)."""
     begin = time.monotonic()
-    reply = TaskReply.from_json(call(task, payload))
+    reply = TaskReply.from_json(call(task, request.to_json()))
     if reply.setup_error is not None:
         raise CascadeSetupError(reply.setup_error)
-    return reply.verdict(kind.number, kind.name, time.monotonic() - begin)
+    return reply.to_verdict(kind.number, kind.name, time.monotonic() - begin)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ..artifacts.model import CompiledGraph
 from .restitch import RestitchError, write_restitched
 from .static import run_static_gate
+from .task_payload import GraphCandidate, TaskTarget
 from .verdict import CascadeConfig, CascadeResult, GateVerdict
 
 # Calls a worker task by its full name ("package.module:function") with a payload; returns its reply.
@@ -66,7 +67,7 @@ class CascadeTarget(Protocol):
         """Gate 1's verdict, and its compile numbers (gate 3's sanitizer reads their shared memory)."""
         ...
 
-    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> TaskTarget:
         """What every gate task of the target reads about the candidate (the gates add their settings)."""
         ...
 
@@ -145,11 +146,11 @@ class GraphGates:
         compiled = {name: (numbers.get("kernels", {}).get(name, numbers) or {}).get("compile") for name in candidates}
         return verdict, compiled
 
-    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> GraphCandidate:
         if written is None:
             raise CascadeSetupError("the re-stitched graph could not be written")
-        return {"graph": self.path, "restitched": written, "kernels": sorted(candidates), "device": device,
-                "sources": dict(candidates), "fx_graph_runnable": self.graph.fx_graph_runnable}
+        return GraphCandidate(graph=self.path, restitched=written, kernels=tuple(sorted(candidates)), device=device,
+                              sources=dict(candidates), fx_graph_runnable=self.graph.fx_graph_runnable)
 
 
 __all__ = ["CascadeSetupError", "CascadeTarget", "GraphGates", "TaskCaller", "TaskFailed"]

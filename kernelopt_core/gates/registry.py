@@ -10,9 +10,10 @@ takes the configuration's default. Nothing here imports torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import Any, ClassVar, Protocol
 
+from ..payload_fields import PayloadReader
 from .verdict import CascadeConfig, CascadeResult, GateVerdict
 
 _DEFAULTS = CascadeConfig()  # what a task reads for a setting its payload leaves out (a task called directly)
@@ -42,6 +43,20 @@ class CommonSettings:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def read(cls, fields: PayloadReader) -> CommonSettings:
+        return cls(low_memory=fields.flag("low_memory", _DEFAULTS.low_memory),
+                   input_sets=fields.flag("input_sets", _DEFAULTS.input_sets),
+                   sanitize=fields.flag("sanitize", _DEFAULTS.sanitize),
+                   sanitizer_timeout_s=fields.number("sanitizer_timeout_s", _DEFAULTS.sanitizer_timeout_s),
+                   run_timeout_s=fields.number("run_timeout_s", max(1.0, 0.8 * _DEFAULTS.job_timeout_s)))
+
+
+class GateSettings(Protocol):
+    """A gate's own settings: what its task takes from the configuration, and reads back (a dataclass)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class KernelSettings:
@@ -57,11 +72,12 @@ class KernelSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> KernelSettings:
-        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_kernel)],
-                   reruns=int(payload.get("reruns", _DEFAULTS.determinism_reruns)),
-                   battery=str(payload.get("battery") or _DEFAULTS.gate2_battery), spare=bool(payload.get("spare")),
-                   sanitize_ahead=bool(payload.get("sanitize_ahead")),
-                   decision_search_s=float(payload.get("decision_search_s", _DEFAULTS.decision_search_s)))
+        fields = PayloadReader(payload, "gate 2's settings")
+        return cls(seeds=list(fields.integers("seeds", _DEFAULTS.seeds_kernel)),
+                   reruns=fields.integer("reruns", _DEFAULTS.determinism_reruns),
+                   battery=fields.text("battery", _DEFAULTS.gate2_battery) or _DEFAULTS.gate2_battery,
+                   spare=fields.flag("spare", False), sanitize_ahead=fields.flag("sanitize_ahead", False),
+                   decision_search_s=fields.number("decision_search_s", _DEFAULTS.decision_search_s))
 
 
 @dataclass(frozen=True)
@@ -74,8 +90,9 @@ class ModelSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> ModelSettings:
-        return cls(seeds=[int(s) for s in payload.get("seeds", _DEFAULTS.seeds_model)],
-                   tolerance=float(payload.get("tolerance", _DEFAULTS.model_tolerance)))
+        fields = PayloadReader(payload, "gate 3's settings")
+        return cls(seeds=list(fields.integers("seeds", _DEFAULTS.seeds_model)),
+                   tolerance=fields.number("tolerance", _DEFAULTS.model_tolerance))
 
 
 @dataclass(frozen=True)
@@ -89,22 +106,28 @@ class PerfSettings:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> PerfSettings:
-        rounds = payload.get("rounds")
-        return cls(min_speedup=float(payload.get("min_speedup", _DEFAULTS.min_speedup)),
-                   rounds=int(rounds) if rounds is not None else None,
-                   kernel_timing=bool(payload.get("kernel_timing", _DEFAULTS.kernel_timing)))
+        fields = PayloadReader(payload, "gate 4's settings")
+        return cls(min_speedup=fields.number("min_speedup", _DEFAULTS.min_speedup),
+                   rounds=fields.integer("rounds", None),
+                   kernel_timing=fields.flag("kernel_timing", _DEFAULTS.kernel_timing))
 
 
 class Gate:
-    """One gate: subclasses set ``number``, ``name`` and ``task`` and say what their task takes."""
+    """One gate: subclasses set ``number``, ``name`` and, for a gate run in the worker, ``task`` and
+    ``Settings`` (the dataclass its task reads back), and say what their task takes."""
 
     number: ClassVar[int]
     name: ClassVar[str]
     task: ClassVar[str | None] = None  # the worker task in the target's task module; None: runs in the cascade
+    Settings: ClassVar[Any] = None  # its settings' dataclass (to_json, from_json); None for gate 1
 
-    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
-        """The payload keys this gate's task takes from ``config`` (``gates``: the cascade's gates)."""
-        return {}
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> GateSettings:
+        """This gate's settings from ``config`` (``gates``: the cascade's gates)."""
+        raise NotImplementedError(f"gate {self.number} ({self.name}) runs no task")
+
+    def read_settings(self, payload: dict[str, Any]) -> Any:
+        """The settings a task reads back from its payload (the configuration's defaults for keys left out)."""
+        return self.Settings.from_json(payload)
 
     def take(self, result: CascadeResult, verdict: GateVerdict) -> None:
         """What the cascade's result takes from this gate's verdict beyond the pass or fail."""
@@ -116,27 +139,27 @@ class StaticGate(Gate):
 
 
 class KernelGate(Gate):
-    number, name, task = 2, "kernel", "run_kernel_gate"
+    number, name, task, Settings = 2, "kernel", "run_kernel_gate", KernelSettings
 
-    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> KernelSettings:
         return KernelSettings(seeds=list(config.seeds_kernel), reruns=config.determinism_reruns,
                               battery=gate2_battery(config, gates), spare=config.spare_candidate,
-                              sanitize_ahead=3 in gates, decision_search_s=config.decision_search_s).to_json()
+                              sanitize_ahead=3 in gates, decision_search_s=config.decision_search_s)
 
 
 class ModelGate(Gate):
-    number, name, task = 3, "model", "run_model_gate"
+    number, name, task, Settings = 3, "model", "run_model_gate", ModelSettings
 
-    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
-        return ModelSettings(seeds=list(config.seeds_model), tolerance=config.model_tolerance).to_json()
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> ModelSettings:
+        return ModelSettings(seeds=list(config.seeds_model), tolerance=config.model_tolerance)
 
 
 class PerfGate(Gate):
-    number, name, task = 4, "perf", "run_perf_gate"
+    number, name, task, Settings = 4, "perf", "run_perf_gate", PerfSettings
 
-    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> dict[str, Any]:
+    def settings(self, config: CascadeConfig, gates: tuple[int, ...]) -> PerfSettings:
         return PerfSettings(min_speedup=config.min_speedup, rounds=config.ab_rounds,
-                            kernel_timing=config.kernel_timing).to_json()
+                            kernel_timing=config.kernel_timing)
 
     def take(self, result: CascadeResult, verdict: GateVerdict) -> None:
         speed = verdict.speed
@@ -145,7 +168,38 @@ class PerfGate(Gate):
         result.kernel_speedups = dict(speed.kernel_speedups)
 
 
-GATES: dict[int, Gate] = {gate.number: gate for gate in (StaticGate(), KernelGate(), ModelGate(), PerfGate())}
+class GateRegistrationError(TypeError):
+    """A gate registered without one of its parts (a number in order, a name, a task's settings)."""
+
+
+def register(*gates: Gate) -> dict[int, Gate]:
+    """The gates by number, each checked for its parts: numbered 1, 2, ... in order, named once, and a gate
+    run in the worker with a settings dataclass that its own ``settings`` makes and its task reads back."""
+    table: dict[int, Gate] = {}
+    for position, gate in enumerate(gates, start=1):
+        kind = type(gate).__name__
+        number, name = getattr(gate, "number", None), getattr(gate, "name", None)
+        if number != position:
+            raise GateRegistrationError(f"{kind} is registered as gate {position} but says it is {number}")
+        if not isinstance(name, str) or not name or name in {g.name for g in table.values()}:
+            raise GateRegistrationError(f"{kind} needs a name of its own, not {name!r}")
+        if gate.task is not None:
+            settings_class: Any = gate.Settings
+            if not (isinstance(settings_class, type) and is_dataclass(settings_class) and callable(getattr(settings_class, "from_json", None))
+                    and callable(getattr(settings_class, "to_json", None))):
+                raise GateRegistrationError(f"{kind} runs the task {gate.task} but declares no Settings dataclass "
+                                            "with to_json and from_json")
+            if type(gate).settings is Gate.settings:
+                raise GateRegistrationError(f"{kind} runs the task {gate.task} but makes no settings from the "
+                                            "configuration (its settings method)")
+            made = gate.settings(_DEFAULTS, tuple(range(1, len(gates) + 1)))
+            if not isinstance(made, settings_class) or gate.read_settings(made.to_json()) != made:
+                raise GateRegistrationError(f"{kind}'s settings do not read back as its Settings")
+        table[position] = gate
+    return table
+
+
+GATES: dict[int, Gate] = register(StaticGate(), KernelGate(), ModelGate(), PerfGate())
 GATE_NAMES: dict[int, str] = {number: gate.name for number, gate in GATES.items()}
 ALL_GATES: tuple[int, ...] = tuple(GATES)
 
@@ -168,5 +222,6 @@ def acceptance(gates: tuple[int, ...], passed_earlier: tuple[int, ...] = ()) -> 
 
 
 
-__all__ = ["ALL_GATES", "GATES", "GATE_NAMES", "acceptance", "CommonSettings", "Gate", "KernelGate", "KernelSettings",
-           "ModelGate", "ModelSettings", "PerfGate", "PerfSettings", "StaticGate", "gate2_battery"]
+__all__ = ["ALL_GATES", "GATES", "GATE_NAMES", "CommonSettings", "Gate", "GateRegistrationError", "GateSettings",
+           "KernelGate", "KernelSettings", "ModelGate", "ModelSettings", "PerfGate", "PerfSettings", "StaticGate",
+           "acceptance", "gate2_battery", "register"]

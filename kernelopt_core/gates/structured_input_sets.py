@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .input_sets import (
@@ -267,13 +267,12 @@ def input_set_named(name: str) -> InputSet:
     raise KeyError(f"no input set named {name!r}")
 
 
-def adds_decisions(payload: dict[str, Any], original: str = "", candidate: str = "") -> bool:
-    """Whether the candidate adds decisions on data: the payload's ``adds_decisions`` when given, else read
+def adds_decisions(given: bool | None, original: str = "", candidate: str = "") -> bool:
+    """Whether the candidate adds decisions on data: ``given`` (the payload's pin) when not None, else read
     from the two sources (:func:`.decisions.added_decisions`). The structured input sets and the aliasing
     run go only to such candidates. Unknown (no sources, or sources that do not parse) counts as yes."""
-    given = payload.get("adds_decisions")
     if given is not None:
-        return given is not False
+        return given
     if not original or not candidate:
         return True
     import ast
@@ -287,10 +286,9 @@ def adds_decisions(payload: dict[str, Any], original: str = "", candidate: str =
         return True
 
 
-def candidate_constants(payload: dict[str, Any], candidate: str, original: str) -> tuple[float, ...]:
-    """The constants the ``constants`` input set draws at and beside: ``constants`` in the payload (gate 1's,
+def candidate_constants(given: Sequence[float] | None, candidate: str, original: str) -> tuple[float, ...]:
+    """The constants the ``constants`` input set draws at and beside: ``given`` (the payload's pin: gate 1's,
     those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
-    given = payload.get("constants")
     if given is not None:
         return tuple(float(c) for c in given)
     return tuple(literal_constants(candidate, exclude=literal_constants(original)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.task_context import RECYCLE_KEY
+
 GATE2_BATTERIES: tuple[str, ...] = ("screen", "full")
 
 
@@ -88,22 +90,57 @@ class Speed:
 
 @dataclass
 class TaskReply:
-    """A gate task's reply from the worker (JSON across the process boundary, typed here)."""
+    """A gate task's reply: typed on both sides, JSON only across the process boundary (:meth:`to_json`).
+
+    On the wire: ``{"passed", "reason", "numbers"}``, with ``"could_not_verify": true`` when the check itself
+    failed, ``"not_verified": true`` when every run matched but a path the candidate adds was never taken, and
+    ``"recycle_worker"`` when the job left memory only the worker's end gives back; or ``{"setup_error"}``
+    alone when the original cannot be loaded or run.
+    """
 
     passed: bool
     reason: str
-    numbers: dict[str, Any]
+    numbers: dict[str, Any] = field(default_factory=dict)
     could_not_verify: bool = False  # the check itself failed
     setup_error: str | None = None  # the original cannot be loaded or run: the cascade cannot go on
+    not_verified: bool = False  # could not verify because evidence was missing (not because the check broke)
+    recycle: str | None = None  # why the worker should be replaced after this job (the verdict stands)
+
+    @classmethod
+    def verdict(cls, passed: bool, reason: str, **numbers: Any) -> TaskReply:
+        return cls(passed, reason, numbers)
+
+    @classmethod
+    def unverified(cls, reason: str, **numbers: Any) -> TaskReply:
+        """The check itself failed: neither a pass nor a rejection of the candidate."""
+        return cls(False, reason, numbers, could_not_verify=True)
+
+    @classmethod
+    def setup_failure(cls, message: str) -> TaskReply:
+        return cls(False, "", {}, setup_error=message)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.setup_error is not None:
+            return {"setup_error": self.setup_error}
+        data: dict[str, Any] = {"passed": self.passed, "reason": self.reason, "numbers": self.numbers}
+        if self.could_not_verify:
+            data["could_not_verify"] = True
+        if self.not_verified:
+            data["not_verified"] = True
+        if self.recycle:
+            data[RECYCLE_KEY] = self.recycle
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskReply:
         setup_error = data.get("setup_error")
+        recycle = data.get(RECYCLE_KEY)
         return cls(passed=bool(data.get("passed")), reason=str(data.get("reason", "")),
                    numbers=dict(data.get("numbers") or {}), could_not_verify=bool(data.get("could_not_verify")),
-                   setup_error=str(setup_error) if setup_error is not None else None)
+                   setup_error=str(setup_error) if setup_error is not None else None,
+                   not_verified=bool(data.get("not_verified")), recycle=str(recycle) if recycle else None)
 
-    def verdict(self, gate: int, name: str, seconds: float) -> GateVerdict:
+    def to_verdict(self, gate: int, name: str, seconds: float) -> GateVerdict:
         return GateVerdict(gate, name, self.passed, self.reason, self.numbers, seconds,
                            could_not_verify=self.could_not_verify)
 

@@ -1,17 +1,91 @@
-"""Worker tasks that time whole compiled graphs. Runs only inside a worker (imports torch there).
+"""Worker jobs that time whole compiled graphs. Runs only inside a worker (imports torch there).
 
-Call them through a worker: ``worker.call("kernelopt_core.measure.graph_tasks:time_graph", {...})``.
-All times are on the module-call path (the wrapper's ``call(args)``), or graph-replay when
-``cuda_graph`` is set. Inputs come from the wrapper's own ``get_args()`` under a seed per input set.
+Call them through a worker: ``worker.call("kernelopt_core.measure.graph_tasks:time_graph", {...})``;
+each task reads its JSON payload into a dataclass of its own (:class:`GraphTimingRequest`,
+:class:`GraphABRequest`, :class:`LaunchTimingRequest`) before it starts. All times are on the
+module-call path (the wrapper's ``call(args)``), or graph-replay when ``cuda_graph`` is set. Inputs
+come from the wrapper's own ``get_args()`` under a seed per input set.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ..payload_fields import PayloadReader
 from .paths import TimingPath
 from .task_context import worker_device
+
+
+@dataclass(frozen=True)
+class GraphTimingRequest:
+    """``time_graph``'s payload: one dump's module-call (or graph-replay) time."""
+
+    dump: str
+    device: str | None = None  # None: the worker's
+    warmup: int | None = None
+    reps: int | None = None
+    input_sets: int = 3
+    cuda_graph: bool = False
+    flush_l2: bool = True
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GraphTimingRequest:
+        fields = PayloadReader(data, "time_graph's payload")
+        return cls(dump=fields.text("dump"), device=fields.text("device", None), warmup=fields.integer("warmup", None),
+                   reps=fields.integer("reps", None), input_sets=fields.integer("input_sets", 3),
+                   cuda_graph=fields.flag("cuda_graph", False), flush_l2=fields.flag("flush_l2", True))
+
+
+@dataclass(frozen=True)
+class GraphABRequest:
+    """``ab_graphs``'s payload: an interleaved A/B of two dumps on the same inputs."""
+
+    baseline: str
+    candidate: str
+    device: str | None = None
+    rounds: int | None = None  # None: the device's timing budget
+    reps_per_round: int | None = None
+    warmup: int | None = None
+    input_sets: int = 3
+    cuda_graph: bool = False
+    flush_l2: bool = True
+    confidence: float = 0.95
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GraphABRequest:
+        fields = PayloadReader(data, "ab_graphs's payload")
+        return cls(baseline=fields.text("baseline"), candidate=fields.text("candidate"),
+                   device=fields.text("device", None), rounds=fields.integer("rounds", None),
+                   reps_per_round=fields.integer("reps_per_round", None), warmup=fields.integer("warmup", None),
+                   input_sets=fields.integer("input_sets", 3), cuda_graph=fields.flag("cuda_graph", False),
+                   flush_l2=fields.flag("flush_l2", True), confidence=fields.number("confidence", 0.95))
+
+
+@dataclass(frozen=True)
+class LaunchTimingRequest:
+    """``time_launches_task``'s payload: every launch of one dump timed, and the whole graph."""
+
+    dump: str
+    device: str | None = None
+    iters: int | None = None  # None: 20 on a GPU, 3 on the CPU
+    overheads: bool = True  # also the wrapper-level overheads (launch gaps, host time, input copies)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"dump": self.dump, "device": self.device}
+        if self.iters:
+            data["iters"] = self.iters
+        if not self.overheads:
+            data["overheads"] = False
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LaunchTimingRequest:
+        fields = PayloadReader(data, "time_launches_task's payload")
+        return cls(dump=fields.text("dump"), device=fields.text("device", None), iters=fields.integer("iters", None),
+                   overheads=fields.flag("overheads", True))
 
 
 def _load(dump: str, device: str) -> Any:
@@ -26,49 +100,49 @@ def _graph_callables(module: Any) -> tuple[Any, Any]:
     return (lambda inputs: call_graph(module, inputs)), (lambda i: make_inputs(module, seed=i))
 
 
-def _path(payload: dict[str, Any]) -> str:
-    return (TimingPath.GRAPH_REPLAY if payload.get("cuda_graph") else TimingPath.MODULE_CALL).value
+def _path(cuda_graph: bool) -> str:
+    return (TimingPath.GRAPH_REPLAY if cuda_graph else TimingPath.MODULE_CALL).value
 
 
 def time_graph(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"dump", "warmup"?, "reps"?, "input_sets"?, "cuda_graph"?, "flush_l2"?} -> TimingStats JSON."""
+    """A :class:`GraphTimingRequest`'s JSON -> TimingStats JSON."""
     from .timing import time_callable
 
-    device = payload.get("device") or worker_device()
-    module = _load(payload["dump"], device)
+    request = GraphTimingRequest.from_json(payload)
+    device = request.device or worker_device()
+    module = _load(request.dump, device)
     call, inputs = _graph_callables(module)
     stats = time_callable(
-        call, device=device, path=_path(payload), warmup=payload.get("warmup"), reps=payload.get("reps"),
-        flush_l2=payload.get("flush_l2", True), make_inputs=inputs, input_sets=payload.get("input_sets", 3),
-        cuda_graph=bool(payload.get("cuda_graph")),
+        call, device=device, path=_path(request.cuda_graph), warmup=request.warmup, reps=request.reps,
+        flush_l2=request.flush_l2, make_inputs=inputs, input_sets=request.input_sets, cuda_graph=request.cuda_graph,
     )
-    return {**stats.to_json(), "device": device, "dump": payload["dump"]}
+    return {**stats.to_json(), "device": device, "dump": request.dump}
 
 
 def ab_graphs(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"baseline", "candidate", "rounds"?, "reps_per_round"?, ...} -> ABResult JSON.
+    """A :class:`GraphABRequest`'s JSON -> ABResult JSON.
 
     Both wrappers get the same input sets (made by the baseline's ``get_args``) in every round.
     """
     from .timing import ab_compare
 
-    device = payload.get("device") or worker_device()
-    baseline = _load(payload["baseline"], device)
-    candidate = _load(payload["candidate"], device)
+    request = GraphABRequest.from_json(payload)
+    device = request.device or worker_device()
+    baseline = _load(request.baseline, device)
+    candidate = _load(request.candidate, device)
     call_a, inputs = _graph_callables(baseline)
     call_b, _ = _graph_callables(candidate)
-    path = _path(payload)
+    path = _path(request.cuda_graph)
     result = ab_compare(
-        call_a, call_b, device=device, path_a=path, path_b=path, rounds=payload.get("rounds"),
-        flush_l2=payload.get("flush_l2", True), confidence=payload.get("confidence", 0.95),
-        reps_per_round=payload.get("reps_per_round"), warmup=payload.get("warmup"), make_inputs=inputs,
-        input_sets=payload.get("input_sets", 3), cuda_graph=bool(payload.get("cuda_graph")),
+        call_a, call_b, device=device, path_a=path, path_b=path, rounds=request.rounds, flush_l2=request.flush_l2,
+        confidence=request.confidence, reps_per_round=request.reps_per_round, warmup=request.warmup,
+        make_inputs=inputs, input_sets=request.input_sets, cuda_graph=request.cuda_graph,
     )
     return {**result.to_json(), "device": device}
 
 
 def time_launches_task(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"dump", "iters"?} -> per-launch median times keyed by launch order, and the graph total.
+    """A :class:`LaunchTimingRequest`'s JSON -> per-launch median times keyed by launch order, and the graph total.
 
     The total is timed separately without the per-launch timers on a GPU (their event records
     add host time on launch-bound graphs); on the CPU backend the instrumented runs' wall time is
@@ -84,11 +158,12 @@ def time_launches_task(payload: dict[str, Any]) -> dict[str, Any]:
     from .launch_recorder import instrument, match_to_timeline
     from .timing import is_cuda, time_callable
 
-    device = payload.get("device") or worker_device()
+    request = LaunchTimingRequest.from_json(payload)
+    device = request.device or worker_device()
     cuda = is_cuda(device)
-    graph = parse_output_code(payload["dump"])
-    module = _load(payload["dump"], device)
-    iters = int(payload.get("iters") or (20 if cuda else 3))
+    graph = parse_output_code(request.dump)
+    module = _load(request.dump, device)
+    iters = request.iters or (20 if cuda else 3)
     input_sets = [make_inputs(module, seed=i) for i in range(3 if cuda else 1)]
     keys: list[tuple[int, str]] = [(item.order, getattr(item, "kernel", "") or getattr(item, "op", ""))
                                    for item in graph.timeline()]
@@ -125,7 +200,7 @@ def time_launches_task(payload: dict[str, Any]) -> dict[str, Any]:
     if unmatched:
         notes.append(f"timed calls not in the parsed timeline: {', '.join(sorted(unmatched))}")
     overheads: list[dict[str, Any]] = []
-    if payload.get("overheads", True):
+    if request.overheads:
         # Named wrapper-level overheads (launch gaps, host time, CUDA-graph input copies).
         from .accounting_run import overheads_for_graph
 
@@ -135,7 +210,7 @@ def time_launches_task(payload: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - overheads are an addition; keep the launch times
             notes.append(f"overhead accounting failed: {type(exc).__name__}: {exc}")
     return {
-        "graph": graph.name, "dump": payload["dump"], "device": device, "iters": iters,
+        "graph": graph.name, "dump": request.dump, "device": device, "iters": iters,
         "path": TimingPath.MODULE_CALL.value,
         "launch_times_ms": {str(order): ms for order, ms in launch_ms.items()},
         "total_ms": total_ms, "notes": notes, "overheads": overheads,

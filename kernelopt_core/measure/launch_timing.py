@@ -67,9 +67,9 @@ def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker 
                   cancel: threading.Event | None = None) -> LaunchTiming:
     """Time every launch of ``graph`` (median over ``iters`` runs) and the whole graph."""
     resolved = device_for_graph(device, graph.device, graph.name)
-    payload: dict[str, Any] = {"dump": graph.path, "device": resolved}
-    if iters:
-        payload["iters"] = iters
+    from .graph_tasks import LaunchTimingRequest
+
+    payload = LaunchTimingRequest(graph.path, resolved, iters).to_json()
     if worker is None and in_worker() and worker_device() == resolved:
         # Already inside the worker that owns this device (a task timing a graph): no nested worker.
         from .graph_tasks import time_launches_task

@@ -8,7 +8,39 @@ candidates inside the beam; they never accept anything (gate 4 does, end to end)
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from ..gates.task_payload import KernelTimingRequest
+from ..payload_fields import PayloadReader
+
+
+@dataclass(frozen=True)
+class GraphFactsRequest:
+    """``graph_facts``'s payload: the kernels of one dump whose launch configs (and times) are wanted."""
+
+    graph_path: str
+    device: str
+    kernels: tuple[str, ...]
+    time: bool = True  # also each kernel's time on its captured arguments
+    rounds: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"graph_path": self.graph_path, "device": self.device, "kernels": list(self.kernels),
+                "rounds": self.rounds, "time": self.time}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GraphFactsRequest:
+        fields = PayloadReader(data, "graph_facts's payload")
+        return cls(graph_path=fields.text("graph_path"), device=fields.text("device"), kernels=fields.texts("kernels"),
+                   time=fields.flag("time", True), rounds=fields.integer("rounds", None))
+
+
+def _candidates(payload: dict[str, Any]) -> dict[str, str]:
+    """The re-stitched candidates of a timing or comparison job, by id."""
+    found = PayloadReader(payload, "the candidates job's payload").mapping("candidates")
+    return {str(key): str(path) for key, path in found.items()}
 
 
 def _config_json(config: Any) -> dict[str, Any]:
@@ -24,9 +56,10 @@ def graph_facts(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.perf import time_kernels
     from ..graph_module import load_graph_module, make_inputs
 
-    device = str(payload["device"])
-    module = load_graph_module(str(payload["graph_path"]), device)
-    names = [str(n) for n in payload["kernels"]]
+    request = GraphFactsRequest.from_json(payload)
+    device = request.device
+    module = load_graph_module(request.graph_path, device)
+    names = list(request.kernels)
     launches, _ = capture_launches(module, names, make_inputs(module, seed=2000), limit=1)
     facts: dict[str, Any] = {}
     for name in names:
@@ -39,10 +72,10 @@ def graph_facts(payload: dict[str, Any]) -> dict[str, Any]:
             configs = [chosen, *[c for c in configs if c != chosen]]
         launch = next((item for item in launches if item.kernel == name), None)
         entry: dict[str, Any] = {"configs": configs, "launched": launch is not None}
-        if launch is not None and payload.get("time", True):
+        if launch is not None and request.time:
             try:
                 # A against itself: the median of both sides is the kernel's time.
-                timing = time_kernels(kernel, kernel, launch.args, launch.kwargs, device, payload.get("rounds"))
+                timing = time_kernels(kernel, kernel, launch.args, launch.kwargs, device, request.rounds)
                 entry["ms"] = (timing.a.median_ms + timing.b.median_ms) / 2
             except Exception as exc:  # noqa: BLE001 - a kernel we cannot time is reported, not fatal
                 entry["error"] = f"{type(exc).__name__}: {exc}"
@@ -61,9 +94,9 @@ def time_candidates(payload: dict[str, Any]) -> dict[str, Any]:
     from ..measure.task_context import RECYCLE_KEY
 
     out: dict[str, Any] = {}
-    for candidate_id, path in dict(payload["candidates"]).items():
+    for candidate_id, path in _candidates(payload).items():
         try:
-            out[candidate_id] = time_candidate_kernel({**payload, "restitched": str(path)})
+            out[candidate_id] = time_candidate_kernel(KernelTimingRequest.from_json({**payload, "restitched": path}))
         except Exception as exc:  # noqa: BLE001 - one bad candidate must not lose the others
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
     result: dict[str, Any] = {"candidates": out}
@@ -80,9 +113,10 @@ def compare_kernel_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     from ..gates.tasks.graph import compare_candidate_outputs
 
     out: dict[str, Any] = {}
-    for candidate_id, path in dict(payload["candidates"]).items():
+    for candidate_id, path in _candidates(payload).items():
         try:
-            out[candidate_id] = compare_candidate_outputs({**payload, "restitched": str(path)})
+            request = KernelTimingRequest.from_json({**payload, "restitched": path})
+            out[candidate_id] = compare_candidate_outputs(request)
         except Exception as exc:  # noqa: BLE001 - report per candidate
             out[candidate_id] = {"error": f"{type(exc).__name__}: {exc}"}
     return {"candidates": out}

@@ -16,6 +16,7 @@ from ..artifacts import CompiledGraph
 from ..gates.cascade import TaskCaller
 from ..gates.cascade_target import CascadeTarget, GraphGates
 from ..gates.restitch import restitch
+from .kernel_tasks import GraphFactsRequest
 
 LAUNCHER_CONTRACT = "launcher_contract.md"
 _KERNEL_JOBS = "kernelopt_core.search.kernel_tasks"
@@ -116,8 +117,8 @@ class DumpTarget:
 
     def facts(self, call: TaskCaller, device: str, kernels: list[str], rounds: int | None) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).
-        return call(f"{_KERNEL_JOBS}:graph_facts", {"graph_path": self._graph.path, "device": device,
-                                                    "kernels": kernels, "rounds": rounds, "time": False})
+        request = GraphFactsRequest(self._graph.path, device, tuple(kernels), time=False, rounds=rounds)
+        return call(f"{_KERNEL_JOBS}:graph_facts", request.to_json())
 
     def launch_timing(self, call: TaskCaller, worker: Any, device: str, workdir: str) -> dict[str, Any] | None:
         from ..measure.launch_timing import time_launches

@@ -25,6 +25,7 @@ from ..gates.cascade import CascadeSetupError, TaskCaller, run_cascade
 from ..gates.verdict import CascadeConfig, CascadeResult, GateVerdict
 from .dialect import candidate_configs, run_user_static_gate
 from .measurements import TASKS
+from .payload import UserKernelPayload
 
 
 class UserKernelTarget(Protocol):
@@ -38,14 +39,15 @@ class UserKernelTarget(Protocol):
     @property
     def name(self) -> str: ...
 
-    def payload(self, **extra: Any) -> dict[str, Any]: ...
+    def payload(self, *, candidate: str | None = None, candidate_configs: list[dict[str, Any]] | None = None,
+                workdir: str | None = None) -> UserKernelPayload: ...
 
     def diff(self, candidate: str, text: str | None = None) -> str | None: ...
 
 
 def facts(target: UserKernelTarget, call: TaskCaller, workdir: str) -> dict[str, Any]:
     """The captured launches of the target (raises CascadeSetupError when the harness cannot run)."""
-    reply = call(f"{TASKS}:user_kernel_facts", target.payload(workdir=workdir))
+    reply = call(f"{TASKS}:user_kernel_facts", target.payload(workdir=workdir).to_json())
     if "setup_error" in reply:
         raise CascadeSetupError(str(reply["setup_error"]))
     return reply
@@ -124,7 +126,7 @@ class UserKernelGates:
         compiled = verdict.numbers.get("compile")
         return verdict, compiled if isinstance(compiled, dict) else None
 
-    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> dict[str, Any]:
+    def gate_payload(self, candidates: dict[str, str], written: str | None, device: str) -> UserKernelPayload:
         candidate = self._candidate(candidates)
         return self.target.payload(candidate=candidate, candidate_configs=candidate_configs(candidate, self.target.kernel),
                                    workdir=self.root)

@@ -51,7 +51,7 @@ def profile_user_kernel(args: argparse.Namespace, sink: EventSink, result_type: 
                   percentage=10)
     call = task_caller(target.device, None, 900.0, sink)
     workdir = os.path.join(os.getcwd(), ".kernelopt", "user-kernels")
-    reply = call("kernelopt_core.userkernels.tasks:profile_user_kernel", target.payload(workdir=workdir))
+    reply = call("kernelopt_core.userkernels.tasks:profile_user_kernel", target.payload(workdir=workdir).to_json())
     if "setup_error" in reply:
         raise failure(str(reply["setup_error"]))
     if reply.get("could_not_verify") or "kernel_ms" not in reply:

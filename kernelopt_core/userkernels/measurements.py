@@ -24,7 +24,7 @@ def launch_timing(target: Any, call: TaskCaller, workdir: str) -> dict[str, Any]
     """The kernel alone on its captured launch and the harness, timed in the worker, as a dispatch timing;
     ``{"error": ...}`` when the harness cannot run."""
     try:
-        reply = call(f"{TASKS}:profile_user_kernel", target.payload(workdir=_root(workdir)))
+        reply = call(f"{TASKS}:profile_user_kernel", target.payload(workdir=_root(workdir)).to_json())
     except TaskFailed as exc:
         return {"error": str(exc)}
     if "setup_error" in reply:
@@ -69,11 +69,12 @@ def profile(target: Any, sections: tuple[str, ...], cancel: threading.Event | No
 def time_candidate(target: Any, call: TaskCaller, source: str, rounds: int | None, workdir: str) -> dict[str, Any]:
     """Kernel-alone A/B of a candidate against the original, each in its own process."""
     from .dialect import candidate_configs
+    from .payload import UserTimingRequest
 
-    payload = target.payload(candidate=source, candidate_configs=candidate_configs(source, target.kernel),
-                             workdir=_root(workdir), rounds=rounds)
+    user = target.payload(candidate=source, candidate_configs=candidate_configs(source, target.kernel),
+                          workdir=_root(workdir))
     try:
-        value = call(f"{TASKS}:time_user_candidate", payload)
+        value = call(f"{TASKS}:time_user_candidate", UserTimingRequest(user, rounds).to_json())
     except TaskFailed as exc:
         return {"error": str(exc)}
     if "error" in value or "setup_error" in value:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..gates.registry import CommonSettings
 from ..gates.sanitize import (
     CHECKED_SUFFIX,
     SanitizerReport,
@@ -36,37 +37,40 @@ from ..gates.sanitize import (
 )
 from ..process_lifetime import die_with_owner
 from .harness_module import write_candidate_module
+from .payload import UserKernelPayload
 
 TARGET_MODULE = "kernelopt_core.userkernels.sanitize_target"
 
 
-def user_sanitizer_target(payload: dict[str, Any], device: str, folder: str) -> SanitizerTarget | str:
+def user_sanitizer_target(user: UserKernelPayload, device: str, folder: str) -> SanitizerTarget | str:
     """The target for the payload's candidate, its renamed module written under ``folder``; or why there
     is nothing to instrument."""
-    kernel = str(payload["kernel"])
-    checked, renames = checked_source(str(payload.get("candidate") or ""))
+    kernel = user.kernel
+    checked, renames = checked_source(user.candidate or "")
     if kernel not in renames:
         return f"the candidate defines no @triton.jit {kernel} to instrument"
     path = write_candidate_module(folder, renames[kernel], checked)
-    return SanitizerTarget(TARGET_MODULE, ("--kernel-file", os.path.abspath(str(payload["file"])), "--kernel", kernel,
-                                           "--harness", json.dumps(payload["harness"]), "--candidate", path,
+    return SanitizerTarget(TARGET_MODULE, ("--kernel-file", os.path.abspath(user.file), "--kernel", kernel,
+                                           "--harness", json.dumps(user.harness), "--candidate", path,
                                            "--device", device))
 
 
-def sanitize_user_finalist(payload: dict[str, Any], device: str, folder: str) -> SanitizerReport:
-    """memcheck and racecheck on the harness run with the candidate (on a GPU), each limited to the
-    payload's ``sanitizer_timeout_s``; on the CPU or turned off, the note says what was not checked."""
-    skipped = not_checked(device, payload.get("sanitize") is not False)
+def sanitize_user_finalist(user: UserKernelPayload, common: CommonSettings, compiled: dict[str, Any] | None,
+                           device: str, folder: str) -> SanitizerReport:
+    """memcheck and racecheck on the harness run with the candidate (on a GPU), each limited to
+    ``common.sanitizer_timeout_s``; on the CPU or turned off, the note says what was not checked.
+    ``compiled``: gate 1's compile numbers (racecheck runs only where the kernel uses shared memory)."""
+    skipped = not_checked(device, common.sanitize)
     if skipped is not None:
         return skipped
-    target = user_sanitizer_target(payload, device, folder)
+    target = user_sanitizer_target(user, device, folder)
     if isinstance(target, str):
         return SanitizerReport([], [], f"races and stray accesses not checked: {target}")
-    timeout_s = float(payload.get("sanitizer_timeout_s", 600.0))
-    kernel = str(payload["kernel"])
+    timeout_s = common.sanitizer_timeout_s
+    kernel = user.kernel
     return sanitize_kernels([kernel], device, lambda tool, _: run_target(tool, target, timeout_s),
-                            {kernel: shared_memory_bytes(payload.get("compiled"))},
-                            owns_shared={kernel: owns_shared_memory(str(payload.get("candidate") or ""))})
+                            {kernel: shared_memory_bytes(compiled)},
+                            owns_shared={kernel: owns_shared_memory(user.candidate or "")})
 
 
 # --- under the sanitizer --------------------------------------------------------------------------

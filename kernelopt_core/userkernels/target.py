@@ -31,6 +31,7 @@ from .extract import (
 from .harness import HarnessError, HarnessSpec, harness_advice, resolve_spec
 from .model import UserKernel
 from .parse import UserKernelError, looks_like_user_kernels, parse_user_kernels, read_user_file
+from .payload import UserKernelPayload
 
 CONTRACT_PROMPT = "user_kernel_contract.md"
 
@@ -97,11 +98,14 @@ class UserKernelTarget:
     def name(self) -> str:
         return f"{os.path.splitext(os.path.basename(self.file))[0]}.{self.kernel}"
 
-    def payload(self, **extra: Any) -> dict[str, Any]:
-        """What every worker task of :mod:`.tasks` takes."""
-        return {"file": self.file, "kernel": self.kernel, "harness": self.harness.to_json(), "device": self.device,
-                "module": self.module.source, "loaded": sorted(self.parsed.loaded_params()),
-                "atomics": any(a.kind == "atomic" for a in self.parsed.accesses), **extra}
+    def payload(self, *, candidate: str | None = None, candidate_configs: list[dict[str, Any]] | None = None,
+                workdir: str | None = None) -> UserKernelPayload:
+        """What every worker task of :mod:`.tasks` reads about this kernel (and a candidate of it)."""
+        return UserKernelPayload(file=self.file, kernel=self.kernel, harness=self.harness.to_json(),
+                                 module=self.module.source, device=self.device,
+                                 loaded=tuple(sorted(self.parsed.loaded_params())),
+                                 atomics=any(a.kind == "atomic" for a in self.parsed.accesses), candidate=candidate,
+                                 candidate_configs=tuple(candidate_configs or ()), workdir=workdir)
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "kernel": self.kernel, "harness": self.harness.to_json(), "device": self.device}

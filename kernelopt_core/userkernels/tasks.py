@@ -8,9 +8,9 @@ on guarded exchange buffers, the original pinned to the launch it made; gate 3 r
 on a GPU (:mod:`.sanitize_target`), then the harness with the candidate in place of the kernel
 (:mod:`.harness_module`) against the original's output (the float64 rule where the harness runs in
 float64, else the kernel tolerance); gate 4 times the harness on each side in its own process.
-Payload keys: :meth:`.target.UserKernelTarget.payload`'s, with ``candidate``, ``candidate_configs``,
-the cascade's per-gate keys and ``edited_file`` (a copy of the user's file whose launch site alone
-differs, :mod:`.edited_launch`, run on the candidate's side). Replies as the skeleton says.
+Payloads: a :class:`.payload.UserKernelPayload` (``candidate``; ``edited_file``, a copy of the user's
+file whose launch site alone differs, :mod:`.edited_launch`, run on the candidate's side); a gate
+task's is a :class:`kernelopt_core.gates.task_payload.GateRequest` of one. Replies as the skeleton says.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..gates.registry import KernelGate, KernelSettings, ModelGate, ModelSettings, PerfGate, PerfSettings
+from ..gates.task_payload import GateRequest
 from ..gates.tasks.skeleton import (
     BASELINE,
     SandboxSlot,
@@ -33,6 +35,8 @@ from ..gates.tasks.skeleton import (
     close_candidate,
     model_numbers,
     perf_gate,
+    reply_json,
+    run_gate_task,
     sanitizer_rejection,
     time_kernel_pair,
 )
@@ -42,14 +46,16 @@ from ..gates.tasks.skeleton import candidate_failure as _failure
 from ..gates.tasks.skeleton import candidate_outputs as _candidate_outputs
 from ..gates.tasks.skeleton import containment as _containment
 from ..gates.tasks.skeleton import could_not_verify as _could_not_verify
-from ..gates.tasks.skeleton import device_of as _device
 from ..gates.tasks.skeleton import flavor as _device_str
 from ..gates.tasks.skeleton import guarded as _guarded
 from ..gates.tasks.skeleton import is_oom as _is_oom
 from ..gates.tasks.skeleton import sandbox_failure as _sandbox_failure
 from ..gates.tasks.skeleton import share_inputs_strictly as _share_inputs
 from ..gates.tasks.skeleton import verdict as _verdict
+from ..gates.verdict import TaskReply
+from ..payload_fields import PayloadError
 from .launcher import LAUNCHER_NAME, launcher_source
+from .payload import UserKernelPayload, UserTimingRequest
 
 if TYPE_CHECKING:
     from ..artifacts.kernel_arguments import Role
@@ -58,11 +64,20 @@ if TYPE_CHECKING:
 _SESSIONS_LOCK = threading.Lock()
 _SESSIONS: dict[str, Any] = {}
 INPUT_SEEDS = (1000, 1001)
+KernelRequest = GateRequest[UserKernelPayload, KernelSettings]
+ModelRequest = GateRequest[UserKernelPayload, ModelSettings]
+PerfRequest = GateRequest[UserKernelPayload, PerfSettings]
 KERNEL_TOLERANCE = {"torch.float32": 1e-3, "torch.float64": 1e-3, "torch.float16": 1e-2, "torch.bfloat16": 1e-2}
 
 
-def _workdir(payload: dict[str, Any]) -> str:
-    folder = payload.get("workdir") or os.path.join(tempfile.gettempdir(), f"kernelopt-user-{os.getuid()}")
+def _device(user: UserKernelPayload) -> str:
+    from ..measure.task_context import worker_device
+
+    return user.device or worker_device()
+
+
+def _workdir(user: UserKernelPayload) -> str:
+    folder = user.workdir or os.path.join(tempfile.gettempdir(), f"kernelopt-user-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
     return str(folder)
 
@@ -97,10 +112,10 @@ def _file_digest(path: str) -> str:
         return "missing"
 
 
-def _session_key(payload: dict[str, Any]) -> str:
-    spec = payload["harness"]
-    parts = [os.path.abspath(payload["file"]), _file_digest(payload["file"]), payload["kernel"], json.dumps(spec),
-             _file_digest(spec["file"]), _device(payload), hashlib.sha256(payload["module"].encode()).hexdigest()]
+def _session_key(user: UserKernelPayload) -> str:
+    spec = user.harness
+    parts = [os.path.abspath(user.file), _file_digest(user.file), user.kernel, json.dumps(spec),
+             _file_digest(spec["file"]), _device(user), hashlib.sha256(user.module.encode()).hexdigest()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -113,20 +128,20 @@ def _signature(source: str, kernel: str) -> tuple[list[str], list[str]]:
     return parsed.params, parsed.constexprs
 
 
-def session(payload: dict[str, Any]) -> Session:
-    key = _session_key(payload)
+def session(user: UserKernelPayload) -> Session:
+    key = _session_key(user)
     with _SESSIONS_LOCK:
         found = _SESSIONS.get(key)
         if found is not None:
             return found
         _SESSIONS.clear()  # one harness at a time: the previous one's tensors are released
-    built = _build_session(payload, key)
+    built = _build_session(user, key)
     with _SESSIONS_LOCK:
         _SESSIONS[key] = built
     return built
 
 
-def _build_session(payload: dict[str, Any], key: str) -> Session:
+def _build_session(user: UserKernelPayload, key: str) -> Session:
     import torch
 
     from ..launchers import load_launcher
@@ -134,12 +149,12 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
     from .harness import HarnessError, HarnessSpec, LoadedHarness
     from .runtime import prepare_kernel
 
-    device = _device(payload)
-    kernel = str(payload["kernel"])
-    params, constexprs = _signature(payload["module"], kernel)
-    spec = HarnessSpec.from_json(payload["harness"])
+    device = _device(user)
+    kernel = user.kernel
+    params, constexprs = _signature(user.module, kernel)
+    spec = HarnessSpec.from_json(user.harness)
     try:
-        harness = LoadedHarness(spec, payload["file"], kernel, device)
+        harness = LoadedHarness(spec, user.file, kernel, device)
         prepare_kernel(harness.kernel_object)
         inputs = harness.make_inputs(0)
     except HarnessError as exc:
@@ -155,7 +170,7 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
                           f"{type(exc).__name__}: {exc}") from exc
     if not capture.launches:
         raise _SetupError(f"the harness ({spec.describe()}) ran but never launched {kernel}: "
-                          f"{_other_harnesses(payload['file'], kernel, spec)}")
+                          f"{_other_harnesses(user.file, kernel, spec)}")
     first = capture.launches[0]
     try:
         plan = launch_plan(first, params, constexprs)
@@ -163,14 +178,14 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
         raise _SetupError(f"the launch of {kernel} cannot be repeated: {exc}") from None
     values = plan_values(first, plan)
     names = [a["param"] for a in plan["arguments"]]
-    folder = os.path.join(_workdir(payload), "launchers")
+    folder = os.path.join(_workdir(user), "launchers")
     try:
-        original = load_launcher(LAUNCHER_NAME, launcher_source(payload["module"], kernel, plan, pinned=True),
+        original = load_launcher(LAUNCHER_NAME, launcher_source(user.module, kernel, plan, pinned=True),
                                  _device_str(device), directory=folder)
     except Exception as exc:  # noqa: BLE001
         raise _SetupError(f"the original {kernel} cannot be launched on its own: {type(exc).__name__}: {exc}") from exc
     written = _written(original, values, device)
-    loaded = set(payload.get("loaded") or [])
+    loaded = set(user.loaded)
     roles: list[Role] = []
     for index, (name, value) in enumerate(zip(names, values, strict=True)):
         if not isinstance(value, torch.Tensor):
@@ -181,7 +196,7 @@ def _build_session(payload: dict[str, Any], key: str) -> Session:
             roles.append("input")
     built = Session(key=key, device=device, harness=harness, params=params, constexprs=constexprs, capture=capture,
                     output=output, plan=plan, values=values, roles=roles, names=names, original=original,
-                    module=payload["module"])
+                    module=user.module)
     built.facts = _facts(built)
     return built
 
@@ -244,24 +259,33 @@ def _facts(built: Session) -> dict[str, Any]:
 # --- facts and profile --------------------------------------------------------------------------------
 
 
+def _user_task(work: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    """A task that is no gate (facts, a profile) at the process boundary: its record, or why it has none."""
+    try:
+        user = UserKernelPayload.from_json(payload)
+    except PayloadError as exc:
+        return _could_not_verify(f"the task got a malformed payload: {exc}").to_json()
+    return reply_json(_guarded(lambda: work(user), _device(user)))
+
+
 def user_kernel_facts(payload: dict[str, Any]) -> dict[str, Any]:
     """The captured launches, the launch plan and the argument roles (JSON)."""
-    return _guarded(lambda p: session(p).facts, payload)
+    return _user_task(lambda user: session(user).facts, payload)
 
 
 def profile_user_kernel(payload: dict[str, Any]) -> dict[str, Any]:
     """Facts, the kernel alone on its captured launch, and the harness, each timed here."""
-    return _guarded(_profile, payload)
+    return _user_task(_profile, payload)
 
 
-def _profile(payload: dict[str, Any]) -> dict[str, Any]:
+def _profile(user: UserKernelPayload) -> dict[str, Any]:
     from ..gates.launch_capture import clone_value
     from ..measure.launch_args import describe
     from ..measure.paths import TimingPath
     from ..measure.timing import time_callable
     from .share import harness_share
 
-    built = session(payload)
+    built = session(user)
     device = built.device
     copies = [clone_value(v) for v in built.values]
     kernel = time_callable(lambda: built.original.run(*copies), device=device, path=TimingPath.KERNEL.value,
@@ -277,7 +301,7 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
         if arg.is_tensor:
             arg.role = role if role in ("input", "output", "inout") else "input"
         args.append(arg.to_json())
-    share = harness_share(str(payload["kernel"]), kernel.to_json(), whole.to_json(), built.capture.count)
+    share = harness_share(user.kernel, kernel.to_json(), whole.to_json(), built.capture.count)
     return {**built.facts, "kernel_timing": kernel.to_json(), "harness_timing": whole.to_json(),
             "kernel_ms": kernel.median_ms, "harness_ms": whole.median_ms, "share": share.share,
             "share_note": share.note, "launch_args": args}
@@ -286,27 +310,29 @@ def _profile(payload: dict[str, Any]) -> dict[str, Any]:
 # --- the candidate's process ---------------------------------------------------------------------------
 
 
-def _candidate_key(payload: dict[str, Any]) -> str:
-    edited = payload.get("edited_file")
-    parts = [_session_key(payload), str(payload.get("candidate", "")), _file_digest(edited) if edited else ""]
+def _candidate_key(user: UserKernelPayload) -> str:
+    edited = user.edited_file
+    parts = [_session_key(user), user.candidate or "", _file_digest(edited) if edited else ""]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def _candidate_side(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _candidate_side(user: UserKernelPayload) -> tuple[str, dict[str, Any]]:
     """The kernel file and harness (a HarnessSpec's JSON) the candidate's side runs: the user's, or with a
     launch-site edit the edited copy (and a harness of the file becomes the copy's)."""
-    edited = payload.get("edited_file")
-    harness = dict(payload["harness"])
+    edited = user.edited_file
+    harness = dict(user.harness)
     if not edited:
-        return str(payload["file"]), harness
-    if os.path.abspath(str(harness.get("file"))) == os.path.abspath(str(payload["file"])):
-        harness["file"] = str(edited)
-    return str(edited), harness
+        return user.file, harness
+    if os.path.abspath(str(harness.get("file"))) == os.path.abspath(user.file):
+        harness["file"] = edited
+    return edited, harness
 
 
-def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> SandboxSlot:
+def _candidate(user: UserKernelPayload, device: str, *, from_spare: bool = False, keep_spare: bool = False,
+               scratch_root: str | None = None) -> SandboxSlot:
     """This candidate's process, kept by the harness and the candidate's source (:func:`candidate_slot`)."""
-    return candidate_slot(payload, device, _candidate_key(payload), from_spare=from_spare)
+    return candidate_slot(device, _candidate_key(user), from_spare=from_spare, keep_spare=keep_spare,
+                          scratch_root=scratch_root)
 
 
 def close_user_processes(payload: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -318,30 +344,30 @@ def close_user_processes(payload: dict[str, Any] | None = None) -> dict[str, Any
     return {"closed": True}
 
 
-def _candidate_plan(built: Session, payload: dict[str, Any]) -> dict[str, Any]:
+def _candidate_plan(built: Session, user: UserKernelPayload) -> dict[str, Any]:
     from .capture import grid_table
 
     plan = dict(built.plan)
-    plan["grid"] = grid_table(built.capture.launches[0], built.constexprs, list(payload.get("candidate_configs") or []))
+    plan["grid"] = grid_table(built.capture.launches[0], built.constexprs, list(user.candidate_configs))
     return plan
 
 
 _EDITED_PLANS: dict[str, dict[str, Any]] = {}  # the launch an edited copy makes, by candidate process key
 
 
-def _launch_plan(slot: SandboxSlot, built: Session, payload: dict[str, Any]) -> dict[str, Any]:
+def _launch_plan(slot: SandboxSlot, built: Session, user: UserKernelPayload, run_timeout_s: float) -> dict[str, Any]:
     """The launch the candidate's launcher repeats: the captured one (its grid over the candidate's configs),
     or with a launch-site edit the launch the edited copy makes, captured in the candidate's process (the
     copy is the user's edit: the checker never imports it) on the same arguments as the original's."""
     from .edited_launch import CAPTURE_PLAN, plan_mismatch
 
-    if not payload.get("edited_file"):
-        return _candidate_plan(built, payload)
+    if not user.edited_file:
+        return _candidate_plan(built, user)
     if slot.key not in _EDITED_PLANS:
-        kernel_file, harness = _candidate_side(payload)
-        reply = slot.process.call("call", timeout_s=float(payload.get("run_timeout_s", 600.0)),
+        kernel_file, harness = _candidate_side(user)
+        reply = slot.process.call("call", timeout_s=run_timeout_s,
                                   callable=CAPTURE_PLAN, kwargs={
-                                      "kernel_file": kernel_file, "kernel": payload["kernel"], "harness": harness,
+                                      "kernel_file": kernel_file, "kernel": user.kernel, "harness": harness,
                                       "device": built.device, "params": built.params,
                                       "constexprs": built.constexprs})
         if not reply.get("ok"):
@@ -359,8 +385,8 @@ def _launch_plan(slot: SandboxSlot, built: Session, payload: dict[str, Any]) -> 
 class _EditedLaunchFailed(Exception):
     """The edited copy's harness failed in the candidate's process: ``verdict`` says so."""
 
-    def __init__(self, verdict: dict[str, Any]):
-        super().__init__(verdict.get("reason"))
+    def __init__(self, verdict: TaskReply):
+        super().__init__(verdict.reason)
         self.verdict = verdict
 
 
@@ -374,20 +400,20 @@ def _load_launcher(slot: SandboxSlot, source: str, device: str) -> dict[str, Any
     return None
 
 
-def _load_harness(slot: SandboxSlot, payload: dict[str, Any], device: str, candidate: str | None) -> \
-        dict[str, Any] | None:
+def _load_harness(slot: SandboxSlot, user: UserKernelPayload, device: str, candidate: str | None,
+                  run_timeout_s: float) -> dict[str, Any] | None:
     from .harness_module import write_candidate_module, write_harness_module
 
     if "harness" in slot.loaded:
         return None
-    folder = _workdir(payload)
-    candidate_file = write_candidate_module(os.path.join(folder, "candidates"), payload["kernel"], candidate) \
+    folder = _workdir(user)
+    candidate_file = write_candidate_module(os.path.join(folder, "candidates"), user.kernel, candidate) \
         if candidate is not None else None
-    kernel_file, harness = _candidate_side(payload) if candidate is not None else (payload["file"], payload["harness"])
+    kernel_file, harness = _candidate_side(user) if candidate is not None else (user.file, user.harness)
     path = write_harness_module(os.path.join(folder, "harnesses"), {
-        "kernel_file": os.path.abspath(kernel_file), "kernel": payload["kernel"], "harness": harness,
+        "kernel_file": os.path.abspath(kernel_file), "kernel": user.kernel, "harness": harness,
         "device": device, "candidate_file": candidate_file})
-    reply = slot.process.call("load_graph", path=path, timeout_s=float(payload.get("run_timeout_s", 600.0)))
+    reply = slot.process.call("load_graph", path=path, timeout_s=run_timeout_s)
     if not reply.get("ok"):
         return dict(reply)
     slot.loaded.add("harness")
@@ -400,18 +426,20 @@ def _load_harness(slot: SandboxSlot, payload: dict[str, Any], device: str, candi
 def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.spare import closing_spare_unless_verdict
 
-    return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
+    return closing_spare_unless_verdict(lambda: run_gate_task(KernelGate(), _kernel_gate, payload,
+                                                              UserKernelPayload.read))
 
 
-def _decision_probe(process: Any, payload: dict[str, Any], launched: str, device: str) -> Any:
+def _decision_probe(process: Any, request: KernelRequest, launched: str, device: str) -> Any:
     """The instrumented copy of a candidate that adds data-dependent decisions (the same as an Inductor
     kernel's, :mod:`kernelopt_core.gates.decision_coverage`), loaded in its process; None when it adds none."""
-    from ..gates.decision_coverage import SEARCH_SECONDS, plan_decision_probe
+    from ..gates.decision_coverage import plan_decision_probe
 
-    if payload.get("decisions") is False:
+    if not request.pins.decisions:
         return None
-    plan = plan_decision_probe(str(payload["module"]), str(payload["candidate"]), LAUNCHER_NAME,
-                               float(payload.get("decision_search_s", SEARCH_SECONDS)), launched_source=launched)
+    user = request.target
+    plan = plan_decision_probe(user.module, user.candidate_source, LAUNCHER_NAME, request.settings.decision_search_s,
+                               launched_source=launched)
     if plan is None or not plan.source:
         return plan.run if plan is not None else None
     reply = process.call("load_kernel", name=LAUNCHER_NAME, key=plan.run.key, source=plan.source,
@@ -421,25 +449,25 @@ def _decision_probe(process: Any, payload: dict[str, Any], launched: str, device
     return plan.run
 
 
-def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _kernel_gate(request: KernelRequest) -> TaskReply:
     from ..gates.kernel import kernel_input_sets
     from ..gates.kernel_gate import check_kernel
     from ..gates.launch_capture import clone_value
-    from ..gates.registry import KernelSettings
     from ..gates.structured_input_sets import adds_decisions, candidate_constants
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
 
-    built = session(payload)
+    user, settings, common = request.target, request.settings, request.common
+    candidate = user.candidate_source
+    built = session(user)
     device = built.device
-    kernel = str(payload["kernel"])
-    settings = KernelSettings.from_json(payload)
+    kernel = user.kernel
     seeds = tuple(settings.seeds)
     try:
-        entry = _candidate(payload, device, from_spare=True)
-        launched = launcher_source(payload["candidate"], kernel, _launch_plan(entry, built, payload))
+        entry = _candidate(user, device, from_spare=True, keep_spare=settings.spare, scratch_root=request.scratch_root)
+        launched = launcher_source(candidate, kernel, _launch_plan(entry, built, user, common.run_timeout_s))
         failed = _load_launcher(entry, launched, device)
-        probe = _decision_probe(entry.process, payload, launched, device) if failed is None else None
+        probe = _decision_probe(entry.process, request, launched, device) if failed is None else None
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     except _EditedLaunchFailed as exc:
@@ -448,20 +476,20 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     candidate_process = entry.how  # from the spare or not, and the seconds getting it took
     if failed is not None:
         verdict = _failure(failed, f"{kernel} fails to load")
-        verdict["numbers"].update(containment=containment, candidate_process=candidate_process)
+        verdict.numbers.update(containment=containment, candidate_process=candidate_process)
         return verdict
-    # The same input sets as an Inductor kernel's (a wrong edit hides from random inputs here too), rows being
-    # each tensor's last dimension: a user kernel's reduction length is not written into its source.
-    input_sets = [] if payload.get("input_sets") is False else \
+    # The same input sets as an Inductor kernel's (a wrong edit hides from random inputs here too), rows being each
+    # tensor's last dimension: a user kernel's reduction length is not written into its source.
+    input_sets = [] if not common.input_sets else \
         kernel_input_sets(built.values, built.roles, built.names, _reduces(built.module), None,
-                          adds_decisions=adds_decisions(payload),
-                          constants=candidate_constants(payload, str(payload["candidate"]), built.module))
+                          adds_decisions=adds_decisions(request.pins.adds_decisions),
+                          constants=candidate_constants(request.pins.constants, candidate, built.module))
     arena = ExchangeArena(device)
     try:
         outcome = check_kernel(built.original, entry.process, arena, LAUNCHER_NAME, [[clone_value(v) for v in built.values]],
                                [{}], built.names, built.roles, seeds, device, reruns=settings.reruns,
-                               original_uses_atomics=bool(payload.get("atomics")), extra_sets=input_sets,
-                               timeout_s=float(payload.get("run_timeout_s", 300.0)), decisions=probe)
+                               original_uses_atomics=user.atomics, extra_sets=input_sets,
+                               timeout_s=common.run_timeout_s, decisions=probe)
     finally:
         arena.close()
     failed_check = outcome.failed
@@ -483,7 +511,9 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         numbers["kernels"][kernel]["decisions"] = probe.coverage.to_json()
         unproven = probe.reason()
         if unproven is not None:  # every run matched, but a path the candidate adds was never taken
-            return {**_could_not_verify(f"{kernel}: {unproven}", **numbers), "not_verified": True}
+            unverified = _could_not_verify(f"{kernel}: {unproven}", **numbers)
+            unverified.not_verified = True
+            return unverified
     return _verdict(True, f"{len(outcome.checks)} runs (captured launch, seeds {', '.join(map(str, seeds))}, stale "
                           f"outputs, re-runs{', input sets' if input_sets else ''}) match the original (max |diff| "
                           f"{numbers['max_abs_diff']:.3g})", **numbers)
@@ -501,7 +531,7 @@ def _reduces(module_source: str) -> bool:
 
 
 def run_model_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_harness_gate, payload)
+    return run_gate_task(ModelGate(), _harness_gate, payload, UserKernelPayload.read)
 
 
 def _kernel_tolerance(outputs: Any) -> float:
@@ -510,30 +540,30 @@ def _kernel_tolerance(outputs: Any) -> float:
     return max((KERNEL_TOLERANCE.get(str(t.dtype), 0.0) for t in tensor_outputs(outputs)), default=1e-3) or 1e-3
 
 
-def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _harness_gate(request: ModelRequest) -> TaskReply:
     from ..gates.launch_capture import clone_value
     from ..gates.model import check_seed
-    from ..gates.registry import ModelSettings
     from ..sandbox.exchange import ExchangeArena
     from ..sandbox.process import SandboxError
 
-    built = session(payload)
+    user, settings, run_timeout_s = request.target, request.settings, request.common.run_timeout_s
+    candidate = user.candidate_source
+    built = session(user)
     device = built.device
     harness = built.harness
     pytest_kind = harness.spec.kind == "pytest"
-    settings = ModelSettings.from_json(payload)
     seeds = [0] if pytest_kind else settings.seeds
     try:
-        entry = _candidate(payload, device)
-        failed = _load_harness(entry, payload, device, payload["candidate"])
+        entry = _candidate(user, device, scratch_root=request.scratch_root)
+        failed = _load_harness(entry, user, device, candidate, run_timeout_s)
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(entry.process)
     if failed is not None:
         verdict = _failure(failed, "the harness with the candidate fails to load")
-        verdict["numbers"].update(containment=containment)
+        verdict.numbers.update(containment=containment)
         return verdict
-    sanitizer = _sanitize(payload, device)
+    sanitizer = _sanitize(request, device)
     rejected = sanitizer_rejection(sanitizer, containment)
     if rejected is not None:
         return rejected
@@ -546,13 +576,12 @@ def _harness_gate(payload: dict[str, Any]) -> dict[str, Any]:
         try:
             refs, args = _share_inputs(arena, inputs)
             try:
-                reply = entry.process.call("run_graph", refs=refs, args=args,
-                                              timeout_s=float(payload.get("run_timeout_s", 600.0)))
+                reply = entry.process.call("run_graph", refs=refs, args=args, timeout_s=run_timeout_s)
             except SandboxError as exc:
                 return _sandbox_failure(exc, f"the harness with the candidate, seed {seed}")
             if not reply.get("ok"):
                 verdict = _failure(reply, f"the harness with the candidate fails on seed {seed}")
-                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment)
+                verdict.numbers.update(seeds=[c.to_json() for c in checks], containment=containment)
                 return verdict
             candidate_out = _candidate_outputs(entry.process, reply)
             try:
@@ -602,32 +631,33 @@ def _float64_reference(harness: Any, seed: int, pytest_kind: bool) -> tuple[Any,
     return reference, None
 
 
-def _sanitize(payload: dict[str, Any], device: str) -> Any:
+def _sanitize(request: ModelRequest, device: str) -> Any:
     """compute-sanitizer memcheck and racecheck on the harness run with the candidate (on a GPU; the
-    payload's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
+    request's ``sanitize`` and ``sanitizer_timeout_s`` as for Inductor's finalists)."""
     from .sanitize_target import sanitize_user_finalist
 
-    kernel_file, harness = _candidate_side(payload)
-    return sanitize_user_finalist({**payload, "file": kernel_file, "harness": harness}, device,
-                                  os.path.join(_workdir(payload), "sanitize"))
+    kernel_file, harness = _candidate_side(request.target)
+    candidate_side = request.target.but(file=kernel_file, harness=harness)
+    return sanitize_user_finalist(candidate_side, request.common, request.compiled, device,
+                                  os.path.join(_workdir(request.target), "sanitize"))
 
 
 # --- gate 4 -------------------------------------------------------------------------------------------
 
 
 def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_perf_gate, payload)
+    return run_gate_task(PerfGate(), _perf_gate, payload, UserKernelPayload.read)
 
 
-def _baseline(payload: dict[str, Any], device: str) -> SandboxSlot:
+def _baseline(user: UserKernelPayload, device: str, scratch_root: str | None = None) -> SandboxSlot:
     """A process holding the original kernel and harness, timed like the candidate's (kept per harness)."""
-    return baseline_slot(payload, device, _session_key(payload))
+    return baseline_slot(device, _session_key(user), scratch_root=scratch_root)
 
 
-def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[SandboxSlot, SandboxSlot] | \
-        dict[str, Any]:
-    baseline = _baseline(payload, device)
-    failed = _load_harness(baseline, payload, device, None)
+def _prepare_harness_sides(request: PerfRequest, device: str) -> tuple[SandboxSlot, SandboxSlot] | TaskReply:
+    user, run_timeout_s = request.target, request.common.run_timeout_s
+    baseline = _baseline(user, device, request.scratch_root)
+    failed = _load_harness(baseline, user, device, None, run_timeout_s)
     if failed is not None:
         raise _SetupError(f"the original harness fails to load in its timing process: {failed.get('error')}")
     if "inputs" not in baseline.loaded:
@@ -635,43 +665,45 @@ def _prepare_harness_sides(payload: dict[str, Any], device: str) -> tuple[Sandbo
         if not reply.get("ok"):
             raise _SetupError(f"the harness cannot make its inputs: {reply.get('error')}")
         baseline.loaded.add("inputs")
-    candidate = _candidate(payload, device)
-    failed = _load_harness(candidate, payload, device, payload["candidate"])
+    candidate = _candidate(user, device, scratch_root=request.scratch_root)
+    failed = _load_harness(candidate, user, device, user.candidate_source, run_timeout_s)
     if failed is not None:
         return _failure(failed, "the harness with the candidate fails to load")
     cannot = candidate_inputs(candidate, INPUT_SEEDS, "the harness with the candidate")
     return cannot if cannot is not None else (baseline, candidate)
 
 
-def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _perf_gate(request: PerfRequest) -> TaskReply:
     from ..measure.paths import TimingPath
 
-    built = session(payload)
-    return perf_gate(payload, built.device, lambda: _prepare_harness_sides(payload, built.device), INPUT_SEEDS,
+    user, settings = request.target, request.settings
+    built = session(user)
+    return perf_gate(settings, built.device, lambda: _prepare_harness_sides(request, built.device), INPUT_SEEDS,
                      TimingPath.HARNESS.value,
-                     lambda baseline, candidate: {str(payload["kernel"]): _kernel_ab(payload, built, built.device,
-                                                                                     payload.get("rounds")).speedup})
+                     lambda baseline, candidate: {user.kernel: _kernel_ab(user, built, built.device, settings.rounds,
+                                                                          request.common.run_timeout_s).speedup})
 
 
 # --- kernel alone, for the search ---------------------------------------------------------------------
 
 
-def _kernel_ab(payload: dict[str, Any], built: Session, device: str, rounds: int | None) -> Any:
+def _kernel_ab(user: UserKernelPayload, built: Session, device: str, rounds: int | None,
+               run_timeout_s: float = 600.0) -> Any:
     """The candidate's kernel against the original's on the captured launch, each in its own process."""
     from ..sandbox.spare import settle_spare
 
-    kernel = str(payload["kernel"])
+    kernel = user.kernel
     settle_spare()  # a spare still starting would share the machine with the timing
-    baseline = _baseline(payload, device)
+    baseline = _baseline(user, device)
     failed = _load_launcher(baseline, launcher_source(built.module, kernel, built.plan), device)
     if failed is not None:
         raise RuntimeError(f"the original {kernel} fails to load in its timing process: {failed.get('error')}")
-    candidate = _candidate(payload, device)
+    candidate = _candidate(user, device)
     try:
-        plan = _launch_plan(candidate, built, payload)
+        plan = _launch_plan(candidate, built, user, run_timeout_s)
     except (_EditedLaunchFailed, _CouldNotVerify) as exc:
         raise RuntimeError(str(exc)) from None
-    failed = _load_launcher(candidate, launcher_source(payload["candidate"], kernel, plan), device)
+    failed = _load_launcher(candidate, launcher_source(user.candidate_source, kernel, plan), device)
     if failed is not None:
         raise RuntimeError(f"the candidate fails to load: {failed.get('error')}")
     timing, _ = time_kernel_pair(baseline.process, candidate.process, device, rounds, LAUNCHER_NAME,
@@ -684,9 +716,10 @@ def time_user_candidate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..sandbox.process import SandboxError
 
     try:
-        built = session(payload)
-        timing = _kernel_ab(payload, built, built.device, payload.get("rounds"))
-    except (_SetupError, _CouldNotVerify, SandboxError, RuntimeError) as exc:
+        request = UserTimingRequest.from_json(payload)
+        built = session(request.user)
+        timing = _kernel_ab(request.user, built, built.device, request.rounds)
+    except (_SetupError, _CouldNotVerify, PayloadError, SandboxError, RuntimeError) as exc:
         return {"error": str(exc)}
     finally:
         close_candidate({"keep_spare": True})  # the candidate's process; a spare waits for the next screen

@@ -4,14 +4,10 @@ The worker loads the baseline graph, captures the kernels' launches and compares
 in its own contained process (:mod:`.skeleton`, shared with a user's kernel). Replies as
 :mod:`.skeleton` says.
 
-Payload keys: ``graph`` (the original output_code.py), ``restitched`` (the candidate's
-re-stitched copy), ``kernels`` (names of the replaced kernels), ``sources`` (their candidate
-sources), ``device`` (default: the worker's), ``low_memory`` (a smaller check: one captured
-launch, argument values kept on the host), and per gate: ``seeds``, ``reruns`` (2); ``seeds``,
-``tolerance``, ``fx_graph_runnable`` (3); ``rounds``, ``min_speedup``, ``kernel_timing`` (4); ``spare``
-(2: keep a spare process ready for the next candidate); ``adds_decisions`` (2: False when gate 1 found no
-decision the candidate adds, which spares it the structured input sets) and ``constants`` (2: the values the
-``constants`` input set draws at; by default the candidate's literals).
+Each gate task reads a :class:`..task_payload.GateRequest` of a :class:`..task_payload.GraphCandidate`
+(the original graph, the candidate's re-stitched copy, the replaced kernels and their sources) and
+its gate's settings (:mod:`..registry`); the search's kernel timing and output comparison read a
+:class:`..task_payload.KernelTimingRequest`.
 """
 
 from __future__ import annotations
@@ -24,7 +20,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ...measure.task_context import RECYCLE_KEY
+from ...measure.task_context import RECYCLE_KEY, worker_device
+from ..registry import KernelGate, KernelSettings, ModelGate, ModelSettings, PerfGate, PerfSettings
+from ..task_payload import GateRequest, GraphCandidate, KernelTimingRequest
+from ..verdict import TaskReply
 from .skeleton import (
     CANDIDATE,
     SandboxSlot,
@@ -33,6 +32,7 @@ from .skeleton import (
     candidate_slot,
     model_numbers,
     perf_gate,
+    run_gate_task,
     sanitizer_rejection,
     time_kernel_pair,
 )
@@ -43,8 +43,6 @@ from .skeleton import candidate_memory as _candidate_memory
 from .skeleton import candidate_outputs as _candidate_outputs
 from .skeleton import containment as _containment
 from .skeleton import could_not_verify as _could_not_verify
-from .skeleton import device_of as _device
-from .skeleton import guarded as _guarded
 from .skeleton import is_oom as _is_oom
 from .skeleton import release_mappings as _release_mappings
 from .skeleton import sandbox_failure as _sandbox_failure
@@ -57,6 +55,10 @@ if TYPE_CHECKING:
     from ...artifacts.model import TritonKernel
     from ..model import SeedCheck
 
+KernelRequest = GateRequest[GraphCandidate, KernelSettings]
+ModelRequest = GateRequest[GraphCandidate, ModelSettings]
+PerfRequest = GateRequest[GraphCandidate, PerfSettings]
+
 
 def _load(path: str, device: str, role: str) -> ModuleType:
     from ...graph_module import load_graph_module
@@ -66,24 +68,30 @@ def _load(path: str, device: str, role: str) -> ModuleType:
     return load_graph_module(path, device, module_name=f"kernelopt_{role}_{digest}")
 
 
-def _load_baseline(payload: dict[str, Any], device: str) -> ModuleType:
+def _load_baseline(graph_path: str, device: str) -> ModuleType:
     try:
-        return _load(payload["graph"], device, "baseline")
+        return _load(graph_path, device, "baseline")
     except Exception as exc:  # noqa: BLE001
-        raise _SetupError(f"the baseline graph {payload['graph']} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        raise _SetupError(f"the baseline graph {graph_path} cannot be loaded: {type(exc).__name__}: {exc}") from exc
 
 
 # --- the candidate's process -----------------------------------------------------------------
 
 
-def _candidate(payload: dict[str, Any], device: str, from_spare: bool = False) -> SandboxSlot:
-    """This candidate's process, kept by its re-stitched graph's path (:func:`.skeleton.candidate`)."""
-    return candidate_slot(payload, device, str(payload["restitched"]), from_spare=from_spare)
+def _candidate(restitched: str, device: str, *, from_spare: bool = False, keep_spare: bool = False,
+               scratch_root: str | None = None) -> SandboxSlot:
+    """This candidate's process, kept by its re-stitched graph's path (:func:`.skeleton.candidate_slot`)."""
+    return candidate_slot(device, restitched, from_spare=from_spare, keep_spare=keep_spare, scratch_root=scratch_root)
 
 
-def _load_candidate_kernels(slot: SandboxSlot, payload: dict[str, Any], names: list[str], device_str: str) -> \
-        dict[str, Any] | None:
-    sources: dict[str, str] = dict(payload.get("sources") or {})
+def _candidate_of(request: GateRequest[GraphCandidate, Any], from_spare: bool = False,
+                  keep_spare: bool = False) -> SandboxSlot:
+    return _candidate(request.target.restitched, request.device, from_spare=from_spare, keep_spare=keep_spare,
+                      scratch_root=request.scratch_root)
+
+
+def _load_candidate_kernels(slot: SandboxSlot, sources: dict[str, str], names: list[str], device_str: str) -> \
+        TaskReply | None:
     for name in names:
         if f"kernel:{name}" in slot.loaded:
             continue
@@ -96,10 +104,10 @@ def _load_candidate_kernels(slot: SandboxSlot, payload: dict[str, Any], names: l
     return None
 
 
-def _load_candidate_graph(slot: SandboxSlot, payload: dict[str, Any]) -> dict[str, Any] | None:
+def _load_candidate_graph(slot: SandboxSlot, restitched: str) -> TaskReply | None:
     """The re-stitched graph in the candidate's process (once per candidate); a verdict when it fails."""
     if "graph" not in slot.loaded:
-        reply = slot.process.call("load_graph", path=payload["restitched"])
+        reply = slot.process.call("load_graph", path=restitched)
         if not reply.get("ok"):
             return _candidate_failure(reply, "the re-stitched graph fails to load")
         slot.loaded.add("graph")
@@ -127,10 +135,10 @@ def _reset_peak(device: str) -> None:
 def run_kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ...sandbox.spare import closing_spare_unless_verdict
 
-    return closing_spare_unless_verdict(lambda: _guarded(_kernel_gate, payload))
+    return closing_spare_unless_verdict(lambda: run_gate_task(KernelGate(), _kernel_gate, payload, GraphCandidate.read))
 
 
-def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _kernel_gate(request: KernelRequest) -> TaskReply:
     import torch
 
     from ...artifacts import parse_output_code
@@ -141,23 +149,22 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     from ..kernel import MANY_LAUNCHES_BYTES, MAX_LAUNCHES
     from ..kernel_gate import BATTERIES, check_kernel
     from ..launch_capture import capture_launches
-    from ..registry import KernelSettings
     from ..step_clock import StepClock
 
-    device = _device(payload)
-    graph = parse_output_code(payload["graph"])
-    names: list[str] = list(payload["kernels"])
-    settings = KernelSettings.from_json(payload)
+    device = request.device
+    target, settings = request.target, request.settings
+    graph = parse_output_code(target.graph)
+    names: list[str] = list(target.kernels)
     seeds = tuple(settings.seeds)
-    low_memory = bool(payload.get("low_memory"))
+    low_memory = request.common.low_memory
     battery = settings.battery
     if battery not in BATTERIES:
         raise _SetupError(f"gate 2's battery is one of {', '.join(BATTERIES)}, not {battery!r}")
     clock = StepClock(device)  # where gate 2's time and memory go (loading compiles every kernel of a graph)
     with clock("sanitizer_ahead"):
-        _sanitize_ahead(payload, device)
+        _sanitize_ahead(request)
     with clock("load_baseline"):
-        baseline = _load_baseline(payload, device)
+        baseline = _load_baseline(target.graph, device)
     resident = _allocated(device)  # what the loaded graph keeps (its constants): never counted as retained
     kernels: dict[str, tuple[TritonKernel, list[str], dict[str, Role]]] = {}
     for name in names:
@@ -183,16 +190,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
         raise _SetupError(f"the baseline graph fails on its own inputs: {type(exc).__name__}: {exc}") from exc
     try:
         with clock("load_candidate"):  # getting the process (the spare, or a fresh one) and loading the kernels
-            slot = _candidate(payload, device, from_spare=True)
+            slot = _candidate_of(request, from_spare=True, keep_spare=settings.spare)
             process = slot.process
-            failed = _load_candidate_kernels(slot, payload, names, graph.device or "cuda")
+            failed = _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda")
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     candidate_process = slot.how  # from the spare or not, and the seconds getting it took
     if failed is not None:
-        failed["numbers"].update(steps_s=clock.rounded(), containment=containment, battery=battery,
-                                 candidate_process=candidate_process)
+        failed.numbers.update(steps_s=clock.rounded(), containment=containment, battery=battery,
+                              candidate_process=candidate_process)
         return failed
     loading_peak = _candidate_memory(process, reset=True)  # the candidate process's peak while loading
     candidate_peak = loading_peak
@@ -219,16 +226,16 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 kernel_launches[0].args[:] = [v.cpu() if isinstance(v, torch.Tensor) and not v.is_meta else v
                                               for v in kernel_launches[0].args]
             values = [launch.args for launch in kernel_launches]
-            probe = _decision_probe(process, payload, kernel, name, graph.device or "cuda") \
+            probe = _decision_probe(process, request, kernel, name, graph.device or "cuda") \
                 if battery == "full" else None
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
                 [launch.kwargs for launch in kernel_launches][: len(values)], arg_names, roles, seeds, device,
                 reruns=settings.reruns,
                 original_uses_atomics=bool(kernel.inductor_meta.get("atomic_add_found")),
-                extra_sets=_extra_sets(kernel, payload, values[0], roles, arg_names) if battery == "full" else (),
-                timeout_s=float(payload.get("run_timeout_s", 300.0)), row_length=_row_length(kernel.source),
-                structure=payload.get("error_structure", True) is not False, battery=battery, clock=clock,
+                extra_sets=_extra_sets(kernel, request, values[0], roles, arg_names) if battery == "full" else (),
+                timeout_s=request.common.run_timeout_s, row_length=_row_length(kernel.source),
+                structure=request.pins.error_structure, battery=battery, clock=clock,
                 decisions=probe)
             failed_check = outcome.failed
             peak_tracked = max(peak_tracked, outcome.peak_bytes)
@@ -271,8 +278,7 @@ def _kernel_gate(payload: dict[str, Any]) -> dict[str, Any]:
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
                "containment": containment, "candidate_process": candidate_process}
     verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
-    if recycle:
-        verdict[RECYCLE_KEY] = recycle
+    verdict.recycle = recycle
     return verdict
 
 
@@ -305,15 +311,15 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
     return reason
 
 
-def _decision_probe(process: Any, payload: dict[str, Any], kernel: Any, name: str, device_str: str) -> Any:
+def _decision_probe(process: Any, request: KernelRequest, kernel: Any, name: str, device_str: str) -> Any:
     """The instrumented copy of a candidate that adds data-dependent decisions, loaded in its process
     (:mod:`..decision_coverage`); None when it adds none, or the payload turns the evidence off."""
-    from ..decision_coverage import SEARCH_SECONDS, plan_decision_probe
+    from ..decision_coverage import plan_decision_probe
 
-    source = (payload.get("sources") or {}).get(name)
-    if payload.get("decisions") is False or not isinstance(source, str):
+    source = request.target.sources.get(name)
+    if not request.pins.decisions or source is None:
         return None
-    plan = plan_decision_probe(kernel.source, source, name, float(payload.get("decision_search_s", SEARCH_SECONDS)))
+    plan = plan_decision_probe(kernel.source, source, name, request.settings.decision_search_s)
     if plan is None or not plan.source:
         return plan.run if plan is not None else None
     try:
@@ -326,7 +332,7 @@ def _decision_probe(process: Any, payload: dict[str, Any], kernel: Any, name: st
 
 
 def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery: str,
-                   seeds: tuple[int, ...]) -> dict[str, Any]:
+                   seeds: tuple[int, ...]) -> TaskReply:
     unverifiable = [v for v in per_kernel.values() if v.get("could_not_run")]
     stage = BATTERY_NAMES[battery]
     if unverifiable:
@@ -337,7 +343,9 @@ def _gate2_verdict(per_kernel: dict[str, Any], numbers: dict[str, Any], battery:
         return _verdict(False, f"{stage}: {failing[0]['reason']}", **numbers)
     unproven = [v["not_verified"] for v in per_kernel.values() if v.get("not_verified")]
     if unproven:  # every run matched, but a path the candidate adds was never taken: no verdict either way
-        return {**_could_not_verify(f"{stage}: {unproven[0]}", **numbers), "not_verified": True}
+        unverified = _could_not_verify(f"{stage}: {unproven[0]}", **numbers)
+        unverified.not_verified = True
+        return unverified
     runs = sum(len(v["checks"]) for v in per_kernel.values())
     worst = max((v["max_abs_diff"] for v in per_kernel.values()), default=0.0)
     if battery == "screen":
@@ -398,56 +406,57 @@ def _row_length(source: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _extra_sets(kernel: Any, payload: dict[str, Any], values: list[Any], roles: list[Any],
+def _extra_sets(kernel: Any, request: KernelRequest, values: list[Any], roles: list[Any],
                 names: list[str]) -> list[Any]:
     """Gate 2's input sets (NaN/Inf, zeros, constant rows, ...), in all floating inputs at once and
     in each alone."""
     from ..kernel import kernel_input_sets
     from ..structured_input_sets import adds_decisions, candidate_constants
 
-    if payload.get("input_sets") is False:
+    if not request.common.input_sets:
         return []
-    candidate = str((payload.get("sources") or {}).get(kernel.name) or "")
+    candidate = request.target.sources.get(kernel.name) or ""
+    pins = request.pins
     return kernel_input_sets(values, roles, names, kernel.kind in ("red", "per"), _row_length(kernel.source),
-                             adds_decisions=adds_decisions(payload, kernel.source, candidate),
-                             constants=candidate_constants(payload, candidate, kernel.source))
+                             adds_decisions=adds_decisions(pins.adds_decisions, kernel.source, candidate),
+                             constants=candidate_constants(pins.constants, candidate, kernel.source))
 
 
 # --- gate 3 ----------------------------------------------------------------------------------
 
 
 def run_model_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_model_gate, payload)
+    # gate 3 takes over the sanitizer run its finalist's gate 2 began
+    return run_gate_task(ModelGate(), _model_gate, payload, GraphCandidate.read,
+                         keep_sanitizer=lambda target: target.restitched)
 
 
-def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _model_gate(request: ModelRequest) -> TaskReply:
     from ...graph_module import call_graph, make_inputs
     from ...sandbox.exchange import ExchangeArena
     from ...sandbox.process import SandboxError
     from ..float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
     from ..model import check_seed, judge_structure
-    from ..registry import ModelSettings
     from ..step_clock import StepClock
 
-    device = _device(payload)
-    settings = ModelSettings.from_json(payload)
-    seeds, tolerance = settings.seeds, settings.tolerance
+    device, target = request.device, request.target
+    seeds, tolerance = request.settings.seeds, request.settings.tolerance
     _reset_peak(device)
     clock = StepClock(device)  # where gate 3's time goes (a finalist's cost, which the search's budget plans by)
     with clock("load_baseline"):
-        baseline = _load_baseline(payload, device)
+        baseline = _load_baseline(target.graph, device)
     try:
         with clock("load_candidate"):
-            slot = _candidate(payload, device)
+            slot = _candidate_of(request)
             process = slot.process
-            load_failure = _load_candidate_graph(slot, payload)
+            load_failure = _load_candidate_graph(slot, target.restitched)
             if load_failure is not None:
                 return load_failure
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
     with clock("sanitizer"):
-        sanitizing, beside = _begin_sanitize(payload, device)  # beside the seeds below where there is room, else now
+        sanitizing, beside = _begin_sanitize(request)  # beside the seeds below where there is room, else now
     rejected = sanitizer_rejection(sanitizing.result(), containment) if sanitizing.done() else None
     if rejected is not None:
         return rejected
@@ -455,9 +464,9 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
     reference_error: str | None = None
     checks: list[SeedCheck] = []
     child_peak = 0
-    structure = payload.get("error_structure", True) is not False
+    structure = request.pins.error_structure
     plan: list[tuple[int, str | None]] = [(seed, None) for seed in seeds]
-    if payload.get("input_sets", True) is not False:
+    if request.common.input_sets:
         plan += [(seeds[-1] + 1 + i if seeds else i, name) for i, name in enumerate(GATE3_INPUT_SETS)]
 
     def inputs_for(seed: int, input_set: str | None) -> list[Any]:
@@ -482,14 +491,13 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 refs, args = _share_inputs(arena, inputs)
             try:
                 with clock("candidate_run"):
-                    reply = process.call("run_graph", refs=refs, args=args,
-                                         timeout_s=float(payload.get("run_timeout_s", 600.0)))
+                    reply = process.call("run_graph", refs=refs, args=args, timeout_s=request.common.run_timeout_s)
             except SandboxError as exc:
                 return _sandbox_failure(exc, f"the re-stitched graph on {what}")
             if not reply.get("ok"):
                 verdict = _candidate_failure(reply, f"the re-stitched graph fails on {what}")
-                verdict["numbers"].update(seeds=[c.to_json() for c in checks], containment=containment,
-                                          steps_s=clock.rounded())
+                verdict.numbers.update(seeds=[c.to_json() for c in checks], containment=containment,
+                                       steps_s=clock.rounded())
                 return verdict
             with clock("candidate_outputs"):
                 candidate_out = _candidate_outputs(process, reply)
@@ -502,13 +510,13 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 raise _SetupError(f"the baseline graph fails on {what}: {type(exc).__name__}: {exc}") from exc
             del inputs
             if reference is None and reference_error is None:
-                path = find_fx_graph_runnable(payload["graph"], payload.get("fx_graph_runnable"))
+                path = find_fx_graph_runnable(target.graph, target.fx_graph_runnable)
                 try:
                     with clock("load_reference"):
                         if path is None:
                             raise ReferenceUnavailable("no fx_graph_runnable.py beside the dump")
                         reference = load_reference(path, device)
-                        _check_reference_arguments(reference, payload["graph"])
+                        _check_reference_arguments(reference, target.graph)
                 except ReferenceUnavailable as exc:
                     reference_error = str(exc)
             with clock("compare"):
@@ -543,7 +551,7 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
         # Its target ran out of device memory beside gate 2's or these seeds' buffers, now released: the tools
         # again, alone and one after the other; out of memory again, the note says so and the seeds decide.
         with clock("sanitizer_alone"):
-            sanitizer = _sanitize(payload, device, side_by_side=False)
+            sanitizer = _sanitize(request, side_by_side=False)
     rejected = sanitizer_rejection(sanitizer, containment)
     if rejected is not None:
         return rejected
@@ -565,50 +573,51 @@ def _model_gate(payload: dict[str, Any]) -> dict[str, Any]:
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
-def _begin_sanitize(payload: dict[str, Any], device: str) -> tuple[Any, bool]:
+def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
     """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
     room for its targets, else now (a future either way); and whether it runs beside other work."""
     from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
 
-    claimed = claim_sanitizer(str(payload.get("restitched")))
+    target = request.target
+    claimed = claim_sanitizer(target.restitched)
     if claimed is not None:
         ahead, staged = claimed
         if staged:  # its targets loaded beside gate 2 and take the device now: done before the seeds
             ahead.exception()
             return ahead, False
         return ahead, True
-    beside = payload.get("sanitize") is not False and room_beside(device, graph_working_set_bytes(payload["graph"]))
-    return begin_sanitizer(lambda: _sanitize(payload, device), beside, key=str(payload.get("restitched"))), beside
+    beside = request.common.sanitize and room_beside(request.device, graph_working_set_bytes(target.graph))
+    return begin_sanitizer(lambda: _sanitize(request), beside, key=target.restitched), beside
 
 
-def _sanitize_ahead(payload: dict[str, Any], device: str) -> None:
+def _sanitize_ahead(request: KernelRequest) -> None:
     """Gate 2's full battery of a finalist whose gate 3 follows: start the sanitizer's targets now, beside the
     battery (no timing runs in either). Where the device's free memory covers the targets' need on top of what
     the battery will hold they run to the end; elsewhere they start staged, loading the graph and then waiting
     for gate 3 to open their gate once the battery's buffers are gone. Gate 3 takes the run."""
     from ..sanitize import DeviceGate, begin_sanitizer, graph_working_set_bytes, room_beside
 
-    if not payload.get("sanitize_ahead") or payload.get("sanitize") is False or not device.startswith("cuda"):
+    device = request.device
+    if not request.settings.sanitize_ahead or not request.common.sanitize or not device.startswith("cuda"):
         return
-    ahead = {**payload, "compiled": payload.get("compiled") or {}}
-    key = str(payload.get("restitched"))
-    if room_beside(device, graph_working_set_bytes(payload["graph"])):
-        begin_sanitizer(lambda: _sanitize(ahead, device), True, key=key)
+    key = request.target.restitched
+    if room_beside(device, graph_working_set_bytes(request.target.graph)):
+        begin_sanitizer(lambda: _sanitize(request), True, key=key)
         return
     gate = DeviceGate()
-    begin_sanitizer(lambda: _sanitize(ahead, device, gate=gate), True, key=key, gate=gate)
+    begin_sanitizer(lambda: _sanitize(request, gate=gate), True, key=key, gate=gate)
 
 
-def _sanitize(payload: dict[str, Any], device: str, side_by_side: bool = True, gate: Any = None) -> Any:
+def _sanitize(request: GateRequest[GraphCandidate, Any], side_by_side: bool = True, gate: Any = None) -> Any:
     """compute-sanitizer memcheck and racecheck on each kernel's captured launch (sanitize.sanitize_finalist);
     ``gate``: a staged start (sanitize.DeviceGate), removed once the run ends."""
     from ..sanitize import sanitize_finalist
 
+    target = request.target
     try:
-        return sanitize_finalist(payload["graph"], payload["restitched"], list(payload.get("kernels") or []),
-                                 dict(payload.get("compiled") or {}), device,
-                                 timeout_s=float(payload.get("sanitizer_timeout_s", 600.0)),
-                                 enabled=payload.get("sanitize") is not False, side_by_side=side_by_side, gate=gate)
+        return sanitize_finalist(target.graph, target.restitched, list(target.kernels), dict(request.compiled or {}),
+                                 request.device, timeout_s=request.common.sanitizer_timeout_s,
+                                 enabled=request.common.sanitize, side_by_side=side_by_side, gate=gate)
     finally:
         if gate is not None:
             gate.close()
@@ -632,7 +641,7 @@ def _check_reference_arguments(reference: Any, graph_path: str) -> None:
 
 
 def run_perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guarded(_perf_gate, payload)
+    return run_gate_task(PerfGate(), _perf_gate, payload, GraphCandidate.read)
 
 
 INPUT_SEEDS = (1000, 1001, 1002)
@@ -645,14 +654,19 @@ STRUCTURE_INPUT_SETS = ("offset-rows", "all-negative")
 def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
     """Task: start the baseline's timing process (loading the original graph: seconds) on a thread, so that the
     first candidate's kernel timing finds it ready (the holder's lock makes that timing wait for the start). A
-    start that fails is forgotten: the timing starts the process itself and says why."""
+    start that fails is forgotten: the timing starts the process itself and says why.
+    Payload: ``graph`` (the original output_code.py) and ``device`` (default: the worker's)."""
     import threading
 
-    device = _device(payload)
+    from ...measure.task_context import worker_device
+    from ...payload_fields import PayloadReader
+
+    fields = PayloadReader(payload, "the baseline timing's payload")
+    graph_path, device = fields.text("graph"), fields.text("device", None) or worker_device()
 
     def start() -> None:
         try:
-            _baseline_process(payload, device)
+            _baseline_process(graph_path, device)
         except Exception:  # noqa: BLE001 - only a head start: the timing tries again
             pass
 
@@ -660,7 +674,8 @@ def begin_baseline_timing(payload: dict[str, Any]) -> dict[str, Any]:
     return {"started": True}
 
 
-def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False) -> SandboxSlot:
+def _baseline_process(graph_path: str, device: str, inputs: bool = False,
+                      scratch_root: str | None = None) -> SandboxSlot:
     """A process holding the original graph, timed the same way as the candidate's (reused per graph).
 
     Its graph input sets are made only when ``inputs`` asks (graph timing): kernel timing needs none, and
@@ -669,14 +684,14 @@ def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False
     """
     from ...sandbox.process import SandboxError
 
-    key = os.path.abspath(payload["graph"])
+    key = os.path.abspath(graph_path)
 
     def load(process: Any) -> None:
         reply = process.call("load_graph", path=key)
         if not reply.get("ok"):
             raise _SetupError(f"the baseline graph fails to load in its timing process: {reply.get('error')}")
 
-    slot = baseline_slot(payload, device, key, load)
+    slot = baseline_slot(device, key, load, scratch_root)
     if inputs and "inputs" not in slot.loaded:
         try:
             reply = slot.process.call("make_inputs", seeds=list(INPUT_SEEDS))
@@ -688,37 +703,37 @@ def _baseline_process(payload: dict[str, Any], device: str, inputs: bool = False
     return slot
 
 
-def _perf_gate(payload: dict[str, Any]) -> dict[str, Any]:
+def _perf_gate(request: PerfRequest) -> TaskReply:
     from ...measure.paths import TimingPath
 
-    device = _device(payload)
-    names: list[str] = list(payload.get("kernels") or [])
+    device, target = request.device, request.target
+    names = list(target.kernels)
 
-    def sides() -> tuple[SandboxSlot, SandboxSlot] | dict[str, Any]:
-        baseline = _baseline_process(payload, device, inputs=True)
-        slot = _candidate(payload, device)
-        failed = _load_candidate_graph(slot, payload)
+    def sides() -> tuple[SandboxSlot, SandboxSlot] | TaskReply:
+        baseline = _baseline_process(target.graph, device, inputs=True, scratch_root=request.scratch_root)
+        slot = _candidate_of(request)
+        failed = _load_candidate_graph(slot, target.restitched)
         if failed is None:
             failed = candidate_inputs(slot, INPUT_SEEDS, "the re-stitched graph")
         return failed if failed is not None else (baseline, slot)
 
-    return perf_gate(payload, device, sides, INPUT_SEEDS, TimingPath.MODULE_CALL.value,
-                     lambda baseline, slot: _kernel_speedups(payload, device, baseline, slot, names,
-                                                             payload.get("rounds")) if names else {})
+    return perf_gate(request.settings, device, sides, INPUT_SEEDS, TimingPath.MODULE_CALL.value,
+                     lambda baseline, slot: _kernel_speedups(target, device, baseline, slot, names,
+                                                             request.settings.rounds) if names else {})
 
 
-def _kernel_speedups(payload: dict[str, Any], device: str, baseline: SandboxSlot, slot: SandboxSlot,
+def _kernel_speedups(target: GraphCandidate, device: str, baseline: SandboxSlot, slot: SandboxSlot,
                      names: list[str], rounds: int | None) -> dict[str, float]:
     """Each kernel alone, on its captured arguments in exchange memory both processes map."""
     from ...artifacts import parse_output_code
     from ...graph_module import make_inputs
     from ..launch_capture import capture_launches
 
-    graph = parse_output_code(payload["graph"])
-    module = _load_baseline(payload, device)
+    graph = parse_output_code(target.graph)
+    module = _load_baseline(target.graph, device)
     launches, output = capture_launches(module, names, make_inputs(module, seed=1000), limit=1)
     del output
-    if _load_candidate_kernels(slot, payload, names, graph.device or "cuda") is not None:
+    if _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda") is not None:
         return {}
     speedups: dict[str, float] = {}
     for launch in launches:
@@ -749,12 +764,12 @@ def _load_original_kernel(baseline: SandboxSlot, name: str, source: str, device_
 # --- kernel-alone timing and output comparison for the search ---------------------------------
 
 
-def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, str]:
+def _restitched_sources(restitched: str, names: list[str]) -> dict[str, str]:
     from ...artifacts import parse_output_code
     from ...artifacts.model import MissingKernel
 
     try:
-        return parse_output_code(payload["restitched"]).kernel_sources(names)
+        return parse_output_code(restitched).kernel_sources(names)
     except MissingKernel as missing:
         raise _SetupError(f"the re-stitched graph has no kernel {missing.name}") from None
 
@@ -763,62 +778,61 @@ def _restitched_sources(payload: dict[str, Any], names: list[str]) -> dict[str, 
 class _CapturedLaunch:
     """One kernel's first launch in the baseline graph, with the candidate's source from its re-stitched copy."""
 
-    payload: dict[str, Any]
+    sources: dict[str, str]  # the candidate's, by kernel name
     graph: Any  # the parsed dump
     kernel: Any  # the original kernel
     module: ModuleType  # the baseline graph, loaded
     launch: Any
 
 
-def _captured_launch(payload: dict[str, Any], device: str, seed: int,
+def _captured_launch(request: KernelTimingRequest, device: str, seed: int,
                      before_capture: Callable[[], Any] = lambda: None) -> _CapturedLaunch | dict[str, Any]:
     """The kernel's captured launch on the graph's inputs of ``seed``, or ``{"error": ...}``."""
     from ...artifacts import parse_output_code
     from ...graph_module import make_inputs
     from ..launch_capture import capture_launches
 
-    name = str(payload["kernel"])
-    payload = {**payload, "graph": payload.get("graph") or payload["graph_path"]}
-    payload["sources"] = _restitched_sources(payload, [name])
-    graph = parse_output_code(payload["graph"])
+    name = request.kernel
+    sources = _restitched_sources(request.restitched, [name])
+    graph = parse_output_code(request.graph)
     kernel = graph.kernel(name)
     if kernel is None:
-        return {"error": f"{payload['graph']} has no kernel {name}"}
-    module = _load_baseline(payload, device)
+        return {"error": f"{request.graph} has no kernel {name}"}
+    module = _load_baseline(request.graph, device)
     before_capture()
     launches, output = capture_launches(module, [name], make_inputs(module, seed=seed), limit=1)
     del output
     if not launches:
         return {"error": f"{name} was not launched by the graph"}
-    return _CapturedLaunch(payload, graph, kernel, module, launches[0])
+    return _CapturedLaunch(sources, graph, kernel, module, launches[0])
 
 
-def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"graph_path", "restitched", "kernel", "rounds"?} -> kernel-alone speedup, CI and both medians."""
+def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
+    """The kernel-alone speedup of the request's candidate, its CI and both medians (or ``{"error"}``)."""
     from ...sandbox.process import SandboxError
     from ..kernel_gate import _child_kwargs
 
-    device = _device(payload)
-    name = str(payload["kernel"])
+    device = request.device or worker_device()
+    name = request.kernel
     resident: list[int | None] = []
-    captured = _captured_launch(payload, device, 2000, lambda: resident.append(_allocated(device)))
+    captured = _captured_launch(request, device, 2000, lambda: resident.append(_allocated(device)))
     if isinstance(captured, dict):
         return captured
-    payload, graph, original, launch = captured.payload, captured.graph, captured.kernel, captured.launch
+    graph, original, launch = captured.graph, captured.kernel, captured.launch
     arena_peak = 0
     _settle_spare()
     try:
-        slot = _candidate(payload, device)  # the screen's process for this candidate, or a fresh one
-        failed = _load_candidate_kernels(slot, payload, [name], graph.device or "cuda")
+        slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
+        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda")
         if failed is not None:
-            return {"error": failed["reason"]}
-        baseline = _baseline_process(payload, device)
+            return {"error": failed.reason}
+        baseline = _baseline_process(request.graph, device)
         reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda")
         if reply is not None:
             return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
         values = list(launch.args)
         launch.args.clear()
-        timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, payload.get("rounds"), name,
+        timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
                                               values, _child_kwargs(launch.kwargs))
         del values
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
@@ -837,8 +851,8 @@ def time_candidate_kernel(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
-    """{"graph_path", "restitched", "kernel", "seed"?} -> the candidate's largest output difference."""
+def compare_candidate_outputs(request: KernelTimingRequest) -> dict[str, Any]:
+    """The candidate's largest output difference from the original on the captured launch (or ``{"error"}``)."""
     import torch
 
     from ...artifacts.kernel_arguments import argument_roles, runtime_parameters
@@ -846,24 +860,23 @@ def compare_candidate_outputs(payload: dict[str, Any]) -> dict[str, Any]:
     from ..kernel import Side, run_original
     from ..kernel_gate import CandidateSide
 
-    device = _device(payload)
-    name = str(payload["kernel"])
-    captured = _captured_launch(payload, device, int(payload.get("seed", 0)))
+    device = request.device or worker_device()
+    name = request.kernel
+    captured = _captured_launch(request, device, request.seed)
     if isinstance(captured, dict):
         return captured
-    payload, graph, kernel, module, launch = (captured.payload, captured.graph, captured.kernel, captured.module,
-                                              captured.launch)
+    graph, kernel, module, launch = captured.graph, captured.kernel, captured.module, captured.launch
     params = runtime_parameters(kernel.source, name)
     role_of = argument_roles(kernel.source, name, list(kernel.inductor_meta.get("mutated_arg_names") or []))
     roles = [role_of.get(params[i], "scalar") if i < len(params) else "scalar" for i in range(len(launch.args))]
     CANDIDATE.close()
-    slot = _candidate(payload, device)
+    slot = _candidate(request.restitched, device)
     process = slot.process
     arena = ExchangeArena(device)
     try:
-        failed = _load_candidate_kernels(slot, payload, [name], graph.device or "cuda")
+        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda")
         if failed is not None:
-            return {"error": failed["reason"]}
+            return {"error": failed.reason}
         original, candidate = Side(launch.args, roles), CandidateSide(launch.args, roles, process, arena, name, 600.0)
         original.fill(launch.args)
         run_original(getattr(module, name), original, launch.args, launch.kwargs, device)

@@ -8,9 +8,10 @@ process (:mod:`kernelopt_core.sandbox`), one per candidate, kept for that candid
 and closed before the next candidate starts; gate 2 may take the spare process started ahead of
 time (:mod:`kernelopt_core.sandbox.spare`).
 
-A gate's reply is ``{"passed", "reason", "numbers"}``; ``"could_not_verify": True`` when the check
-itself failed (out of memory, the candidate's process could not start): never a rejection of the
-candidate; or ``{"setup_error": str}`` when the *original* cannot be loaded or run.
+A gate task's payload is a :class:`..task_payload.GateRequest` (JSON on the wire, read back by
+:func:`run_gate_task`) and its reply a :class:`..verdict.TaskReply`, serialized once on the way out:
+"could not verify" when the check itself failed (out of memory, the candidate's process could not
+start), never a rejection of the candidate; a setup error when the *original* cannot be loaded or run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ...payload_fields import PayloadError, PayloadReader
+from ..task_payload import GateRequest, TaskTarget
+from ..verdict import TaskReply
+
+if TYPE_CHECKING:
+    from ..registry import Gate, PerfSettings
+
+T = TypeVar("T", bound=TaskTarget)
+R = TypeVar("R")
 
 
 class SetupError(Exception):
@@ -30,9 +41,10 @@ class CouldNotVerify(Exception):
 
 
 def device_of(payload: dict[str, Any]) -> str:
+    """A small task's ``device`` (the worker's when it names none)."""
     from ...measure.task_context import worker_device
 
-    return str(payload.get("device") or worker_device())
+    return PayloadReader(payload, "the task's payload").text("device", None) or worker_device()
 
 
 def flavor(device: str) -> str:
@@ -40,12 +52,12 @@ def flavor(device: str) -> str:
     return "cuda" if device.startswith("cuda") else "cpu"
 
 
-def verdict(passed: bool, reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": passed, "reason": reason, "numbers": numbers}
+def verdict(passed: bool, reason: str, **numbers: Any) -> TaskReply:
+    return TaskReply.verdict(passed, reason, **numbers)
 
 
-def could_not_verify(reason: str, **numbers: Any) -> dict[str, Any]:
-    return {"passed": False, "could_not_verify": True, "reason": reason, "numbers": numbers}
+def could_not_verify(reason: str, **numbers: Any) -> TaskReply:
+    return TaskReply.unverified(reason, **numbers)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -53,25 +65,48 @@ def is_oom(exc: BaseException) -> bool:
         "out of memory" in str(exc).lower()
 
 
-def guarded(task: Callable[[dict[str, Any]], dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any]:
-    """``task(payload)``, its setup errors and the checker's own failures turned into replies."""
+def run_gate_task(gate: Gate, task: Callable[[GateRequest[T, Any]], TaskReply], payload: dict[str, Any],
+                  read_target: Callable[[PayloadReader], T], keep_sanitizer: Callable[[T], str] | None = None) -> \
+        dict[str, Any]:
+    """A gate's task at the process boundary: the payload read as the gate's request (``read_target``: the
+    target's part; the gate's settings by its registered class), ``task`` run :func:`guarded`, and its reply
+    serialized. A malformed payload is a "could not verify" that names the key, never a crash.
+    ``keep_sanitizer``: the sanitizer run this task takes over (gate 3's, begun beside its gate 2)."""
+    try:
+        request: GateRequest[T, Any] = GateRequest.from_json(payload, read_target, gate.read_settings)
+    except PayloadError as exc:
+        return could_not_verify(f"gate {gate.number} ({gate.name}) got a malformed payload: {exc}").to_json()
+    keep = keep_sanitizer(request.target) if keep_sanitizer is not None else None
+    reply = guarded(lambda: task(request), request.device, keep_sanitizer=keep)
+    return reply.to_json()
+
+
+def guarded(work: Callable[[], R], device: str, keep_sanitizer: str | None = None) -> R | TaskReply:
+    """``work()``, its setup errors, malformed payloads and the checker's own failures turned into replies."""
     from ..sanitize import settle_sanitizer
 
     # a sanitizer run left going by another finalist's gates ends first: nothing shares the device with it
     # (gate 3 keeps its own finalist's, begun beside its gate 2)
-    settle_sanitizer(keep=str(payload.get("restitched")) if task.__name__ == "_model_gate" else None)
+    settle_sanitizer(keep=keep_sanitizer)
     try:
-        return task(payload)
+        return work()
     except SetupError as exc:
-        return {"setup_error": str(exc)}
+        return TaskReply.setup_failure(str(exc))
     except CouldNotVerify as exc:
         return could_not_verify(str(exc))
+    except PayloadError as exc:
+        return could_not_verify(f"the task got a malformed payload: {exc}")
     except Exception as exc:  # noqa: BLE001 - the checker's own failure is never the candidate's
         if is_oom(exc):
-            empty_cache(device_of(payload))
+            empty_cache(device)
             return could_not_verify(f"the check ran out of memory: {type(exc).__name__}: {str(exc)[:600]}",
                                     oom=True)
         raise
+
+
+def reply_json(reply: dict[str, Any] | TaskReply) -> dict[str, Any]:
+    """A task's JSON reply: its own record, or a :class:`TaskReply` (a setup error, a check that failed)."""
+    return reply.to_json() if isinstance(reply, TaskReply) else reply
 
 
 def empty_cache(device: str) -> None:
@@ -134,10 +169,11 @@ CANDIDATE = ProcessHolder(keeps_autotuning=True)  # the current candidate's proc
 BASELINE = ProcessHolder()  # the original's timing process, kept per graph or harness
 
 
-def candidate_slot(payload: dict[str, Any], device: str, key: str, from_spare: bool = False) -> SandboxSlot:
+def candidate_slot(device: str, key: str, *, from_spare: bool = False, keep_spare: bool = False,
+                   scratch_root: str | None = None) -> SandboxSlot:
     """This candidate's contained process (a fresh one; the previous candidate's is closed).
 
-    ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``payload["spare"]``
+    ``from_spare`` (gate 2): the spare process is taken when one is ready, and with ``keep_spare``
     (the search's screens, where another candidate follows) the next spare is started at once.
     """
     from ...measure.task_context import worker_scratch
@@ -147,8 +183,7 @@ def candidate_slot(payload: dict[str, Any], device: str, key: str, from_spare: b
 
     def start() -> SandboxSlot:
         try:
-            taken = take_process(flavor(device), device, payload.get("scratch_root"),
-                                 keep_spare=bool(payload.get("spare")), use_spare=from_spare)
+            taken = take_process(flavor(device), device, scratch_root, keep_spare=keep_spare, use_spare=from_spare)
         except SandboxError as exc:
             raise CouldNotVerify(f"the candidate's contained process could not start: {exc}") from exc
         how = taken.to_json()
@@ -159,15 +194,15 @@ def candidate_slot(payload: dict[str, Any], device: str, key: str, from_spare: b
     return CANDIDATE.get(key, start)
 
 
-def baseline_slot(payload: dict[str, Any], device: str, key: str,
-             prepare: Callable[[Any], None] | None = None) -> SandboxSlot:
+def baseline_slot(device: str, key: str, prepare: Callable[[Any], None] | None = None,
+                  scratch_root: str | None = None) -> SandboxSlot:
     """The original's timing process for ``key``, timed the same way as the candidate's (kept per key);
     ``prepare`` loads what it needs into a fresh one (it raises :class:`SetupError` when it cannot)."""
     from ...sandbox.process import SandboxError, SandboxProcess
 
     def start() -> SandboxSlot:
         try:
-            process = SandboxProcess.start(flavor(device), device, payload.get("scratch_root"))
+            process = SandboxProcess.start(flavor(device), device, scratch_root)
         except SandboxError as exc:
             raise CouldNotVerify(f"the baseline's timing process: {exc}") from exc
         try:
@@ -190,7 +225,7 @@ def close_candidate(payload: dict[str, Any] | None = None) -> dict[str, Any]:
     from ...sandbox.spare import close_spare
 
     CANDIDATE.close()
-    if not (payload or {}).get("keep_spare"):
+    if not PayloadReader(payload or {}, "close_candidate's payload").flag("keep_spare", False):
         close_spare()
     return {"closed": True}
 
@@ -207,7 +242,8 @@ def begin_spare(payload: dict[str, Any]) -> dict[str, Any]:
     from ...sandbox.spare import ensure_spare
 
     device = device_of(payload)
-    return {"started": ensure_spare(flavor(device), device, payload.get("scratch_root"))}
+    scratch_root = PayloadReader(payload, "begin_spare's payload").text("scratch_root", None)
+    return {"started": ensure_spare(flavor(device), device, scratch_root)}
 
 
 def spare_candidate_status(payload: dict[str, Any]) -> dict[str, Any]:
@@ -230,14 +266,14 @@ def containment(process: Any) -> dict[str, Any]:
             "network": report.network}
 
 
-def candidate_failure(reply: dict[str, Any], what: str) -> dict[str, Any]:
+def candidate_failure(reply: dict[str, Any], what: str) -> TaskReply:
     """The verdict for a failed request to the candidate's process: the candidate's fault, or the check's."""
     if reply.get("checker_error") or reply.get("oom"):
         return could_not_verify(f"{what}: the check failed ({reply.get('error')})", oom=bool(reply.get("oom")))
     return verdict(False, f"{what}: {reply.get('error')}", violation=bool(reply.get("violation")))
 
 
-def candidate_inputs(slot: SandboxSlot, seeds: tuple[int, ...], what: str) -> dict[str, Any] | None:
+def candidate_inputs(slot: SandboxSlot, seeds: tuple[int, ...], what: str) -> TaskReply | None:
     """The candidate's process makes its input sets of ``seeds`` (once); the verdict when it cannot."""
     if "inputs" not in slot.loaded:
         reply = slot.process.call("make_inputs", seeds=list(seeds))
@@ -247,7 +283,7 @@ def candidate_inputs(slot: SandboxSlot, seeds: tuple[int, ...], what: str) -> di
     return None
 
 
-def sandbox_failure(exc: Exception, what: str) -> dict[str, Any]:
+def sandbox_failure(exc: Exception, what: str) -> TaskReply:
     """The verdict when the candidate's process timed out or crashed (the candidate's), or failed otherwise."""
     if getattr(exc, "kind", "error") in ("timeout", "crash"):
         return verdict(False, f"{what}: {exc}")
@@ -371,7 +407,7 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
 # --- gate 3 ------------------------------------------------------------------------------------------
 
 
-def sanitizer_rejection(sanitizer: Any, containment: dict[str, Any]) -> dict[str, Any] | None:
+def sanitizer_rejection(sanitizer: Any, containment: dict[str, Any]) -> TaskReply | None:
     """Gate 3 rejects on compute-sanitizer's first error, before it compares any output."""
     if sanitizer.errors:
         return verdict(False, sanitizer.errors[0], sanitizer=sanitizer.runs, sanitizer_note=sanitizer.note,
@@ -393,20 +429,18 @@ def model_numbers(checks: list[Any], tolerance: float, containment: dict[str, An
 # --- gate 4 ------------------------------------------------------------------------------------------
 
 
-def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[SandboxSlot, SandboxSlot] | dict[str, Any]],
+def perf_gate(settings: PerfSettings, device: str, sides: Callable[[], tuple[SandboxSlot, SandboxSlot] | TaskReply],
               input_seeds: tuple[int, ...], path: str,
-              kernel_speedups: Callable[[SandboxSlot, SandboxSlot], dict[str, float]]) -> dict[str, Any]:
+              kernel_speedups: Callable[[SandboxSlot, SandboxSlot], dict[str, float]]) -> TaskReply:
     """Gate 4: the original's and the candidate's processes (``sides`` loads them, or answers a verdict)
     timed on their own input sets along ``path``, then each kernel alone (reported, never decides)."""
     from ...sandbox.process import SandboxError
     from ..perf import perf_decision, time_processes
-    from ..registry import PerfSettings
 
-    settings = PerfSettings.from_json(payload)
     settle_spare()  # a spare still starting would share the machine with the timing
     try:
         prepared = sides()
-        if isinstance(prepared, dict):
+        if isinstance(prepared, TaskReply):
             return prepared
         baseline, candidate = prepared
         result = time_processes(baseline.process, candidate.process, device, settings.rounds,
@@ -441,5 +475,6 @@ def perf_gate(payload: dict[str, Any], device: str, sides: Callable[[], tuple[Sa
 __all__ = ["BASELINE", "CANDIDATE", "CouldNotVerify", "ProcessHolder", "SandboxSlot", "SetupError", "baseline_slot",
            "begin_spare", "candidate_failure", "candidate_inputs", "candidate_memory", "candidate_outputs", "candidate_slot",
            "close_baselines", "close_candidate", "containment", "could_not_verify", "device_of", "flavor",
-           "guarded", "is_oom", "model_numbers", "perf_gate", "release_mappings", "sandbox_failure", "sanitizer_rejection", "settle_spare", "share_inputs",
+           "guarded", "is_oom", "model_numbers", "perf_gate", "release_mappings", "reply_json", "run_gate_task",
+           "sandbox_failure", "sanitizer_rejection", "settle_spare", "share_inputs",
            "spare_candidate_status", "time_kernel_pair", "verdict"]
