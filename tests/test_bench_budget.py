@@ -31,7 +31,7 @@ SPLIT = {"total_s": 100.0, "stages": {"dispatch": 5.0, "beam": 10.0, "screen": 5
 # The stand-in for `python -m kernelopt_core.bench.problem_main PAYLOAD`: what a real problem's process has
 # written when its search verified a candidate (stage "optimize", the run's provisional result.json), then
 # it hangs like a search that runs past its budget.
-STAND_IN_JOB = '''
+STAND_IN_PROBLEM = '''
 import json, os, sys, time
 payload = json.load(open(sys.argv[-1]))
 work, verified = payload["work_dir"], payload["problem"]["name"] != "nothing_verified"
@@ -53,9 +53,9 @@ time.sleep(600)
 
 
 @pytest.fixture
-def stand_in_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = tmp_path / "stand_in_task.py"
-    script.write_text(f"SPLIT = {SPLIT!r}\n" + STAND_IN_JOB)
+def stand_in_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "stand_in_problem.py"
+    script.write_text(f"SPLIT = {SPLIT!r}\n" + STAND_IN_PROBLEM)
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -71,7 +71,7 @@ def run_stand_in(tmp_path: Path, name: str) -> tuple[ProblemResult, float]:
     return result, time.perf_counter() - started
 
 
-def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_path: Path, stand_in_task: None) -> None:
+def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_path: Path, stand_in_problem: None) -> None:
     result, seconds = run_stand_in(tmp_path, "verified")
     assert seconds < 30  # killed at the backstop (1 s + 1 s), not after the stand-in's 10 minutes
     assert result.outcome == "optimized" and result.budget_reached and result.category is None
@@ -84,7 +84,7 @@ def test_a_problem_killed_at_its_backstop_keeps_what_its_search_verified(tmp_pat
 
 
 def test_a_search_killed_before_it_verified_anything_is_a_fallback_not_an_error(tmp_path: Path,
-                                                                                 stand_in_task: None) -> None:
+                                                                                 stand_in_problem: None) -> None:
     result, _ = run_stand_in(tmp_path, "nothing_verified")
     assert result.outcome == "fallback" and result.category == "budget" and result.budget_reached
     assert "before the search verified a candidate" in result.reason

@@ -25,7 +25,7 @@ def test_a_check_row_has_its_verdict_time_and_memory() -> None:
              "memory": {"peak_bytes": 30 * 2**30, "working_set_bytes": 12 * 2**30, "peak_over_working_set": 2.5}}
     worker = StandInWorker(TaskOutcome(True, value, None, 7.5))
     row = config_check.one_check(worker, {"problem": "p.py"}, "mode, warm cache", 100.0, "cpu")
-    assert worker.calls == [(config_check.JOB, {"problem": "p.py"}, 100.0)]
+    assert worker.calls == [(config_check.TASK, {"problem": "p.py"}, 100.0)]
     assert row["ok"] and row["accepted"] and row["speedup"] == 2.1 and row["gates_s"] == {3: 4.0, 4: 3.0}
     assert row["peak_over_working_set"] == 2.5 and row["device_used_mib_max"] is None  # no nvidia-smi here
 

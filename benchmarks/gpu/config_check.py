@@ -33,7 +33,7 @@ if ROOT not in sys.path:
 from benchmarks.gpu.devicescript import KBSCALE, Budget, env_text, environment, write_record  # noqa: E402
 
 TARGETS = {"check_s": 60.0, "peak_over_working_set": 3.0}
-JOB = "kernelopt_core.measure.accounting_verify:verify_config_task"
+TASK = "kernelopt_core.measure.accounting_verify:verify_config_task"
 
 
 class DeviceMemorySampler:
@@ -68,7 +68,7 @@ def one_check(worker: Any, payload: dict[str, Any], label: str, timeout_s: float
     index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
     begin = time.monotonic()
     with DeviceMemorySampler(index) as sampler:
-        outcome = worker.call(JOB, payload, timeout_s=timeout_s)
+        outcome = worker.call(TASK, payload, timeout_s=timeout_s)
     wall = time.monotonic() - begin
     row: dict[str, Any] = {"label": label, "wall_s": round(wall, 2), "ok": outcome.ok,
                            "device_used_mib_max": max(sampler.samples) if sampler.samples else None,

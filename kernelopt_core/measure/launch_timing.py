@@ -18,7 +18,7 @@ from .task_context import in_worker, worker_device
 from .traffic import IdealBytes, LaunchTraffic
 from .worker import TaskFailure, Worker, get_worker
 
-LAUNCH_JOB = "kernelopt_core.measure.graph_tasks:time_launches_task"
+LAUNCH_TASK = "kernelopt_core.measure.graph_tasks:time_launches_task"
 # Above this share of the graph's time outside kernels and vendor calls, a graph is launch-bound.
 LAUNCH_BOUND_SHARE = 0.20
 
@@ -80,7 +80,7 @@ def time_launches(graph: CompiledGraph, device: str = "auto", *, worker: Worker 
             raise MeasurementError(f"timing the launches of {graph.name}",
                                    TaskFailure("error", f"{type(exc).__name__}: {exc}")) from exc
     runner = worker or get_worker(resolved)
-    outcome = runner.call(LAUNCH_JOB, payload, timeout_s=timeout_s, cancel=cancel)
+    outcome = runner.call(LAUNCH_TASK, payload, timeout_s=timeout_s, cancel=cancel)
     if not outcome.ok or outcome.failure is not None:
         assert outcome.failure is not None
         raise MeasurementError(f"timing the launches of {graph.name}", outcome.failure)

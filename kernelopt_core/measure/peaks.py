@@ -23,7 +23,7 @@ from .task_context import worker_device
 
 COPY_BYTES = 2 << 30
 MATMUL_N = 8192
-PEAKS_JOB = "kernelopt_core.measure.peaks:peaks_task"
+PEAKS_TASK = "kernelopt_core.measure.peaks:peaks_task"
 
 
 @dataclass
@@ -143,7 +143,7 @@ def device_peaks(device: str, *, worker: Any = None, refresh: bool = False, time
         if hit is not None:
             return hit
     runner = worker or get_worker(device)
-    outcome = runner.call(PEAKS_JOB, {"device": device, "refresh": refresh}, timeout_s=timeout_s, cancel=cancel)
+    outcome = runner.call(PEAKS_TASK, {"device": device, "refresh": refresh}, timeout_s=timeout_s, cancel=cancel)
     if not outcome.ok or not outcome.value:
         return None
     return DevicePeaks.from_json(outcome.value)

@@ -19,7 +19,7 @@ from ..gates.restitch import restitch
 from .kernel_tasks import GraphFactsRequest
 
 LAUNCHER_CONTRACT = "launcher_contract.md"
-_KERNEL_JOBS = "kernelopt_core.search.kernel_tasks"
+_KERNEL_TASKS = "kernelopt_core.search.kernel_tasks"
 
 
 class TargetUnavailable(RuntimeError):
@@ -118,7 +118,7 @@ class DumpTarget:
     def facts(self, call: TaskCaller, device: str, kernels: list[str], rounds: int | None) -> dict[str, Any]:
         # Configs only: the kernel's own time comes with every candidate's A/B (baseline_ms).
         request = GraphFactsRequest(self._graph.path, device, tuple(kernels), time=False, rounds=rounds)
-        return call(f"{_KERNEL_JOBS}:graph_facts", request.to_json())
+        return call(f"{_KERNEL_TASKS}:graph_facts", request.to_json())
 
     def launch_timing(self, call: TaskCaller, worker: Any, device: str, workdir: str) -> dict[str, Any] | None:
         from ..measure.launch_timing import time_launches
@@ -145,7 +145,7 @@ class DumpTarget:
                        rounds: int | None, workdir: str) -> dict[str, Any]:
         if not written:
             return {"error": "no re-stitched graph to time"}
-        value = call(f"{_KERNEL_JOBS}:time_candidates", {"graph_path": self._graph.path, "device": device,
+        value = call(f"{_KERNEL_TASKS}:time_candidates", {"graph_path": self._graph.path, "device": device,
                                                          "kernel": kernel, "candidates": {"c": written},
                                                          "rounds": rounds})
         entry: dict[str, Any] = (value.get("candidates") or {}).get("c") or \
