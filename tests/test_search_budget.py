@@ -15,7 +15,7 @@ import pytest
 from test_search_pipeline import ELEMENTWISE, StandInEvaluator, kinds
 
 from kernelopt_core.gates.verdict import CascadeResult
-from kernelopt_core.search.deadline import Budget
+from kernelopt_core.search.deadline import FINALIZE_FLOOR_S, Budget
 from kernelopt_core.search.evaluation import KernelTime, Screen
 from kernelopt_core.search.pipeline import OptimizeConfig, optimize
 
@@ -99,10 +99,10 @@ def test_the_search_stops_for_its_finalists_and_reports_at_the_deadline(tmp_path
     assert result.decision == "optimized" and result.reason.startswith("budget reached")
     assert result.budget["reached"] and result.budget["seconds"] == 240.0
     # planned from this run's own measurements: a candidate 12 s (x 1.25), the final gates at the GPU's floor
-    # of 60 s (1.5 screens of 10 s is less; a GPU finalist also runs compute-sanitizer) + 2 s for the files
+    # of 45 s (1.5 screens of 10 s is less; a GPU finalist also runs compute-sanitizer) + 2 s for the files
     assert stop["needed_s"] == pytest.approx(12.0 * 1.25) and stop["left_s"] < 15.0
     assert stop["detail"].startswith(f"{stop['left_s']:.0f} s left after the final gates' reserve")
-    assert 240.0 - (clock.now - start) + 30.0 - 62.0 == pytest.approx(stop["left_s"])  # the finalist used the reserve
+    assert 240.0 - (clock.now - start) + 30.0 - (FINALIZE_FLOOR_S["cuda"] + 2.0) == pytest.approx(stop["left_s"])  # the finalist used the reserve
 
     split = result.time_split
     screens, timings = evaluator.calls["screen"], evaluator.calls["time"]
