@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from adversarial.dumps import compiled_corpus_graphs
 
-pytestmark = pytest.mark.slow
+# each test runs gate 2's full battery on every candidate of a suite: about 11 min on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def _candidates(path: str) -> list[tuple[str, str, str, str]]:

@@ -59,7 +59,9 @@ def _in_make_test(case: Any) -> bool:
 
 
 def _case_param(case: Any) -> Any:
-    return case.id if _in_make_test(case) else pytest.param(case.id, marks=pytest.mark.slow)
+    # the slow cases' module fixture runs them all at once: more than pytest-timeout's 600 s on 2 cores
+    return case.id if _in_make_test(case) else pytest.param(case.id, marks=[pytest.mark.slow,
+                                                                          pytest.mark.timeout(2400)])
 
 
 def _selected_cases(request: pytest.FixtureRequest) -> list[Any]:
