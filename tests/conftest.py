@@ -235,3 +235,15 @@ def _sigint_not_left_ignored(request: pytest.FixtureRequest) -> Iterator[None]:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         warnings.warn(f"{request.node.nodeid} left SIGINT ignored in the test process; put back", stacklevel=1)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """For modules of many small tensors (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``):
+    one thread is faster there, and kind to a shared machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

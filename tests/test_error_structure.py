@@ -13,14 +13,7 @@ from kernelopt_core.gates.error_structure import (  # noqa: E402
     max_finite_magnitude,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These are many small tensors: one thread is faster, and kind to a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # many small tensors
 
 
 def _generator(seed: int = 0) -> torch.Generator:

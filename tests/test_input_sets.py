@@ -20,13 +20,7 @@ from kernelopt_core.gates.input_sets import (  # noqa: E402
     zero_block_size,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # many small tensors
 
 
 def _filled(name: str, shape=(12, 300), dtype=torch.float32, seed: int = 0, row_length: int | None = None,

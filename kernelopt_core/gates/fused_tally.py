@@ -10,6 +10,7 @@ float32 (the eager path redoes that in float64). ``tests/test_fused_tally.py`` h
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -17,14 +18,9 @@ BLOCK = 4096  # elements per program: the partials stay a small fraction of the 
 COUNTS = ("unwritten", "bad", "nonfinite", "lost")
 MAXIMA = ("max_abs_diff", "worst_bad")
 
-_KERNEL: Any = None
-
-
+@functools.cache
 def _kernel() -> Any:
     """The Triton kernel, defined on first use (importing triton is for the worker, not the server)."""
-    global _KERNEL
-    if _KERNEL is not None:
-        return _KERNEL
     import triton
     import triton.language as tl
 
@@ -58,7 +54,6 @@ def _kernel() -> Any:
         tl.store(top, tl.max(diff_both, axis=0))
         tl.store(top + 1, tl.max(tl.where(not_close, diff_both, 0.0), axis=0))
 
-    _KERNEL = tally
     return tally
 
 

@@ -449,28 +449,26 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
         shutil.rmtree(scratch, ignore_errors=True)
         return SanitizerRun(tool, False, None, 0.0, f"compute-sanitizer could not start: {exc}")
     _LIVE.add(process.pid)
-    if gate is not None:
-        gate.opened.wait()
-        if gate.cancelled:
-            end_tree(process.pid)
-            process.communicate()
-            _LIVE.discard(process.pid)
-            shutil.rmtree(scratch, ignore_errors=True)
-            return SanitizerRun(tool, False, None, 0.0, "not run: the finalist's gates ended before it")
-        begin = time.monotonic()
     try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        end_tree(process.pid)  # the sanitizer and its target
-        stdout, stderr = process.communicate()
-        shutil.rmtree(scratch, ignore_errors=True)
-        steps = steps_line((stdout or "") + "\n" + (stderr or ""))
-        return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
-                            + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
+        if gate is not None:
+            gate.opened.wait()
+            if gate.cancelled:
+                end_tree(process.pid)
+                process.communicate()
+                return SanitizerRun(tool, False, None, 0.0, "not run: the finalist's gates ended before it")
+            begin = time.monotonic()
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            end_tree(process.pid)  # the sanitizer and its target
+            stdout, stderr = process.communicate()
+            steps = steps_line((stdout or "") + "\n" + (stderr or ""))
+            return SanitizerRun(tool, False, None, time.monotonic() - begin, f"did not finish within {timeout_s:g} s"
+                                + (f" (steps done: {steps})" if steps else " (no step done)"), steps=steps)
+        seconds = time.monotonic() - begin
     finally:
         _LIVE.discard(process.pid)
-    seconds = time.monotonic() - begin
-    shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return read_report(tool, (stdout or "") + "\n" + (stderr or ""), process.returncode, seconds)
 
 

@@ -576,6 +576,8 @@ def _model_gate(request: ModelRequest) -> TaskReply:
 def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
     """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
     room for its targets, else now (a future either way); and whether it runs beside other work."""
+    from concurrent.futures import wait
+
     from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
 
     target = request.target
@@ -583,7 +585,7 @@ def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
     if claimed is not None:
         ahead, staged = claimed
         if staged:  # its targets loaded beside gate 2 and take the device now: done before the seeds
-            ahead.exception()
+            wait([ahead])
             return ahead, False
         return ahead, True
     beside = request.common.sanitize and room_beside(request.device, graph_working_set_bytes(target.graph))
@@ -600,12 +602,8 @@ def _sanitize_ahead(request: KernelRequest) -> None:
     device = request.device
     if not request.settings.sanitize_ahead or not request.common.sanitize or not device.startswith("cuda"):
         return
-    key = request.target.restitched
-    if room_beside(device, graph_working_set_bytes(request.target.graph)):
-        begin_sanitizer(lambda: _sanitize(request), True, key=key)
-        return
-    gate = DeviceGate()
-    begin_sanitizer(lambda: _sanitize(request, gate=gate), True, key=key, gate=gate)
+    gate = None if room_beside(device, graph_working_set_bytes(request.target.graph)) else DeviceGate()
+    begin_sanitizer(lambda: _sanitize(request, gate=gate), True, key=request.target.restitched, gate=gate)
 
 
 def _sanitize(request: GateRequest[GraphCandidate, Any], side_by_side: bool = True, gate: Any = None) -> Any:
