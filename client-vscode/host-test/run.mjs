@@ -77,9 +77,13 @@ function prepareWorkspace() {
 }
 
 function compileCpuDump() {
-  log('compiling examples/gelu_mlp.py for the CPU Triton backend (the tiny dump to optimize)');
+  // At its tiny size (16 rows, as `kernelopt demo` and the Python tests take it on the CPU): the
+  // interpreter runs one program per row, and Optimize runs this kernel some hundred times (timing,
+  // gate 2's battery, gate 3's seeds, gate 4), 2 s a call at the default 64 rows.
+  log('compiling examples/gelu_mlp.py (KERNELOPT_PROBLEM_SCALE=tiny) for the CPU Triton backend (the tiny dump to optimize)');
   const compile = spawnSync(PYTHON, ['-m', 'kernelopt_core.cli.main', 'compile', path.join(REPO, 'examples/gelu_mlp.py'),
-    '--out', path.join(WS, 'cpu'), '--device', 'cpu'], { cwd: REPO, encoding: 'utf8', env: childEnv(), timeout: 900_000 });
+    '--out', path.join(WS, 'cpu'), '--device', 'cpu'],
+  { cwd: REPO, encoding: 'utf8', env: childEnv({ KERNELOPT_PROBLEM_SCALE: 'tiny' }), timeout: 900_000 });
   if (compile.status !== 0) {
     throw new Error(`kernelopt compile failed (exit ${compile.status}):\n${compile.stdout}\n${compile.stderr}`);
   }
@@ -219,6 +223,19 @@ function runProcesses() {
   }
   return found;
 }
+let serverAndHost = []; // kernelopt-lsp and its parent, the extension host, seen at activation
+
+/** Whether a process seen before still runs: the same pid and start time, not a zombie. */
+function stillRunning(p) {
+  try {
+    const stat = fs.readFileSync(`/proc/${p.pid}/stat`, 'latin1');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[19] === p.start && fields[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 const sampler = setInterval(() => runProcesses(), 1000);
 sampler.unref();
 
@@ -492,6 +509,10 @@ async function activation() {
     return text.includes('KernelOPT: idle') ? text : '';
   }, 120);
   const server = await waitFor('kernelopt-lsp among the processes', () => runProcesses().find((p) => p.cmd.includes('kernelopt_lsp.main')), 30);
+  // Its parent is the extension host: both must end when the tab closes (the last step).
+  const host = processTable().get(server.ppid);
+  serverAndHost = [server, ...(host ? [host] : [])];
+  log(`the extension host: pid ${host?.pid ?? '?'}, ${host?.cmd.slice(0, 100) ?? 'not found'}`);
   // The server inherits the editor's environment (PATH, HOME, CUDA variables, an exported API key):
   // PYTHONPATH, set for code-server, makes it run this checkout's code.
   const environ = fs.readFileSync(`/proc/${server.pid}/environ`, 'latin1').split('\0');
@@ -733,9 +754,16 @@ async function noProcessLeft() {
   await context.close();
   context = undefined;
   // The tab is gone: with a short --reconnection-grace-time the extension host and kernelopt-lsp end.
+  // code-server's own helpers (bootstrap-fork --type=ptyHost, fileWatcher, ...) end with the window's
+  // management connection, which code-server drops only after its keep-alive timeout (25-30 s) and
+  // the grace time: those are code-server's, and stopping it below must end them too.
   await waitFor('the extension host and kernelopt-lsp to end after the tab closed', () =>
-    !runProcesses().some((p) => p.cmd.includes('kernelopt_lsp') || p.cmd.includes('extensionHost') || p.cmd.includes('bootstrap-fork')), 60);
+    !serverAndHost.some(stillRunning) && !runProcesses().some((p) => p.cmd.includes('kernelopt_lsp') || p.cmd.includes('extensionHost')), 60);
+  const helpers = runProcesses().filter((p) => p.cmd.includes('bootstrap-fork'));
+  log(`the extension host and kernelopt-lsp ended after the tab closed; code-server's helpers still running: ${
+    helpers.map((p) => p.cmd.match(/--type=\S+/)?.[0] ?? p.cmd.slice(0, 80)).join(', ') || 'none'}`);
   await stopCodeServer();
+  log('code-server stopped');
   const left = await waitFor('every process of the run to end', async () => {
     const alive = runProcesses();
     return alive.length === 0 ? [] : undefined;
