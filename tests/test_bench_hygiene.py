@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,13 @@ def test_without_nvidia_smi_the_check_is_a_note() -> None:
 BROKEN_IMPORT = "import torch\n\nclass Model(torch.nn.Module:\n    pass\n"
 
 
-def test_memory_still_held_fails_the_next_problems_clearly_and_the_report_says_so(tmp_path: Path) -> None:
+def test_memory_still_held_fails_the_next_problems_clearly_and_the_report_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt_core.bench import scheduler
+
+    # The stand-in reader answers at once and never changes its mind: the guard's 40 reads 0.5 s apart
+    # (the time a real driver takes to free memory) would only wait 20 s for the same answer.
+    monkeypatch.setattr(scheduler, "DeviceMemoryGuard", partial(DeviceMemoryGuard, settle_interval_s=0.0))
     suite = tmp_path / "suite"
     suite.mkdir()
     for name in ("a_first", "b_second", "c_third"):
