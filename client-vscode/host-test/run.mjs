@@ -511,8 +511,11 @@ async function activation() {
   const server = await waitFor('kernelopt-lsp among the processes', () => runProcesses().find((p) => p.cmd.includes('kernelopt_lsp.main')), 30);
   // Its parent is the extension host: both must end when the tab closes (the last step).
   const host = processTable().get(server.ppid);
-  serverAndHost = [server, ...(host ? [host] : [])];
-  log(`the extension host: pid ${host?.pid ?? '?'}, ${host?.cmd.slice(0, 100) ?? 'not found'}`);
+  serverAndHost = [server, host];
+  if (!host || !host.cmd.includes('extensionHost')) {
+    throw new Error(`kernelopt-lsp's parent is not the extension host: ${host ? `${host.pid} ${host.cmd.slice(0, 200)}` : 'gone'}`);
+  }
+  log(`the extension host: pid ${host.pid}, ${host.cmd.match(/--type=\S+/)?.[0] ?? host.cmd.slice(0, 100)}`);
   // The server inherits the editor's environment (PATH, HOME, CUDA variables, an exported API key):
   // PYTHONPATH, set for code-server, makes it run this checkout's code.
   const environ = fs.readFileSync(`/proc/${server.pid}/environ`, 'latin1').split('\0');
