@@ -158,3 +158,16 @@ def test_a_wrong_variant_is_rejected_by_gate_two(level2_graphs, tmp_path: Path) 
                          CascadeConfig(run_gates=(2,), device="cpu", workdir=str(tmp_path), **LIGHT))
     assert not result.accepted and result.failed_gate == 2, result.reason
     assert "could not verify" not in result.reason, result.reason
+
+
+def test_a_row_count_is_kept_per_lane_only_where_the_mask_is_more_than_the_rows_end(level2_graphs) -> None:
+    kernel = _statistics_kernel(level2_graphs["21"])
+    source = shifted_source(parse_kernel_module(kernel.source, kernel.name))
+    assert "_ko_tmp2_count" not in source and "+ r0_numel" in source  # the loop masks only the row's end: n = r0_numel
+    (mask,) = {line.split("tl.where(")[1].split(",")[0] for line in kernel.source.splitlines()
+               if "tmp2_mean = tl.where(" in line}
+    narrower = kernel.source.replace(f"tl.where({mask}, tmp2_", f"tl.where({mask} & (tmp1 > 0), tmp2_")
+    assert narrower.count("& (tmp1 > 0)") == 3
+    counted = shifted_source(parse_kernel_module(narrower, kernel.name))
+    assert "_ko_tmp2_count = _ko_tmp2_count + tl.where(_ko_tmp2_live, 1.0, 0.0)" in counted
+    assert "_ko_tmp2_n = tl.sum(_ko_tmp2_count, 1)" in counted

@@ -13,7 +13,8 @@ changes only how the statistic is accumulated:
 * on the first trip of the loop, the row's first block gives a shift ``K``: its mean (a block
   reduction, once per row; a non-finite mean becomes 0 so that an inf or NaN reaches the result as
   Welford's would);
-* every trip adds ``d = x - K`` and ``d * d`` per lane (masked lanes add 0), and counts the lane;
+* every trip adds ``d = x - K`` and ``d * d`` per lane (masked lanes add 0); a row's count is ``r0_numel``
+  where the loop masks only the row's end, else each lane counts its live trips;
 * after the loop the lanes are summed once: ``mean = K + S1 / n``, ``M2 = S2 - S1 * S1 / n``
   (clamped at 0 from below, NaN kept), ``n``, which is exactly what Inductor's
   ``triton_helpers.welford(mean, m2, weight, 1)`` returned.
@@ -201,17 +202,29 @@ def _indent(text: str, node: ast.stmt) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
+ROW_MASKS = ("r0_mask", "r0_mask & xmask", "xmask & r0_mask")
+
+
+def _counts_every_lane(site: WelfordSite) -> bool:
+    """Whether a row's count is ``r0_numel``: the loop runs to ``r0_numel`` and masks only the row's end
+    (and rows beyond ``xnumel``, whose results are never stored), so no per-lane count need be kept."""
+    call = site.loop.iter
+    ends_at_numel = isinstance(call, ast.Call) and ast.unparse(call.args[1]) == "r0_numel"
+    return ends_at_numel and (site.mask is None or site.mask.replace("(", "").replace(")", "") in ROW_MASKS)
+
+
 def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]]:
     """(first line, last line, replacement lines) edits, 1-based inclusive line numbers."""
     p = site.prefix
     # New names: the accumulators hold sums now, not Welford's mean, M2 and weight.
     s1, s2, count = f"{p}_sum", f"{p}_squares", f"{p}_count"
+    counted = not _counts_every_lane(site)
     mask = site.mask
     edits: list[tuple[int, int, list[str]]] = []
     first_init = min(site.inits, key=lambda n: n.lineno)
     pad = _indent(text, first_init)
     for node, name in zip(site.inits, (s1, s2, count), strict=True):
-        lines = [f"{pad}{name} = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)"]
+        lines = [f"{pad}{name} = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)"] if counted or name != count else []
         if node is first_init:
             lines.append(f"{pad}{p}_shift = tl.zeros([XBLOCK, 1], tl.float32)")
         edits.append((node.lineno, node.end_lineno or node.lineno, lines))
@@ -221,22 +234,22 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
     step_lines = [
         f"{inner}{p}_value = {value}",
         f"{inner}{p}_live = {live}",
-        f"{inner}{p}_ones = tl.where({p}_live, 1.0, 0.0)",
         f"{inner}if r0_offset == 0:",
         # the shift: the first block's mean, once per row
         f"{inner}    {p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), 1)[:, None] / "
-        f"tl.maximum(tl.sum({p}_ones, 1)[:, None], 1.0)",
+        f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), 1)[:, None], 1.0)",
         f"{inner}{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
         f"{inner}{s1} = {s1} + {p}_delta",
         f"{inner}{s2} = {s2} + {p}_delta * {p}_delta",
-        f"{inner}{count} = {count} + {p}_ones",
     ]
+    if counted:
+        step_lines.append(f"{inner}{count} = {count} + tl.where({p}_live, 1.0, 0.0)")
     last_update = max(site.updates, key=lambda n: n.end_lineno or n.lineno)
     edits.append((site.step.lineno, last_update.end_lineno or last_update.lineno, step_lines))
     mean, m2, weight = _target_names(site.combine)  # type: ignore[misc]
     after = _indent(text, site.combine)
     combine_lines = [
-        f"{after}{p}_n = tl.sum({count}, 1)",
+        f"{after}{p}_n = tl.sum({count}, 1)" if counted else f"{after}{p}_n = tl.zeros([XBLOCK], tl.float32) + r0_numel",
         f"{after}{p}_s1 = tl.sum({s1}, 1)",
         f"{after}{p}_s2 = tl.sum({s2}, 1)",
         # a row with no live lane (beyond xnumel) has S1 = 0: its mean is the shift, never stored
