@@ -1,28 +1,13 @@
 """Shifted moments: a looped Welford reduction's per-element division replaced by shifted sums.
 
-The statistics kernel of a group, instance or batch norm after a vendor convolution or GEMM
-(KernelBench level 2) is an Inductor looped reduction that updates a running mean, M2 and count
-per lane with ``triton_helpers.welford_reduce``: for every element a subtraction, an IEEE division
-by the lane's count, and two more multiply-adds, then three selects on the row mask. With a fused
-prologue (the sigmoid of ``sigmoid(conv * scale)``, say) that is enough instructions per loaded
-float to keep the kernel short of memory bandwidth.
-
-This rewrite keeps the kernel (same signature, launch, loads, stores and post-loop code) and
-changes only how the statistic is accumulated:
-
-* on the first trip of the loop, the row's first block gives a shift ``K``: its mean (a block
-  reduction, once per row; a non-finite mean becomes 0 so that an inf or NaN reaches the result as
-  Welford's would);
-* every trip adds ``d = x - K`` and ``d * d`` per lane (masked lanes add 0); a row's count is ``r0_numel``
-  where the loop masks only the row's end, else each lane counts its live trips;
-* after the loop the lanes are summed once: ``mean = K + S1 / n``, ``M2 = S2 - S1 * S1 / n``
-  (clamped at 0 from below, NaN kept), ``n``, which is exactly what Inductor's
-  ``triton_helpers.welford(mean, m2, weight, 1)`` returned.
-
-Numerically this is the shifted-data algorithm with a shift within a block's standard error of the
-mean, so the cancellation in ``S2 - S1 * S1 / n`` is negligible (``S1`` is about ``n / sqrt(block)``
-standard deviations); its rounding is that of two tree-summed accumulators, the same order as
-Welford's. Deterministic: the order of the sums is fixed by the launch configuration.
+The statistics kernel of a group, instance or batch norm after a vendor conv or GEMM (KernelBench
+level 2) updates a running mean, M2 and count per lane with ``triton_helpers.welford_reduce``: per
+element a division by the lane's count besides the adds and selects. This rewrite keeps the kernel
+(signature, launch, loads, stores, post-loop code) and accumulates instead, per lane, ``d = x - K``
+and ``d * d``, where the shift ``K`` is the row's first block's mean (the loop's first trip). After the
+loop: ``mean = K + S1 / n``, ``M2 = S2 - S1 * S1 / n``, ``n``: what ``triton_helpers.welford(mean, m2,
+weight, 1)`` returned. The shift keeps ``S1`` small, so nothing cancels; the order of the sums is fixed
+by the launch configuration. Numerics, special values and measurements: docs/optimizer.md, "Level 2".
 """
 
 from __future__ import annotations
