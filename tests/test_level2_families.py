@@ -171,3 +171,20 @@ def test_a_row_count_is_kept_per_lane_only_where_the_mask_is_more_than_the_rows_
     counted = shifted_source(parse_kernel_module(narrower, kernel.name))
     assert "_ko_tmp2_count = _ko_tmp2_count + tl.where(_ko_tmp2_live, 1.0, 0.0)" in counted
     assert "_ko_tmp2_n = tl.sum(_ko_tmp2_count, 1)" in counted
+
+
+def test_on_the_h200_layer_norm_kernel_every_variant_compiles_for_sm90_without_spills() -> None:
+    """The H200 dump's Welford layer norm (torch 2.11, max-autotune): a real GPU kernel of the shape the
+    family rewrites, its shifted variants compiled by gate 1's sm_90 compiler."""
+    from conftest import H200_DUMPS
+
+    from kernelopt_core.gates.ptx_compile import shared_compiler
+
+    kernel = parse_output_code(str(H200_DUMPS / "layernorm_gelu" / "output_code.py")).kernels[0]
+    variants = FAMILIES["shifted_moments"].variants(_context(kernel, "cuda"))
+    assert len(variants) == 3, [v.title for v in variants]
+    for rewrite in variants[1:]:  # the fixed configurations: one compile each
+        result = shared_compiler().compile(kernel.name, rewrite.source)
+        assert result["ok"], (rewrite.title, result.get("error"))
+        (config,) = result["configs"]
+        assert 0 < config["n_regs"] <= 255 and config["n_spills"] == 0, (rewrite.title, config)
