@@ -168,7 +168,7 @@ def test_the_sanitizer_is_told_to_check_only_the_candidate_and_says_where_a_slow
     assert run.summary == ("did not finish within 2 s (steps done: import torch and start cuda 6.2 s, "
                            "load the graph 3.5 s)")
     argv, env_line = seen.read_text().splitlines()
-    assert "--tool memcheck --print-limit 20 --kernel-name kns=_kosan_checked " in argv
+    assert "--tool memcheck --print-limit 20 --target-processes application-only --kernel-name kns=_kosan_checked " in argv
     assert env_line == "PYTORCH_NO_CUDA_MEMORY_CACHING=1"  # each tensor its own allocation
 
 
@@ -466,3 +466,22 @@ def test_the_target_loads_the_baseline_through_the_workers_inductor_cache(waitin
     assert run.ran, run.summary
     assert run.steps == "baseline cache given 1.0 s, own cache in scratch 1.0 s"
     assert BASELINE_CACHE_ENV not in _target_env("/tmp/s")  # none known: the target tunes the baseline itself
+
+
+def test_the_tool_start_and_the_exit_are_steps_of_their_own() -> None:
+    """A run longer than its target's steps says where the rest went: before the target's first line, or
+    after its last (read from the wall clock the target prints)."""
+    from kernelopt_core.gates.sanitize import steps_line, with_start_and_exit
+
+    printed = ("SANITIZE-CLOCK started 1003.500\nSANITIZE-STEP load_the_graph 2.00\nSANITIZE-TARGET-OK\n"
+               "SANITIZE-CLOCK done 1010.000\n")
+    assert steps_line(with_start_and_exit(printed, launched=1000.0, ended=1031.25)) == (
+        "start the tool and python 3.5 s, load the graph 2.0 s, exit and report 21.2 s")
+    assert with_start_and_exit("SANITIZE-STEP load_the_graph 2.00\n", 1000.0, 1031.0) == (
+        "SANITIZE-STEP load_the_graph 2.00\n")  # a target that printed no clock: nothing made up
+
+
+def test_the_target_compiles_in_its_own_process_and_only_it_is_instrumented(tmp_path: Path) -> None:
+    from kernelopt_core.gates.sanitize import _target_env
+
+    assert _target_env(str(tmp_path))["TORCHINDUCTOR_COMPILE_THREADS"] == "1"

@@ -302,3 +302,18 @@ def k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     assert adds_decisions(None, original, "def (") is True  # unreadable: assume it does
     assert adds_decisions(False, original, fast_path) is False  # the payload's pin decides
     assert adds_decisions(None) is True
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURED_INPUT_SETS))
+@pytest.mark.parametrize("chunk", [37, 96 * 3 + 5])
+def test_each_structured_set_depends_on_the_flat_index_only_not_the_chunking(name: str, chunk: int) -> None:
+    # chunks shorter than a row and across row and pair boundaries against the whole tensor at once:
+    # per-row, per-block and previous-row values must not move with the chunk's edges
+    shape = (8, COLUMNS)
+    whole = torch.full(shape, 7.0)
+    fill(whole, STRUCTURED_INPUT_SETS[name], seed=5, row_length=COLUMNS, constants=(0.5, 3.0), reduction=True)
+    pieces = torch.full(shape, 7.0)
+    fill(pieces, STRUCTURED_INPUT_SETS[name], seed=5, row_length=COLUMNS, constants=(0.5, 3.0), reduction=True,
+         chunk=chunk)
+    assert not (whole == 7.0).all()
+    assert torch.equal(torch.nan_to_num(whole), torch.nan_to_num(pieces))

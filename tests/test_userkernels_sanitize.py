@@ -158,7 +158,7 @@ def test_memcheck_errors_reject_and_name_the_tool(folder: Path, stand_in: Path) 
     assert report.note.startswith("compute-sanitizer: memcheck 1 errors (")
     assert "racecheck not run: the kernel uses no shared memory" in report.note
     calls = sorted((stand_in / "calls.txt").read_text().splitlines())
-    assert calls == [f"--tool memcheck --print-limit 20 --kernel-name kns={CHECKED_SUFFIX}"]
+    assert calls == [f"--tool memcheck --print-limit 20 --target-processes application-only --kernel-name kns={CHECKED_SUFFIX}"]
 
 
 def test_racecheck_runs_only_where_the_candidates_own_code_can_address_shared_memory(

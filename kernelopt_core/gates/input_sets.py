@@ -84,16 +84,27 @@ def _hash_normal(index: Any, seed: int, salt: int) -> Any:
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
 
 
-def _per_row(ctx: FillContext, start: int, count: int, of_rows: Callable[[Any], Any]) -> Any:
-    """Each element of [start, start + count) gets ``of_rows(row index)`` of its row, computed once per row."""
+def per_key(ctx: FillContext, start: int, count: int, divisor: int, of_keys: Callable[[Any], Any]) -> Any:
+    """Each element of [start, start + count) gets ``of_keys(key)`` of its key ``flat index // divisor``,
+    computed once per key and repeated: a hash per key, not per element (a GPU chunk of 16 Mi elements is a
+    few passes, where a hash of every element's key is a dozen passes over int64)."""
     import torch
 
-    first, last = start // ctx.row_length, (start + count - 1) // ctx.row_length
-    per_row = of_rows(torch.arange(first, last + 1, device=ctx.device, dtype=torch.int64))
+    first, last = start // divisor, (start + count - 1) // divisor
+    values = of_keys(torch.arange(first, last + 1, device=ctx.device, dtype=torch.int64))
     if first == last:
-        return per_row.expand(count)
-    index = torch.arange(start, start + count, device=ctx.device, dtype=torch.int64) // ctx.row_length - first
-    return per_row[index]
+        return values.expand(count)
+    if divisor == 1:
+        return values
+    repeats = torch.full((last - first + 1,), divisor, dtype=torch.int64, device=ctx.device)
+    repeats[0] = divisor - start % divisor
+    repeats[-1] = (start + count - 1) % divisor + 1
+    return torch.repeat_interleave(values, repeats, output_size=count)
+
+
+def _per_row(ctx: FillContext, start: int, count: int, of_rows: Callable[[Any], Any]) -> Any:
+    """Each element of [start, start + count) gets ``of_rows(row index)`` of its row, computed once per row."""
+    return per_key(ctx, start, count, ctx.row_length, of_rows)
 
 
 # Random values come in aligned blocks, each drawn from its own seeded generator, so they depend on the
@@ -176,11 +187,9 @@ def _zero_blocks(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
     values = _normal(ctx, start, count, 2)
-    index = torch.arange(start, start + count, device=ctx.device, dtype=torch.int64)
-    block = zero_block_size(ctx.numel)
-    zero = (index // block) % 3 == 1
+    zero = per_key(ctx, start, count, zero_block_size(ctx.numel), lambda blocks: blocks % 3 == 1)
     if ctx.numel // ctx.row_length >= 4:
-        zero |= (index // ctx.row_length) % 4 == 2
+        zero = zero | _per_row(ctx, start, count, lambda rows: rows % 4 == 2)
     return torch.where(zero, torch.zeros_like(values), values)
 
 
@@ -230,7 +239,7 @@ def _tail_extreme(ctx: FillContext, start: int, count: int) -> Any:
     values = _normal(ctx, start, count, 10)
     index = torch.arange(start, start + count, device=ctx.device, dtype=torch.int64)
     last = index % ctx.row_length == ctx.row_length - 1
-    extreme = torch.where((index // ctx.row_length) % 2 == 0, 30.0, -30.0).to(ctx.compute_dtype)
+    extreme = _per_row(ctx, start, count, lambda rows: torch.where(rows % 2 == 0, 30.0, -30.0).to(ctx.compute_dtype))
     return torch.where(last, extreme, values)
 
 

@@ -426,7 +426,9 @@ def _target_env(scratch: str, baseline_cache: str | None = None) -> dict[str, st
             "TMPDIR": scratch, "HOME": scratch, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
             "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "CUDA_CACHE_PATH": os.path.join(scratch, "cuda"),
             "TRITON_CACHE_MANAGER": "kernelopt_core.sandbox.triton_cache:ReadThroughCacheManager",
-            "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+            "KERNELOPT_SHARED_TRITON_CACHE": _triton_cache_dir(), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+            # Inductor compiles in the target itself: no pool of compile workers to start and end under the tool
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
@@ -437,9 +439,12 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
     if sanitizer is None:
         return SanitizerRun(tool, False, None, 0.0, "compute-sanitizer was not found (set KERNELOPT_COMPUTE_SANITIZER)")
     scratch = tempfile.mkdtemp(prefix="kernelopt-sanitize-", dir=worker_scratch())
-    command = [sanitizer, "--tool", tool, "--print-limit", "20", "--kernel-name", f"kns={CHECKED_SUFFIX}",
-               sys.executable, "-m", target.module, *target.args, "--scratch", scratch]
+    # Only the target itself is instrumented: a process it starts (a compile worker) is trusted code.
+    command = [sanitizer, "--tool", tool, "--print-limit", "20", "--target-processes", "application-only",
+               "--kernel-name", f"kns={CHECKED_SUFFIX}", sys.executable, "-m", target.module, *target.args,
+               "--scratch", scratch]
     begin = time.monotonic()
+    launched = time.time()
     try:
         # In the worker's process group and ending with the worker (process_lifetime); the target
         # under it watches the worker too.
@@ -469,7 +474,23 @@ def run_target(tool: str, target: SanitizerTarget, timeout_s: float = 600.0,
     finally:
         _LIVE.discard(process.pid)
         shutil.rmtree(scratch, ignore_errors=True)
-    return read_report(tool, (stdout or "") + "\n" + (stderr or ""), process.returncode, seconds)
+    text = with_start_and_exit((stdout or "") + "\n" + (stderr or ""), launched, time.time())
+    return read_report(tool, text, process.returncode, seconds)
+
+
+_CLOCK = re.compile(r"^SANITIZE-CLOCK (started|done) ([0-9.]+)$", re.MULTILINE)
+
+
+def with_start_and_exit(text: str, launched: float, ended: float) -> str:
+    """The target's printout with two more steps: from the tool's start to the target's first line (the tool
+    starting Python, Python starting), and from its last line to the tool's end (teardown, the tool's report),
+    read from the wall clock the target printed (``SANITIZE-CLOCK``). Unchanged where it printed none."""
+    clocks = dict(_CLOCK.findall(text))
+    if "started" in clocks:
+        text = f"SANITIZE-STEP start_the_tool_and_python {max(0.0, float(clocks['started']) - launched):.2f}\n" + text
+    if "done" in clocks:
+        text += f"\nSANITIZE-STEP exit_and_report {max(0.0, ended - float(clocks['done'])):.2f}\n"
+    return text
 
 
 def read_report(tool: str, text: str, returncode: int | None, seconds: float) -> SanitizerRun:
@@ -519,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--go", help="a staged start: wait for this file before taking the device")
+    print(f"SANITIZE-CLOCK started {time.time():.3f}", flush=True)
     args = parser.parse_args(argv)
     die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
     steps = Steps()
@@ -574,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         del values
     steps.done(f"launch_{len(runs)}_config{'s' if len(runs) != 1 else ''}")
     print("SANITIZE-TARGET-OK")
+    print(f"SANITIZE-CLOCK done {time.time():.3f}", flush=True)
     return 0
 
 

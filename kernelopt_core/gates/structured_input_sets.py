@@ -27,8 +27,11 @@ from .input_sets import (
     _hash_normal,
     _hash_uniform,
     _normal,
+    _per_row,
+    _uniform,
     input_sets_for,
     near_max_headroom,
+    per_key,
     zero_block_size,
 )
 
@@ -49,21 +52,34 @@ def _index(ctx: FillContext, start: int, count: int) -> Any:
     return torch.arange(start, start + count, device=ctx.device, dtype=torch.int64)
 
 
-def _row_uniform(ctx: FillContext, rows: Any, salt: int) -> Any:
-    return _hash_uniform(rows, ctx.seed, salt).to(ctx.compute_dtype)
+def _columns(ctx: FillContext, start: int, count: int) -> Any:
+    return _index(ctx, start, count) % ctx.row_length
+
+
+def _row_uniform(ctx: FillContext, start: int, count: int, salt: int) -> Any:
+    """A uniform (0, 1) value per row, hashed once per row (float64)."""
+    return _per_row(ctx, start, count, lambda rows: _hash_uniform(rows, ctx.seed, salt))
+
+
+def _row_kind(ctx: FillContext, start: int, count: int, salt: int, kinds: int) -> Any:
+    """Which of ``kinds`` kinds each element's row is (float64 0.0, 1.0, ...)."""
+    return _per_row(ctx, start, count, lambda rows: (_hash_uniform(rows, ctx.seed, salt) * kinds).floor())
+
+
+# Per-element randomness comes from the seeded blocks of :func:`.input_sets._normal`/``_uniform`` (one
+# pass each); per-row and per-block choices are hashed once per row or block (:func:`.input_sets.per_key`).
 
 
 def _sign_blocks(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
     magnitude = _normal(ctx, start, count, 21).abs()
-    block = zero_block_size(ctx.numel)
-    kind = (_hash_uniform(index // block, ctx.seed, 22) * 3).floor()  # 0 positive, 1 negative, 2 mixed
+    kind = per_key(ctx, start, count, zero_block_size(ctx.numel),  # 0 positive, 1 negative, 2 mixed
+                   lambda blocks: (_hash_uniform(blocks, ctx.seed, 22) * 3).floor())
     if ctx.numel // ctx.row_length >= 4:  # whole rows of one sign in the mixed blocks: a 2-D tile lies in rows
-        row_kind = (_hash_uniform(index // ctx.row_length, ctx.seed, 23) * 4).floor()
+        row_kind = _row_kind(ctx, start, count, 23, 4)
         kind = torch.where((kind == 2) & (row_kind < 2), row_kind, kind)
-    mixed = torch.where(_hash_uniform(index, ctx.seed, 24) < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
+    mixed = torch.where(_uniform(ctx, start, count, 0.0, 1.0, 24) < 0.5, -1.0, 1.0).to(ctx.compute_dtype)
     sign = torch.where(kind == 0, 1.0, torch.where(kind == 1, -1.0, mixed)).to(ctx.compute_dtype)
     return sign * magnitude
 
@@ -71,34 +87,47 @@ def _sign_blocks(ctx: FillContext, start: int, count: int) -> Any:
 def _sorted_rows(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
-    rows, column = index // ctx.row_length, index % ctx.row_length
-    kind = (_hash_uniform(rows, ctx.seed, 31) * 3).floor()  # 0 increasing, 1 decreasing, 2 random
-    base = _hash_normal(rows, ctx.seed, 32)
-    spread = 1.0 + 3.0 * _hash_uniform(rows, ctx.seed, 33)
-    curve = 0.5 + 1.5 * _hash_uniform(rows, ctx.seed, 34)
+    column = _columns(ctx, start, count)
+    kind = _row_kind(ctx, start, count, 31, 3)  # 0 increasing, 1 decreasing, 2 random
+    base = _per_row(ctx, start, count, lambda rows: _hash_normal(rows, ctx.seed, 32))
+    spread = 1.0 + 3.0 * _row_uniform(ctx, start, count, 33)
+    curve = 0.5 + 1.5 * _row_uniform(ctx, start, count, 34)
     # strictly increasing positions in (0, 1): the jitter stays below half a step
-    t = (column.to(torch.float64) + 0.5 * _hash_uniform(index, ctx.seed, 35)) / ctx.row_length
+    jitter = _uniform(ctx, start, count, 0.0, 0.5, 35).to(torch.float64)
+    t = (column.to(torch.float64) + jitter) / ctx.row_length
     shape = t + curve * t * t
     direction = torch.where(kind == 1, -1.0, 1.0).to(torch.float64)
     monotone = (base + direction * spread * shape).to(ctx.compute_dtype)
     return torch.where(kind == 2, _normal(ctx, start, count, 36), monotone)
 
 
+def _previous_row(ctx: FillContext, start: int, count: int, salt: int) -> Any:
+    """The values ``_normal(.., salt)`` holds one row earlier for each element (the first row's: zeros)."""
+    import torch
+
+    earlier = start - ctx.row_length
+    if earlier >= 0:
+        return _normal(ctx, earlier, count, salt)
+    before = min(count, -earlier)  # elements of the first row: no row before them
+    rest = _normal(ctx, 0, count - before, salt) if count > before else None
+    zeros = torch.zeros(before, device=ctx.device, dtype=ctx.compute_dtype)
+    return zeros if rest is None else torch.cat([zeros, rest])
+
+
 def _repeated_rows(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
-    rows, column = index // ctx.row_length, index % ctx.row_length
-    pair = rows // 2
-    kind = (_hash_uniform(pair, ctx.seed, 41) * 3).floor()  # 0 repeat, 1 repeat but one element, 2 independent
-    second = rows % 2 == 1
-    source = torch.where(second & (kind < 2), rows - 1, rows)
-    values = _hash_normal(source * ctx.row_length + column, ctx.seed, 42)
-    changed = (_hash_uniform(pair, ctx.seed, 43) * ctx.row_length).floor().to(torch.int64)
-    bump = 1.0 + _hash_normal(index, ctx.seed, 44).abs()
-    values = torch.where(second & (kind == 1) & (column == changed), values + bump, values)
-    return values.to(ctx.compute_dtype)
+    column = _columns(ctx, start, count)
+    # per pair of rows: 0 the second repeats the first, 1 all but one element, 2 independent
+    second = _per_row(ctx, start, count, lambda rows: rows % 2 == 1)
+    kind = per_key(ctx, start, count, 2 * ctx.row_length,
+                   lambda pairs: (_hash_uniform(pairs, ctx.seed, 41) * 3).floor())
+    changed = per_key(ctx, start, count, 2 * ctx.row_length,
+                      lambda pairs: (_hash_uniform(pairs, ctx.seed, 43) * ctx.row_length).floor().to(torch.int64))
+    own = _normal(ctx, start, count, 42)
+    values = torch.where(second & (kind < 2), _previous_row(ctx, start, count, 42), own)
+    bump = 1.0 + _normal(ctx, start, count, 44).abs()
+    return torch.where(second & (kind == 1) & (column == changed), values + bump, values)
 
 
 LEADING_LARGE = 6.0  # the rest of a leading-max row stays within +-LEADING_REST
@@ -108,15 +137,15 @@ LEADING_REST = 5.5
 def _leading_max_rows(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
-    rows, column = index // ctx.row_length, index % ctx.row_length
+    column = _columns(ctx, start, count)
     # 0 leads with its maximum, 1 several leading elements above the rest, 2 those but the last larger
     # still, 3 random
-    kind = (_hash_uniform(rows, ctx.seed, 51) * 4).floor()
-    leading = 1 + (_hash_uniform(rows, ctx.seed, 52) * min(ctx.row_length, 32)).floor().to(torch.int64)
-    leading = torch.where(kind == 0, torch.ones_like(leading), leading)
+    kind = _row_kind(ctx, start, count, 51, 4)
+    leading = _per_row(ctx, start, count, lambda rows: torch.where(
+        (_hash_uniform(rows, ctx.seed, 51) * 4).floor() == 0, 1,
+        1 + (_hash_uniform(rows, ctx.seed, 52) * min(ctx.row_length, 32)).floor().to(torch.int64)))
     rest = _normal(ctx, start, count, 53)
-    large = (LEADING_LARGE + _hash_normal(index, ctx.seed, 54).abs()).to(ctx.compute_dtype)
+    large = LEADING_LARGE + _normal(ctx, start, count, 54).abs()
     values = torch.where((kind < 3) & (column < leading), large, rest.clamp(-LEADING_REST, LEADING_REST))
     last = (kind == 2) & (column == ctx.row_length - 1) & (column >= leading)
     return torch.where(last, large + 2 * LEADING_LARGE, values)
@@ -125,11 +154,11 @@ def _leading_max_rows(ctx: FillContext, start: int, count: int) -> Any:
 def _sparse_rows(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
-    rows, column = index // ctx.row_length, index % ctx.row_length
-    kind = (_hash_uniform(rows, ctx.seed, 61) * 4).floor()  # 0 empty, 1 one element, 2 1/64, 3 1/8
-    only = (_hash_uniform(rows, ctx.seed, 62) * ctx.row_length).floor().to(torch.int64)
-    draw = _hash_uniform(index, ctx.seed, 63)
+    column = _columns(ctx, start, count)
+    kind = _row_kind(ctx, start, count, 61, 4)  # 0 empty, 1 one element, 2 1/64, 3 1/8
+    only = _per_row(ctx, start, count,
+                    lambda rows: (_hash_uniform(rows, ctx.seed, 62) * ctx.row_length).floor().to(torch.int64))
+    draw = _uniform(ctx, start, count, 0.0, 1.0, 63)
     keep = torch.where(kind == 1, column == only,
                        torch.where(kind == 2, draw < 1 / 64, (kind == 3) & (draw < 1 / 8)))
     values = _normal(ctx, start, count, 64)
@@ -166,17 +195,17 @@ def _constants(ctx: FillContext, start: int, count: int) -> Any:
 
     values = constant_values(ctx.constants, ctx.eps, ctx.tiny, ctx.max) or [0.0]
     table = torch.tensor(values, device=ctx.device, dtype=torch.float64)
-    index = _index(ctx, start, count)
     block = zero_block_size(ctx.numel) // 8 or 1
     # per block: 0 every element one table value, 1 each element its own table value, 2 random values
     # with a quarter of the elements from the table
-    kind = (_hash_uniform(index // block, ctx.seed, 71) * 3).floor()
-    per_block = (_hash_uniform(index // block, ctx.seed, 72) * len(values)).floor().to(torch.int64)
-    per_element = (_hash_uniform(index, ctx.seed, 73) * len(values)).floor().to(torch.int64)
+    kind = per_key(ctx, start, count, block, lambda blocks: (_hash_uniform(blocks, ctx.seed, 71) * 3).floor())
+    per_block = per_key(ctx, start, count, block,
+                        lambda blocks: (_hash_uniform(blocks, ctx.seed, 72) * len(values)).floor().to(torch.int64))
+    per_element = (_uniform(ctx, start, count, 0.0, 1.0, 73) * len(values)).floor().to(torch.int64)
     chosen = torch.where(kind == 0, per_block, per_element).clamp(max=len(values) - 1)
     picked = table[chosen].to(ctx.compute_dtype)
     random = _normal(ctx, start, count, 74)
-    from_table = (kind < 2) | (_hash_uniform(index, ctx.seed, 75) < 0.25)
+    from_table = (kind < 2) | (_uniform(ctx, start, count, 0.0, 1.0, 75) < 0.25)
     return torch.where(from_table, picked, random)
 
 
@@ -230,19 +259,23 @@ def sweep_segment(ctx: FillContext) -> int:
 def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    index = _index(ctx, start, count)
-    group = index // sweep_segment(ctx)
+    segment = sweep_segment(ctx)
     low, high = sweep_range(ctx)
     # a low-discrepancy sequence (golden-ratio steps from a seeded start, jittered): any few consecutive
     # groups spread over the whole range, so a small tensor meets large and small magnitudes too
     offset = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 81))
-    position = torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 82))
-    scale = torch.pow(10.0, low + (high - low) * position)
-    values = (_normal(ctx, start, count, 82).to(torch.float64) * scale)
-    denormal = (group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0
-    tiny = ctx.tiny * (0.01 + 0.98 * _hash_uniform(index, ctx.seed, 84))
-    tiny = torch.where(_hash_uniform(index, ctx.seed, 85) < 0.5, -tiny, tiny)
-    return torch.where(denormal, tiny, values).to(ctx.compute_dtype)
+
+    def group_scale(group: Any) -> Any:
+        position = torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 82))
+        scale = torch.pow(10.0, low + (high - low) * position)
+        denormal = (group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0
+        return torch.where(denormal, 0.0, scale)  # 0: the group is denormal
+
+    scale = per_key(ctx, start, count, segment, group_scale)
+    values = _normal(ctx, start, count, 82).to(torch.float64) * scale
+    tiny = ctx.tiny * (0.01 + 0.98 * _uniform(ctx, start, count, 0.0, 1.0, 84).to(torch.float64))
+    tiny = torch.where(_uniform(ctx, start, count, 0.0, 1.0, 85) < 0.5, -tiny, tiny)
+    return torch.where(scale == 0, tiny, values).to(ctx.compute_dtype)
 
 
 STRUCTURED_INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (

@@ -144,7 +144,13 @@ def _load_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     # ``key``: the name to run it by, when it is not the kernel's own (gate 2's instrumented copy of a candidate)
     key = str(message.get("key") or name)
     state.kernels[key] = _candidate(load, f"loading {key}")
-    return {"launcher": bool(getattr(state.kernels[key], "is_launcher", False))}
+    reply: dict[str, Any] = {"launcher": bool(getattr(state.kernels[key], "is_launcher", False))}
+    tuned = message.get("tuned_config")
+    if isinstance(tuned, dict) and not reply["launcher"]:
+        from .pinned_config import pin_config
+
+        reply["tuned"] = pin_config(state.kernels[key], tuned)
+    return reply
 
 
 class _ScratchGuard:

@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidate", required=True, help="the candidate module, its jit functions renamed")
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--scratch", required=True)
+    print(f"SANITIZE-CLOCK started {time.time():.3f}", flush=True)
     args = parser.parse_args(argv)
     die_with_owner()  # its parent is compute-sanitizer: it watches the worker that started both
     steps = Steps()
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the harness never launched the candidate's {args.kernel}", file=sys.stderr)
         return 3
     print("SANITIZE-TARGET-OK")
+    print(f"SANITIZE-CLOCK done {time.time():.3f}", flush=True)
     return 0
 
 

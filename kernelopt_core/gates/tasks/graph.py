@@ -90,16 +90,34 @@ def _candidate_of(request: GateRequest[GraphCandidate, Any], from_spare: bool = 
                       scratch_root=request.scratch_root)
 
 
-def _load_candidate_kernels(slot: SandboxSlot, sources: dict[str, str], names: list[str], device_str: str) -> \
-        TaskReply | None:
+def _tuned_configs(graph: Any, module: Any, sources: dict[str, str], names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per kernel whose candidate keeps the original's decorators: the config the baseline graph tuned the
+    original to (tuned_config.py), for the candidate to launch with instead of tuning itself again."""
+    from ..tuned_config import original_config, same_config_space
+
+    tuned: dict[str, dict[str, Any]] = {}
+    for name in names:
+        original = graph.kernel(name)
+        config = original_config(getattr(module, name, None))
+        if original is not None and config is not None and name in sources \
+                and same_config_space(original.source, sources[name], name):
+            tuned[name] = config
+    return tuned
+
+
+def _load_candidate_kernels(slot: SandboxSlot, sources: dict[str, str], names: list[str], device_str: str,
+                            tuned: dict[str, dict[str, Any]] | None = None) -> TaskReply | None:
+    """The candidate's kernels in its process (once each); ``tuned``: configs to pin (:func:`_tuned_configs`)."""
     for name in names:
         if f"kernel:{name}" in slot.loaded:
             continue
         if name not in sources:
             raise _SetupError(f"the payload carries no candidate source for {name}")
-        reply = slot.process.call("load_kernel", name=name, source=sources[name], device_str=device_str)
+        pin = {"tuned_config": tuned[name]} if tuned and name in tuned else {}
+        reply = slot.process.call("load_kernel", name=name, source=sources[name], device_str=device_str, **pin)
         if not reply.get("ok"):
             return _candidate_failure(reply, f"{name} fails to load")
+        slot.tuned[name] = str(reply.get("tuned") or "tuned on its first launch")
         slot.loaded.add(f"kernel:{name}")
     return None
 
@@ -192,7 +210,8 @@ def _kernel_gate(request: KernelRequest) -> TaskReply:
         with clock("load_candidate"):  # getting the process (the spare, or a fresh one) and loading the kernels
             slot = _candidate_of(request, from_spare=True, keep_spare=settings.spare)
             process = slot.process
-            failed = _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda")
+            failed = _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda",
+                                             _tuned_configs(graph, baseline, target.sources, names))
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
@@ -276,7 +295,8 @@ def _kernel_gate(request: KernelRequest) -> TaskReply:
     memory = _gate2_memory(clock, working, peak_tracked, candidate_peak)
     recycle = _retained_memory(device, resident, arena_peak, memory, arena_pool)
     numbers = {"kernels": per_kernel, "steps_s": steps, "battery": battery, "memory": memory,
-               "containment": containment, "candidate_process": candidate_process}
+               "containment": containment, "candidate_process": candidate_process,
+               "launch_configs": {name: slot.tuned[name] for name in names if name in slot.tuned}}
     verdict = _gate2_verdict(per_kernel, numbers, battery, seeds)
     verdict.recycle = recycle
     return verdict
@@ -731,13 +751,15 @@ def _kernel_speedups(target: GraphCandidate, device: str, baseline: SandboxSlot,
     module = _load_baseline(target.graph, device)
     launches, output = capture_launches(module, names, make_inputs(module, seed=1000), limit=1)
     del output
-    if _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda") is not None:
+    tuned = _tuned_configs(graph, module, target.sources, names)
+    if _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda", tuned) is not None:
         return {}
     speedups: dict[str, float] = {}
     for launch in launches:
         kernel = graph.kernel(launch.kernel)
         assert kernel is not None
-        failed = _load_original_kernel(baseline, launch.kernel, kernel.source, graph.device or "cuda")
+        failed = _load_original_kernel(baseline, launch.kernel, kernel.source, graph.device or "cuda",
+                                       getattr(module, launch.kernel, None))
         if failed is not None:
             raise RuntimeError(f"the original {launch.kernel} fails to load in its timing process")
         from ..kernel_gate import _child_kwargs
@@ -749,10 +771,16 @@ def _kernel_speedups(target: GraphCandidate, device: str, baseline: SandboxSlot,
     return speedups
 
 
-def _load_original_kernel(baseline: SandboxSlot, name: str, source: str, device_str: str) -> dict[str, Any] | None:
-    """The original kernel in the baseline's timing process (once); the failed reply when it cannot load."""
+def _load_original_kernel(baseline: SandboxSlot, name: str, source: str, device_str: str,
+                          tuned_in_graph: Any = None) -> dict[str, Any] | None:
+    """The original kernel in the baseline's timing process (once); the failed reply when it cannot load.
+    ``tuned_in_graph``: the original as the loaded baseline graph tuned it, whose config it launches with."""
+    from ..tuned_config import original_config
+
     if f"kernel:{name}" not in baseline.loaded:
-        reply = baseline.process.call("load_kernel", name=name, source=source, device_str=device_str)
+        config = original_config(tuned_in_graph)
+        pin = {"tuned_config": config} if config is not None else {}
+        reply = baseline.process.call("load_kernel", name=name, source=source, device_str=device_str, **pin)
         if not reply.get("ok"):
             return dict(reply)
         baseline.loaded.add(f"kernel:{name}")
@@ -821,11 +849,13 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
     _settle_spare()
     try:
         slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
-        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda")
+        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda",
+                                         _tuned_configs(graph, captured.module, captured.sources, [name]))
         if failed is not None:
             return {"error": failed.reason}
         baseline = _baseline_process(request.graph, device)
-        reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda")
+        reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda",
+                                      getattr(captured.module, name, None))
         if reply is not None:
             return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
         values = list(launch.args)
@@ -872,7 +902,8 @@ def compare_candidate_outputs(request: KernelTimingRequest) -> dict[str, Any]:
     process = slot.process
     arena = ExchangeArena(device)
     try:
-        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda")
+        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda",
+                                         _tuned_configs(graph, module, captured.sources, [name]))
         if failed is not None:
             return {"error": failed.reason}
         original, candidate = Side(launch.args, roles), CandidateSide(launch.args, roles, process, arena, name, 600.0)

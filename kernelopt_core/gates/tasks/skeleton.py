@@ -131,6 +131,7 @@ class SandboxSlot:
     process: Any
     how: dict[str, Any] | None = None  # from the spare or not, and the seconds getting it took
     loaded: set[str] = field(default_factory=set)
+    tuned: dict[str, str] = field(default_factory=dict)  # per kernel: how its launch config was chosen
 
 
 class ProcessHolder:
