@@ -9,7 +9,9 @@ Welford reduction it writes on a GPU (in fp32 on CUDA, Welford at every length).
 * the family is offered for the statistics kernel of both graphs, and only for it: every other kernel
   is declined with the reason; the offline planner proposes it for the statistics kernel;
 * its candidates pass gate 1 and, on the interpreter, gates 2 and 3;
-* a deliberately wrong variant (masked lanes counted into the sums) is rejected by gate 2.
+* a deliberately wrong variant (masked lanes counted into the sums) is rejected by gate 2;
+* a per-lane count is kept only where the loop's mask is more than the row's end;
+* on the H200 dump's Welford layer norm (a GPU kernel), the fixed-config variants compile for sm_90.
 """
 
 from __future__ import annotations
