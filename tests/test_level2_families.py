@@ -184,7 +184,7 @@ def test_on_the_h200_layer_norm_kernel_every_variant_compiles_for_sm90_without_s
 
     kernel = parse_output_code(str(H200_DUMPS / "layernorm_gelu" / "output_code.py")).kernels[0]
     variants = FAMILIES["shifted_moments"].variants(_context(kernel, "cuda"))
-    assert len(variants) == 3, [v.title for v in variants]
+    assert len(variants) == 4, [v.title for v in variants]
     for rewrite in variants[1:]:  # the fixed configurations: one compile each
         result = shared_compiler().compile(kernel.name, rewrite.source)
         assert result["ok"], (rewrite.title, result.get("error"))

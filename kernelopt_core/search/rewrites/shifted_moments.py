@@ -23,7 +23,7 @@ WELFORD_STEP = "triton_helpers.welford_reduce"
 WELFORD_COMBINE = "triton_helpers.welford"
 # Launch configurations tried besides Inductor's own decorator (fewer live accumulators per lane
 # leave room for a longer block): (R0_BLOCK, num_warps), XBLOCK 1.
-GPU_CONFIGS = ((2048, 8), (4096, 16))
+GPU_CONFIGS = ((2048, 8), (4096, 8), (4096, 16))
 CPU_CONFIGS = ((4096, 1),)
 
 
