@@ -16,7 +16,13 @@ import ast
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext, RewriteFamily
-from .kernel_source import KernelModule, KernelSourceError, LaunchConfig, with_launch_config
+from .kernel_source import (
+    KernelModule,
+    KernelSourceError,
+    LaunchConfig,
+    parse_kernel_module,
+    with_launch_config,
+)
 from .reduction_passes import dotted, is_call, names_read
 
 WELFORD_STEP = "triton_helpers.welford_reduce"
@@ -127,7 +133,8 @@ def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: 
         raise NotShiftable(f"line {step.lineno}: not welford_reduce(value, mean, m2, weight, first) into three names")
     if not all(isinstance(a, ast.Name) for a in call.args[1:4]):
         raise NotShiftable(f"line {step.lineno}: Welford's accumulators are not plain names")
-    accumulators = tuple(a.id for a in call.args[1:4] if isinstance(a, ast.Name))
+    names = [a.id for a in call.args[1:4] if isinstance(a, ast.Name)]
+    accumulators = (names[0], names[1], names[2])
     value = ast.unparse(call.args[0])
     updates: list[ast.Assign] = []
     masks: set[str | None] = set()
@@ -158,8 +165,7 @@ def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: 
     if dtypes != {"tl.float32"}:
         raise NotShiftable(f"Welford's accumulators are {', '.join(sorted(dtypes))}, not tl.float32")
     combine = _combine(body[index + 1:], accumulators)
-    return WelfordSite(loop, step, tuple(updates), tuple(inits), combine, value, mask, accumulators,  # type: ignore[arg-type]
-                       "tl.float32")
+    return WelfordSite(loop, step, tuple(updates), tuple(inits), combine, value, mask, accumulators, "tl.float32")
 
 
 def _combine(after: list[ast.stmt], accumulators: tuple[str, ...]) -> ast.Assign:
@@ -231,7 +237,7 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
         step_lines.append(f"{inner}{count} = {count} + tl.where({p}_live, 1.0, 0.0)")
     last_update = max(site.updates, key=lambda n: n.end_lineno or n.lineno)
     edits.append((site.step.lineno, last_update.end_lineno or last_update.lineno, step_lines))
-    mean, m2, weight = _target_names(site.combine)  # type: ignore[misc]
+    mean, m2, weight = _target_names(site.combine) or ("", "", "")  # find_sites checked: three names
     after = _indent(text, site.combine)
     combine_lines = [
         f"{after}{p}_n = tl.sum({count}, 1)" if counted else f"{after}{p}_n = tl.zeros([XBLOCK], tl.float32) + r0_numel",
@@ -272,8 +278,6 @@ class ShiftedMomentsFamily(RewriteFamily):
         return None
 
     def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
-        from .kernel_source import parse_kernel_module
-
         source = shifted_source(ctx.module)
         sites = len(find_sites(ctx.module))
         detail = (f"{sites} Welford reduction(s): per element a subtraction and a multiply-add instead of a "
