@@ -18,12 +18,13 @@ from kernelopt_core.search.rewrites.declaration import (
 )
 
 # The hand-written tables as they stood before the declarations (agents/context.py, agents/planner.py
-# and rewrites/budget.py, now rewrites/cost_model.py, at 932595b), copied literally.
+# and rewrites/budget.py, now rewrites/cost_model.py, at 932595b), copied literally; shifted_moments (added
+# after them) placed where its declaration puts it.
 DIRECTION_FAMILIES = {
-    "vectorize-loads": ("launch_config", "vector_hints"),
+    "vectorize-loads": ("launch_config", "vector_hints", "shifted_moments"),
     "fuse-rereads": ("single_read", "cooperative_rows"),
     "eviction-hints": ("eviction_hints",),
-    "cheaper-math": ("fast_math",),
+    "cheaper-math": ("fast_math", "shifted_moments"),
     "tile-tuning": ("launch_config",),
     "more-programs": ("split_programs", "cooperative_rows", "launch_config"),
     "smaller-blocks-more-warps": ("launch_config",),
@@ -33,10 +34,10 @@ DIRECTION_FAMILIES = {
     "l2-friendly-order": ("program_order", "eviction_hints", "launch_config"),
 }
 DEFAULT_ORDER = {
-    "cpu": ("user_autotune", "launch_config", "single_read", "mask_removal", "fast_math", "user_fast_math",
+    "cpu": ("user_autotune", "launch_config", "shifted_moments", "single_read", "mask_removal", "fast_math", "user_fast_math",
             "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows",
             "program_order"),
-    "cuda": ("user_autotune", "program_order", "launch_config", "single_read", "cooperative_rows", "split_programs",
+    "cuda": ("user_autotune", "program_order", "shifted_moments", "launch_config", "single_read", "cooperative_rows", "split_programs",
              "eviction_hints", "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction",
              "int32_index"),
 }

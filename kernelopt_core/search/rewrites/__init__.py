@@ -18,6 +18,7 @@ from .kernel_source import KernelModule, KernelSourceError, LaunchConfig, parse_
 from .launch_config import LaunchConfigFamily
 from .masks import MaskRemovalFamily
 from .program_order import ProgramOrderFamily
+from .shifted_moments import ShiftedMomentsFamily
 from .single_read import SingleReadFamily
 from .split_programs import SplitProgramsFamily
 from .split_reduction import SplitReductionFamily
@@ -82,6 +83,11 @@ FAMILIES: dict[str, RewriteFamily] = register_families(
         directions={},
         causes=(CauseCall("strided-access", "launcher", 2), CauseCall("low-parallelism", "launcher", 1)),
         device_order={}, traffic_efficiency=None)),
+    # Applies only to looped Welford statistics (group/instance/batch norm after a conv or GEMM, level 2), so an
+    # early place costs other kernels nothing: per element it saves Welford's division (docs/optimizer.md).
+    (ShiftedMomentsFamily(), FamilyDeclaration(
+        directions={"cheaper-math": 1, "vectorize-loads": 2},
+        causes=(), device_order={"cpu": 2, "cuda": 2}, traffic_efficiency=None)),
     # A project's own kernels (docs/user-kernels.md); not applicable to Inductor's.
     (UserAutotuneFamily(), FamilyDeclaration(
         directions={}, causes=(), device_order={"cpu": 1, "cuda": 1}, traffic_efficiency=None)),
