@@ -58,27 +58,33 @@ def one_program_example_candidate(kernel: TritonKernel) -> str:
                               LaunchConfig.of({"XBLOCK": EXAMPLE_ROWS}, num_warps=EXAMPLE_ROWS // 2))
 
 
-# The longest test files of `make test` (seconds on 2 cores, 2026-12-01), run first: pytest-xdist hands
-# files to the two workers in collection order (the Makefile turns off its own reordering, which puts
-# files with many tests first), so a long file collected last would leave one worker idle while the
-# other finishes it.
+# The longest test files of `make test`, run first: pytest-xdist hands files to the two workers in
+# collection order (the Makefile turns off its own reordering, which puts files with many tests first), so
+# a long file collected last would leave one worker idle while the other finishes it. Seconds per file
+# from a clean clone's `make test` on 2026-12-06 while another CI run shared the 2 cores (an idle machine
+# takes about half); a file not named here runs after these, in collection order.
 LONGEST_FIRST = (
-    "tests/adversarial/test_adversarial_corpus.py",  # ~150
-    "tests/test_bench_campaign.py",  # ~120
-    "tests/test_bench_hygiene.py",  # ~180 on a loaded machine (2026-12-02)
-    "tests/test_deploy_runtime.py",  # ~110
-    "tests/test_gates_cascade.py",  # ~100
-    "tests/test_window_families.py",  # ~90
-    "tests/test_reduction_families.py",  # ~80
-    "tests/test_userkernels_sanitize.py",  # ~75 (2026-12-03)
-    "tests/test_rewrites.py",  # ~55
-    "tests/lsp/test_lsp_user_kernels.py",  # ~40
-    "tests/adversarial/test_input_set_probe.py",  # ~35
-    "tests/test_profile_cli.py",  # ~35
-    "tests/test_config_changes_cpu.py",  # ~30
-    "tests/test_cli_first_hour.py",  # ~30
-    "tests/test_inspect_cli.py",  # ~30
-    "tests/test_process_lifetime.py",  # ~60 on a loaded machine (2026-12-02)
+    "tests/adversarial/test_adversarial_corpus.py",  # 294
+    "tests/test_reduction_families.py",  # 199
+    "tests/test_userkernels_sanitize.py",  # 194
+    "tests/test_window_families.py",  # 168
+    "tests/lsp/test_lsp_user_kernels.py",  # 119
+    "tests/test_bench_campaign.py",  # 104
+    "tests/test_rewrites.py",  # 97
+    "tests/test_gates_cascade.py",  # 85
+    "tests/test_spare_candidate.py",  # 78
+    "tests/test_level2_families.py",  # 62
+    "tests/test_gate_decisions_runs.py",  # 59
+    "tests/test_config_changes_cpu.py",  # 58
+    "tests/adversarial/test_input_set_probe.py",  # 58
+    "tests/test_gates_static_data.py",  # 56
+    "tests/test_deploy_runtime.py",  # 52
+    "tests/test_bench_hygiene.py",  # 49
+    "tests/test_compile_cpu.py",  # 43
+    "tests/test_explore_reductions.py",  # 40
+    "tests/test_gates_static.py",  # 35
+    "tests/test_profile_cli.py",  # 32
+    "tests/test_search_pipeline.py",  # 31
 )
 
 
