@@ -25,7 +25,7 @@ from torch._inductor.async_compile import AsyncCompile
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.gates.launch_capture import capture_launches, clone_value
 from kernelopt_core.gates.tuned_config import original_config
-from kernelopt_core.sandbox.pinned_config import pin_config
+from kernelopt_core.sandbox.pinned_config import load_pinned, pin_config
 from kernelopt_core.sandbox.process import SandboxProcess
 (kernel,) = parse_output_code(dump).kernels
 launches, _ = capture_launches(module, [kernel.name], make_inputs(module, seed=0), limit=1)
@@ -50,6 +50,10 @@ for label, config in (("own", tuned), ("other", {**tuned, "num_warps": tuned["nu
     ran = candidate.configs[0] if candidate.triton_interpret else candidate.launchers[0].config
     out[label] = {"note": note, "launchers": len(candidate.launchers), "same_outputs": same,
                   "num_warps": ran.num_warps, "kwargs": ran.kwargs}
+alone, note = load_pinned(kernel.name, kernel.source + "\n# loaded pinned\n", tuned)
+got = run(alone)
+out["alone"] = {"note": note, "configs": [c.kwargs for c in alone.configs],
+                "same_outputs": all(torch.equal(a, b) for a, b in zip(got, expected) if isinstance(a, torch.Tensor))}
 with SandboxProcess.start("cpu", "cpu") as process:
     reply = process.call("load_kernel", name=kernel.name, source=kernel.source, device_str="cpu", tuned_config=tuned)
     out["sandbox"] = reply.get("tuned")
@@ -74,7 +78,11 @@ def test_the_original_s_tuned_config_is_pinned_in_the_candidate_and_launches_wit
     assert own["note"] == "pinned to the original's tuned config" and own["same_outputs"]
     assert own["num_warps"] == result["tuned"]["num_warps"] and own["kwargs"] == result["tuned"]["kwargs"]
     assert other["same_outputs"] and other["num_warps"] == 2 * own["num_warps"]
-    assert result["sandbox"] == "pinned to the original's tuned config"
+    # loaded for the tuned config alone: no other config of the kernel's list is compiled (on a GPU each is a
+    # compile of its own)
+    assert result["alone"] == {"note": "pinned to the original's tuned config (compiled alone)",
+                               "configs": [result["tuned"]["kwargs"]], "same_outputs": True}
+    assert result["sandbox"] == "pinned to the original's tuned config (compiled alone)"
     ok, note = result["broken"]  # a config naming other parameters: it loads and tunes itself as before
     assert ok and note == "not pinned: the original's config names other parameters than the candidate's configs"
 

@@ -5,10 +5,10 @@
 Compiles a row softmax (4096 x 65536 fp32, 1 GB in, 1 GB out) with ``mode="max-autotune-no-cudagraphs"``,
 loads its graph through ``graph_module`` and runs it (the original tunes: its configs, then coordinate
 descent), then loads the reduction kernel's source twice more as a candidate whose body changed (a comment;
-its decorators are the original's): once left to tune itself on its first launch, once pinned with
-``sandbox.pinned_config.pin_config`` to ``gates.tuned_config.original_config`` of the original. For each:
-the first launch's seconds, the launchers after it, whether it tuned, and its outputs against the
-original's (bitwise). Writes ``pinned_config_check.json`` and ``.md``; changes no GPU setting.
+its decorators are the original's): left to tune itself on its first launch, pinned after loading
+(``sandbox.pinned_config.pin_config``) and loaded pinned (``load_pinned``: only that config compiled), each
+to ``gates.tuned_config.original_config`` of the original. For each: the load's and the first launch's
+seconds, the launchers after it, whether it tuned, and its outputs against the original's (bitwise). Writes ``pinned_config_check.json`` and ``.md``; changes no GPU setting.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 ROWS, COLUMNS = 4096, 65536
+# each a fresh load of the kernel's source with a comment added: the third compiles the pinned config alone
+LABELS = ("left to tune itself", "pinned after loading", "loaded pinned")
 
 
 def _output_code(scratch: str) -> str:
@@ -77,7 +79,7 @@ def run(out_dir: str) -> dict[str, Any]:
     from kernelopt_core.gates.launch_capture import capture_launches, clone_value
     from kernelopt_core.gates.tuned_config import original_config, same_config_space
     from kernelopt_core.graph_module import load_graph_module, make_inputs
-    from kernelopt_core.sandbox.pinned_config import pin_config
+    from kernelopt_core.sandbox.pinned_config import load_pinned, pin_config
 
     scratch = tempfile.mkdtemp(prefix="kernelopt-pinned-")
     path = _output_code(scratch)
@@ -98,17 +100,23 @@ def run(out_dir: str) -> dict[str, Any]:
         tuned = original_config(original)
         row: dict[str, Any] = {"kernel": kernel.name, "original_config": tuned,
                                "coordinate_descent": bool(original.inductor_meta.get("coordinate_descent_tuning"))}
-        for label, pin in (("left to tune itself", False), ("pinned", True)):
+        for label in LABELS:
             source = kernel.source + f"\n# a candidate's body: {label}\n"
             row.setdefault("same_config_space", same_config_space(kernel.source, source, kernel.name))
-            candidate = AsyncCompile().triton(kernel.name, source, "cuda")
-            candidate = candidate.result() if hasattr(candidate, "result") else candidate
-            note = pin_config(candidate, tuned) if pin and tuned else "not pinned"
+            begin = time.perf_counter()
+            alone = load_pinned(kernel.name, source, tuned) if label == LABELS[2] and tuned else None
+            if alone is not None:
+                candidate, note = alone
+            else:
+                candidate = AsyncCompile().triton(kernel.name, source, "cuda")
+                candidate = candidate.result() if hasattr(candidate, "result") else candidate
+                note = pin_config(candidate, tuned) if label != LABELS[0] and tuned else "not pinned"
+            load_s = time.perf_counter() - begin
             first = _first_launch(candidate, launch)
             values = first.pop("values")
             first["equal_to_original"] = all(torch.equal(a, b) for a, b in zip(values, expected, strict=True)
                                              if isinstance(a, torch.Tensor))
-            row[label] = {"note": note, **first}
+            row[label] = {"note": note, "load_s": round(load_s, 3), **first}
             del values
         results["kernels"].append(row)
         launch.args.clear()
@@ -118,12 +126,12 @@ def run(out_dir: str) -> dict[str, Any]:
     lines = [f"# A candidate pinned to the original's tuned config ({results['gpu']}, torch {results['torch']}, "
              f"triton {results['triton']})", "",
              f"Row softmax {ROWS}x{COLUMNS} fp32, max-autotune-no-cudagraphs.", "",
-             "| kernel | candidate | first launch s | launchers | tuned by | equal to the original | note |",
-             "|---|---|---|---|---|---|---|"]
+             "| kernel | candidate | load s | first launch s | launchers | tuned by | equal to the original | note |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in results["kernels"]:
-        for label in ("left to tune itself", "pinned"):
+        for label in LABELS:
             got = row[label]
-            lines.append(f"| `{row['kernel']}` | {label} | {got['seconds']} | {got['launchers']} | "
+            lines.append(f"| `{row['kernel']}` | {label} | {got['load_s']} | {got['seconds']} | {got['launchers']} | "
                          f"{', '.join(got['tuned_by']) or '-'} | {got['equal_to_original']} | {got['note']} |")
     with open(os.path.join(out_dir, "pinned_config_check.md"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")

@@ -133,9 +133,19 @@ def _load_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     name, source = str(message["name"]), str(message["source"])
     device_str = str(message.get("device_str") or ("cuda" if state.device.startswith("cuda") else "cpu"))
 
+    tuned = message.get("tuned_config")
+    pinned: list[str] = []
+
     def load() -> Any:
         if is_launcher_source(source, name):
             return load_launcher(name, source, device_str, directory=os.path.join(state.scratch, "launchers"))
+        if isinstance(tuned, dict):  # only the original's tuned config compiled, where that can be done
+            from .pinned_config import load_pinned
+
+            alone = load_pinned(name, source, tuned)
+            if alone is not None:
+                pinned.append(alone[1])
+                return alone[0]
         from torch._inductor.async_compile import AsyncCompile
 
         kernel = AsyncCompile().triton(name, source, device_str)
@@ -145,8 +155,9 @@ def _load_kernel(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     key = str(message.get("key") or name)
     state.kernels[key] = _candidate(load, f"loading {key}")
     reply: dict[str, Any] = {"launcher": bool(getattr(state.kernels[key], "is_launcher", False))}
-    tuned = message.get("tuned_config")
-    if isinstance(tuned, dict) and not reply["launcher"]:
+    if pinned:
+        reply["tuned"] = pinned[0]
+    elif isinstance(tuned, dict) and not reply["launcher"]:
         from .pinned_config import pin_config
 
         reply["tuned"] = pin_config(state.kernels[key], tuned)

@@ -36,12 +36,12 @@ DEFAULT_BUDGET_S = 600.0
 # docs/optimizer.md, "What the priors rest on".
 PRIORS_S: dict[str, dict[str, float]] = {
     "cpu": {"finalize": 60.0, "candidate": 20.0, "profile": 0.0, "config": 240.0},
-    "cuda": {"finalize": 50.0, "candidate": 15.0, "profile": 35.0, "config": 30.0},
+    "cuda": {"finalize": 40.0, "candidate": 15.0, "profile": 35.0, "config": 30.0},
 }
 # The configuration check's slot is at most this share of the budget: the kernel search keeps the rest.
 # A check that does not fit its slot is reported with the accounting's measured figure, "not verified".
 CONFIG_SHARE = 0.4
-FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 45.0}  # on a GPU a finalist also runs compute-sanitizer
+FINALIZE_FLOOR_S = {"cpu": 30.0, "cuda": 40.0}  # on a GPU a finalist also runs compute-sanitizer
 # compute-sanitizer's two tools run side by side on a GPU finalist, each limited to this share of the time
 # the budget leaves (at least SANITIZER_MIN_S, at most
 # SANITIZER_MAX_S): a tool that does not finish is a note in the verdict, and the finalist's other gates
