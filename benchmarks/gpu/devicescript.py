@@ -354,6 +354,64 @@ def run_capped(argv: list[str], log_path: str, cap_s: float, **options: Any) -> 
     return code, round(child.wall_s, 1)
 
 
+def gates_from_env(name: str) -> tuple[int, ...]:
+    """The gates a script runs its candidates through: ``name``'s comma list of 1-4, else all four."""
+    gates = tuple(sorted({int(g) for g in env_list(name) if g.isdigit() and 1 <= int(g) <= 4}))
+    return gates or (1, 2, 3, 4)
+
+
+def run_problems_in_turn(script: str, out_dir: str, names: Sequence[str], device: str, scale: str, cap_s: float,
+                         budget: Budget, results: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> None:
+    """Each problem in a capped child process of ``script`` (``--one NAME``, see :func:`problem_script_main`),
+    one after another while ``budget`` lasts: its entry (the ``problems/NAME.json`` the child wrote, or why
+    there is none) goes into ``results["problems"]``, and ``save`` records the results after each."""
+    for name in names:
+        left = budget.left() - 10.0
+        if left < min(cap_s, 60.0):
+            results["skipped"].append(f"{name}: out of time")
+            continue
+        limit = min(cap_s, left)
+        code, wall = run_capped([sys.executable, os.path.abspath(script), out_dir, "--one", name, "--device", device,
+                                 "--scale", scale, "--cap", str(limit)], os.path.join(out_dir, "logs", f"{name}.log"),
+                                limit + 10.0, env=child_env())
+        entry = read_json(os.path.join(out_dir, "problems", f"{name}.json"))
+        if entry is None or (code not in (0, None) and "wall_s" not in entry):
+            why = "ran past its cap" if code is None else f"exited with status {code}"
+            entry = {**(entry or {"problem": name}), "error": f"the problem process {why}", "log": f"logs/{name}.log"}
+        entry["process_wall_s"] = wall
+        results["problems"][name] = entry
+        save(results)
+
+
+def problem_script_main(argv: list[str] | None, description: str, per_problem_s: float,
+                        run_problem: Callable[[str, str, str, str, float], dict[str, Any]],
+                        write: Callable[[str, str, dict[str, Any]], None],
+                        run: Callable[[str, str, str, list[str] | None], Any]) -> int:
+    """The command line of a script whose problems run by :func:`run_problems_in_turn`: ``OUT [--device]
+    [--scale] [--problems a,b]`` runs the campaign; ``--one NAME --cap S`` is one problem's child, which
+    writes its entry (or its failure) through ``write``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--scale", default="h200")
+    parser.add_argument("--problems", default="")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cap", type=float, default=per_problem_s, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        try:
+            entry = run_problem(args.one, args.out, args.device, args.scale, args.cap)
+        except Exception as exc:  # noqa: BLE001 - recorded for the campaign
+            entry = {"problem": args.one, **failure(exc)}
+        write(args.out, args.one, entry)
+        return 0
+    problems = [p for p in args.problems.split(",") if p] or None
+    print(json.dumps(run(args.out, args.device, args.scale, problems), indent=1, default=str))
+    return 0
+
+
 @dataclass
 class CliRun:
     """One ``kernelopt`` command: its parsed ``--json`` output and how it ended."""

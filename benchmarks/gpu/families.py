@@ -31,7 +31,6 @@ triton and kernelopt_core; never changes GPU clocks or settings.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -41,7 +40,6 @@ from benchmarks.gpu.devicescript import (
     KBSCALE,
     Budget,
     cell,
-    child_env,
     compile_largest_graph,
     compile_probe,
     env_float,
@@ -49,10 +47,11 @@ from benchmarks.gpu.devicescript import (
     env_list,
     environment,
     failure,
+    gates_from_env,
     kernel_time_ms,
-    read_json,
+    problem_script_main,
     rewrite_context,
-    run_capped,
+    run_problems_in_turn,
     time_graph,
     use_device,
     write_json,
@@ -68,8 +67,7 @@ MIN_SHARE = 0.02  # kernels below this share of the graph are not rewritten (the
 
 
 def _gates() -> tuple[int, ...]:
-    gates = tuple(sorted({int(g) for g in env_list("KERNELOPT_FAMILIES_GATES") if g.isdigit() and 1 <= int(g) <= 4}))
-    return gates or (1, 2, 3, 4)
+    return gates_from_env("KERNELOPT_FAMILIES_GATES")
 
 
 # --- one problem, in its own process --------------------------------------------------------------
@@ -177,22 +175,8 @@ def run(out_dir: str, device: str = "auto", scale: str = "h200", problems: list[
     results: dict[str, Any] = {"environment": environment(device), "scale": scale, "budget_s": budget.total_s,
                                "per_problem_s": cap, "gates": list(_gates()), "per_family": PER_FAMILY,
                                "problems": {}, "skipped": []}
-    for name in names:
-        left = budget.left() - 10.0
-        if left < min(cap, 60.0):
-            results["skipped"].append(f"{name}: out of time")
-            continue
-        limit = min(cap, left)
-        code, wall = run_capped([sys.executable, os.path.abspath(__file__), out_dir, "--one", name, "--device", device,
-                                 "--scale", scale, "--cap", str(limit)], os.path.join(out_dir, "logs", f"{name}.log"),
-                                limit + 10.0, env=child_env())
-        entry = read_json(os.path.join(out_dir, "problems", f"{name}.json"))
-        if entry is None or (code not in (0, None) and "wall_s" not in entry):
-            why = "ran past its cap" if code is None else f"exited with status {code}"
-            entry = {**(entry or {"problem": name}), "error": f"the problem process {why}", "log": f"logs/{name}.log"}
-        entry["process_wall_s"] = wall
-        results["problems"][name] = entry
-        _save(out_dir, results)
+    run_problems_in_turn(__file__, out_dir, names, device, scale, cap, budget, results,
+                         lambda done: _save(out_dir, done))
     results["elapsed_s"] = round(budget.elapsed(), 1)
     results["summary"] = summary(results)
     _save(out_dir, results)
@@ -271,26 +255,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--scale", default="h200")
-    parser.add_argument("--problems", default="")
-    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--cap", type=float, default=PER_PROBLEM_S, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.one:
-        try:
-            entry = run_problem(args.one, args.out, args.device, args.scale, args.cap)
-        except Exception as exc:  # noqa: BLE001 - recorded for the campaign
-            entry = {"problem": args.one, **failure(exc)}
-        _write(args.out, args.one, entry)
-        return 0
-    problems = [p for p in args.problems.split(",") if p] or None
-    import json
-
-    print(json.dumps(run(args.out, args.device, args.scale, problems), indent=1, default=str))
-    return 0
+    return problem_script_main(argv, __doc__.splitlines()[0], PER_PROBLEM_S, run_problem, _write, run)
 
 
 if __name__ == "__main__":
