@@ -103,6 +103,38 @@ def h200_dumps() -> Path:
     return H200_DUMPS
 
 
+_COMPILE_PROBLEMS = """
+import glob, json, os, sys
+from kernelopt_core.compile import compile_problem
+spec = json.loads(sys.argv[1])
+found = {}
+for name, path in spec["problems"].items():
+    out = os.path.join(spec["out"], name)
+    compile_problem(path, out, "default", "cpu")
+    paths = sorted(glob.glob(os.path.join(out, "torch_compile_debug", "run_*", "torchinductor", "*", "output_code.py")))
+    found[name] = paths[-1] if paths else None
+print("@compiled-graphs " + json.dumps(found))
+"""
+
+
+def compile_cpu_problems(problems: dict[str, Path], out: Path, **env: str) -> dict[str, str]:
+    """Each problem (name -> file) compiled for the CPU backend at the tiny scale, all in one subprocess:
+    name -> its output_code.py. ``env``: more of the compile's environment. Raises with the compile's
+    stderr where it fails or leaves a problem without a graph."""
+    spec = {"problems": {k: str(v) for k, v in problems.items()}, "out": str(out)}
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "KERNELOPT_PROBLEM_SCALE": "tiny", **env,
+                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-c", _COMPILE_PROBLEMS, json.dumps(spec)], env=full_env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("@compiled-graphs ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"compiling {', '.join(problems)} failed:\n{done.stderr[-4000:]}")
+    found = json.loads(line.split(" ", 1)[1])
+    if not all(found.values()):
+        raise RuntimeError(f"a problem compiled to no graph: {found}")
+    return found
+
+
 def compile_example(problem: Path, out: Path) -> Path:
     """Compile a KernelBench-format problem with the CPU Triton backend in a subprocess."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

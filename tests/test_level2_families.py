@@ -16,13 +16,10 @@ Welford reduction it writes on a GPU (in fp32 on CUDA, Welford at every length).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import compile_cpu_problems
 
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.search.agents.context import KernelBrief
@@ -34,18 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LEVEL2 = ROOT / "benchmarks" / "problems" / "level2"
 PROBLEMS = {"21": LEVEL2 / "conv2d_add_scale_sigmoid_groupnorm.py",
             "92": LEVEL2 / "conv2d_groupnorm_tanh_hardswish_residual_logsumexp.py"}
-_SCRIPT = """
-import glob, json, os, sys
-from kernelopt_core.compile import compile_problem
-spec = json.loads(sys.argv[1])
-found = {}
-for name, path in spec["problems"].items():
-    out = os.path.join(spec["out"], name)
-    compile_problem(path, out, "default", "cpu")
-    paths = sorted(glob.glob(os.path.join(out, "torch_compile_debug", "run_*", "torchinductor", "*", "output_code.py")))
-    found[name] = paths[-1] if paths else None
-print("@level2-graphs " + json.dumps(found))
-"""
 # Light gate settings (the captured launch, one seed, one shuffled re-run; gate 3 on one seed): enough to
 # tell a wrong statistic from a right one on the interpreter within the test's time.
 LIGHT = {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1, "input_sets": False}
@@ -54,17 +39,7 @@ LIGHT = {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1, "in
 @pytest.fixture(scope="module")
 def level2_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Problem id -> its parsed CPU graph (both compiled in one subprocess)."""
-    out = tmp_path_factory.mktemp("level2")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "KERNELOPT_PROBLEM_SCALE": "tiny",
-           "TORCHINDUCTOR_PERSISTENT_REDUCTIONS": "0",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    spec = {"problems": {k: str(v) for k, v in PROBLEMS.items()}, "out": str(out)}
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(spec)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-    line = next((x for x in done.stdout.splitlines() if x.startswith("@level2-graphs ")), None)
-    assert done.returncode == 0 and line is not None, done.stderr[-4000:]
-    found = json.loads(line.split(" ", 1)[1])
-    assert all(found.values()), found
+    found = compile_cpu_problems(PROBLEMS, tmp_path_factory.mktemp("level2"), TORCHINDUCTOR_PERSISTENT_REDUCTIONS="0")
     return {name: parse_output_code(path) for name, path in found.items()}
 
 

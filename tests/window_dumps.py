@@ -8,9 +8,6 @@ The problems are tests/window_problems/*.py and three of the KernelBench-scale s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +33,6 @@ KNOWN_ARGS = {
     ],
 }
 
-_SCRIPT = """
-import glob, json, os, sys
-from kernelopt_core.compile import compile_problem
-spec = json.loads(sys.argv[1])
-found = {}
-for name, path in spec["problems"].items():
-    out = os.path.join(spec["out"], name)
-    compile_problem(path, out, "default", "cpu")
-    paths = sorted(glob.glob(os.path.join(out, "torch_compile_debug", "run_*", "torchinductor", "*", "output_code.py")))
-    found[name] = paths[-1] if paths else None
-print("@window-graphs " + json.dumps(found))
-"""
 _COMPILED: dict[str, dict[str, str]] = {}
 
 
@@ -55,18 +40,9 @@ def compiled_window_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """Problem name -> its output_code.py (compiled once per session)."""
     base = str(tmp_path_factory.getbasetemp())
     if base not in _COMPILED:
-        out = Path(base) / "window-dumps"
-        spec = {"problems": {k: str(v) for k, v in PROBLEMS.items()}, "out": str(out)}
-        env = {**os.environ, "PYTHONWARNINGS": "ignore", "KERNELOPT_PROBLEM_SCALE": "tiny",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-        done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(spec)], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=900)
-        line = next((x for x in done.stdout.splitlines() if x.startswith("@window-graphs ")), None)
-        if done.returncode != 0 or line is None:
-            raise RuntimeError(f"compiling the window problems failed:\n{done.stderr[-4000:]}")
-        found = json.loads(line.split(" ", 1)[1])
-        assert all(found.values()), found
-        _COMPILED[base] = found
+        from conftest import compile_cpu_problems
+
+        _COMPILED[base] = compile_cpu_problems(PROBLEMS, Path(base) / "window-dumps")
     return _COMPILED[base]
 
 
