@@ -607,4 +607,10 @@ KIND: dict[str, str] = {
     **{c.id: KIND_WRITE_ONLY for c in _WRITE_ONLY}, **{c.id: c.klass for c in _ARITHMETIC},
     **{c.id: KIND_CORRECT for c in _CORRECT},
 }
+
+# The held-out cases (redteam_heldout.py) build on the helpers above, so they are imported last.
+from .redteam_heldout import HELDOUT_CASES  # noqa: E402
+
+REDTEAM_CASES.extend(HELDOUT_CASES)
+KIND.update({c.id: c.klass for c in HELDOUT_CASES})
 REDTEAM_IDS = frozenset(KIND)
