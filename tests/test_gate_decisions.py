@@ -311,9 +311,10 @@ def test_saturating_functions_of_data_are_decisions_unless_the_original_has_them
 
 def test_a_select_effect_is_recorded_only_where_its_condition_holds_an_added_decision() -> None:
     guarded = added("c = (x > 0.7) & (x < 0.7001)\nout = tl.where(c, y, x + y)")
-    assert [d.kind for d in guarded.added] == ["comparison", "comparison", "select effect"]
-    assert [d.advisory for d in guarded.added] == [False, False, True]
-    assert [d.kind for d in guarded.required] == ["comparison", "comparison"]
+    # the window is a conjunction of two comparisons: the condition as a whole is a decision of its own
+    assert [d.kind for d in guarded.added] == ["select", "comparison", "comparison", "select effect"]
+    assert [d.advisory for d in guarded.added] == [False, False, False, True]
+    assert [d.kind for d in guarded.required] == ["select", "comparison", "comparison"]
     assert guarded.constants == [0.7, 0.7001]  # an effect adds no constants of its own
     original = "out = tl.where(x > 0.0, y, x + y)"
     reworded = added("out = tl.where(x > 0.0, y + 0.0, x + y)", original=module(replace=original))
@@ -327,3 +328,50 @@ def test_a_load_without_a_mask_makes_every_lane_count() -> None:
     assert [d.masks for d in found if d.text == "x > 0.5"] == [()]
     probed = probe_source(unmasked, "k", found)
     assert "None, _kopt_counters" not in probed.source
+
+
+def test_a_conjunction_of_comparisons_is_a_decision_as_a_whole() -> None:
+    """Each of x == y and x > 4 is seen both ways on its own (an aliasing run, a large draw) while their
+    conjunction may never hold: the condition that combines them must be seen both ways too."""
+    both = added("out = tl.where((x == y) & (x > 4.0) & (tl.program_id(0) == 5), x, x + y)")
+    assert [d.kind for d in both.required].count("select") == 1
+    one = added("out = tl.where((x > 4.0) & (tl.program_id(0) == 5), x, x + y)")
+    assert "select" not in [d.kind for d in one.required]  # one comparison of data: its own evidence suffices
+    nested = added("""
+        z = tl.load(in_ptr0 + xindex + 1, xmask, other=0.0)
+        out = tl.where(tl.sum((z >= x).to(tl.int32), 0) == XBLOCK, x, x + y)""")
+    assert "select" not in [d.kind for d in nested.required]  # a comparison inside another's operand is part of it
+
+
+def test_a_read_of_the_output_needs_a_store_that_always_covers_it() -> None:
+    """The write-only rule follows execution, not line order: a store under an `if`, or with a mask that may be
+    empty, before the load does not make the load read what this call wrote; a store of the same address and
+    mask at the same level does. A pointer chosen by tl.where may be the output."""
+    def rule(replace: str) -> list[str]:
+        return [f[0] for f in added(replace).findings if f[0] == "write-only-read"]
+
+    assert rule("tl.store(out_ptr0 + xindex, x, xmask & (xindex < 0))\n"
+                "out = tl.load(out_ptr0 + xindex, xmask, other=0.0) + y") == ["write-only-read"]
+    assert rule("if xnumel < 0:\n    tl.store(out_ptr0 + xindex, x, xmask)\n"
+                "out = tl.load(out_ptr0 + xindex, xmask, other=0.0) + y") == ["write-only-read"]
+    assert rule("out = tl.load(tl.where(xindex >= 0, out_ptr0, in_ptr0) + xindex, xmask, other=0.0)") == \
+        ["write-only-read"]
+    assert rule("tl.store(out_ptr0 + xindex, x, xmask)\n"
+                "out = tl.load(out_ptr0 + xindex, xmask, other=0.0) + y") == []
+
+
+def test_a_helper_decision_counts_only_the_lanes_its_caller_loaded() -> None:
+    """A helper has no masks of its own: the caller passes the masks of the loads feeding the call, so a masked-off
+    lane (holding the load's `other`, which the candidate chose) credits no outcome."""
+    from kernelopt_core.gates.decision_probe import VALID_PARAM
+
+    candidate = HEADER + textwrap.dedent('''
+        @triton.jit
+        def pick(a, b, c, d):
+            return tl.where(a == b, c, d)
+
+        ''') + module(replace="out = pick(x, 0.75, y, x + y)")[len(HEADER):]
+    found = added_decisions(ORIGINAL, candidate).required
+    probed = probe_source(candidate, "k", found)
+    assert f"def pick(a, b, c, d, {VALID_PARAM}, _kopt_counters)" in probed.source
+    assert f"{VALID_PARAM}=xmask" in probed.source and f"1 & {VALID_PARAM}" in probed.source

@@ -23,6 +23,9 @@ from .decisions import Decision
 from .static_dataflow import import_aliases, is_jit
 
 COUNTER_PARAM = "_kopt_counters"
+# A jit helper's lanes that count: the masks of the loads feeding its call, passed by the caller (a helper has no
+# masks of its own, and a masked-off lane holds the load's ``other`` value, which the candidate chose).
+VALID_PARAM = "_kopt_valid"
 _SEEN = "_kopt_seen"
 _NOTE = "_kopt_note"
 _EFFECT = "_kopt_effect"
@@ -111,14 +114,25 @@ def probe_source(source: str, kernel_name: str, decisions: list[Decision]) -> Pr
             continue
         targets[id(node)] = (decision, len(result.decisions))
         result.decisions.append(decision)
-    replace = _Replace(targets)
+    helpers = {c.func.id for f in jit.values() for c in ast.walk(f) if isinstance(c, ast.Call)
+               and isinstance(c.func, ast.Name) and c.func.id in jit and c.func.id != f.name}
+    site_masks = _helper_call_masks(source, helpers)
+    replace = _Replace(targets, helpers)
     replace.visit(tree)  # in place: a module node is never a decision, so it is returned as it is
     result.skipped.extend(replace.skipped)
     for func in jit.values():
         _add_counter_param(func, kernel_name if launcher is None else None)
+        if func.name in helpers:
+            func.args.args.insert(func.args.args.index(next(a for a in func.args.args if a.arg == COUNTER_PARAM)),
+                                  ast.arg(arg=VALID_PARAM))
         for call in (n for n in ast.walk(func) if isinstance(n, ast.Call)):
             if isinstance(call.func, ast.Name) and call.func.id in jit:
                 call.keywords.append(ast.keyword(arg=COUNTER_PARAM, value=ast.Name(COUNTER_PARAM, ast.Load())))
+                if call.func.id in helpers:
+                    valid = site_masks.get((func.name, call.lineno, call.col_offset)) or ast.Constant(1)
+                    if func.name in helpers:
+                        valid = ast.BinOp(left=valid, op=ast.BitAnd(), right=ast.Name(VALID_PARAM, ast.Load()))
+                    call.keywords.append(ast.keyword(arg=VALID_PARAM, value=valid))
     if launcher is not None:
         launcher.args.args.append(ast.arg(arg=COUNTER_PARAM))
         for call in (n for n in ast.walk(launcher) if isinstance(n, ast.Call)):
@@ -133,6 +147,23 @@ def probe_source(source: str, kernel_name: str, decisions: list[Decision]) -> Pr
     tree.body[position:position] = helpers
     result.source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
     return result
+
+
+def _helper_call_masks(source: str, helpers: set[str]) -> dict[tuple[str, int, int], ast.expr]:
+    """(calling function, line, column) of each call of a jit helper -> the masks of the loads feeding its
+    arguments, as one expression in the caller's names (absent: none, every lane counts)."""
+    from .decisions import _masks, module_decisions
+
+    if not helpers:
+        return {}
+    out: dict[tuple[str, int, int], ast.expr] = {}
+    for fn in module_decisions(ast.parse(source)).facts:
+        for call in (n for n in fn.nodes if isinstance(n, ast.Call)):
+            if isinstance(call.func, ast.Name) and call.func.id in helpers:
+                masks = _masks(call, call.lineno, fn)
+                if masks:
+                    out[(fn.func.name, call.lineno, call.col_offset)] = _mask_of(masks)
+    return out
 
 
 def _spans(tree: ast.Module, jit: dict[str, ast.FunctionDef]) -> dict[tuple[str, int, int, int, int], ast.AST]:
@@ -155,10 +186,17 @@ def _has_effects(node: ast.AST) -> bool:
     return False
 
 
-def _mask(decision: Decision) -> ast.expr:
-    if not decision.masks:
+def _mask(decision: Decision, in_helper: bool = False) -> ast.expr:
+    mask = _mask_of(decision.masks)
+    if in_helper:
+        mask = ast.BinOp(left=mask, op=ast.BitAnd(), right=ast.Name(VALID_PARAM, ast.Load()))
+    return mask
+
+
+def _mask_of(masks: tuple[str, ...]) -> ast.expr:
+    if not masks:
         return ast.Constant(1)
-    parts = [ast.parse(f"({m})", mode="eval").body for m in decision.masks]
+    parts = [ast.parse(f"({m})", mode="eval").body for m in masks]
     mask = parts[0]
     for part in parts[1:]:
         mask = ast.BinOp(left=mask, op=ast.BitAnd(), right=part)
@@ -169,12 +207,12 @@ def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=ast.Name(name, ast.Load()), args=list(args), keywords=[])
 
 
-def _instrument(original: ast.AST, decision: Decision, slot: int) -> ast.AST | str:
+def _instrument(original: ast.AST, decision: Decision, slot: int, in_helper: bool = False) -> ast.AST | str:
     """The replacement of ``original`` that records the decision, or why it cannot be recorded."""
     if not isinstance(original, ast.expr):
         return "it is not an expression"
     counters = ast.Name(COUNTER_PARAM, ast.Load())
-    mask = _mask(decision)
+    mask = _mask(decision, in_helper)
     tail = (mask, counters, ast.Constant(slot))
     node = copy.deepcopy(original)
     condition: ast.expr
@@ -190,7 +228,8 @@ def _instrument(original: ast.AST, decision: Decision, slot: int) -> ast.AST | s
         text = ast.unparse(node)
         condition = ast.parse(_SATURATED[decision.probe].format(v=text), mode="eval").body
         finite = ast.parse(f"({text}) == ({text})", mode="eval").body
-        valid: ast.expr = finite if not decision.masks else ast.BinOp(left=mask, op=ast.BitAnd(), right=finite)
+        valid: ast.expr = finite if not decision.masks and not in_helper else \
+            ast.BinOp(left=mask, op=ast.BitAnd(), right=finite)
         return _call(_NOTE, node, condition, valid, counters, ast.Constant(slot))
     if decision.probe == "effect" and isinstance(node, ast.Call) and len(node.args) == 3:
         return _call(_EFFECT, *node.args, *tail)
@@ -241,8 +280,9 @@ def _instrument(original: ast.AST, decision: Decision, slot: int) -> ast.AST | s
 class _Replace(ast.NodeTransformer):
     """Post-order: a decision inside another is instrumented before the outer one copies it."""
 
-    def __init__(self, targets: dict[int, tuple[Decision, int]]):
+    def __init__(self, targets: dict[int, tuple[Decision, int]], helpers: set[str]):
         self.targets = targets
+        self.helpers = helpers
         self.skipped: list[tuple[Decision, str]] = []
 
     def visit(self, node: ast.AST) -> ast.AST:
@@ -251,7 +291,7 @@ class _Replace(ast.NodeTransformer):
         if target is None:
             return node
         decision, slot = target
-        replaced = _instrument(node, decision, slot)
+        replaced = _instrument(node, decision, slot, decision.function in self.helpers)
         if isinstance(replaced, str):
             self.skipped.append((decision, replaced))
             return node
@@ -288,5 +328,5 @@ def _add_counter_param(func: ast.FunctionDef, heuristics_kernel: str | None) -> 
                     value.elts.append(ast.Constant(COUNTER_PARAM))
 
 
-__all__ = ["COUNTER_PARAM", "FORCE_FALSE", "FORCE_NONE", "FORCE_TRUE", "STRIDE", "ProbeError", "ProbedSource",
+__all__ = ["COUNTER_PARAM", "VALID_PARAM", "FORCE_FALSE", "FORCE_NONE", "FORCE_TRUE", "STRIDE", "ProbeError", "ProbedSource",
            "probe_source"]

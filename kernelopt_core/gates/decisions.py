@@ -602,6 +602,31 @@ def _has_compare(node: ast.AST, fn: _Function, depth: int = 4) -> bool:
     return False
 
 
+def _compound(node: ast.AST, fn: _Function, depth: int = 4) -> bool:
+    """The condition combines two or more comparisons of data (in itself, or in what its names compute; a
+    comparison inside another's operand is part of that one): each may be seen both ways on its own while their
+    conjunction never holds (``x == y`` and ``x > 4`` together), so the condition as a whole is a decision of its
+    own."""
+    count = 0
+    seen: set[str] = set()
+    stack: list[tuple[ast.AST, int]] = [(node, depth)]
+    while stack:
+        root, level = stack.pop()
+        inner = [root]
+        while inner:  # not into loads: a load's mask is where the value comes from, not part of the condition
+            sub = inner.pop()
+            if isinstance(sub, ast.Call) and fn.memory_call(sub) is not None:
+                continue
+            if isinstance(sub, ast.Compare):
+                count += 1 if fn.is_data(sub) else 0
+                continue
+            if isinstance(sub, ast.Name) and level > 0 and sub.id not in seen:
+                seen.add(sub.id)
+                stack.extend((v, level - 1) for v, _ in fn.bindings.get(sub.id, []) if v is not None)
+            inner.extend(ast.iter_child_nodes(sub))
+    return count >= 2
+
+
 def _integer_valued(node: ast.AST, fn: _Function, depth: int = 6) -> bool:
     """The value is already an integer or a truth value (a comparison, a flag an atomic returned, a load of an
     integer buffer): converting it to an integer type reads no bits of a floating value."""
@@ -742,7 +767,7 @@ def _function_decisions(fn: _Function) -> FunctionDecisions:
                 problem(RULE_POINTER, f"`{_short(ast.unparse(node.test))}`: a condition on an address (pointer "
                         "arithmetic inside a condition); a kernel's control flow may not depend on where its "
                         "buffers lie", node)
-            elif fn.is_data(node.test) and not _has_compare(node.test, fn):
+            elif fn.is_data(node.test) and (not _has_compare(node.test, fn) or _compound(node.test, fn)):
                 out.decisions.append(_decision(fn, node.test, "branch", "truthy"))
         elif isinstance(node, ast.For):
             _loop_bound(fn, node, out)
@@ -814,7 +839,8 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         out.decisions.append(_decision(fn, node, "min/max", "clamp" if name == "clamp" else "lt"))
     elif name in _DIVISIONS and len(node.args) >= 2 and fn.is_data(node.args[1]):
         out.decisions.append(_division(fn, node, node.args[1]))
-    elif name == "where" and node.args and fn.is_data(node.args[0]) and not _has_compare(node.args[0], fn):
+    elif name == "where" and node.args and fn.is_data(node.args[0]) and \
+            (not _has_compare(node.args[0], fn) or _compound(node.args[0], fn)):
         out.decisions.append(_decision(fn, node.args[0], "select", "truthy"))
     elif name in _SATURATING and len(node.args) == (2 if name == "pow" else 1):
         out.decisions.append(_decision(fn, node, "saturation", _SATURATING[name]))
@@ -976,21 +1002,101 @@ def _buffers_touched(fn: _Function) -> tuple[dict[str, int], dict[str, int]]:
         pointer = fn.pointer_arg(call) if memory else None
         if pointer is None:
             continue
-        for term in fn._additive_terms(pointer, 4):
-            if isinstance(term, ast.Name) and term.id in fn.pointer_params:
-                table = loads if memory == "load" else stores
-                table[term.id] = min(table.get(term.id, call.lineno), call.lineno)
+        for name in _pointer_sources(fn, pointer):
+            table = loads if memory == "load" else stores
+            table[name] = min(table.get(name, call.lineno), call.lineno)
     return loads, stores
 
 
+def _pointer_sources(fn: _Function, pointer: ast.AST, depth: int = 6) -> set[str]:
+    """Every pointer parameter an address may be based on: its additive bases, and any pointer parameter named in
+    it or in what its names compute (``tl.where(c, out_ptr0, in_ptr0) + x0`` may be either buffer)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack: list[tuple[ast.AST, int]] = [(pointer, depth)]
+    while stack:
+        node, level = stack.pop()
+        for sub in ast.walk(node):
+            if not isinstance(sub, ast.Name):
+                continue
+            if sub.id in fn.pointer_params:
+                found.add(sub.id)
+            elif level > 0 and sub.id not in seen and sub.id not in fn.params:
+                seen.add(sub.id)
+                stack.extend((value, level - 1) for value, _ in fn.bindings.get(sub.id, []) if value is not None)
+    return found
+
+
+def _statement_lists(func: ast.FunctionDef) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+    """(statement id -> (id of the list holding it, its index there)), (node id -> id of its innermost statement)."""
+    place: dict[int, tuple[int, int]] = {}
+    owner: dict[int, int] = {}
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for index, stmt in enumerate(statements):
+            place[id(stmt)] = (id(statements), index)
+            for sub in ast.walk(stmt):
+                owner[id(sub)] = id(stmt)  # inner statements overwrite this below
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    visit(inner)
+
+    visit(func.body)
+    return place, owner
+
+
 def _write_only_reads(fn: _Function, write_only: tuple[str, ...]) -> list[tuple[str, str, int]]:
-    loads, stores = _buffers_touched(fn)
+    """Loads of a buffer the original only writes that no earlier store of the same address and mask covers. A
+    store covers a load when it runs whenever the load does (it is a statement of a block that holds the load, or
+    holds a statement holding it, and comes first there) and writes every lane the load reads (the same address,
+    the same mask or none): a store under an ``if`` that may not run, or with a mask that may be empty, leaves the
+    load reading what an earlier call left."""
+    if not write_only:
+        return []
+    place, owner = _statement_lists(fn.func)
+    parents: dict[int, ast.stmt] = {id(n): n for n in fn.nodes if isinstance(n, ast.stmt)}
+    enclosing: dict[int, int] = {}  # statement id -> id of the statement whose block holds it
+    for stmt in parents.values():
+        for field_name in ("body", "orelse", "finalbody"):
+            for inner in getattr(stmt, field_name, None) or []:
+                if isinstance(inner, ast.stmt):
+                    enclosing[id(inner)] = id(stmt)
+
+    def chain(stmt_id: int) -> list[int]:
+        ids = [stmt_id]
+        while ids[-1] in enclosing:
+            ids.append(enclosing[ids[-1]])
+        return ids
+
+    def mask_text(call: ast.Call, kind: str) -> str | None:
+        mask = fn.mask_arg(call, kind)
+        return None if mask is None or (isinstance(mask, ast.Constant) and mask.value is None) else \
+            canonical(mask, fn)
+
+    calls = [(c, fn.memory_call(c)) for c in fn.nodes if isinstance(c, ast.Call)]
+    stores = [(c, _pointer_sources(fn, fn.pointer_arg(c)), canonical(fn.pointer_arg(c), fn), mask_text(c, "store"))
+              for c, kind in calls if kind == "store" and fn.pointer_arg(c) is not None]
     problems = []
-    for name in write_only:
-        if name in loads and loads[name] < stores.get(name, 10**9):
-            problems.append((RULE_WRITE_ONLY, f"loads {name}, a buffer the original only writes, before writing it: "
-                             "what it holds then is what an earlier call left there (a stale or cached result), "
-                             "not an input", loads[name]))
+    for call, kind in sorted(calls, key=lambda item: (item[0].lineno, item[0].col_offset)):
+        pointer = fn.pointer_arg(call) if kind == "load" else None
+        if pointer is None:
+            continue
+        buffers = _pointer_sources(fn, pointer) & set(write_only)
+        if not buffers:
+            continue
+        address, mask = canonical(pointer, fn), mask_text(call, "load")
+        holders = {place[s] for s in chain(owner[id(call)]) if s in place}
+        covered = any(
+            buffers <= sources and store_address == address and store_mask in (None, mask)
+            and isinstance(parents.get(owner[id(store)]), ast.Expr) and owner[id(store)] in place
+            and any(lst == place[owner[id(store)]][0] and index > place[owner[id(store)]][1] for lst, index in holders)
+            for store, sources, store_address, store_mask in stores)
+        if not covered:
+            problems.append((RULE_WRITE_ONLY, f"loads {', '.join(sorted(buffers))}, a buffer the original only "
+                             "writes, where no earlier store of the same address and mask always runs: what it holds "
+                             "then is what an earlier call left there (a stale or cached result), not an input",
+                             call.lineno))
     return problems
 
 
@@ -1072,11 +1178,33 @@ def added_decisions(original_source: str, candidate_source: str, *, check_write_
     return result
 
 
+def jit_bodies_differ(original_source: str, candidate_source: str) -> bool:
+    """Whether the candidate's ``@triton.jit`` functions compute anything the original's do not: a function the
+    original lacks, or one whose body (its decorators and docstring aside) differs from the same-named one's.
+    A switch needs no listed decision (``(k d + 1) - k d`` is one, by rounding alone), so every candidate that
+    changes a kernel body meets every input set; only a change of launch configuration is spared. Unreadable
+    sources count as different."""
+    try:
+        original, candidate = ast.parse(original_source), ast.parse(candidate_source)
+    except (SyntaxError, ValueError, RecursionError):
+        return True
+    bodies = [{f.name: _body_text(f) for f in tree.body if isinstance(f, ast.FunctionDef)
+               and is_jit(f, import_aliases(tree))} for tree in (original, candidate)]
+    return any(bodies[0].get(name) != body for name, body in bodies[1].items())
+
+
+def _body_text(func: ast.FunctionDef) -> str:
+    body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) and \
+        isinstance(func.body[0].value, ast.Constant) and isinstance(func.body[0].value.value, str) else func.body
+    return ast.dump(ast.arguments(posonlyargs=[], args=[ast.arg(a.arg) for a in func.args.args], kwonlyargs=[],
+                                  kw_defaults=[], defaults=[])) + "".join(ast.dump(stmt) for stmt in body)
+
+
 def _short(text: str, limit: int = 100) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["AddedDecisions", "Decision", "FunctionDecisions", "KindUse", "ModuleDecisions", "RULE_KIND",
-           "RULE_POINTER", "RULE_WRITE_ONLY", "added_decisions", "canonical", "module_decisions",
+           "RULE_POINTER", "RULE_WRITE_ONLY", "added_decisions", "canonical", "jit_bodies_differ", "module_decisions",
            "original_write_only", "source_decisions"]

@@ -301,20 +301,23 @@ def input_set_named(name: str) -> InputSet:
 
 
 def adds_decisions(given: bool | None, original: str = "", candidate: str = "") -> bool:
-    """Whether the candidate adds decisions on data: ``given`` (the payload's pin) when not None, else read
-    from the two sources (:func:`.decisions.added_decisions`). The structured input sets and the aliasing
-    run go only to such candidates. Unknown (no sources, or sources that do not parse) counts as yes."""
+    """Whether the candidate may take a path its original does not: ``given`` (the payload's pin) when not None,
+    else read from the two sources: it adds a listed decision on data (:func:`.decisions.added_decisions`), or any
+    of its kernel bodies differs from the original's (:func:`.decisions.jit_bodies_differ`: a switch needs no
+    listed decision, ``rsqrt(1 + (k (x - c))^2)`` or ``(k d + 1) - k d`` are switches too). The structured input
+    sets and the aliasing run go only to such candidates: a change of launch configuration alone is spared them.
+    Unknown (no sources, or sources that do not parse) counts as yes."""
     if given is not None:
         return given
     if not original or not candidate:
         return True
     import ast
 
-    from .decisions import added_decisions
+    from .decisions import added_decisions, jit_bodies_differ
 
     try:
         ast.parse(candidate)
-        return bool(added_decisions(original, candidate).added)
+        return bool(added_decisions(original, candidate).added) or jit_bodies_differ(original, candidate)
     except (SyntaxError, ValueError):
         return True
 
