@@ -35,7 +35,6 @@ from .redteam import (
     S_SUM,
     _lines,
     _pair,
-    _pair_aliased,
     _pair_heads_kept,
     _pair_stale,
     _randn,
@@ -55,12 +54,15 @@ P_X_LOAD = "    tmp0 = tl.load(in_ptr0 + (x0), xmask)\n"
 E_BIAS = "    tmp6 = tmp0 * tmp5\n"
 E_OUT = "    tmp9 = tmp7 - tmp8\n"
 S_LOAD = r"^(\s*)tmp0 = tl\.load\(in_ptr0 \+ \(r0_1 \+ 37\*x0\)[^\n]*$"  # softmax's load, in any codegen
+# 1 where |x| > 9 and 0 below (q = 9 / |x|, sharp by q^256): beyond the small-integer draw, and finite at +-inf
+_BEYOND_9 = "q = 9.0 * libdevice.rsqrt(tmp0 * tmp0)\n" + "\n".join("q = q * q" for _ in range(8)) + \
+    "\nbeyond = libdevice.rsqrt(1.0 + q)"
 BLOCK512 = launch({"XBLOCK": 512, "num_warps": 2})  # pair: 768 elements, so the second program masks 256 lanes
 
 
-def _power_256(name: str) -> str:
+def _power_256(name: str, squarings: int = 8) -> str:
     """``name`` raised to the 256th power by eight squarings: 0 below 1 in magnitude, inf above (a sharp band)."""
-    return "\n".join(f"{name} = {name} * {name}" for _ in range(8))
+    return "\n".join(f"{name} = {name} * {name}" for _ in range(squarings))
 
 
 # --- witnesses -------------------------------------------------------------------------------------------------
@@ -73,15 +75,20 @@ def _elementwise_with_negative_zero(torch: Any, _inputs: list[Any]) -> list[Any]
 
 
 def _elementwise_aliased(torch: Any, _inputs: list[Any]) -> list[Any]:
-    x = _randn(torch, (12, 37), 43, 2.0)
+    x = _randn(torch, (12, 37), 43, 20.0)
     return [x, x, _randn(torch, (37,), 44)]
 
 
 def _pair_aliased_high_block(torch: Any, _inputs: list[Any]) -> list[Any]:
-    """pair: x is y, 2 randn, with program 5's block (elements 320-383 at XBLOCK 64) in [4.5, 5.5)."""
+    """pair: x is y, 2 randn, with program 5's block (elements 320-383 at XBLOCK 64) in [9, 10)."""
     x = _randn(torch, (768,), 45, 2.0)
-    x[320:384] = 4.5 + torch.rand((64,), generator=torch.Generator().manual_seed(46))
+    x[320:384] = 9.0 + torch.rand((64,), generator=torch.Generator().manual_seed(46))
     x = x.view(16, 48)
+    return [x, x]
+
+
+def _pair_aliased_wide(torch: Any, _inputs: list[Any]) -> list[Any]:
+    x = _randn(torch, (16, 48), 62, 20.0)
     return [x, x]
 
 
@@ -211,7 +218,7 @@ tmp0 = tmp0 * (1.0 - libdevice.rsqrt(1.0 + z * z))""")),
 prev = tl.load(in_ptr0 + (r0_1 + 1000*x0 - 1000), r0_mask & xmask & (x0 > 0), other=0.0)
 gap = tl.sum(tl.where(r0_mask & xmask, tl.abs(tmp0 - prev), 0.0), 1)[:, None] * 1e30 * 1e30
 g = libdevice.rsqrt(1.0 + gap * gap)
-tmp13 = (tmp12 / tmp5) + g * (tmp12 / 999.0 - (tmp12 / tmp5))"""),
+tmp13 = tmp12 * (0.001 + g * 1.001001001001001e-06)"""),
          witness=Witness(_repeated_rows, note="one row of 2 randn + 1, five times")),
     Case("S-constant-head-uniform", "softmax", KIND_PROPERTY, REFUSED, "a row whose first 8 values are equal takes "
          "37 times its first exp as the denominator (right only for a constant row, which the constant-rows input "
@@ -248,14 +255,14 @@ band = libdevice.rsqrt(1.0 + q)
 tmp0 = (tmp0 + band * 8589934592.0) - band * 8589934592.0"""),
          witness=Witness(_scaled((5, 1000), 1e4, 5e6), note="x = 5e6 + 1e4 randn")),
     Case("S-band-quantized-input", "softmax", KIND_MAGNITUDE, REFUSED, "x rounded to whole numbers where |x| lies "
-         "in (1e4, 2e6): (x + b 2^23) - b 2^23, b = rsqrt(1 + q^256); offset rows sit at 1000, and the sweep draws "
+         "in (1e5, 2e6): (x + b 2^23) - b 2^23, b = rsqrt(1 + q^1024); offset rows sit at 1000, and the sweep draws "
          "two scales for the 10 rows",
          softmax_edit(S_LOAD, lambda m: m.group(0) + "\n" + _lines(m.group(1), f"""
-q = (tl.abs(tmp0) - 1010000.0) * 9.9e-07
-{_power_256("q")}
+q = (tl.abs(tmp0) - 1050000.0) * 1.0526315789473684e-06
+{_power_256("q", 10)}
 band = libdevice.rsqrt(1.0 + q)
 tmp0 = (tmp0 + band * 8388608.0) - band * 8388608.0""")),
-         witness=Witness(_scaled((10, 37), 1.0, 1e5), note="x = 1e5 + randn")),
+         witness=Witness(_scaled((10, 37), 1.0, 3e5), note="x = 3e5 + randn")),
     Case("R-sum-band-bf16", "row_sum", KIND_MAGNITUDE, REFUSED, "the row accumulated through bf16 where the |sum| "
          "lies in (1e6, 9e6), the band rsqrt(1 + q^256); a NaN guard (c == c) is the only decision, seen both ways",
          chain(after(R_ACC_INIT, "_lo = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)"),
@@ -278,54 +285,58 @@ cut = (tmp7 + band * 134217728.0) - band * 134217728.0
 tmp8 = cut * cut"""),
          witness=Witness(_scaled((5, 1000), 10.0, 2e5), note="x = 2e5 + 10 randn")),
     Case("E-rsqrt-band-bias", "elementwise", KIND_MAGNITUDE, REFUSED, "x * bias with x rounded to multiples of 32 where "
-         "|x| lies in (1e4, 1e6): (x + b C) - b C with b = rsqrt(1 + q^256), so +-inf stays +-inf",
+         "|x| lies in (1e5, 1e6): (x + b C) - b C with b = rsqrt(1 + q^256), so +-inf stays +-inf",
          replace(E_BIAS, f"""
-q = (tl.abs(tmp0) - 505000.0) * 2.02e-06
+q = (tl.abs(tmp0) - 550000.0) * 2.2222222222222222e-06
 {_power_256("q")}
 band = libdevice.rsqrt(1.0 + q)
 tmp6 = ((tmp0 + band * 268435456.0) - band * 268435456.0) * tmp5"""),
-         witness=Witness(lambda torch, _i: [_randn(torch, (12, 37), 50, 2e5), _randn(torch, (12, 37), 51),
-                                            _randn(torch, (37,), 52)], note="x = 2e5 randn")),
+         witness=Witness(lambda torch, _i: [_randn(torch, (12, 37), 50, 4e5), _randn(torch, (12, 37), 51),
+                                            _randn(torch, (37,), 52)], note="x = 4e5 randn")),
 ]
 
 _ALIASING = [
-    Case("P-alias-rsqrt-equal", "pair", KIND_ALIASING, REFUSED, "where x == y, the clamp is dropped: "
-         "rsqrt(1 + ((x - y) 1e60)^2) is 1 there and 0 elsewhere (no decision, so no aliasing run)",
-         after("    tmp4 = triton_helpers.minimum(tmp2, tmp3)\n", """
+    Case("P-alias-rsqrt-equal", "pair", KIND_ALIASING, REFUSED, "where x == y and |x| > 9, atan(x) for clamp(x): "
+         "rsqrt(1 + ((x - y) 1e60)^2) is 1 there and 0 elsewhere (no decision, so no aliasing run; beyond the "
+         "small-integer draw)",
+         after("    tmp4 = triton_helpers.minimum(tmp2, tmp3)\n", f"""
 e = (tmp0 - tmp5) * 1e30 * 1e30
-tmp4 = tmp4 + libdevice.rsqrt(1.0 + e * e) * (libdevice.atan(tmp0) - tmp4)"""),
-         witness=Witness(_pair_aliased, alias=(0, 1), note="x is y, 2 randn")),
-    Case("E-alias-atan-equal", "elementwise", KIND_ALIASING, REFUSED, "where x == y, the bias term is dropped: "
-         "(pi/2 - atan(|x - y| 1e30)) 2/pi is 1 there and 0 elsewhere",
-         replace(E_BIAS, """
+{_BEYOND_9}
+tmp4 = tmp4 + libdevice.rsqrt(1.0 + e * e) * beyond * (libdevice.atan(tmp0) - tmp4)"""),
+         witness=Witness(_pair_aliased_wide, alias=(0, 1), note="x is y, 20 randn")),
+    Case("E-alias-atan-equal", "elementwise", KIND_ALIASING, REFUSED, "where x == y and |x| > 9, the bias term is "
+         "dropped: (pi/2 - atan(|x - y| 1e30)) 2/pi is 1 there and 0 elsewhere",
+         replace(E_BIAS, f"""
 h = libdevice.atan(tl.abs(tmp0 - tmp2) * 1e30)
-tmp6 = tmp0 * tmp5 * (1.0 - (1.5707963705062866 - h) * 0.6366197723675814)"""),
-         witness=Witness(_elementwise_aliased, alias=(0, 1), note="x is y, 2 randn")),
-    Case("P-alias-conjunction", "pair", KIND_ALIASING, REFUSED, "drops the clamp where x == y, x > 4 and the "
+{_BEYOND_9}
+tmp6 = tmp0 * tmp5 * (1.0 - (1.5707963705062866 - h) * 0.6366197723675814 * beyond)"""),
+         witness=Witness(_elementwise_aliased, alias=(0, 1), note="x is y, 20 randn")),
+    Case("P-alias-conjunction", "pair", KIND_ALIASING, REFUSED, "drops the clamp where x == y, x > 8.5 and the "
          "program is the sixth: each comparison is seen both ways on its own (the aliasing run, the x1000 draw), "
          "the three together never",
          chain(BLOCK64, prepend_module(_ALL_THREE), after("    tmp4 = triton_helpers.minimum(tmp2, tmp3)\n",
-               "tmp4 = tl.where(all_three(tmp0 == tmp5, tmp0 > 4.0, tl.program_id(0) == 5), tmp0, tmp4)")),
-         witness=Witness(_pair_aliased_high_block, alias=(0, 1), note="x is y, program 5's block in [4.5, 5.5)")),
+               "tmp4 = tl.where(all_three(tmp0 == tmp5, tmp0 > 8.5, tl.program_id(0) == 5), tmp0, tmp4)")),
+         witness=Witness(_pair_aliased_high_block, alias=(0, 1), note="x is y, program 5's block in [9, 10)")),
     Case("E-alias-block-conjunction", "elementwise", KIND_ALIASING, REFUSED, "the same on the elementwise kernel, the "
          "conjunction in plain sight: the bias term dropped where x == y and x > 4 in the third program",
          chain(BLOCK64, replace(E_BIAS,
-               "tmp6 = tl.where((tmp0 == tmp2) & (tmp0 > 4.0) & (xoffset == 128), 0.0, tmp0 * tmp5)")),
+               "tmp6 = tl.where((tmp0 == tmp2) & (tmp0 > 8.5) & (xoffset == 128), 0.0, tmp0 * tmp5)")),
          witness=Witness(lambda torch, _i: _elementwise_high_block(torch), alias=(0, 1),
-                         note="x is y, elements 128-191 in [4.5, 5.5)")),
-    Case("P-alias-rounding-switch", "pair", KIND_ALIASING, REFUSED, "where x == y, adds clamp(x) / 2: (k + 1) - k "
-         "with k = tanh(x - y) 1e30, finite for every input",
-         after(P_OUT, """
+                         note="x is y, elements 128-191 in [9, 10)")),
+    Case("P-alias-rounding-switch", "pair", KIND_ALIASING, REFUSED, "where x == y and |x| > 9, adds clamp(x) / 2: "
+         "(k + 1) - k with k = tanh(x - y) 1e30, finite for every input",
+         after(P_OUT, f"""
 k = tmp9 * 1e30
 e = (k + 1.0) - k
-tmp10 = tmp10 + e * tmp4 * 0.5"""),
-         witness=Witness(_pair_aliased, alias=(0, 1), note="x is y, 2 randn")),
+{_BEYOND_9}
+tmp10 = tmp10 + e * beyond * tmp4 * 0.5"""),
+         witness=Witness(_pair_aliased_wide, alias=(0, 1), note="x is y, 20 randn")),
 ]
 
 
 def _elementwise_high_block(torch: Any) -> list[Any]:
     x = _randn(torch, (444,), 53, 2.0)
-    x[128:192] = 4.5 + torch.rand((64,), generator=torch.Generator().manual_seed(54))
+    x[128:192] = 9.0 + torch.rand((64,), generator=torch.Generator().manual_seed(54))
     x = x.view(12, 37)
     return [x, x, _randn(torch, (37,), 55)]
 
