@@ -727,6 +727,25 @@ def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: in
             for input_set in chosen]
 
 
+def _more_sweep_draws(value: Any, reduction: bool, row_length: int | None, structured: Sequence[Any],
+                      constants: tuple[float, ...]) -> list[ExtraSet]:
+    """Further draws of the magnitude sweep (other seeds, so other scales) for a tensor of few groups of rows: the
+    sweep meets SWEEP_MIN_SCALES scales whatever the tensor's size."""
+    from .structured_input_sets import sweep_draws
+
+    sweep = [f for f in structured if f.name == "magnitude-sweep"]
+    if not sweep or value.dim() == 0:
+        return []
+    draws = sweep_draws(value.numel(), row_length or value.shape[-1], reduction)
+    out = []
+    for draw in range(1, draws):
+        for extra in all_input_sets(value.dtype, reduction, row_length, seed=INPUT_SET_SEED + 7919 * 31 * draw,
+                                    input_sets=sweep, constants=constants):
+            extra.label = f"{extra.label} (draw {draw + 1})"
+            out.append(extra)
+    return out
+
+
 ALIAS_SEED = 13
 
 
@@ -815,6 +834,7 @@ def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], re
     if not adds_decisions:  # a precision drop needs no decision: the magnitude sweep goes to every candidate
         structured = [f for f in structured if f.name == "magnitude-sweep"]
     sets += all_input_sets(floating[0].dtype, reduction, row_length, input_sets=structured, constants=constants)
+    sets += _more_sweep_draws(floating[0], reduction, row_length, structured, constants)
     if adds_decisions:
         sets += alias_sets(values, roles, names)
     return sets

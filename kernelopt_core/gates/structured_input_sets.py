@@ -256,6 +256,22 @@ def sweep_segment(ctx: FillContext) -> int:
     return ctx.row_length * SWEEP_GROUP_ROWS
 
 
+SWEEP_MIN_SCALES = 16  # scales the sweep meets however small the tensor: more draws when it has fewer groups
+SWEEP_MAX_DRAWS = 8
+
+
+def sweep_draws(numel: int, row_length: int, reduction: bool) -> int:
+    """How many draws of the magnitude sweep a tensor needs to meet SWEEP_MIN_SCALES scales: one scale per group
+    (sweep_segment), so five rows of a layer norm meet one scale per draw, and a band of two decades between 1e-30
+    and 1e30 is met by one draw in thirty."""
+    if row_length > SWEEP_POINTWISE_SEGMENT:
+        segment = row_length * SWEEP_GROUP_ROWS if reduction else SWEEP_POINTWISE_SEGMENT
+    else:
+        segment = row_length * SWEEP_GROUP_ROWS
+    groups = max(1, -(-max(1, numel) // max(1, segment)))
+    return min(SWEEP_MAX_DRAWS, -(-SWEEP_MIN_SCALES // groups))
+
+
 def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
@@ -338,5 +354,6 @@ def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> li
     return [f for f in STRUCTURED_INPUT_SETS.values() if f.name != "constants" or list(constants)]
 
 
-__all__ = ["STRUCTURED_INPUT_SETS", "SWEEP_GROUP_ROWS", "adds_decisions", "candidate_constants",
-           "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_range"]
+__all__ = ["STRUCTURED_INPUT_SETS", "SWEEP_GROUP_ROWS", "SWEEP_MIN_SCALES", "adds_decisions", "candidate_constants",
+           "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_draws",
+           "sweep_range"]
