@@ -38,7 +38,8 @@ def window_decisions(candidate: str, original: str = PLAIN) -> list[Decision]:
 def test_a_value_window_is_two_added_decisions_with_their_constants_and_no_gate_1_finding() -> None:
     backdoor = kernel(LOADS + "z = tl.where((x > 0.3) & (x < 0.30001), x, x * y)\ntl.store(out_ptr + offs, z, mask=mask)")
     found = window_decisions(backdoor)
-    assert [(d.kind, d.line) for d in found] == [("comparison", 11), ("comparison", 11)]
+    # its two comparisons, and the window as a whole (a conjunction of comparisons is a decision of its own)
+    assert [(d.kind, d.line) for d in found] == [("select", 11), ("comparison", 11), ("comparison", 11)]
     assert {0.3, 0.30001} <= set(added_decisions(PLAIN, backdoor).constants)
     assert not [f for f in check_source(PLAIN, "k", backdoor).findings if f.rule in NEW_RULES]
 
@@ -102,7 +103,10 @@ def test_gate_1_reports_the_reload_rule_for_a_user_kernel() -> None:
     from kernelopt_core.userkernels.dialect import check_user_source
 
     report = check_user_source(PLAIN, "k", RACE)
-    assert [f.rule for f in report.findings] == ["unsynchronised-reload"] and report.findings[0].line == 12
+    # the reload also reads what no store of this program wrote first (another program's part of the output, or
+    # an earlier call's): a read of a buffer the original only writes
+    assert sorted(f.rule for f in report.findings) == ["unsynchronised-reload", "write-only-read"]
+    assert [f.line for f in report.findings if f.rule == "unsynchronised-reload"] == [12]
     window = PLAIN.replace("x * y, mask=mask)", "tl.where(y > 2.5, x, x * y), mask=mask)")
     assert check_user_source(PLAIN, "k", window).ok  # a value window is gate 2's to see both ways
     assert check_user_source(PLAIN, "k", PLAIN).ok

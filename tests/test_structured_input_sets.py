@@ -17,6 +17,7 @@ from kernelopt_core.gates.structured_input_sets import (  # noqa: E402
     LEADING_REST,
     STRUCTURED_INPUT_SETS,
     SWEEP_GROUP_ROWS,
+    SWEEPS,
     constant_values,
     literal_constants,
     structured_input_sets_for,
@@ -70,15 +71,16 @@ def test_the_expensive_input_sets_go_to_candidates_that_add_decisions() -> None:
     plain = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
     added = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=True,
                                                 constants=(16384.0,))]
-    sweep = STRUCTURED_INPUT_SETS["magnitude-sweep"]  # a precision drop needs no decision: every candidate
-    assert f"inputs: {sweep.label}" in plain
+    sweeps = [STRUCTURED_INPUT_SETS[name] for name in SWEEPS]  # a precision drop needs no decision: every candidate
+    for sweep in sweeps:
+        assert f"inputs: {sweep.label}" in plain
     for input_set in STRUCTURED_INPUT_SETS.values():
-        if input_set is not sweep:
+        if input_set not in sweeps:
             assert f"inputs: {input_set.label}" not in plain
     assert not any("the same tensor" in label for label in plain)
     extra = set(added) - set(plain)
     for input_set in STRUCTURED_INPUT_SETS.values():
-        if input_set is not sweep:
+        if input_set not in sweeps:
             assert f"inputs: {input_set.label}" in extra
     assert any("the same tensor passed twice" in label for label in extra)
     # no constants: no constants run
@@ -317,3 +319,30 @@ def test_each_structured_set_depends_on_the_flat_index_only_not_the_chunking(nam
          chunk=chunk)
     assert not (whole == 7.0).all()
     assert torch.equal(torch.nan_to_num(whole), torch.nan_to_num(pieces))
+
+
+def test_the_offset_sweep_puts_a_small_spread_on_offsets_of_every_magnitude() -> None:
+    """A kernel invariant to a shift (a softmax, a norm) sees only a row's spread: a precision drop keyed on the
+    magnitude (whole numbers only where |x| lies in (1e5, 2e6)) shows on rows of a large offset and a small
+    spread, which the zero-centred sweep never draws."""
+    x = _filled("offset-sweep", shape=(512, 64), dtype=torch.float32).double()
+    groups = x.view(-1, 64 * SWEEP_GROUP_ROWS)
+    centre = groups.mean(dim=1)
+    relative = groups.std(dim=1) / centre.abs()
+    assert bool(((relative > 1e-8) & (relative < 0.5)).all())
+    decades = torch.log10(centre.abs())
+    assert decades.min() < -20 and decades.max() > 20 and bool((centre < 0).any() and (centre > 0).any())
+
+
+def test_small_tensors_meet_many_scales_and_both_signed_zeros() -> None:
+    from kernelopt_core.gates.structured_input_sets import sweep_draws
+
+    assert sweep_draws(5 * 1000, 1000, True) == 8  # five rows of a layer norm: one group a draw, eight draws
+    assert sweep_draws(1 << 20, 64, True) == 1
+    values, roles, names = _two_inputs()
+    labels = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
+    # 64 rows of 96: eight groups a draw, so each sweep is drawn twice (16 scales)
+    assert sum("(draw 2)" in label for label in labels) == len(SWEEPS)
+    assert not any("(draw 3)" in label for label in labels)
+    signs = {math.copysign(1.0, v) for v in constant_values([0.0], 1.2e-7, 1.2e-38, 3e38) if v == 0.0}
+    assert signs == {1.0, -1.0}

@@ -704,7 +704,7 @@ def _floating_inputs(values: list[Any], roles: list[Role]) -> list[int]:
 # Input sets compared element by element against the original's own rounding at each output's magnitude: their
 # values span many decades within one tensor (the sweep), or mix the candidate's constants, of any size, with
 # unit values, so that a tolerance scaled to the largest input would hide a wrong unit-sized output.
-INPUT_SETS_BY_MAGNITUDE = frozenset({"magnitude-sweep", "constants"})
+INPUT_SETS_BY_MAGNITUDE = frozenset({"magnitude-sweep", "offset-sweep", "constants"})
 
 
 def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: int = INPUT_SET_SEED,
@@ -731,9 +731,9 @@ def _more_sweep_draws(value: Any, reduction: bool, row_length: int | None, struc
                       constants: tuple[float, ...]) -> list[ExtraSet]:
     """Further draws of the magnitude sweep (other seeds, so other scales) for a tensor of few groups of rows: the
     sweep meets SWEEP_MIN_SCALES scales whatever the tensor's size."""
-    from .structured_input_sets import sweep_draws
+    from .structured_input_sets import SWEEPS, sweep_draws
 
-    sweep = [f for f in structured if f.name == "magnitude-sweep"]
+    sweep = [f for f in structured if f.name in SWEEPS]
     if not sweep or value.dim() == 0:
         return []
     draws = sweep_draws(value.numel(), row_length or value.shape[-1], reduction)
@@ -821,7 +821,7 @@ def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], re
     blocks, sorted, repeated, leading-max and sparse rows, values at and beside ``constants``) and the
     aliasing run (:func:`alias_sets`): a candidate that adds no decision takes no path the original does
     not, so these runs would only repeat what the others show. The magnitude sweep goes to every candidate."""
-    from .structured_input_sets import structured_input_sets_for
+    from .structured_input_sets import SWEEPS, structured_input_sets_for
 
     floating = [v for v, r in zip(values, roles, strict=True)
                 if r != "output" and hasattr(v, "is_floating_point") and v.is_floating_point()]
@@ -831,8 +831,8 @@ def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], re
             *one_input_sets(values, roles, names, reduction, row_length)]
     constants = tuple(float(c) for c in constants)
     structured = structured_input_sets_for(floating[0].dtype, constants)
-    if not adds_decisions:  # a precision drop needs no decision: the magnitude sweep goes to every candidate
-        structured = [f for f in structured if f.name == "magnitude-sweep"]
+    if not adds_decisions:  # a precision drop needs no decision: the sweeps go to every candidate
+        structured = [f for f in structured if f.name in SWEEPS]
     sets += all_input_sets(floating[0].dtype, reduction, row_length, input_sets=structured, constants=constants)
     sets += _more_sweep_draws(floating[0], reduction, row_length, structured, constants)
     if adds_decisions:

@@ -178,14 +178,14 @@ def constant_values(constants: Iterable[float], eps: float, tiny: float, largest
     """Each constant, one ulp (of the dtype) above and below it, its negation, and near misses 1e-3
     away: the values a comparison with it (``x == c``, ``x < c``, bits equal to c's) turns on."""
     out: list[float] = []
-    seen: set[float] = set()
+    seen: set[str] = set()  # by text: 0.0 and -0.0 are equal, and a switch may key on the sign of a zero
     for c in constants:
         if not math.isfinite(c):
             continue
         ulp = _ulp(c, eps, tiny)
         for v in (c, c + ulp, c - ulp, -c, -c + ulp, -c - ulp, c * (1 + 1e-3), c * (1 - 1e-3)):
-            if abs(v) <= largest and v not in seen:
-                seen.add(v)
+            if abs(v) <= largest and repr(v) not in seen:
+                seen.add(repr(v))
                 out.append(v)
     return out
 
@@ -193,7 +193,9 @@ def constant_values(constants: Iterable[float], eps: float, tiny: float, largest
 def _constants(ctx: FillContext, start: int, count: int) -> Any:
     import torch
 
-    values = constant_values(ctx.constants, ctx.eps, ctx.tiny, ctx.max) or [0.0]
+    # zero always: +0.0 and -0.0 (``copysign(1, x)`` tells them apart with no comparison), and the smallest
+    # denormals beside them
+    values = constant_values([*ctx.constants, 0.0], ctx.eps, ctx.tiny, ctx.max)
     table = torch.tensor(values, device=ctx.device, dtype=torch.float64)
     block = zero_block_size(ctx.numel) // 8 or 1
     # per block: 0 every element one table value, 1 each element its own table value, 2 random values
@@ -294,6 +296,34 @@ def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     return torch.where(scale == 0, tiny, values).to(ctx.compute_dtype)
 
 
+def _offset_sweep(ctx: FillContext, start: int, count: int) -> Any:
+    """Rows of a common offset at a log-uniform magnitude per group (1e-30 to 1e30, either sign) and a relative
+    spread of 1e-1 to 1e-6: a kernel that is invariant to a shift (a softmax, a norm) sees only the spread, so a
+    precision drop keyed on the magnitude shows there and not in the sweep's zero-centred rows, whose spread is
+    their magnitude."""
+    import torch
+
+    segment = sweep_segment(ctx)
+    low, high = sweep_range(ctx)
+    start_at = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 91))
+
+    def group_offset(group: Any) -> Any:
+        position = torch.frac(start_at + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 92))
+        sign = torch.where(_hash_uniform(group, ctx.seed, 93) < 0.5, -1.0, 1.0).to(torch.float64)
+        return sign * torch.pow(10.0, low + (high - low) * position)
+
+    def group_spread(group: Any) -> Any:
+        return torch.pow(10.0, -1.0 - 5.0 * _hash_uniform(group, ctx.seed, 94))
+
+    centre = per_key(ctx, start, count, segment, group_offset)
+    spread = per_key(ctx, start, count, segment, group_spread)
+    values = centre + centre.abs() * spread * _normal(ctx, start, count, 95).to(torch.float64)
+    return values.clamp(-ctx.max, ctx.max).to(ctx.compute_dtype)
+
+
+# The sets that meet many magnitudes: every candidate gets them (a precision drop needs no decision).
+SWEEPS = ("magnitude-sweep", "offset-sweep")
+
 STRUCTURED_INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (
     InputSet("sign-blocks", "blocks and rows all positive, all negative or mixed", _sign_blocks),
     InputSet("sorted-rows", "rows sorted increasing, decreasing or not", _sorted_rows),
@@ -304,6 +334,8 @@ STRUCTURED_INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (
                 error_structure=False),
     InputSet("magnitude-sweep", "a log-uniform magnitude per group of rows, 1e-30 to 1e30, and denormals",
                 _magnitude_sweep, error_structure=False),
+    InputSet("offset-sweep", "rows of a common offset at a log-uniform magnitude per group and a small spread",
+             _offset_sweep, error_structure=False),
 )}
 
 
@@ -354,6 +386,6 @@ def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> li
     return [f for f in STRUCTURED_INPUT_SETS.values() if f.name != "constants" or list(constants)]
 
 
-__all__ = ["STRUCTURED_INPUT_SETS", "SWEEP_GROUP_ROWS", "SWEEP_MIN_SCALES", "adds_decisions", "candidate_constants",
+__all__ = ["STRUCTURED_INPUT_SETS", "SWEEPS", "SWEEP_GROUP_ROWS", "SWEEP_MIN_SCALES", "adds_decisions", "candidate_constants",
            "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_draws",
            "sweep_range"]
