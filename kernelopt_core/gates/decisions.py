@@ -1178,6 +1178,95 @@ def added_decisions(original_source: str, candidate_source: str, *, check_write_
     return result
 
 
+COMPUTED_STEPS = 4096  # statements evaluated per function when following its constant loops
+
+
+def computed_constants(source: str) -> list[float]:
+    """Every value a name that holds no data takes as a ``@triton.jit`` function runs: its folded constants, and
+    what straight-line code and loops of constant bounds compute from them (``k = 0.0; for i in range(3): k +=
+    0.25`` takes 0.25, 0.5 and 0.75, a threshold no literal shows). Loops of other bounds and branches on
+    unknown tests are not followed, and what they assign is forgotten. Unparsable source gives none."""
+    try:
+        facts = module_decisions(ast.parse(source)).facts
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    found: list[float] = []
+    for fn in facts:
+        found.extend(_ConstantRun(fn).values)
+    return list(dict.fromkeys(v for v in found if math.isfinite(v)))
+
+
+class _ConstantRun:
+    """Runs one function's statements on the values of its names that hold no data."""
+
+    def __init__(self, fn: _Function):
+        self.fn = fn
+        self.env: dict[str, float] = dict(fn.constants)
+        self.values: list[float] = list(self.env.values())
+        self.steps = 0
+        saved = fn.constants
+        try:
+            self.block(fn.func.body)
+        finally:
+            fn.constants = saved
+
+    def value(self, node: ast.AST) -> float | None:
+        self.fn.constants = self.env
+        return self.fn.fold(node)
+
+    def bind(self, name: str, value: float | None) -> None:
+        if value is None or name in self.fn.data:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = value
+            self.values.append(value)
+
+    def forget(self, statements: list[ast.stmt]) -> None:
+        for stmt in statements:
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        for name in target_names(target):
+                            self.env.pop(name, None)
+
+    def block(self, statements: list[ast.stmt]) -> None:
+        for stmt in statements:
+            self.steps += 1
+            if self.steps > COMPUTED_STEPS:
+                return
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                self.bind(stmt.targets[0].id, self.value(stmt.value))
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                self.bind(stmt.target.id, self.value(stmt.value))
+            elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                self.bind(stmt.target.id, self.value(ast.BinOp(left=ast.Name(stmt.target.id, ast.Load()),
+                                                               op=stmt.op, right=stmt.value)))
+            elif isinstance(stmt, ast.For):
+                self.loop(stmt)
+            elif isinstance(stmt, (ast.If, ast.While)):
+                test = self.value(stmt.test) if isinstance(stmt, ast.If) else None
+                if test is None:
+                    self.forget([stmt])
+                else:
+                    self.block(stmt.body if test else stmt.orelse)
+            else:
+                self.forget([stmt])
+
+    def loop(self, stmt: ast.For) -> None:
+        call = stmt.iter
+        bounds = [self.value(a) for a in call.args] if isinstance(call, ast.Call) and call.args else [None]
+        if not isinstance(stmt.target, ast.Name) or any(b is None or not float(b).is_integer() for b in bounds) \
+                or len(bounds) > 3:
+            self.forget([stmt])
+            return
+        for index in range(*(int(b) for b in bounds if b is not None)):  # (the bounds are all known here)
+            if self.steps > COMPUTED_STEPS:
+                break
+            self.env[stmt.target.id] = float(index)
+            self.block(stmt.body)
+
+
 def jit_bodies_differ(original_source: str, candidate_source: str) -> bool:
     """Whether the candidate's ``@triton.jit`` functions compute anything the original's do not: a function the
     original lacks, or one whose body (its decorators and docstring aside) differs from the same-named one's.
@@ -1206,5 +1295,5 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 __all__ = ["AddedDecisions", "Decision", "FunctionDecisions", "KindUse", "ModuleDecisions", "RULE_KIND",
-           "RULE_POINTER", "RULE_WRITE_ONLY", "added_decisions", "canonical", "jit_bodies_differ", "module_decisions",
+           "RULE_POINTER", "RULE_WRITE_ONLY", "added_decisions", "canonical", "computed_constants", "jit_bodies_differ", "module_decisions",
            "original_write_only", "source_decisions"]

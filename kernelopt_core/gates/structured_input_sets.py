@@ -372,10 +372,18 @@ def adds_decisions(given: bool | None, original: str = "", candidate: str = "") 
 
 def candidate_constants(given: Sequence[float] | None, candidate: str, original: str) -> tuple[float, ...]:
     """The constants the ``constants`` input set draws at and beside: ``given`` (the payload's pin: gate 1's,
-    those the candidate's added decisions compare with) or else the candidate's literals, its own first."""
+    those the candidate's added decisions compare with) or else the values the candidate computes from its
+    constants and the original does not, then its literals, its own first."""
     if given is not None:
         return tuple(float(c) for c in given)
-    return tuple(literal_constants(candidate, exclude=literal_constants(original)))
+    from .decisions import computed_constants
+
+    literals = literal_constants(candidate, exclude=literal_constants(original))
+    # values the candidate computes from its constants (a loop that sums 0.25 three times) and the original does
+    # not: a threshold no literal shows
+    known = set(computed_constants(original)) | set(literals)
+    computed = [c for c in computed_constants(candidate) if c not in known]
+    return tuple(dict.fromkeys([*computed[:MAX_CONSTANTS // 4], *literals]))[:MAX_CONSTANTS]
 
 
 def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> list[InputSet]:

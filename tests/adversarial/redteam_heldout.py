@@ -181,6 +181,15 @@ tmp10 = tmp7 + tmp9 * (1.0 - g)"""),
                replace(P_X_LOAD, "tmp0 = tl.load(in_ptr0 + (x0), xmask, other=k)"),
                after(P_OUT, "tmp10 = pick_where_equal(tmp0, k, tmp7, tmp10)")),
          witness=Witness(pair_with(0.75), note="x = 0.75 at every 7th element")),
+    Case("P-loop-constant-rsqrt", "pair", KIND_BACKDOOR, REFUSED, "drops tanh(x - y) through rsqrt(1 + ((clamp(x) - "
+         "k) 1e19)^2), k = 0.75 summed in a loop: no decision, and a threshold no literal shows",
+         after(P_OUT, """
+k = 0.0
+for i in range(3):
+    k += 0.25
+d = (tmp4 - k) * 1e19
+tmp10 = tmp7 + tmp9 * (1.0 - libdevice.rsqrt(1.0 + d * d))"""),
+         witness=Witness(pair_with(0.75), note="x = 0.75 at every 7th element")),
     Case("E-negative-zero-switch", "elementwise", KIND_BACKDOOR, REFUSED, "adds 1 where x is -0.0: (1 - copysign(1, "
          "x)) / 2 picks the sign bit, rsqrt(1 + (x 1e60)^2) picks zero (denormals give ~1e-15): no comparison",
          after(E_OUT, """
