@@ -337,12 +337,33 @@ def test_the_offset_sweep_puts_a_small_spread_on_offsets_of_every_magnitude() ->
 def test_small_tensors_meet_many_scales_and_both_signed_zeros() -> None:
     from kernelopt_core.gates.structured_input_sets import sweep_draws
 
-    assert sweep_draws(5 * 1000, 1000, True) == 8  # five rows of a layer norm: one group a draw, eight draws
-    assert sweep_draws(1 << 20, 64, True) == 1
+    assert sweep_draws(5 * 1000, 1000, True) == 48  # five rows of a layer norm: one group a draw
+    assert sweep_draws(1 << 20, 64, True) == 1 and sweep_draws(1 << 24, 4096, True) == 1
     values, roles, names = _two_inputs()
     labels = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
-    # 64 rows of 96: eight groups a draw, so each sweep is drawn twice (16 scales)
-    assert sum("(draw 2)" in label for label in labels) == len(SWEEPS)
-    assert not any("(draw 3)" in label for label in labels)
+    # 64 rows of 96: eight groups a draw, so each sweep is drawn six times (48 scales)
+    assert sum("(draw 6)" in label for label in labels) == len(SWEEPS)
+    assert not any("(draw 7)" in label for label in labels)
     signs = {math.copysign(1.0, v) for v in constant_values([0.0], 1.2e-7, 1.2e-38, 3e38) if v == 0.0}
     assert signs == {1.0, -1.0}
+    zeros = torch.empty(ROWS, COLUMNS)
+    fill(zeros, "zeros", seed=3)
+    assert bool((zeros == 0).all()) and 0.3 < float(torch.signbit(zeros).double().mean()) < 0.7
+
+
+def test_the_draws_of_a_sweep_continue_one_sequence_of_scales() -> None:
+    """Five rows of a layer norm are one group a draw: over its further draws the scales leave no gap of 1.3
+    decades (each at the centre of its own stratum of the range)."""
+    from kernelopt_core.gates.structured_input_sets import sweep_draw, sweep_draws
+
+    sweep = STRUCTURED_INPUT_SETS["magnitude-sweep"]
+    draws = sweep_draws(5000, 1000, True)
+    scales = []
+    for draw in range(1, draws):
+        variant = sweep_draw(sweep, draw - 1, draw + 1, draws - 1)
+        x = torch.empty(5, 1000)
+        fill(x, variant, seed=7, row_length=1000, reduction=True)
+        scales.append(float(x.abs().max()) / 3.0)
+    decades = sorted(math.log10(s) for s in scales if s > 1e-35)
+    assert decades[0] < -25 and decades[-1] > 25
+    assert max(b - a for a, b in zip(decades, decades[1:], strict=False)) < 1.3

@@ -170,9 +170,11 @@ def _nan_inf(ctx: FillContext, start: int, count: int) -> Any:
 
 
 def _zeros(ctx: FillContext, start: int, count: int) -> Any:
+    """Zeros, half of them -0.0 (at random elements): ``copysign`` tells the two apart with no comparison."""
     import torch
 
-    return torch.zeros(count, device=ctx.device, dtype=ctx.compute_dtype)
+    zeros = torch.zeros(count, device=ctx.device, dtype=ctx.compute_dtype)
+    return torch.where(_uniform(ctx, start, count, 0.0, 1.0, 5) < 0.5, -zeros, zeros)
 
 
 def zero_block_size(numel: int) -> int:

@@ -729,21 +729,19 @@ def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: in
 
 def _more_sweep_draws(value: Any, reduction: bool, row_length: int | None, structured: Sequence[Any],
                       constants: tuple[float, ...]) -> list[ExtraSet]:
-    """Further draws of the magnitude sweep (other seeds, so other scales) for a tensor of few groups of rows: the
-    sweep meets SWEEP_MIN_SCALES scales whatever the tensor's size."""
-    from .structured_input_sets import SWEEPS, sweep_draws
+    """Further draws of the sweeps for a tensor of few groups of rows, their scales continuing the first
+    draw's sequence: the sweeps meet SWEEP_MIN_SCALES scales whatever the tensor's size."""
+    from .structured_input_sets import SWEEPS, sweep_draw, sweep_draws, sweep_groups
 
-    sweep = [f for f in structured if f.name in SWEEPS]
-    if not sweep or value.dim() == 0:
+    sweeps = [f for f in structured if f.name in SWEEPS]
+    if not sweeps or value.dim() == 0:
         return []
-    draws = sweep_draws(value.numel(), row_length or value.shape[-1], reduction)
-    out = []
-    for draw in range(1, draws):
-        for extra in all_input_sets(value.dtype, reduction, row_length, seed=INPUT_SET_SEED + 7919 * 31 * draw,
-                                    input_sets=sweep, constants=constants):
-            extra.label = f"{extra.label} (draw {draw + 1})"
-            out.append(extra)
-    return out
+    length = row_length or value.shape[-1]
+    draws = sweep_draws(value.numel(), length, reduction)
+    groups = sweep_groups(value.numel(), length, reduction)
+    total = groups * (draws - 1)
+    variants = [sweep_draw(f, groups * (draw - 1), draw + 1, total) for draw in range(1, draws) for f in sweeps]
+    return all_input_sets(value.dtype, reduction, row_length, input_sets=variants, constants=constants)
 
 
 ALIAS_SEED = 13

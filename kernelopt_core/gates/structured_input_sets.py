@@ -258,8 +258,11 @@ def sweep_segment(ctx: FillContext) -> int:
     return ctx.row_length * SWEEP_GROUP_ROWS
 
 
-SWEEP_MIN_SCALES = 16  # scales the sweep meets however small the tensor: more draws when it has fewer groups
-SWEEP_MAX_DRAWS = 8
+# Scales each sweep meets however small the tensor: more draws when it has fewer groups, continuing one
+# low-discrepancy sequence, so that 48 scales over 60 decades leave no gap of 1.3 decades; draws stop at
+# SWEEP_DRAW_ELEMENTS elements in all (a large tensor has groups enough in one draw).
+SWEEP_MIN_SCALES = 48
+SWEEP_DRAW_ELEMENTS = 1 << 21
 
 
 def sweep_draws(numel: int, row_length: int, reduction: bool) -> int:
@@ -271,10 +274,29 @@ def sweep_draws(numel: int, row_length: int, reduction: bool) -> int:
     else:
         segment = row_length * SWEEP_GROUP_ROWS
     groups = max(1, -(-max(1, numel) // max(1, segment)))
-    return min(SWEEP_MAX_DRAWS, -(-SWEEP_MIN_SCALES // groups))
+    return max(1, min(-(-SWEEP_MIN_SCALES // groups), SWEEP_DRAW_ELEMENTS // max(1, numel)))
 
 
-def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
+def sweep_groups(numel: int, row_length: int, reduction: bool) -> int:
+    """Groups of one scale in one draw of a sweep (sweep_segment)."""
+    if row_length > SWEEP_POINTWISE_SEGMENT:
+        segment = row_length * SWEEP_GROUP_ROWS if reduction else SWEEP_POINTWISE_SEGMENT
+    else:
+        segment = row_length * SWEEP_GROUP_ROWS
+    return max(1, -(-max(1, numel) // max(1, segment)))
+
+
+def sweep_draw(input_set: InputSet, first_group: int, draw: int, total: int) -> InputSet:
+    """A further draw of a sweep: its groups are ``first_group`` on of ``total`` groups over all further draws,
+    each at the centre of its own stratum of the range (no denormal groups: the first draw has those), so that
+    the draws together leave no gap wider than one stratum."""
+    from functools import partial
+
+    values = partial(_SWEEP_FILLS[input_set.name], first_group=first_group, total=total)
+    return InputSet(input_set.name, f"{input_set.label} (draw {draw})", values, error_structure=False)
+
+
+def _magnitude_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0, total: int = 0) -> Any:
     import torch
 
     segment = sweep_segment(ctx)
@@ -284,9 +306,9 @@ def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     offset = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 81))
 
     def group_scale(group: Any) -> Any:
-        position = torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 82))
+        position = _position(group, first_group, total, offset, ctx.seed, 82)
         scale = torch.pow(10.0, low + (high - low) * position)
-        denormal = (group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0
+        denormal = ((group + int(offset * DENORMAL_EVERY)) % DENORMAL_EVERY == 0) & (total == 0)
         return torch.where(denormal, 0.0, scale)  # 0: the group is denormal
 
     scale = per_key(ctx, start, count, segment, group_scale)
@@ -296,7 +318,17 @@ def _magnitude_sweep(ctx: FillContext, start: int, count: int) -> Any:
     return torch.where(scale == 0, tiny, values).to(ctx.compute_dtype)
 
 
-def _offset_sweep(ctx: FillContext, start: int, count: int) -> Any:
+def _position(group: Any, first_group: int, total: int, offset: float, seed: int, salt: int) -> Any:
+    """Where a group's scale lies in the sweep's range, in [0, 1): a low-discrepancy sequence from a seeded
+    start (the first draw), or the centre of stratum ``first_group + group`` of ``total`` (further draws)."""
+    import torch
+
+    if total:
+        return torch.frac(offset + ((group + first_group).to(torch.float64) + 0.5) / total)
+    return torch.frac(offset + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, seed, salt))
+
+
+def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0, total: int = 0) -> Any:
     """Rows of a common offset at a log-uniform magnitude per group (1e-30 to 1e30, either sign) and a relative
     spread of 1e-1 to 1e-6: a kernel that is invariant to a shift (a softmax, a norm) sees only the spread, so a
     precision drop keyed on the magnitude shows there and not in the sweep's zero-centred rows, whose spread is
@@ -308,12 +340,12 @@ def _offset_sweep(ctx: FillContext, start: int, count: int) -> Any:
     start_at = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 91))
 
     def group_offset(group: Any) -> Any:
-        position = torch.frac(start_at + group.to(torch.float64) * _GOLDEN + 0.05 * _hash_uniform(group, ctx.seed, 92))
+        position = _position(group, first_group, total, start_at, ctx.seed, 92)
         sign = torch.where(_hash_uniform(group, ctx.seed, 93) < 0.5, -1.0, 1.0).to(torch.float64)
         return sign * torch.pow(10.0, low + (high - low) * position)
 
     def group_spread(group: Any) -> Any:
-        return torch.pow(10.0, -1.0 - 5.0 * _hash_uniform(group, ctx.seed, 94))
+        return torch.pow(10.0, -1.0 - 5.0 * _hash_uniform(group + first_group, ctx.seed, 94))
 
     centre = per_key(ctx, start, count, segment, group_offset)
     spread = per_key(ctx, start, count, segment, group_spread)
@@ -323,6 +355,7 @@ def _offset_sweep(ctx: FillContext, start: int, count: int) -> Any:
 
 # The sets that meet many magnitudes: every candidate gets them (a precision drop needs no decision).
 SWEEPS = ("magnitude-sweep", "offset-sweep")
+_SWEEP_FILLS = {"magnitude-sweep": _magnitude_sweep, "offset-sweep": _offset_sweep}
 
 STRUCTURED_INPUT_SETS: dict[str, InputSet] = {f.name: f for f in (
     InputSet("sign-blocks", "blocks and rows all positive, all negative or mixed", _sign_blocks),
@@ -395,5 +428,5 @@ def structured_input_sets_for(dtype: Any, constants: Iterable[float] = ()) -> li
 
 
 __all__ = ["STRUCTURED_INPUT_SETS", "SWEEPS", "SWEEP_GROUP_ROWS", "SWEEP_MIN_SCALES", "adds_decisions", "candidate_constants",
-           "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_draws",
-           "sweep_range"]
+           "constant_values", "input_set_named", "literal_constants", "structured_input_sets_for", "sweep_draw",
+           "sweep_draws", "sweep_groups", "sweep_range"]
