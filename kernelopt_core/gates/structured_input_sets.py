@@ -203,7 +203,9 @@ def _constants(ctx: FillContext, start: int, count: int) -> Any:
     kind = per_key(ctx, start, count, block, lambda blocks: (_hash_uniform(blocks, ctx.seed, 71) * 3).floor())
     per_block = per_key(ctx, start, count, block,
                         lambda blocks: (_hash_uniform(blocks, ctx.seed, 72) * len(values)).floor().to(torch.int64))
-    per_element = (_uniform(ctx, start, count, 0.0, 1.0, 73) * len(values)).floor().to(torch.int64)
+    # element by element through the whole table (from a seeded start): every value is drawn, however many
+    shift = int(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 73) * len(values))
+    per_element = (_index(ctx, start, count) + shift) % len(values)
     chosen = torch.where(kind == 0, per_block, per_element).clamp(max=len(values) - 1)
     picked = table[chosen].to(ctx.compute_dtype)
     random = _normal(ctx, start, count, 74)
