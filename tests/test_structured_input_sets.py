@@ -367,3 +367,17 @@ def test_the_draws_of_a_sweep_continue_one_sequence_of_scales() -> None:
     decades = sorted(math.log10(s) for s in scales if s > 1e-35)
     assert decades[0] < -25 and decades[-1] > 25
     assert max(b - a for a, b in zip(decades, decades[1:], strict=False)) < 1.3
+
+
+def test_the_aliasing_run_is_repeated_with_the_sweep_and_the_constants() -> None:
+    """A shortcut may want equal inputs and something more (x == y and |x| > 9): the aliasing run is repeated
+    with the sweep's magnitudes and the candidate's constants, the aliased inputs equal in each."""
+    values, roles, names = _two_inputs()
+    fills = [STRUCTURED_INPUT_SETS["magnitude-sweep"], STRUCTURED_INPUT_SETS["constants"]]
+    runs = alias_sets(values, roles, names, fills=fills, row_length=COLUMNS, reduction=True, constants=(0.75,))
+    assert len(runs) == 3 and [r.comparison for r in runs] == ["tolerance", "magnitude", "magnitude"]
+    for run in runs[1:]:
+        run.fill(values, roles)
+        assert torch.equal(values[0], values[1])
+    assert float(values[0].abs().max()) > 1e3 or bool((values[0] == 0.75).any())
+    assert bool((values[0] == 0.75).any())

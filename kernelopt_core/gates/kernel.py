@@ -747,11 +747,17 @@ def _more_sweep_draws(value: Any, reduction: bool, row_length: int | None, struc
 ALIAS_SEED = 13
 
 
-def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int = ALIAS_SEED) -> list[ExtraSet]:
+def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int = ALIAS_SEED,
+               fills: Sequence[Any] = (), row_length: int | None = None, reduction: bool = False,
+               constants: tuple[float, ...] = ()) -> list[ExtraSet]:
     """One run where every read-only floating input shares the buffer of the first input of its layout
     (``f(x, x)``): a shortcut taken when two inputs are the same tensor, or hold equal values, shows only
-    there. None when no two inputs share a shape, strides and dtype."""
+    there; then one more such run per input set of ``fills`` (the sweep's magnitudes, the candidate's
+    constants), since a shortcut may want equal inputs and something more (``x == y`` and ``|x| > 9``). None
+    when no two inputs share a shape, strides and dtype."""
     import torch
+
+    from .input_sets import fill
 
     groups: dict[Any, list[int]] = {}
     for index, (value, role) in enumerate(zip(values, roles, strict=True)):
@@ -761,13 +767,24 @@ def alias_sets(values: list[Any], roles: list[Role], names: list[str], seed: int
     if not aliases:
         return []
 
-    def apply(values: list[Any], roles: list[Role]) -> None:
-        draw_arguments(values, roles, seed, "randn")
-        for j, i in aliases.items():  # equal values too: the copy a shortcut might read is the same
-            values[j].copy_(values[i])
+    def aliased(input_set: Any | None) -> Callable[[list[Any], list[Role]], None]:
+        def apply(values: list[Any], roles: list[Role]) -> None:
+            draw_arguments(values, roles, seed, "randn")
+            if input_set is not None:
+                for position, index in enumerate(sorted(set(aliases.values()))):
+                    fill(values[index], input_set, seed=seed + INPUT_SEED_STEP * position, row_length=row_length,
+                         chunk=device_chunk(values[index]), constants=constants, reduction=reduction)
+            for j, i in aliases.items():  # equal values too: the copy a shortcut might read is the same
+                values[j].copy_(values[i])
+        return apply
 
     pairs = ", ".join(f"{names[j]} is {names[i]}" for j, i in aliases.items())
-    return [ExtraSet(f"inputs: the same tensor passed twice ({pairs})", apply, aliases=aliases)]
+    out = [ExtraSet(f"inputs: the same tensor passed twice ({pairs})", aliased(None), aliases=aliases)]
+    for input_set in fills:
+        out.append(ExtraSet(f"inputs: the same tensor passed twice ({pairs}), {input_set.label}", aliased(input_set),
+                            aliases=aliases, error_structure=False,
+                            comparison="magnitude" if input_set.name in INPUT_SETS_BY_MAGNITUDE else "tolerance"))
+    return out
 
 
 # Input sets drawn into ONE floating input at a time, the others randn. Each input has its own draw in the
@@ -834,5 +851,7 @@ def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], re
     sets += all_input_sets(floating[0].dtype, reduction, row_length, input_sets=structured, constants=constants)
     sets += _more_sweep_draws(floating[0], reduction, row_length, structured, constants)
     if adds_decisions:
-        sets += alias_sets(values, roles, names)
+        fills = [f for f in structured if f.name in ("magnitude-sweep", "constants")]
+        sets += alias_sets(values, roles, names, fills=fills, row_length=row_length, reduction=reduction,
+                           constants=constants)
     return sets
