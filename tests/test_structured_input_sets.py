@@ -340,7 +340,9 @@ def test_small_tensors_meet_many_scales_and_both_signed_zeros() -> None:
     assert sweep_draws(5 * 1000, 1000, True) == 48  # five rows of a layer norm: one group a draw
     assert sweep_draws(1 << 20, 64, True) == 1 and sweep_draws(1 << 24, 4096, True) == 1
     values, roles, names = _two_inputs()
-    labels = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
+    plain = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=False)]
+    assert not any("(draw" in label for label in plain)  # a launch configuration cannot key a band: one draw
+    labels = [s.label for s in kernel_input_sets(values, roles, names, True, COLUMNS, adds_decisions=True)]
     # 64 rows of 96: eight groups a draw, so each sweep is drawn six times (48 scales)
     assert sum("(draw 6)" in label for label in labels) == len(SWEEPS)
     assert not any("(draw 7)" in label for label in labels)

@@ -849,8 +849,8 @@ def kernel_input_sets(values: list[Any], roles: list[Role], names: list[str], re
     if not adds_decisions:  # a precision drop needs no decision: the sweeps go to every candidate
         structured = [f for f in structured if f.name in SWEEPS]
     sets += all_input_sets(floating[0].dtype, reduction, row_length, input_sets=structured, constants=constants)
-    sets += _more_sweep_draws(floating[0], reduction, row_length, structured, constants)
-    if adds_decisions:
+    if adds_decisions:  # a band keyed on magnitude needs a changed body: a launch configuration gets one draw
+        sets += _more_sweep_draws(floating[0], reduction, row_length, structured, constants)
         fills = [f for f in structured if f.name in ("magnitude-sweep", "constants")]
         sets += alias_sets(values, roles, names, fills=fills, row_length=row_length, reduction=reduction,
                            constants=constants)
