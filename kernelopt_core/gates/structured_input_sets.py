@@ -331,7 +331,7 @@ def _position(group: Any, first_group: int, total: int, offset: float, seed: int
 
 
 def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0, total: int = 0) -> Any:
-    """Rows of a common offset at a log-uniform magnitude per group (1e-30 to 1e30, either sign) and a relative
+    """Rows of a common offset at a log-uniform magnitude per group (1e2 to 1e30, either sign) and a relative
     spread of 1e-1 to 1e-4 (a thousand ulps at least: with a few ulps of spread, a mean rounded once more moves
     a norm's outputs by more than the original's own rounding floor, as on low-variance rows): a kernel that is invariant to a shift (a softmax, a norm) sees only the spread, so a
     precision drop keyed on the magnitude shows there and not in the sweep's zero-centred rows, whose spread is
@@ -340,6 +340,9 @@ def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0
 
     segment = sweep_segment(ctx)
     low, high = sweep_range(ctx)
+    # offsets from 100 up: below it a norm's eps, not the rows' spread, sets its outputs, and a reworded mean
+    # moves them past a floor that one-ulp moves of the inputs do not (a softmax of rows that close is uniform)
+    low = max(low, min(OFFSET_SWEEP_LOW, high - 1.0))
     start_at = float(_hash_uniform(torch.zeros(1, dtype=torch.int64), ctx.seed, 91))
 
     def group_offset(group: Any) -> Any:
@@ -354,6 +357,9 @@ def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0
     spread = per_key(ctx, start, count, segment, group_spread)
     values = centre + centre.abs() * spread * _normal(ctx, start, count, 95).to(torch.float64)
     return values.clamp(-ctx.max, ctx.max).to(ctx.compute_dtype)
+
+
+OFFSET_SWEEP_LOW = 2.0  # log10 of the smallest offset the offset sweep draws
 
 
 # The sets that meet many magnitudes: every candidate gets them (a precision drop needs no decision).
