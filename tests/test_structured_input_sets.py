@@ -329,7 +329,7 @@ def test_the_offset_sweep_puts_a_small_spread_on_offsets_of_every_magnitude() ->
     groups = x.view(-1, 64 * SWEEP_GROUP_ROWS)
     centre = groups.mean(dim=1)
     relative = groups.std(dim=1) / centre.abs()
-    assert bool(((relative > 1e-5) & (relative < 0.5)).all())
+    assert bool(((relative > 5e-4) & (relative < 0.5)).all())
     decades = torch.log10(centre.abs())
     assert decades.min() > 1.9 and decades.min() < 6 and decades.max() > 20 and bool((centre < 0).any() and (centre > 0).any())
 

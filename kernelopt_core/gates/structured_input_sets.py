@@ -332,8 +332,9 @@ def _position(group: Any, first_group: int, total: int, offset: float, seed: int
 
 def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0, total: int = 0) -> Any:
     """Rows of a common offset at a log-uniform magnitude per group (1e2 to 1e30, either sign) and a relative
-    spread of 1e-1 to 1e-4 (a thousand ulps at least: with a few ulps of spread, a mean rounded once more moves
-    a norm's outputs by more than the original's own rounding floor, as on low-variance rows): a kernel that is invariant to a shift (a softmax, a norm) sees only the spread, so a
+    spread of 1e-1 to 1e-3 (ten thousand ulps at least: with less, a mean rounded once more, ``sum * 0.001`` for
+    ``sum / 1000``, moves a norm's outputs past the original's own rounding floor, as on low-variance rows): a
+    kernel that is invariant to a shift (a softmax, a norm) sees only the spread, so a
     precision drop keyed on the magnitude shows there and not in the sweep's zero-centred rows, whose spread is
     their magnitude."""
     import torch
@@ -351,7 +352,7 @@ def _offset_sweep(ctx: FillContext, start: int, count: int, first_group: int = 0
         return sign * torch.pow(10.0, low + (high - low) * position)
 
     def group_spread(group: Any) -> Any:
-        return torch.pow(10.0, -1.0 - 3.0 * _hash_uniform(group + first_group, ctx.seed, 94))
+        return torch.pow(10.0, -1.0 - 2.0 * _hash_uniform(group + first_group, ctx.seed, 94))
 
     centre = per_key(ctx, start, count, segment, group_offset)
     spread = per_key(ctx, start, count, segment, group_spread)
