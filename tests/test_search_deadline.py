@@ -80,9 +80,13 @@ def test_a_candidate_worth_finalizing_in_time_is_finalized_not_reported_unverifi
     evaluator = ClockedEvaluator(clock, latency=fixed_configs(0.9))
     result, journal = run(tmp_path, evaluator, Budget(240.0, clock), early_stop=False)
     assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
-    # the finalist's time was kept from the first candidate worth it on: the search stopped for it
+    # the finalist's time was kept from the first candidate worth it on; when that alone stopped the next
+    # candidate, the finalist ran, and the search went on with what it left (until less than a candidate)
+    order = [e["kind"] for e in journal]
     (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
-    assert "the final gates' reserve" in stop["detail"]
+    assert order.index("finalist") < order.index("budget_stop")
+    assert "screen" in order[order.index("finalist"):order.index("budget_stop")]
+    assert "after what the run keeps" in stop["detail"] and stop["left_s"] < stop["needed_s"]
 
 
 class DeviceLedger:
@@ -229,3 +233,65 @@ def test_a_kernel_win_goes_to_the_final_gates_before_the_configuration_checks_sl
     assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
     assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "finalists"]
     assert result.config_change is not None and result.config_change["verified"] is not None
+
+
+def test_the_configuration_check_runs_when_its_slot_alone_stops_the_search_and_the_search_goes_on(
+        tmp_path: Path) -> None:
+    """The check's slot (30 s, the GPU's prior) is larger than the check (12 s): when only the slot stops the
+    next candidate, the check runs then, alone on the device, and the search screens on with what it left;
+    at the end its verdicts are read back, not checked again."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    warm_ups: list[float] = []
+
+    class Warming(ConfigEvaluator):
+        def warm_up(self) -> None:
+            warm_ups.append(self.clock.now)
+
+    evaluator = Warming(clock, ledger, check_s=6.0, latency=slower)
+    start = clock.now
+    result, journal = config_run(tmp_path, evaluator, Budget(180.0, clock), early_stop=False, iterations=20)
+    used = clock.now - start
+    order = [e["kind"] for e in journal]
+    (now,) = kinds(journal, "config_now")
+    assert now["left_s"] >= CANDIDATE_S  # it would have stopped here with a candidate's time and more unused
+    check_at = order.index("config_now")
+    assert order.index("released") > check_at and "config_change" in order[check_at:]
+    assert order[check_at:].count("screen") >= 2  # the search went on after the check
+    assert [name for name, _ in evaluator.checks] == ["mode", "static-inputs"]  # once each, read back at the end
+    assert len(warm_ups) == 2  # the search's processes started again after the check gave them back
+    # what is left at the end is less than one more candidate and the files: the slot's unused part was searched
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    assert "after what the run keeps" in stop["detail"]
+    assert 180.0 - used < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S and used <= 180.0
+    assert result.config_change["chosen"] == "mode" and result.config_change["verified"]["accepted"]
+
+
+def test_a_run_with_nothing_left_to_try_ends_early_and_says_so(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=slower)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(600.0, clock), early_stop=False, iterations=1, plans=1,
+                          beam_width=1, retries=1)
+    used = clock.now - start
+    assert used < 100.0 and evaluator.calls["screen"] >= 1  # one plan of one node: nothing more to try
+    assert not result.budget["reached"] and not result.budget["stops"]
+    (ended,) = result.budget["nothing_left"]
+    assert ended["reason"] == "all 1 iterations ran (--iterations)"
+    assert result.budget["left_s"] == pytest.approx(600.0 - used)
+    (entry,) = kinds(journal, "nothing_left")
+    assert entry["kernel"] == ended["kernel"] and entry["reason"] == ended["reason"]
+    report = Path(result.run_dir, "report.md").read_text()
+    assert f"nothing left to try for `{ended['kernel']}` (all 1 iterations ran (--iterations))" in report
+
+
+def test_a_beam_whose_plans_are_all_tried_says_it_had_no_new_candidate(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=slower)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(3600.0, clock), early_stop=False, iterations=60, plans=1,
+                          retries=1, use_beam=False)  # greedy: one node, one plan an iteration
+    assert clock.now - start < 1800.0 and not result.budget["reached"]
+    (ended,) = result.budget["nothing_left"]
+    assert ended["reason"] == "no new candidate in iteration 60: every plan from the beam was tried"
+    last = kinds(journal, "iteration_done")[-1]
+    assert last["children"] == [] and last["iteration"] == 60

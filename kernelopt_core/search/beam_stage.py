@@ -3,13 +3,17 @@
 
 The budget decides what starts next: no candidate starts once the time left is less than one more
 candidate and what the run keeps (a finalist's time only once a candidate is worth finalizing), or once
-this kernel's share of the search time is spent. A candidate that clears a clear margin
-goes through the final gates at once (:meth:`FinalistStage.early`).
+this kernel's share of the search time is spent. When what the run keeps is all that stops the next
+candidate, the work it is kept for runs first (``make_room``: the final gates of the candidates worth it,
+the configuration check) and the search goes on with what that left. A candidate that clears a clear
+margin goes through the final gates at once (:meth:`FinalistStage.early`). A beam that ends before its
+budget says why: it had nothing left to try.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .agents import KernelBrief, PlanRequest
 from .beam import BeamNode, EarlyStop, MeltdownDetector, record_visit, select_beam
@@ -22,10 +26,13 @@ from .run_context import RunContext
 
 
 class BeamStage:
-    def __init__(self, ctx: RunContext, finalists: FinalistStage):
+    def __init__(self, ctx: RunContext, finalists: FinalistStage,
+                 make_room: Callable[[KernelSearch], bool] = lambda search: False):
         self.ctx = ctx
         self.candidates = CandidateStage(ctx)
         self.finalists = finalists
+        # runs the work the reserve is kept for; True when it ran some (what the schedule keeps changed)
+        self.make_room = make_room
 
     def search(self, brief: KernelBrief, avoid: set[str], index: int, count: int,
                weight: float | None = None) -> KernelSearch:
@@ -66,7 +73,11 @@ class BeamStage:
                                left_s=round(ctx.budget.left(), 3), reserve_s=round(ctx.schedule.reserve_s(kernels_left), 3))
 
         def may_start() -> bool:
-            return ctx.schedule.may_start_candidate(brief.name, kernels_left, deadline)
+            schedule = ctx.schedule
+            while not schedule.may_start_candidate(brief.name, kernels_left, deadline, quiet=True):
+                if not (schedule.blocked_by_reserve(kernels_left, deadline) and self.make_room(search)):
+                    return schedule.may_start_candidate(brief.name, kernels_left, deadline)  # says why not
+            return True
 
         width = config.beam_width if config.use_beam else 1
         iterations = config.iterations if config.multi_iteration else 1
@@ -75,6 +86,7 @@ class BeamStage:
         meltdown = MeltdownDetector(config.meltdown_window, config.meltdown_unique)
         stopper = EarlyStop(config.patience, best_latency=root.latency_ms)  # improvement over Inductor counts
         counter = 0
+        iteration, found = 0, 0  # the last iteration, and the new candidates it found
         for iteration in range(1, iterations + 1):
             ctx.sink.check_cancelled()
             best = min(n.latency_ms for n in search.nodes)
@@ -114,6 +126,7 @@ class BeamStage:
                         self.finalists.early(search, child)
                 record_visit(search.nodes, node.id, best_child.speedup if best_child else 0.0)
             search.nodes.extend(children)
+            found = len(children)
             pool = search.nodes
             if config.use_beam:
                 beam = select_beam(pool, width, c=config.ucb_c, diversity=config.diversity)
@@ -141,4 +154,9 @@ class BeamStage:
                 ctx.journal.record("early_stop", kernel=brief.name, iteration=iteration,
                                    reason=f"{config.patience} iterations without a faster candidate")
                 break
+        if not search.stopped_by_budget and ctx.budget.limited:
+            search.nothing_left = (f"no new candidate in iteration {iteration}: every plan from the beam was tried"
+                                   if found == 0 else f"all {iterations} iterations ran (--iterations)")
+            ctx.journal.record("nothing_left", kernel=brief.name, iteration=iteration, reason=search.nothing_left,
+                               left_s=round(ctx.budget.left(), 3))
         return search

@@ -5,7 +5,9 @@
   verified result at once and the search goes on. A later candidate replaces an accepted one only
   through the same gates, when its kernel is clearly faster and its end-to-end speedup at least as high.
 * **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized go through,
-  the first accepted winning, while the budget leaves time for one more.
+  the first accepted winning, while the budget leaves time for one more. The same runs while the search
+  goes on when only the finalist's kept time stops the next candidate (:meth:`FinalistStage.finalize_waiting`):
+  the search then has what the final gates left, and a later candidate is finalized only when it is faster.
 * **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
 
 A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the
@@ -119,6 +121,20 @@ class FinalistStage:
         if not self.ctx.schedule.may_finalize(search.brief.name):
             return
         self._finalize(search, node, "early finalist")
+
+    def finalize_waiting(self, search: KernelSearch) -> bool:
+        """The final gates now, on this kernel's candidates worth finalizing (fastest first, at most ``finalists``,
+        the first accepted ending it) while a finalist's time is left; the search goes on after them with what
+        they left. True when any ran (what the schedule keeps has changed)."""
+        ran = False
+        for node in self.waiting(search)[: max(1, self.ctx.config.finalists)]:
+            self.ctx.sink.check_cancelled()
+            if not self.ctx.schedule.may_finalize(search.brief.name, quiet=True):
+                break  # the beam's end reports it (found, not verified) if no time comes free
+            ran = True
+            if self._finalize(search, node, "finalist") and search.accepted is node:
+                break
+        return ran
 
     def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""

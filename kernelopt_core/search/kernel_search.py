@@ -57,6 +57,7 @@ class KernelSearch:
     out_of_reach: dict[str, str] = field(default_factory=dict)
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
+    nothing_left: str | None = None  # why the beam ended with budget left: it had nothing left to try
     not_searched: str | None = None  # why no candidate was tried (the kernel already runs at the speed of light)
     # candidates worth finalizing for which the budget had no finalist's time: "found, not verified"
     found_unverified: list[BeamNode] = field(default_factory=list)

@@ -71,6 +71,7 @@ class Pipeline:
         self.writer = ResultWriter(ctx)
         self.finalists = FinalistStage(ctx, on_verified=self._write_verified)
         self.checks = CallableChecks(ctx)
+        self.report: Any = None  # the dispatch report, for a configuration check run while the search goes on
 
     def run(self) -> OptimizeResult:
         ctx = self.ctx
@@ -78,6 +79,7 @@ class Pipeline:
                      percentage=0, run_id=ctx.run_folder.id, run_dir=str(ctx.run_folder.path),
                      budget_s=ctx.budget.seconds)
         report, timing = dispatch(ctx)
+        self.report = report
         # a project's kernel timed over its whole harness call says why its share is no figure
         self.writer.share_note = (timing or {}).get("share_note")
         targets = choose_targets(ctx, report)
@@ -89,7 +91,7 @@ class Pipeline:
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
         avoid = ctx.experience.avoid_snapshot()
         briefs = BriefStage(ctx, timing)
-        beam = BeamStage(ctx, self.finalists)
+        beam = BeamStage(ctx, self.finalists, make_room=self._make_room)
         for index, (kernel, share) in enumerate(targets):
             ctx.sink.check_cancelled()
             kernels_left = len(targets) - index
@@ -99,11 +101,21 @@ class Pipeline:
             search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)
             self.searches.append(search)
             self.finalists.final(search)
+            if search.nothing_left:
+                ctx.schedule.nothing_left.append({"kernel": kernel.name, "reason": search.nothing_left})
             ctx.journal.record("kernel_done", kernel=kernel.name, accepted=search.accepted is not None,
                                candidates=search.candidates, screened_ok=search.screened_ok)
         final = self.finalists.combine(self.searches)
         decision, reason = self._decide(final)
         return self._finish(final, decision, reason, report)
+
+    def _make_room(self, search: KernelSearch) -> bool:
+        """What the schedule keeps is all that stops the next candidate: run what it is kept for now, the
+        final gates of this kernel's candidates worth it first (a win in hand), else the configuration check,
+        and let the search go on with what they leave. True when something ran."""
+        if self.finalists.finalize_waiting(search):
+            return True
+        return self.report is not None and self.checks.check_now(self.report)
 
     def _decide(self, final: Any) -> tuple[Decision, str]:
         stops = self.ctx.schedule.stops
