@@ -295,3 +295,34 @@ def test_a_beam_whose_plans_are_all_tried_says_it_had_no_new_candidate(tmp_path:
     assert ended["reason"] == "no new candidate in iteration 60: every plan from the beam was tried"
     last = kinds(journal, "iteration_done")[-1]
     assert last["children"] == [] and last["iteration"] == 60
+
+
+def test_an_accepted_rewrite_keeps_the_callers_confirmation_time_sized_from_gate_4(tmp_path: Path) -> None:
+    """The bench confirms an accepted graph with an A/B of its own after the run: nothing is kept for it
+    before a rewrite is accepted, then twice gate 4's measured A/B (the floor when that is shorter)."""
+    from kernelopt_core.search.deadline import CONFIRM_FACTOR, CONFIRM_FLOOR_S, confirmation_s
+
+    class TimedGate4(ClockedEvaluator):
+        def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+            cascade = super().finalize(candidates, gates)
+            for verdict in cascade.gates:
+                if verdict.gate == 4:
+                    verdict.seconds = 4.0
+            return cascade
+
+    clock = StandInClock()
+    evaluator = TimedGate4(clock, latency=fixed_configs(0.9))
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(240.0, clock), early_stop=False, keep_for_confirmation=True)
+    assert result.decision == "optimized"
+    assert result.budget["estimates_s"]["confirm"] == pytest.approx(CONFIRM_FACTOR * 4.0)
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    left = 240.0 - (clock.now - start)
+    assert left == pytest.approx(stop["left_s"] + CONFIRM_FACTOR * 4.0 + CLOSING_S)  # kept for the caller's A/B
+    assert stop["left_s"] < stop["needed_s"]
+    # without a caller's A/B nothing is kept for one
+    other = StandInClock()
+    plain, _ = run(tmp_path / "plain", TimedGate4(other, latency=fixed_configs(0.9)), Budget(240.0, other),
+                   early_stop=False)
+    assert "confirm" not in plain.budget["estimates_s"]
+    assert confirmation_s(None) == confirmation_s(0.5) == CONFIRM_FLOOR_S

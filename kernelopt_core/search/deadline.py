@@ -62,6 +62,18 @@ FIRST_CANDIDATE_SHARE = 0.5
 MEASURED_MARGIN = 1.25
 # Writing result.json, report.md and final.diff, and the decision itself.
 CLOSING_S = 2.0
+# A caller's own A/B of an accepted rewrite after the run (the bench's confirmation): the same two graphs
+# through the same path as gate 4's A/B, which loaded them in warm processes; the caller loads them fresh.
+# Kept once a rewrite is accepted, at this factor of gate 4's measured seconds (at least the floor).
+CONFIRM_FACTOR = 2.0
+CONFIRM_FLOOR_S = 3.0
+
+
+def confirmation_s(gate4_s: float | None) -> float:
+    """The time a confirmation A/B of an accepted rewrite takes, from gate 4's A/B of it."""
+    if gate4_s is None or not math.isfinite(gate4_s) or gate4_s < 0:
+        return CONFIRM_FLOOR_S
+    return max(CONFIRM_FLOOR_S, CONFIRM_FACTOR * gate4_s)
 
 
 @dataclass
@@ -134,6 +146,8 @@ class Schedule:
     finalist_pending: Callable[[], bool] = lambda: False
     config_measured: list[float] = field(default_factory=list)  # this run's configuration checks, in seconds
     config_slot_used: bool = False  # the check ran while the search went on: its slot is no longer kept
+    # kept for the caller's confirmation A/B once a rewrite is accepted (0: none accepted, or no caller's A/B)
+    confirm_s: float = 0.0
     # kernels whose beam ended with budget left, and why: they had nothing left to try
     nothing_left: list[dict[str, str]] = field(default_factory=list)
 
@@ -187,7 +201,7 @@ class Schedule:
         one finalist once a candidate is worth finalizing (before that, nothing: the time goes to the
         search), the configuration check's slot, the decision and the files."""
         finalists = 1 if kernels_left > 0 and self.finalist_pending() else 0
-        return finalists * self.finalize_s() + self.config_slot_s() + CLOSING_S
+        return finalists * self.finalize_s() + self.config_slot_s() + self.confirm_s + CLOSING_S
 
     def kernel_deadline(self, kernels_left: int, weight: float | None = None) -> float:
         """The clock time this kernel's beam stops starting candidates: its ``weight`` (its share of the
@@ -300,6 +314,7 @@ class Schedule:
                 "estimates_s": {"finalize": round(self.finalize_s(), 3), "candidate": round(self.candidate_s(), 3),
                                 "profile": round(self.profile_s(), 3),
                                 **({"config": round(self.config_s(), 3), "config_slot": round(self.config_slot_s(), 3)}
-                                   if self.config_check else {})},
+                                   if self.config_check else {}),
+                                **({"confirm": round(self.confirm_s, 3)} if self.confirm_s else {})},
                 "measured": {"finalize": bool(self.times.durations("finalize")),
                              "candidate": bool(self.times.candidate_seconds())}}

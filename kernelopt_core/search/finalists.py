@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from ..gates.verdict import CascadeResult
 from .beam import BeamNode
+from .deadline import confirmation_s
 from .kernel_search import KernelSearch
 from .run_context import RunContext
 
@@ -222,6 +223,9 @@ class FinalistStage:
                                                f"end than {search.accepted.id}; {search.accepted.id} stays")
             return True
         search.accepted, search.cascade = node, cascade
+        if ctx.config.keep_for_confirmation:  # the caller's A/B of it follows the run: keep its time from now on
+            gate4 = cascade.verdict(4)
+            ctx.schedule.confirm_s = max(ctx.schedule.confirm_s, confirmation_s(gate4.seconds if gate4 else None))
         ctx.progress(f"{name}: {node.id} verified through all gates"
                      + (f", {cascade.speedup:.3f}x end to end" if cascade.speedup else ""),
                      stage="verified", kernel=name, candidate=node.id, best_speedup=cascade.speedup)
