@@ -326,3 +326,15 @@ def test_an_accepted_rewrite_keeps_the_callers_confirmation_time_sized_from_gate
                    early_stop=False)
     assert "confirm" not in plain.budget["estimates_s"]
     assert confirmation_s(None) == confirmation_s(0.5) == CONFIRM_FLOOR_S
+
+
+def test_the_configuration_check_runs_first_when_its_slot_alone_stops_the_ncu_profile(tmp_path: Path) -> None:
+    """A profile and one candidate (35 s + 15 s, the GPU's priors) fit only without the check's 30-s slot: the
+    check (two options, 6 s each) runs first, and the profile has what it left, instead of the kernel going unprofiled."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    evaluator = ConfigEvaluator(clock, ledger, check_s=6.0, latency=slower)
+    result, journal = config_run(tmp_path, evaluator, Budget(76.0, clock), early_stop=False)
+    order = [e["kind"] for e in journal]
+    assert evaluator.calls["profile"] == 1 and order.index("config_now") < order.index("profile")
+    assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "profile"]
+    assert [name for name, _ in evaluator.checks][:1] == ["mode"]

@@ -241,13 +241,22 @@ class Schedule:
         free = self.budget.left() - CLOSING_S
         return kept > 0 and free >= need and deadline - self.budget.now() >= need
 
-    def may_profile(self, kernel: str, kernels_left: int) -> bool:
+    def profile_blocked_by_reserve(self, kernels_left: int) -> bool:
+        """An ncu profile and one candidate would fit but for what the run keeps beyond the files."""
+        if not self.budget.limited:
+            return False
+        kept = self.reserve_s(kernels_left) - CLOSING_S
+        return kept > 0 and self.budget.left() - CLOSING_S >= self.profile_s() + self.candidate_s()
+
+    def may_profile(self, kernel: str, kernels_left: int, quiet: bool = False) -> bool:
         if not self.budget.limited:
             return True
         need = self.profile_s() + self.candidate_s()
         left = self.budget.left() - self.reserve_s(kernels_left)
         if left >= need:
             return True
+        if quiet:
+            return False
         self._stop("profile", kernel, max(0.0, left), need,
                    f"ncu skipped: {max(0.0, left):.0f} s left after the final gates' reserve, a profile and one "
                    f"candidate take about {need:.0f} s")

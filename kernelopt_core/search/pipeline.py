@@ -90,7 +90,7 @@ class Pipeline:
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
         avoid = ctx.experience.avoid_snapshot()
-        briefs = BriefStage(ctx, timing)
+        briefs = BriefStage(ctx, timing, make_room=lambda: self.checks.check_now(report))
         beam = BeamStage(ctx, self.finalists, make_room=self._make_room)
         for index, (kernel, share) in enumerate(targets):
             ctx.sink.check_cancelled()
