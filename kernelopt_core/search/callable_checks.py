@@ -47,12 +47,15 @@ class CallableChecks:
         the end): the search then has what the check leaves of its slot. The search's processes, given back
         for the check, start again in the background. False when there is no check to run (or it ran)."""
         ctx = self.ctx
-        if not ctx.schedule.config_check or ctx.schedule.config_slot_used:
+        schedule = ctx.schedule
+        if not schedule.config_check or schedule.config_slot_used:
             return False
-        ctx.schedule.config_slot_used = True
+        if ctx.budget.limited and schedule.config_time_s() < min(schedule.config_s(), schedule.config_slot_s()):
+            return False  # it would not run now: its slot stays kept, for the end
         ctx.journal.record("config_now", left_s=round(ctx.budget.left(), 3),
-                           reason="the configuration check's slot alone stopped the next candidate")
+                           reason="the configuration check's slot alone stopped the search")
         self.findings(report)
+        schedule.config_slot_used = True
         if self.released:  # the search takes the device again: a later check gives its working sets back again
             self.released = False
             ctx.evaluator.warm_up()

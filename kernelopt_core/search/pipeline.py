@@ -101,8 +101,9 @@ class Pipeline:
             search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)
             self.searches.append(search)
             self.finalists.final(search)
-            if search.nothing_left:
-                ctx.schedule.nothing_left.append({"kernel": kernel.name, "reason": search.nothing_left})
+            ended = search.nothing_left or search.not_searched
+            if ended and ctx.budget.limited:
+                ctx.schedule.nothing_left.append({"kernel": kernel.name, "reason": ended})
             ctx.journal.record("kernel_done", kernel=kernel.name, accepted=search.accepted is not None,
                                candidates=search.candidates, screened_ok=search.screened_ok)
         final = self.finalists.combine(self.searches)
