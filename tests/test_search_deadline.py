@@ -264,6 +264,9 @@ def test_the_configuration_check_runs_when_its_slot_alone_stops_the_search_and_t
     assert "after what the run keeps" in stop["detail"]
     assert 180.0 - used < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S and used <= 180.0
     assert result.config_change["chosen"] == "mode" and result.config_change["verified"]["accepted"]
+    split = result.time_split  # the check inside the beam is counted once, as "config"
+    assert sum(split["stages"].values()) == pytest.approx(split["total_s"], abs=0.01)
+    assert split["stages"]["config"] >= 2 * 6.0
 
 
 def test_a_run_with_nothing_left_to_try_ends_early_and_says_so(tmp_path: Path) -> None:

@@ -24,6 +24,9 @@ from .llm import ProviderError
 from .rewrites.kernel_source import KernelSourceError, source_digest
 from .run_context import RunContext
 
+# stages timed on their own while the beam runs: its screens, timings, finalists, and a configuration check
+_INNER_STAGES = ("screen", "time", "finalize", "config")
+
 
 class BeamStage:
     def __init__(self, ctx: RunContext, finalists: FinalistStage,
@@ -40,10 +43,10 @@ class BeamStage:
         which sets its share of the search time."""
         ctx = self.ctx
         times = ctx.times
-        begin, inner = times.clock(), {name: times.stages.get(name, 0.0) for name in ("screen", "time", "finalize")}
+        begin, inner = times.clock(), {name: times.stages.get(name, 0.0) for name in _INNER_STAGES}
         try:
             return self._search(brief, avoid, index, count, weight)
-        finally:  # the loop's own time (plans, proposals, memory): the whole less its screens, timings, finalists
+        finally:  # the loop's own time (plans, proposals, memory): the whole less the stages run inside it
             spent = times.clock() - begin - sum(times.stages.get(name, 0.0) - before for name, before in inner.items())
             times.add("beam", max(0.0, spent))
 
