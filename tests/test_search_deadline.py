@@ -295,7 +295,7 @@ def test_a_beam_whose_plans_are_all_tried_says_it_had_no_new_candidate(tmp_path:
                           retries=1, use_beam=False)  # greedy: one node, one plan an iteration
     assert clock.now - start < 1800.0 and not result.budget["reached"]
     (ended,) = result.budget["nothing_left"]
-    assert ended["reason"] == "no new candidate in iteration 60: every plan from the beam was tried"
+    assert ended["reason"] == "all 60 iterations ran (--iterations), the last with no new candidate"
     last = kinds(journal, "iteration_done")[-1]
     assert last["children"] == [] and last["iteration"] == 60
 

@@ -158,8 +158,9 @@ class BeamStage:
                                    reason=f"{config.patience} iterations without a faster candidate")
                 break
         if not search.stopped_by_budget and ctx.budget.limited:
-            search.nothing_left = (f"no new candidate in iteration {iteration}: every plan from the beam was tried"
-                                   if found == 0 else f"all {iterations} iterations ran (--iterations)")
+            # under a budget the beam ends before it only when its iterations (--iterations) have all run
+            search.nothing_left = f"all {iterations} iterations ran (--iterations)" + (
+                ", the last with no new candidate" if found == 0 else "")
             ctx.journal.record("nothing_left", kernel=brief.name, iteration=iteration, reason=search.nothing_left,
                                left_s=round(ctx.budget.left(), 3))
         return search
