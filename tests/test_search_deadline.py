@@ -287,7 +287,7 @@ def test_a_run_with_nothing_left_to_try_ends_early_and_says_so(tmp_path: Path) -
     assert f"nothing left to try for `{ended['kernel']}` (all 1 iterations ran (--iterations))" in report
 
 
-def test_a_beam_whose_plans_are_all_tried_says_it_had_no_new_candidate(tmp_path: Path) -> None:
+def test_a_beam_whose_last_iteration_found_nothing_says_so(tmp_path: Path) -> None:
     clock = StandInClock()
     evaluator = ClockedEvaluator(clock, latency=slower)
     start = clock.now
