@@ -341,3 +341,26 @@ def test_the_configuration_check_runs_first_when_its_slot_alone_stops_the_ncu_pr
     assert evaluator.calls["profile"] == 1 and order.index("config_now") < order.index("profile")
     assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "profile"]
     assert [name for name, _ in evaluator.checks][:1] == ["mode"]
+
+
+def test_the_reserve_alone_blocks_only_when_a_candidate_fits_without_it_and_the_kernels_share_allows() -> None:
+    import math
+
+    from kernelopt_core.search.deadline import Schedule
+    from kernelopt_core.search.time_split import TimeSplit
+
+    clock = StandInClock()
+    schedule = Schedule(Budget(50.0, clock).start(), TimeSplit(clock), device_kind="cuda", config_check=True)
+    # 50 s left: the check's 20-s slot (40% of 50) and the files leave 28 s, more than a candidate (15 s prior)
+    assert schedule.may_start_candidate("k", 1, math.inf) and not schedule.blocked_by_reserve(1, math.inf)
+    clock.now += 25.0  # 25 s left: 3 s after the slot, but 23 s without it
+    assert not schedule.may_start_candidate("k", 1, math.inf, quiet=True) and not schedule.stops
+    assert schedule.blocked_by_reserve(1, math.inf)
+    assert not schedule.blocked_by_reserve(2, clock.now + 10.0)  # this kernel's share is spent: nothing to free
+    assert schedule.profile_blocked_by_reserve(1) is False  # a profile (35 s) and a candidate do not fit anyway
+    schedule.config_slot_used = True  # the check ran: nothing beyond the files is kept
+    assert schedule.may_start_candidate("k", 1, math.inf) and not schedule.blocked_by_reserve(1, math.inf)
+    clock.now += 15.0  # 10 s left: no candidate, and nothing kept to free
+    assert not schedule.blocked_by_reserve(1, math.inf) and not schedule.may_start_candidate("k", 1, math.inf)
+    assert [s.stage for s in schedule.stops] == ["beam"]
+    assert not Schedule(Budget(None, clock), TimeSplit(clock)).blocked_by_reserve(1, math.inf)

@@ -239,14 +239,15 @@ class Schedule:
         need = self.candidate_s()
         kept = self.reserve_s(kernels_left) - CLOSING_S
         free = self.budget.left() - CLOSING_S
-        return kept > 0 and free >= need and deadline - self.budget.now() >= need
+        return kept > 0 and free - kept < need <= free and deadline - self.budget.now() >= need
 
     def profile_blocked_by_reserve(self, kernels_left: int) -> bool:
         """An ncu profile and one candidate would fit but for what the run keeps beyond the files."""
         if not self.budget.limited:
             return False
         kept = self.reserve_s(kernels_left) - CLOSING_S
-        return kept > 0 and self.budget.left() - CLOSING_S >= self.profile_s() + self.candidate_s()
+        free, need = self.budget.left() - CLOSING_S, self.profile_s() + self.candidate_s()
+        return kept > 0 and free - kept < need <= free
 
     def may_profile(self, kernel: str, kernels_left: int, quiet: bool = False) -> bool:
         if not self.budget.limited:
