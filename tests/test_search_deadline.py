@@ -364,3 +364,21 @@ def test_the_reserve_alone_blocks_only_when_a_candidate_fits_without_it_and_the_
     assert not schedule.blocked_by_reserve(1, math.inf) and not schedule.may_start_candidate("k", 1, math.inf)
     assert [s.stage for s in schedule.stops] == ["beam"]
     assert not Schedule(Budget(None, clock), TimeSplit(clock)).blocked_by_reserve(1, math.inf)
+
+
+def test_the_bench_sizes_its_confirmation_from_gate_4_and_keeps_only_the_files_before_the_run() -> None:
+    from types import SimpleNamespace
+
+    from kernelopt_core.bench import problem_main
+    from kernelopt_core.bench.config import AFTER_OPTIMIZE_RESERVE_S
+    from kernelopt_core.gates.verdict import GateVerdict
+    from kernelopt_core.search.deadline import CONFIRM_FACTOR, CONFIRM_FLOOR_S
+
+    accepted = CascadeResult(True, None, "ok", [GateVerdict(3, "model", True, "ok"),
+                                                GateVerdict(4, "perf", True, "1.5x", seconds=2.9)])
+    state = SimpleNamespace(optimize_result=SimpleNamespace(cascade=accepted), device="cuda:0")
+    assert problem_main._confirmation_s(state) == pytest.approx(CONFIRM_FACTOR * 2.9)  # H100: 3.8 s measured
+    state.optimize_result = SimpleNamespace(cascade=None)
+    assert problem_main._confirmation_s(state) == CONFIRM_FLOOR_S
+    # before the run only the result's writing is kept; the confirmation is kept by the run once it accepts
+    assert problem_main._reserve_after_optimize(state) == AFTER_OPTIMIZE_RESERVE_S["cuda"] < 15.0
