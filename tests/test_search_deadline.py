@@ -382,3 +382,49 @@ def test_the_bench_sizes_its_confirmation_from_gate_4_and_keeps_only_the_files_b
     assert problem_main._confirmation_s(state) == CONFIRM_FLOOR_S
     # before the run only the result's writing is kept; the confirmation is kept by the run once it accepts
     assert problem_main._reserve_after_optimize(state) == AFTER_OPTIMIZE_RESERVE_S["cuda"] < 15.0
+
+
+SUM_REDUCE = str(ROOT / "tests" / "fixtures" / "inductor-h200-torch2.11" / "sum_reduce" / "output_code.py")
+
+
+class TwoKernels(ClockedEvaluator):
+    """sum_reduce's two kernels: the first's candidates take 12 s each, the second's 3 s (and none is faster)."""
+
+    def _baseline(self, kernel: str) -> float:
+        from kernelopt_core.artifacts import parse_output_code
+
+        if kernel not in self.baselines:
+            found = parse_output_code(SUM_REDUCE).kernel(kernel)
+            assert found is not None
+            self.baselines[kernel] = found.source
+        return self.latency(self.baselines[kernel])
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self.screen_costs = [10.0 if kernel.endswith("_0") else 1.0]
+        return super().screen(kernel, source)
+
+
+def test_a_kernel_its_share_stopped_goes_on_with_the_time_the_next_kernel_left(tmp_path: Path) -> None:
+    from kernelopt_core.search.pipeline import OptimizeConfig, optimize
+
+    clock = StandInClock()
+    evaluator = TwoKernels(clock, latency=slower)
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"),
+                            early_stop=False, iterations=1, plans=4, use_ncu=False)
+    start = clock.now
+    result = optimize(SUM_REDUCE, config=config, evaluator=evaluator, budget=Budget(90.0, clock))
+    journal = [json.loads(line) for line in Path(result.run_dir, "journal.jsonl").read_text().splitlines()]
+    first, second = (k["name"] for k in result.kernels)
+    share_stop = next(e for e in kinds(journal, "budget_stop") if e["kernel"] == first)
+    assert "of this kernel's share" in share_stop["detail"]  # the first kernel stopped at its share
+    (ended,) = [e for e in kinds(journal, "nothing_left") if e["kernel"] == second]  # the second ran out early
+    (resumed,) = kinds(journal, "search_resumed")
+    assert resumed["kernel"] == first and resumed["left_s"] > CANDIDATE_S
+    order = [e["kind"] for e in journal]
+    after = [e for e in journal[order.index("search_resumed"):] if e["kind"] == "candidate"]
+    assert after and {e["kernel"] for e in after} == {first}  # it screened more candidates with that time
+    labels = [e["id"] for e in kinds(journal, "candidate") if e["kernel"] == first]
+    assert len(labels) == len(set(labels))  # labels stay unique when a beam goes on
+    assert 90.0 - (clock.now - start) < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S  # and left less than one
+    (last_stop,) = [s for s in result.budget["stops"] if s["kernel"] == first]  # where it stopped in the end
+    assert "share" not in last_stop["detail"] and last_stop["left_s"] < last_stop["needed_s"]

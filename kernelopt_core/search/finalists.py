@@ -137,6 +137,11 @@ class FinalistStage:
                 break
         return ran
 
+    def reopen(self, search: KernelSearch) -> None:
+        """The kernel's beam goes on (:meth:`BeamStage.resume`): its candidates worth finalizing count again."""
+        if search in self.done:
+            self.done.remove(search)
+
     def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
         self.done.append(search)

@@ -15,6 +15,7 @@ What each stage does: docs/optimizer.md, "What a run does". Nothing here imports
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..events import EventSink
@@ -100,15 +101,44 @@ class Pipeline:
             rest = sum(s for _, s in targets[index:])
             search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)
             self.searches.append(search)
-            self.finalists.final(search)
-            ended = search.nothing_left or search.not_searched
-            if ended and ctx.budget.limited:
-                ctx.schedule.nothing_left.append({"kernel": kernel.name, "reason": ended})
-            ctx.journal.record("kernel_done", kernel=kernel.name, accepted=search.accepted is not None,
-                               candidates=search.candidates, screened_ok=search.screened_ok)
+            self._kernel_done(search)
+        self._resume_stopped(beam, avoid)
         final = self.finalists.combine(self.searches)
         decision, reason = self._decide(final)
         return self._finish(final, decision, reason, report)
+
+    def _kernel_done(self, search: KernelSearch) -> None:
+        ctx = self.ctx
+        self.finalists.final(search)
+        ended = search.nothing_left or search.not_searched
+        if ended and ctx.budget.limited:
+            ctx.schedule.nothing_left.append({"kernel": search.brief.name, "reason": ended})
+        ctx.journal.record("kernel_done", kernel=search.brief.name, accepted=search.accepted is not None,
+                           candidates=search.candidates, screened_ok=search.screened_ok)
+
+    def _resume_stopped(self, beam: BeamStage, avoid: set[str]) -> None:
+        """After every kernel had its turn: a kernel whose beam its share of the time stopped goes on (largest
+        first) while time for a candidate is left, the time the kernels after it did not use (one not searched
+        at the speed of light, one with nothing left to try, final gates that took less than kept)."""
+        ctx = self.ctx
+        if not ctx.budget.limited:
+            return
+        for search in list(self.searches):
+            if not search.stopped_by_budget or search.not_searched:
+                continue
+            schedule = ctx.schedule
+            if not (schedule.may_start_candidate(search.brief.name, 1, math.inf, quiet=True)
+                    or schedule.blocked_by_reserve(1, math.inf)):
+                continue
+            ctx.journal.record("search_resumed", kernel=search.brief.name, iteration=search.iteration,
+                               left_s=round(ctx.budget.left(), 3))
+            ctx.progress(f"{search.brief.name}: the search goes on with the time the other kernels left",
+                         stage="iteration", kernel=search.brief.name)
+            # its share's stop is history (journaled); where it stops now is recorded afresh
+            schedule.stops[:] = [s for s in schedule.stops if (s.stage, s.kernel) != ("beam", search.brief.name)]
+            self.finalists.reopen(search)
+            beam.resume(search, avoid)
+            self._kernel_done(search)
 
     def _make_room(self, search: KernelSearch) -> bool:
         """What the schedule keeps is all that stops the next candidate: run what it is kept for now, the
