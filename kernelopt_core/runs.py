@@ -297,6 +297,9 @@ def render_report(result: dict[str, Any], journal: Journal) -> str:
         lines.append(f"- budget: {_fmt_seconds(limit) if limit else 'no limit'}"
                      + (", **budget reached**" if budget.get("reached") else "")
                      + f"; {_fmt_seconds(budget.get('elapsed_s'))} used")
+        for ended in budget.get("nothing_left") or []:  # a beam that ended before its budget, and why
+            lines.append(f"- ended with {_fmt_seconds(budget.get('left_s'))} of the budget left: nothing left to try "
+                         f"for `{ended.get('kernel')}` ({ended.get('reason')})")
     lines.append(f"- end-to-end speedup: {_fmt_speedup(result.get('speedup'))} (95% CI {_fmt_ci(result.get('ci'))}, "
                  f"timing path `{result.get('timing_path') or '-'}`)")
     for found in result.get("found_unverified") or []:  # worth finalizing, but the budget had no time left

@@ -199,3 +199,21 @@ def test_near_max_tolerance_follows_the_outputs_beyond_the_cap() -> None:
     scale = input_set_tolerance_scale(1.0, big, float(original.abs().max()))
     assert compare_outputs(reordered, original, atol=tol * scale, rtol=tol).ok
     assert not compare_outputs(wrong, original, atol=tol * scale, rtol=tol).ok
+
+
+def test_random_blocks_are_a_chunk_on_a_gpu_and_no_larger_than_the_tensor() -> None:
+    """On a GPU a seeded block is a whole chunk (one generator per chunk, not one per Mi elements), capped
+    at the tensor's size rounded up to a power of two; on the CPU it stays 1 Mi elements."""
+    import torch
+
+    from kernelopt_core.gates.input_sets import FillContext, _block_size
+
+    def context(device: str, numel: int) -> FillContext:
+        return FillContext(numel=numel, row_length=1, seed=0, device=torch.device(device),
+                           compute_dtype=torch.float32, max=3e38, tiny=1e-38, eps=1e-7)
+
+    assert _block_size(context("cpu", 1 << 30)) == 1 << 20
+    assert _block_size(context("cpu", 100)) == 1 << 20  # the CPU's values are what they were
+    assert _block_size(context("cuda:0", 1_610_612_736)) == 1 << 24
+    assert _block_size(context("cuda:0", 5_000_000)) == 1 << 23
+    assert _block_size(context("cuda:0", 100)) == 1024

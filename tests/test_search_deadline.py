@@ -80,9 +80,13 @@ def test_a_candidate_worth_finalizing_in_time_is_finalized_not_reported_unverifi
     evaluator = ClockedEvaluator(clock, latency=fixed_configs(0.9))
     result, journal = run(tmp_path, evaluator, Budget(240.0, clock), early_stop=False)
     assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
-    # the finalist's time was kept from the first candidate worth it on: the search stopped for it
+    # the finalist's time was kept from the first candidate worth it on; when that alone stopped the next
+    # candidate, the finalist ran, and the search went on with what it left (until less than a candidate)
+    order = [e["kind"] for e in journal]
     (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
-    assert "the final gates' reserve" in stop["detail"]
+    assert order.index("finalist") < order.index("budget_stop")
+    assert "screen" in order[order.index("finalist"):order.index("budget_stop")]
+    assert "after what the run keeps" in stop["detail"] and stop["left_s"] < stop["needed_s"]
 
 
 class DeviceLedger:
@@ -229,3 +233,198 @@ def test_a_kernel_win_goes_to_the_final_gates_before_the_configuration_checks_sl
     assert evaluator.finalized and result.decision == "optimized" and result.found_unverified == []
     assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "finalists"]
     assert result.config_change is not None and result.config_change["verified"] is not None
+
+
+def test_the_configuration_check_runs_when_its_slot_alone_stops_the_search_and_the_search_goes_on(
+        tmp_path: Path) -> None:
+    """The check's slot (30 s, the GPU's prior) is larger than the check (12 s): when only the slot stops the
+    next candidate, the check runs then, alone on the device, and the search screens on with what it left;
+    at the end its verdicts are read back, not checked again."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    warm_ups: list[float] = []
+
+    class Warming(ConfigEvaluator):
+        def warm_up(self) -> None:
+            warm_ups.append(self.clock.now)
+
+    evaluator = Warming(clock, ledger, check_s=6.0, latency=slower)
+    start = clock.now
+    result, journal = config_run(tmp_path, evaluator, Budget(180.0, clock), early_stop=False, iterations=20)
+    used = clock.now - start
+    order = [e["kind"] for e in journal]
+    (now,) = kinds(journal, "config_now")
+    assert now["left_s"] >= CANDIDATE_S  # it would have stopped here with a candidate's time and more unused
+    check_at = order.index("config_now")
+    assert order.index("released") > check_at and "config_change" in order[check_at:]
+    assert order[check_at:].count("screen") >= 2  # the search went on after the check
+    assert [name for name, _ in evaluator.checks] == ["mode", "static-inputs"]  # once each, read back at the end
+    assert len(warm_ups) == 2  # the search's processes started again after the check gave them back
+    # what is left at the end is less than one more candidate and the files: the slot's unused part was searched
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    assert "after what the run keeps" in stop["detail"]
+    assert 180.0 - used < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S and used <= 180.0
+    assert result.config_change["chosen"] == "mode" and result.config_change["verified"]["accepted"]
+    split = result.time_split  # the check inside the beam is counted once, as "config"
+    assert sum(split["stages"].values()) == pytest.approx(split["total_s"], abs=0.01)
+    assert split["stages"]["config"] >= 2 * 6.0
+
+
+def test_a_run_with_nothing_left_to_try_ends_early_and_says_so(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=slower)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(600.0, clock), early_stop=False, iterations=1, plans=1,
+                          beam_width=1, retries=1)
+    used = clock.now - start
+    assert used < 100.0 and evaluator.calls["screen"] >= 1  # one plan of one node: nothing more to try
+    assert not result.budget["reached"] and not result.budget["stops"]
+    (ended,) = result.budget["nothing_left"]
+    assert ended["reason"] == "all 1 iterations ran (--iterations)"
+    assert result.budget["left_s"] == pytest.approx(600.0 - used)
+    (entry,) = kinds(journal, "nothing_left")
+    assert entry["kernel"] == ended["kernel"] and entry["reason"] == ended["reason"]
+    report = Path(result.run_dir, "report.md").read_text()
+    assert f"nothing left to try for `{ended['kernel']}` (all 1 iterations ran (--iterations))" in report
+
+
+def test_a_beam_whose_last_iteration_found_nothing_says_so(tmp_path: Path) -> None:
+    clock = StandInClock()
+    evaluator = ClockedEvaluator(clock, latency=slower)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(3600.0, clock), early_stop=False, iterations=60, plans=1,
+                          retries=1, use_beam=False)  # greedy: one node, one plan an iteration
+    assert clock.now - start < 1800.0 and not result.budget["reached"]
+    (ended,) = result.budget["nothing_left"]
+    assert ended["reason"] == "all 60 iterations ran (--iterations), the last with no new candidate"
+    last = kinds(journal, "iteration_done")[-1]
+    assert last["children"] == [] and last["iteration"] == 60
+
+
+def test_an_accepted_rewrite_keeps_the_callers_confirmation_time_sized_from_gate_4(tmp_path: Path) -> None:
+    """The bench confirms an accepted graph with an A/B of its own after the run: nothing is kept for it
+    before a rewrite is accepted, then twice gate 4's measured A/B (the floor when that is shorter)."""
+    from kernelopt_core.search.deadline import CONFIRM_FACTOR, CONFIRM_FLOOR_S, confirmation_s
+
+    class TimedGate4(ClockedEvaluator):
+        def finalize(self, candidates: dict[str, str], gates: tuple[int, ...]) -> CascadeResult:
+            cascade = super().finalize(candidates, gates)
+            for verdict in cascade.gates:
+                if verdict.gate == 4:
+                    verdict.seconds = 4.0
+            return cascade
+
+    clock = StandInClock()
+    evaluator = TimedGate4(clock, latency=fixed_configs(0.9))
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(240.0, clock), early_stop=False, keep_for_confirmation=True)
+    assert result.decision == "optimized"
+    assert result.budget["estimates_s"]["confirm"] == pytest.approx(CONFIRM_FACTOR * 4.0)
+    (stop,) = [e for e in kinds(journal, "budget_stop") if e["stage"] == "beam"]
+    left = 240.0 - (clock.now - start)
+    assert left == pytest.approx(stop["left_s"] + CONFIRM_FACTOR * 4.0 + CLOSING_S)  # kept for the caller's A/B
+    assert stop["left_s"] < stop["needed_s"]
+    # without a caller's A/B nothing is kept for one
+    other = StandInClock()
+    plain, _ = run(tmp_path / "plain", TimedGate4(other, latency=fixed_configs(0.9)), Budget(240.0, other),
+                   early_stop=False)
+    assert "confirm" not in plain.budget["estimates_s"]
+    assert confirmation_s(None) == confirmation_s(0.5) == CONFIRM_FLOOR_S
+
+
+def test_the_configuration_check_runs_first_when_its_slot_alone_stops_the_ncu_profile(tmp_path: Path) -> None:
+    """A profile and one candidate (35 s + 15 s, the GPU's priors) fit only without the check's 30-s slot: the
+    check (two options, 6 s each) runs first, and the profile has what it left, instead of the kernel going unprofiled."""
+    clock, ledger = StandInClock(), DeviceLedger()
+    evaluator = ConfigEvaluator(clock, ledger, check_s=6.0, latency=slower)
+    result, journal = config_run(tmp_path, evaluator, Budget(76.0, clock), early_stop=False)
+    order = [e["kind"] for e in journal]
+    assert evaluator.calls["profile"] == 1 and order.index("config_now") < order.index("profile")
+    assert not [e for e in kinds(journal, "budget_stop") if e["stage"] == "profile"]
+    assert [name for name, _ in evaluator.checks][:1] == ["mode"]
+
+
+def test_the_reserve_alone_blocks_only_when_a_candidate_fits_without_it_and_the_kernels_share_allows() -> None:
+    import math
+
+    from kernelopt_core.search.deadline import Schedule
+    from kernelopt_core.search.time_split import TimeSplit
+
+    clock = StandInClock()
+    schedule = Schedule(Budget(50.0, clock).start(), TimeSplit(clock), device_kind="cuda", config_check=True)
+    # 50 s left: the check's 20-s slot (40% of 50) and the files leave 28 s, more than a candidate (15 s prior)
+    assert schedule.may_start_candidate("k", 1, math.inf) and not schedule.blocked_by_reserve(1, math.inf)
+    clock.now += 25.0  # 25 s left: 3 s after the slot, but 23 s without it
+    assert not schedule.may_start_candidate("k", 1, math.inf, quiet=True) and not schedule.stops
+    assert schedule.blocked_by_reserve(1, math.inf)
+    assert not schedule.blocked_by_reserve(2, clock.now + 10.0)  # this kernel's share is spent: nothing to free
+    assert schedule.profile_blocked_by_reserve(1) is False  # a profile (35 s) and a candidate do not fit anyway
+    schedule.config_slot_used = True  # the check ran: nothing beyond the files is kept
+    assert schedule.may_start_candidate("k", 1, math.inf) and not schedule.blocked_by_reserve(1, math.inf)
+    clock.now += 15.0  # 10 s left: no candidate, and nothing kept to free
+    assert not schedule.blocked_by_reserve(1, math.inf) and not schedule.may_start_candidate("k", 1, math.inf)
+    assert [s.stage for s in schedule.stops] == ["beam"]
+    assert not Schedule(Budget(None, clock), TimeSplit(clock)).blocked_by_reserve(1, math.inf)
+
+
+def test_the_bench_sizes_its_confirmation_from_gate_4_and_keeps_only_the_files_before_the_run() -> None:
+    from types import SimpleNamespace
+
+    from kernelopt_core.bench import problem_main
+    from kernelopt_core.bench.config import AFTER_OPTIMIZE_RESERVE_S
+    from kernelopt_core.gates.verdict import GateVerdict
+    from kernelopt_core.search.deadline import CONFIRM_FACTOR, CONFIRM_FLOOR_S
+
+    accepted = CascadeResult(True, None, "ok", [GateVerdict(3, "model", True, "ok"),
+                                                GateVerdict(4, "perf", True, "1.5x", seconds=2.9)])
+    state = SimpleNamespace(optimize_result=SimpleNamespace(cascade=accepted), device="cuda:0")
+    assert problem_main._confirmation_s(state) == pytest.approx(CONFIRM_FACTOR * 2.9)  # H100: 3.8 s measured
+    state.optimize_result = SimpleNamespace(cascade=None)
+    assert problem_main._confirmation_s(state) == CONFIRM_FLOOR_S
+    # before the run only the result's writing is kept; the confirmation is kept by the run once it accepts
+    assert problem_main._reserve_after_optimize(state) == AFTER_OPTIMIZE_RESERVE_S["cuda"] < 15.0
+
+
+SUM_REDUCE = str(ROOT / "tests" / "fixtures" / "inductor-h200-torch2.11" / "sum_reduce" / "output_code.py")
+
+
+class TwoKernels(ClockedEvaluator):
+    """sum_reduce's two kernels: the first's candidates take 12 s each, the second's 3 s (and none is faster)."""
+
+    def _baseline(self, kernel: str) -> float:
+        from kernelopt_core.artifacts import parse_output_code
+
+        if kernel not in self.baselines:
+            found = parse_output_code(SUM_REDUCE).kernel(kernel)
+            assert found is not None
+            self.baselines[kernel] = found.source
+        return self.latency(self.baselines[kernel])
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self.screen_costs = [10.0 if kernel.endswith("_0") else 1.0]
+        return super().screen(kernel, source)
+
+
+def test_a_kernel_its_share_stopped_goes_on_with_the_time_the_next_kernel_left(tmp_path: Path) -> None:
+    from kernelopt_core.search.pipeline import OptimizeConfig, optimize
+
+    clock = StandInClock()
+    evaluator = TwoKernels(clock, latency=slower)
+    config = OptimizeConfig(run_root=str(tmp_path / "runs"), memory_path=str(tmp_path / "memory.sqlite"),
+                            early_stop=False, iterations=1, plans=4, use_ncu=False)
+    start = clock.now
+    result = optimize(SUM_REDUCE, config=config, evaluator=evaluator, budget=Budget(90.0, clock))
+    journal = [json.loads(line) for line in Path(result.run_dir, "journal.jsonl").read_text().splitlines()]
+    first, second = (k["name"] for k in result.kernels)
+    share_stop = next(e for e in kinds(journal, "budget_stop") if e["kernel"] == first)
+    assert "of this kernel's share" in share_stop["detail"]  # the first kernel stopped at its share
+    (ended,) = [e for e in kinds(journal, "nothing_left") if e["kernel"] == second]  # the second ran out early
+    (resumed,) = kinds(journal, "search_resumed")
+    assert resumed["kernel"] == first and resumed["left_s"] > CANDIDATE_S
+    order = [e["kind"] for e in journal]
+    after = [e for e in journal[order.index("search_resumed"):] if e["kind"] == "candidate"]
+    assert after and {e["kernel"] for e in after} == {first}  # it screened more candidates with that time
+    labels = [e["id"] for e in kinds(journal, "candidate") if e["kernel"] == first]
+    assert len(labels) == len(set(labels))  # labels stay unique when a beam goes on
+    assert 90.0 - (clock.now - start) < CANDIDATE_S * MEASURED_MARGIN + CLOSING_S  # and left less than one
+    (last_stop,) = [s for s in result.budget["stops"] if s["kernel"] == first]  # where it stopped in the end
+    assert "share" not in last_stop["detail"] and last_stop["left_s"] < last_stop["needed_s"]

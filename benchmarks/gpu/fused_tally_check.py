@@ -1,4 +1,5 @@
-"""Gate 2's fused comparison pass on the device: the same figures as the eager path, and how long each takes.
+"""Gate 2's fused comparison and error-structure passes on the device: the same figures as the eager paths,
+and how long each takes.
 
     PYTHONPATH=.:server python benchmarks/gpu/fused_tally_check.py OUT_DIR   (or through run_all.py)
 
@@ -8,6 +9,10 @@ then the smaller cases of tests/test_fused_tally.py's kinds. For each: the eager
 (``kernel._float_figures(..., fused=False)``) and the fused ones, which must be equal, and each path's
 time (3 runs after a warm-up, the median and the spread; CUDA synchronised around each). Writes
 ``fused_tally_check.json`` and ``.md``; changes no GPU setting.
+
+The error-structure sums (gates/fused_structure.py against error_structure._eager_sums) on the same kinds of
+pair: the 12.9 GB pair in softmax_long_rows' rows of 393216 (long rows), 16M elements in rows of 37 (short
+rows) and without rows; equal to float64 rounding (relative 1e-9; the centred square sums 1e-7).
 """
 
 from __future__ import annotations
@@ -71,6 +76,40 @@ def _case(label: str, n: int, atol: float, poison: int | None, seed: int) -> dic
             "eager_median_s": statistics.median(eager_s), "fused_median_s": statistics.median(fused_s)}
 
 
+def _sums_close(eager: dict[str, Any], fused: dict[str, Any]) -> bool:
+    exact = eager["count"] == fused["count"] and eager["present_rows"] == fused["present_rows"]
+    near = all(math.isclose(eager[k], fused[k], rel_tol=1e-9, abs_tol=1e-300)
+               for k in ("mean", "worst", "max_abs_ref", "sum_abs_ref", "worst_orig"))
+    squares = all(math.isclose(eager[k], fused[k], rel_tol=1e-7, abs_tol=1e-30)
+                  for k in ("m2", "row_spread_squares", "sum_orig_err", "sum_cand_err", "sum_abs_orig_err"))
+    return exact and near and squares
+
+
+def _structure_case(label: str, n: int, row_length: int | None, seed: int, reference: bool = False) -> dict[str, Any]:
+    import dataclasses
+
+    import torch
+
+    from kernelopt_core.gates import error_structure as es
+    from kernelopt_core.gates.fused_structure import fused_structure_sums
+    from kernelopt_core.gates.kernel import device_chunk
+
+    cand, orig = _pair(n, seed)
+    r64 = orig.double() + 1e-9 * torch.randn(n, device="cuda", dtype=torch.float64) if reference else None
+    _, numel, use_rows, group, _ = es._output_layout(orig, row_length, row_length)
+    rows = group if use_rows else None
+    chunk = device_chunk(cand)
+    if r64 is None:
+        eager, eager_s = _timed(lambda: es._eager_sums(cand, orig, use_rows, group, numel, chunk))
+    else:
+        eager, eager_s = _timed(lambda: es._eager_reference_sums(cand, orig, r64, use_rows, group, numel, chunk))
+    fused, fused_s = _timed(lambda: fused_structure_sums(cand, orig, rows, r64))
+    eager_d, fused_d = dataclasses.asdict(eager), dataclasses.asdict(fused) if fused is not None else None
+    return {"case": label, "elements": n, "row_length": row_length, "equal": fused_d is not None and
+            _sums_close(eager_d, fused_d), "eager": eager_d, "fused": fused_d, "eager_s": eager_s, "fused_s": fused_s,
+            "eager_median_s": statistics.median(eager_s), "fused_median_s": statistics.median(fused_s)}
+
+
 def run(out_dir: str) -> dict[str, Any]:
     from benchmarks.gpu.devicescript import environment, write_record
 
@@ -87,7 +126,16 @@ def run(out_dir: str) -> dict[str, Any]:
                            ("exact (atol = rtol = 0)", 1 << 20, 0.0), ("one block and a bit", 4096 + 7, 1e-3)):
         rows.append(_case(label, n, atol, poison, seed=len(rows)))
         torch.cuda.empty_cache()
-    data = {"environment": environment("cuda"), "rows": rows, "all_equal": all(r["equal"] for r in rows)}
+    structure: list[dict[str, Any]] = []
+    for label, n, row_length, reference in (
+            ("12.9 GB pair, rows of 393216", ELEMENTS, 393216, False),
+            ("12.9 GB pair and a float64 reference (gate 3), rows of 393216", ELEMENTS, 393216, True),
+            ("16M pair, rows of 37", 37 * (1 << 19), 37, False), ("16M pair, no rows", 1 << 24, None, False),
+            ("16M pair and a float64 reference, rows of 37", 37 * (1 << 19), 37, True)):
+        structure.append(_structure_case(label, n, row_length, seed=10 + len(structure), reference=reference))
+        torch.cuda.empty_cache()
+    data = {"environment": environment("cuda"), "rows": rows, "structure": structure,
+            "all_equal": all(r["equal"] for r in rows + structure)}
     body = ["| case | elements | figures equal | eager s (median, min-max) | fused s (median, min-max) | bad | "
             "unwritten | nonfinite | lost |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -96,9 +144,16 @@ def run(out_dir: str) -> dict[str, Any]:
                     f"| {r['fused_median_s']:.4f} ({min(r['fused_s']):.4f}-{max(r['fused_s']):.4f}) "
                     f"| {r['eager']['bad']:.0f} | {r['eager']['unwritten']:.0f} | {r['eager']['nonfinite']:.0f} "
                     f"| {r['eager']['lost']:.0f} |")
-    write_record(out_dir, "fused_tally_check", data, "Gate 2's fused comparison pass against the eager one", body)
+    body += ["", "Error-structure sums:", "",
+             "| case | elements | sums equal | eager s (median, min-max) | fused s (median, min-max) |",
+             "|---|---|---|---|---|"]
+    for r in structure:
+        body.append(f"| {r['case']} | {r['elements']} | {'yes' if r['equal'] else '**no**'} "
+                    f"| {r['eager_median_s']:.4f} ({min(r['eager_s']):.4f}-{max(r['eager_s']):.4f}) "
+                    f"| {r['fused_median_s']:.4f} ({min(r['fused_s']):.4f}-{max(r['fused_s']):.4f}) |")
+    write_record(out_dir, "fused_tally_check", data, "Gate 2's fused passes against the eager ones", body)
     return {"all_equal": data["all_equal"], "rows": [{k: r[k] for k in ("case", "equal", "eager_median_s",
-                                                                         "fused_median_s")} for r in rows]}
+                                                                         "fused_median_s")} for r in rows + structure]}
 
 
 if __name__ == "__main__":

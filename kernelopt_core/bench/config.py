@@ -86,6 +86,7 @@ def grace_s(budget_s: float) -> float:
     return min(120.0, max(10.0, 0.25 * budget_s))
 
 
-# What a problem keeps of its budget for the stages after the optimizer: the confirmation A/B of an
-# accepted graph (skipped when less is left) and writing the result.
-AFTER_OPTIMIZE_RESERVE_S = {"cpu": 45.0, "cuda": 15.0}
+# What a problem keeps of its budget for the stages after the optimizer whatever its outcome: writing the
+# result and ending the problem's processes. The confirmation A/B of an accepted graph is kept by the
+# optimizer itself once it accepts one, sized from gate 4's A/B of it (search.deadline.confirmation_s).
+AFTER_OPTIMIZE_RESERVE_S = {"cpu": 5.0, "cuda": 5.0}

@@ -199,11 +199,12 @@ def _run_stages(state: ProblemState) -> None:
     with stage(state, "optimize"):
         _optimize(state)
     if result.outcome == "optimized":
-        if state.budget_left() >= _reserve_after_optimize(state):
+        needed = _confirmation_s(state)
+        if state.budget_left() >= needed + _reserve_after_optimize(state):
             _soft(state, "confirm", _confirm)
         else:
             result.notes.append(f"confirmation A/B skipped: {max(0.0, state.budget_left()):.0f} s of the problem's "
-                                "budget left; vs max-autotune is gate 4's A/B")
+                                f"budget left, it takes about {needed:.0f} s; vs max-autotune is gate 4's A/B")
     _baseline_figures(state)
 
 
@@ -428,6 +429,7 @@ def _optimize(state: ProblemState) -> None:
     settings["device"] = state.device
     settings["run_root"] = os.path.join(state.work_dir, "runs")
     settings["account_callable"] = "off"  # the account stage measured it (or could not: no second try)
+    settings["keep_for_confirmation"] = True  # an accepted graph is confirmed here after the run
     # The search plans against what is left of the problem's budget, less what follows it here.
     budget = max(1.0, state.budget_left() - _reserve_after_optimize(state))
     asked = settings.get("budget_s")
@@ -542,6 +544,15 @@ def _baseline_figures(state: ProblemState) -> None:
 
 def _reserve_after_optimize(state: ProblemState) -> float:
     return AFTER_OPTIMIZE_RESERVE_S["cuda" if state.device.startswith("cuda") else "cpu"]
+
+
+def _confirmation_s(state: ProblemState) -> float:
+    """The confirmation A/B's time, from gate 4's A/B of the accepted graph (what the optimizer kept for it)."""
+    from ..search.deadline import confirmation_s
+
+    cascade = getattr(state.optimize_result, "cascade", None)
+    gate4 = cascade.verdict(4) if cascade is not None and hasattr(cascade, "verdict") else None
+    return confirmation_s(gate4.seconds if gate4 is not None else None)
 
 
 def main(argv: list[str] | None = None) -> int:

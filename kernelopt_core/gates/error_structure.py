@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .chunks import DEFAULT_CHUNK, aligned_flat, flat_pieces, read_flat
+
+if TYPE_CHECKING:
+    from .fused_structure import StructureSums
 
 ELEMENT_FACTOR = 10.0
 BIAS_FACTOR = 4.0
@@ -94,7 +97,6 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     rounding grows with the terms all the same; given, the bias's rounding unit grows by its fourth root
     (what a reordering shares across rows grows more slowly than its size), not the square root.
     """
-    import torch
 
     if tuple(candidate.shape) != tuple(original.shape) or (
             reference is not None and tuple(reference.shape) != tuple(original.shape)):
@@ -104,8 +106,44 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     if reference is None:
         return _against_original(candidate, original, row_length=row_length, input_scale=input_scale, chunk=chunk,
                                  sensitivity=sensitivity, reduction_length=reduction_length)
+    from .fused_structure import fused_structure_sums
+
     eps, numel, use_rows, group, growth = _output_layout(original, row_length, reduction_length)
     bias_growth = math.sqrt(growth) if reduction_length else growth
+    sums = fused_structure_sums(candidate, original, group if use_rows else None, reference)
+    if sums is None:
+        sums = _eager_reference_sums(candidate, original, reference, use_rows, group, numel, chunk)
+    count = sums.count
+    if count == 0:
+        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
+                              "float64", 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, 0.0, 0.0, 0.0, 0.0)
+    bias = sums.mean
+    element_spread = math.sqrt(sums.m2 / (count - 1)) if count > 1 else 0.0
+    groups, spread = count, element_spread
+    if use_rows and sums.present_rows >= MIN_ROWS:
+        groups, spread = sums.present_rows, math.sqrt(sums.row_spread_squares / (sums.present_rows - 1))
+    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
+    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
+    # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
+    # is random in sign, and the significance test across rows absorbs what it shares within a row.
+    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
+    bias_scale = max(sums.sum_abs_orig_err / count, eps * (sums.sum_abs_ref / count) * bias_growth, sensitive_mean,
+                     1e-300)
+    bias_ratio = abs(bias) / bias_scale
+    element_floor = max(eps * max(sums.max_abs_ref, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
+    worst_ratio = sums.worst / max(sums.worst_orig, element_floor)
+    return _judged(bias, bias_z, bias_scale, bias_ratio, sums.worst, sums.worst_orig, element_floor, worst_ratio,
+                   count, groups, "float64", sums.sum_orig_err / count, sums.sum_cand_err / count, sensitive_max)
+
+
+def _eager_reference_sums(candidate: Any, original: Any, reference: Any, use_rows: bool, group: int, numel: int,
+                          chunk: int) -> StructureSums:
+    """:class:`.fused_structure.StructureSums` against a float64 reference, one chunk at a time in float64
+    (any dtype, layout and device: a reference built on the host meets the outputs a chunk at a time)."""
+    import torch
+
+    from .fused_structure import StructureSums
+
     rows = numel // group if numel else 0
     device = original.device
     row_sum = torch.zeros(rows if use_rows else 0, dtype=torch.float64, device=device)
@@ -113,12 +151,10 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
     diff_moments = _Moments()
     sum_orig_err = sum_cand_err = sum_abs_orig_err = sum_abs_ref = 0.0
     worst = worst_orig = max_abs_ref = 0.0
-    tensors = [candidate, original] + ([reference] if reference is not None else [])
-    for start, pieces in aligned_flat(tensors, chunk):
+    for start, pieces in aligned_flat([candidate, original, reference], chunk):
         c = pieces[0].to(torch.float64)
         o = pieces[1].to(device=c.device, dtype=torch.float64)
-        # a float64 reference built on the host meets the outputs on their device a chunk at a time
-        r = pieces[2].to(device=c.device, dtype=torch.float64) if reference is not None else o
+        r = pieces[2].to(device=c.device, dtype=torch.float64)
         finite = torch.isfinite(c) & torch.isfinite(o) & torch.isfinite(r)
         n = int(finite.sum())
         if n == 0:
@@ -129,8 +165,7 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         d = c - o
         mean = float(d.sum()) / n
         centred = torch.where(finite, d - mean, torch.zeros_like(d)) if n < c.numel() else d - mean
-        m2 = float((centred * centred).sum())
-        diff_moments.add(n, mean, m2)
+        diff_moments.add(n, mean, float((centred * centred).sum()))
         e_c = c - r
         e_o = o - r
         ref_abs = r.abs()
@@ -144,35 +179,15 @@ def error_structure(candidate: Any, original: Any, reference: Any | None = None,
         if use_rows:  # by reshaped rows: an index_add_ over few long rows serialises on its atomics
             _add_by_rows(row_sum, d, start, group)
             _add_by_rows(row_count, finite, start, group)
-    count = diff_moments.n
-    magnitude_floor = max(input_scale or 0.0, 0.0)
-    if count == 0:
-        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
-                              "float64" if reference is not None else "original", 0, 0, 0.0, 0.0, 0.0, 0.0,
-                              None, None, 0.0, 0.0, 0.0, 0.0)
-    bias = diff_moments.mean
+    sums = StructureSums(diff_moments.n, diff_moments.mean, diff_moments.m2, worst, max_abs_ref, sum_abs_ref,
+                         sum_orig_err=sum_orig_err, sum_cand_err=sum_cand_err, sum_abs_orig_err=sum_abs_orig_err,
+                         worst_orig=worst_orig)
     if use_rows:
         present = row_count > 0
         means = row_sum[present] / row_count[present]
-        groups = int(present.sum())
-        spread = float(means.std()) if groups > 1 else 0.0
-    else:
-        groups, spread = count, diff_moments.std
-    if groups < MIN_ROWS:  # too few rows to estimate a spread across them: per element
-        groups, spread = count, diff_moments.std
-    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
-    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
-    # The bias is measured against the output's own rounding unit: rounding inherited from large inputs
-    # is random in sign, and the significance test across rows absorbs what it shares within a row.
-    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    bias_scale = max(sum_abs_orig_err / count, eps * (sum_abs_ref / count) * bias_growth, sensitive_mean, 1e-300)
-    bias_ratio = abs(bias) / bias_scale
-    element_floor = max(eps * max(max_abs_ref, magnitude_floor) * growth, sensitive_max, 1e-300)
-    worst_ratio = worst / max(worst_orig, element_floor)
-    return _judged(bias, bias_z, bias_scale, bias_ratio, worst, worst_orig, element_floor, worst_ratio, count, groups,
-                   "float64" if reference is not None else "original",
-                   sum_orig_err / count if reference is not None else None,
-                   sum_cand_err / count if reference is not None else None, sensitive_max)
+        sums.present_rows = int(present.sum())
+        sums.row_spread_squares = float(((means - means.mean()) ** 2).sum()) if sums.present_rows else 0.0
+    return sums
 
 
 def _judged(bias: float, bias_z: float, bias_scale: float, bias_ratio: float, worst: float, worst_orig: float,
@@ -205,12 +220,46 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
                       reduction_length: int | None = None) -> ErrorStructure:
     """Gate 2's case (the reference is the original's output): the same figures as the general path,
     in fewer passes over memory. The original's own error is 0, so only ``d = candidate - original``
-    (float64, one chunk at a time) and the original's magnitudes are needed; rows are summed by
-    reshaping the chunk along row boundaries (no scattered atomics); every per-chunk figure stays on
-    the device until one read at the end."""
-    import torch
+    and the original's magnitudes are needed: one fused pass on a GPU (:mod:`.fused_structure`), else
+    float64 one chunk at a time."""
+    from .fused_structure import fused_structure_sums
 
     eps, numel, use_rows, group, growth = _output_layout(original, row_length, reduction_length)
+    sums = fused_structure_sums(candidate, original, group if use_rows else None)
+    if sums is None:
+        sums = _eager_sums(candidate, original, use_rows, group, numel, chunk)
+    count = sums.count
+    if count == 0:
+        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
+                              "original", 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, 0.0, 0.0, 0.0, 0.0)
+    bias = sums.mean
+    groups, spread = count, (math.sqrt(sums.m2 / (count - 1)) if count > 1 else 0.0)
+    if use_rows and sums.present_rows >= MIN_ROWS:
+        groups = sums.present_rows
+        spread = math.sqrt(sums.row_spread_squares / (sums.present_rows - 1))
+    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
+    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
+    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
+    # A reordering's rounding is random in sign from row to row (the significance test's business); what it
+    # shares across rows grows more slowly than its size: the fourth root of the terms, not the square root,
+    # which would forgive a norm's eps off by 10x (docs/gates.md, "Reordered reductions")
+    bias_growth = math.sqrt(growth) if reduction_length else growth
+    bias_scale = max(eps * (sums.sum_abs_ref / count) * bias_growth, sensitive_mean, 1e-300)
+    bias_ratio = abs(bias) / bias_scale
+    element_floor = max(eps * max(sums.max_abs_ref, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
+    worst_ratio = sums.worst / element_floor
+    return _judged(bias, bias_z, bias_scale, bias_ratio, sums.worst, 0.0, element_floor, worst_ratio, count, groups,
+                   "original", None, None, sensitive_max)
+
+
+def _eager_sums(candidate: Any, original: Any, use_rows: bool, group: int, numel: int, chunk: int) -> StructureSums:
+    """:class:`.fused_structure.StructureSums` in float64 one chunk at a time (any dtype and layout): rows are
+    summed by reshaping the chunk along row boundaries (no scattered atomics); every per-chunk figure stays
+    on the device until one read at the end."""
+    import torch
+
+    from .fused_structure import StructureSums
+
     device = original.device
     rows = numel // group if use_rows else 0
     row_sum = torch.zeros(rows, dtype=torch.float64, device=device)
@@ -246,39 +295,17 @@ def _against_original(candidate: Any, original: Any, *, row_length: int | None, 
         spread_rows = (means - centre).masked_fill_(~present, 0.0)
         figures += [groups.to(torch.float64), torch.dot(spread_rows, spread_rows)]
     chunks_read = len(counts)
-    numbers = torch.stack([f.to(torch.float64) for f in figures + counts + sums + squares]).tolist() \
-        if chunks_read or figures else []
-    worst_f, max_abs_ref_f, sum_abs_ref_f = numbers[0], numbers[1], numbers[2]
+    numbers = torch.stack([f.to(torch.float64) for f in figures + counts + sums + squares]).tolist()
     offset = 5 if use_rows else 3
     moments = _Moments()
     for k in range(chunks_read):
         n = int(numbers[offset + k])
         if n:
             moments.add(n, numbers[offset + chunks_read + k] / n, numbers[offset + 2 * chunks_read + k])
-    count = moments.n
-    if count == 0:
-        return ErrorStructure(True, "no element is finite in both outputs (positions are compared elsewhere)",
-                              "original", 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, 0.0, 0.0, 0.0, 0.0)
-    bias = moments.mean
-    groups, spread = count, moments.std
+    result = StructureSums(moments.n, moments.mean, moments.m2, numbers[0], numbers[1], numbers[2])
     if use_rows:
-        present_rows = int(numbers[3])
-        if present_rows >= MIN_ROWS:
-            groups = present_rows
-            spread = math.sqrt(numbers[4] / (present_rows - 1))
-    standard_error = spread / math.sqrt(groups) if groups > 0 else 0.0
-    bias_z = bias / standard_error if standard_error > 0 else (math.inf if bias else 0.0)
-    sensitive_max, sensitive_mean = sensitivity or (0.0, 0.0)
-    # A reordering's rounding is random in sign from row to row (the significance test's business); what it
-    # shares across rows grows more slowly than its size: the fourth root of the terms, not the square root,
-    # which would forgive a norm's eps off by 10x (docs/gates.md, "Reordered reductions")
-    bias_growth = math.sqrt(growth) if reduction_length else growth
-    bias_scale = max(eps * (sum_abs_ref_f / count) * bias_growth, sensitive_mean, 1e-300)
-    bias_ratio = abs(bias) / bias_scale
-    element_floor = max(eps * max(max_abs_ref_f, max(input_scale or 0.0, 0.0)) * growth, sensitive_max, 1e-300)
-    worst_ratio = worst_f / element_floor
-    return _judged(bias, bias_z, bias_scale, bias_ratio, worst_f, 0.0, element_floor, worst_ratio, count, groups,
-                   "original", None, None, sensitive_max)
+        result.present_rows, result.row_spread_squares = int(numbers[3]), numbers[4]
+    return result
 
 
 def _output_layout(original: Any, row_length: int | None,

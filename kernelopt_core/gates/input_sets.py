@@ -108,9 +108,21 @@ def _per_row(ctx: FillContext, start: int, count: int, of_rows: Callable[[Any], 
 
 
 # Random values come in aligned blocks, each drawn from its own seeded generator, so they depend on the
-# flat index, not on the chunking; blocks are large enough that a GPU chunk of 16 Mi elements takes 16
-# draws, not thousands (a block costs a generator and a launch), and small enough to draw whole on a CPU.
+# flat index, not on the chunking. A block costs a generator, a seed and a launch, dispatched from the
+# host: on a GPU a block is a whole chunk (16 Mi elements), so a fill's time is the device's passes, not
+# the host's dispatch of a draw per Mi; on a CPU a block is small enough to draw whole for a small piece.
+# (A device's generator draws its own values anyway: the values are the same for any chunking or layout
+# on one device.)
 _BLOCK = 1 << 20
+_DEVICE_BLOCK = 1 << 24
+
+
+def _block_size(ctx: FillContext) -> int:
+    """Elements per seeded block: on a GPU a chunk, or the tensor's size rounded up to a power of two
+    where that is smaller (a small tensor draws what it holds, not 16 Mi values)."""
+    if not str(getattr(ctx.device, "type", ctx.device)).startswith("cuda"):
+        return _BLOCK
+    return min(_DEVICE_BLOCK, 1 << max(10, (ctx.numel - 1).bit_length()))
 
 
 def _random(ctx: FillContext, start: int, count: int, salt: int, kind: str) -> Any:
@@ -118,14 +130,15 @@ def _random(ctx: FillContext, start: int, count: int, salt: int, kind: str) -> A
     import torch
 
     pieces = []
-    first, last = start // _BLOCK, (start + count - 1) // _BLOCK
+    size = _block_size(ctx)
+    first, last = start // size, (start + count - 1) // size
     for block in range(first, last + 1):
         generator = torch.Generator(device=ctx.device)
         generator.manual_seed((ctx.seed * 1_000_003 + salt * 7_919 + block * 104_729) % (2**63 - 1))
         draw = torch.randn if kind == "normal" else torch.rand
-        pieces.append(draw(_BLOCK, generator=generator, device=ctx.device, dtype=ctx.compute_dtype))
+        pieces.append(draw(size, generator=generator, device=ctx.device, dtype=ctx.compute_dtype))
     values = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
-    offset = start - first * _BLOCK
+    offset = start - first * size
     return values[offset:offset + count]
 
 

@@ -16,6 +16,7 @@ correctness".
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -237,7 +238,9 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         orig = original.guarded[index].view
         total = cand.numel()
         if role == "input":
+            begin = time.perf_counter()
             changed = _count(_pairs(cand, values[index]), lambda c, v: bits(c) != bits(v))
+            _add_seconds(check, "inputs_s", begin)
             if changed:
                 check.problems.append(f"modified its input {name} ({changed} elements changed)")
             continue
@@ -275,7 +278,9 @@ def compare_runs(label: str, original: KernelRun, candidate: KernelRun, values: 
         swapped = kinds.count(lambda got, want: "finite" not in (got, want))
         if not count:
             if structure is not None:
+                begin = time.perf_counter()
                 _check_structure(check, name, cand, orig, structure)
+                _add_seconds(check, "structure_s", begin)
             continue
         check.mismatched += count
         if stale is not None and index in stale and fingerprint(cand) == stale[index]:
@@ -354,6 +359,11 @@ def _not_close_mask(atol: float, rtol: float) -> Callable[[Any, Any], Any]:
     import torch
 
     return lambda c, o: ~torch.isclose(c, o, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _add_seconds(check: RunCheck, key: str, begin: float) -> None:
+    """Adds the seconds since ``begin`` to one of the check's figures (where its compare time goes)."""
+    check.figures[key] = round(check.figures.get(key, 0.0) + time.perf_counter() - begin, 4)
 
 
 def _count(pairs: Iterator[tuple[Any, Any]], mask_of: Callable[[Any, Any], Any]) -> int:

@@ -427,7 +427,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if why is not None:
             coverage.not_credited.append(f"{label}: {why}")
             return
-        with clock("decisions"):
+        # the copy's first launch apart: it compiles the instrumented source
+        with clock("decisions_first" if probing.launches == 0 else "decisions"):
             counters.zero_()
             for index, (code, evaluations) in (force or {}).items():
                 counters[4 * index + 2] = code

@@ -26,6 +26,12 @@ DEFAULT_SECTIONS: tuple[str, ...] = (
     "SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
     "SchedulerStats", "WarpStateStats",
 )
+# The sections whose figures the analyst reads (its tier, speed of light, causes and directions): Speed of
+# Light (duration, memory and compute %), Occupancy, LaunchStats (registers, grid, waves, SMs, shared memory)
+# and MemoryWorkloadAnalysis (DRAM bandwidth, L2 hit rate). Each section adds replay passes of the kernel;
+# the other three of DEFAULT_SECTIONS (compute pipes, scheduler and warp stalls) only add rules to the
+# evidence text, so the offline search profiles these alone (docs/measurement.md).
+ANALYST_SECTIONS: tuple[str, ...] = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
 # Raw metrics collected beside the sections (ncu ``--metrics``; their rows carry the section name
 # "Command line profiler metrics"): DRAM bytes for the traffic ratio, the L2 hit rate, and the
 # global-load sector efficiency (useful bytes per 32-byte sector) for strided access.
@@ -35,6 +41,7 @@ L2_HIT_METRIC = "lts__t_sector_hit_rate.pct"
 SECTOR_EFFICIENCY_METRIC = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
 DEFAULT_METRICS: tuple[str, ...] = (DRAM_READ_METRIC, DRAM_WRITE_METRIC, L2_HIT_METRIC, SECTOR_EFFICIENCY_METRIC)
 PERMISSION_MARKER = "ERR_NVGPUCTRPERM"
+TARGET_PROCESSES = ("all", "application-only")
 
 
 class NcuError(RuntimeError):
@@ -345,12 +352,18 @@ def kernel_regex(names: list[str]) -> str:
 def build_ncu_command(program: list[str], *, ncu: str = "ncu", kernels: list[str] | None = None,
                       launch_skip: int | None = None, launch_count: int | None = None,
                       sections: tuple[str, ...] = DEFAULT_SECTIONS, from_start: bool = False,
-                      metrics: tuple[str, ...] = DEFAULT_METRICS) -> list[str]:
+                      metrics: tuple[str, ...] = DEFAULT_METRICS, target_processes: str = "all") -> list[str]:
     """The ncu command line. Clocks are never locked (``--clock-control none``): kernels are
     measured at the clocks the user's model would see. With ``from_start=False`` only the
     region between cudaProfilerStart/Stop is profiled (the runner opens it after warm-up).
-    Values are printed in base units (``--print-units base``: bytes, not Mbyte)."""
-    command = [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--target-processes", "all"]
+    Values are printed in base units (``--print-units base``: bytes, not Mbyte).
+    ``target_processes``: ``all`` injects ncu into every process the program starts (a user's harness
+    may launch its kernel from one); ``application-only`` into the program alone, as for a graph's
+    runner, whose only children are Inductor's compile workers, which launch no kernel."""
+    if target_processes not in TARGET_PROCESSES:
+        raise ValueError(f"target_processes must be one of {', '.join(TARGET_PROCESSES)}, not {target_processes!r}")
+    command = [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
+               "--target-processes", target_processes]
     if not from_start:
         command += ["--profile-from-start", "off"]
     for section in sections:
@@ -373,13 +386,16 @@ class NcuRun:
     launches: list[KernelMetrics]
     wall_s: float
     returncode: int
+    log_text: str = ""  # ncu's and the program's stderr (the runner's step lines)
+    started: float = 0.0  # wall clock (time.time()) when ncu was started, and when it ended
+    ended: float = 0.0
 
 
 def run_ncu(command: list[str], *, timeout_s: float = 600.0, env: dict[str, str] | None = None,
             cwd: str | None = None, cancel: threading.Event | None = None) -> NcuRun:
     """Run an ncu command line. ncu and its target stay in this process's group and die with it
     (:mod:`kernelopt_core.process_lifetime`); a timeout or ``cancel`` ends them by pid."""
-    begin = time.monotonic()
+    begin, started = time.monotonic(), time.time()
     if shutil.which(command[0]) is None:  # asked here: the launcher would only exit 127
         raise NcuNotFound(f"cannot run {command[0]!r}: not found")
     try:
@@ -406,7 +422,7 @@ def run_ncu(command: list[str], *, timeout_s: float = 600.0, env: dict[str, str]
         tail = "\n".join(text.strip().splitlines()[-15:])
         raise NcuError(f"ncu exited with status {process.returncode} and no metrics: {exc}\n{tail}") from exc
     return NcuRun(command=command, csv_text=stdout or "", launches=launches, wall_s=wall,
-                  returncode=process.returncode)
+                  returncode=process.returncode, log_text=stderr or "", started=started, ended=time.time())
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

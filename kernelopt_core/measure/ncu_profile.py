@@ -6,7 +6,12 @@ speed-of-light figures need). Only the kernels asked for (all of
 the graph's Triton kernels by default; vendor calls are kept, never profiled) are matched with
 ``-k regex:``, and only launches inside the runner's profiler range (after warm-up) count.
 Each kernel's launches are cached on their own, so changing one kernel re-profiles only it.
-No torch here.
+
+ncu is injected into the runner alone (``--target-processes application-only``), and the runner compiles
+the wrapper's kernels in its own process (``TORCHINDUCTOR_COMPILE_THREADS=1``): a pool of compile workers
+would start, and under ``all`` be instrumented, for kernels that Triton's cache already holds. The runner
+shares the worker's Inductor cache (the same environment), so the configs the worker tuned are read, not
+tuned again under ncu; it says which kernels still tuned. No torch here.
 """
 
 from __future__ import annotations
@@ -32,8 +37,12 @@ from .ncu import (
     run_ncu,
     summarize_launches,
 )
+from .run_graph import program_steps, tuned_kernels
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# The runner under ncu: only it is profiled, and Inductor compiles in it (no pool of compile workers).
+RUNNER_TARGET_PROCESSES = "application-only"
+RUNNER_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 @dataclass
@@ -48,11 +57,14 @@ class GraphProfile:
     wall_s: float = 0.0  # time spent in ncu (0 when everything came from the cache)
     from_cache: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    steps_s: dict[str, float] = field(default_factory=dict)  # where ncu's wall time went (the runner's steps)
+    tuned: list[str] | None = None  # kernels that autotuned in the runner's warm-up (None: not reported)
 
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "dump": self.dump, "gpu": self.gpu,
                 "kernels": [k.to_json() for k in self.kernels], "command": self.command,
-                "wall_s": self.wall_s, "from_cache": self.from_cache, "notes": self.notes}
+                "wall_s": self.wall_s, "from_cache": self.from_cache, "notes": self.notes,
+                "steps_s": self.steps_s, "tuned": self.tuned}
 
 
 def input_signature(graph: CompiledGraph) -> list[Any]:
@@ -63,6 +75,18 @@ def input_signature(graph: CompiledGraph) -> list[Any]:
 def ncu_cache_key(source_hash: str, inputs: list[Any], gpu: str,
                   sections: tuple[str, ...] = DEFAULT_SECTIONS, metrics: tuple[str, ...] = DEFAULT_METRICS) -> str:
     return key_of("ncu-v2", source_hash, inputs, gpu, list(sections), list(metrics))
+
+
+def runner_program(graph: CompiledGraph, *, iters: int = 1, warmup: int = 2, device: str = "cuda:0",
+                   python: str | None = None) -> list[str]:
+    """The program ncu runs for ``graph``: :mod:`.run_graph` on its dump."""
+    return [python or sys.executable, "-m", "kernelopt_core.measure.run_graph", "--dump", graph.path,
+            "--iters", str(iters), "--warmup", str(warmup), "--device", device]
+
+
+def runner_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """What the runner's environment adds to this process's: the package on PYTHONPATH, no compile pool."""
+    return {**RUNNER_ENV, **(env or {}), "PYTHONPATH": _python_path()}
 
 
 def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, iters: int = 1, warmup: int = 2,
@@ -93,18 +117,17 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
     fresh: dict[str, list[KernelMetrics]] = {}
     if missing:
         launches_per_call = sum(len(graph.launches_of(n)) for n in missing) or len(missing)
-        program = [python or sys.executable, "-m", "kernelopt_core.measure.run_graph", "--dump", graph.path,
-                   "--iters", str(iters), "--warmup", str(warmup), "--device", device]
+        program = runner_program(graph, iters=iters, warmup=warmup, device=device, python=python)
         ncu = find_ncu()
         begin = time.monotonic()
         collected = metrics
         while True:
             command = build_ncu_command(program, ncu=ncu, kernels=missing,
                                         launch_count=launches_per_call * max(1, iters), sections=sections,
-                                        metrics=collected)
+                                        metrics=collected, target_processes=RUNNER_TARGET_PROCESSES)
             try:
                 run = run_ncu(command, timeout_s=max(1.0, timeout_s - (time.monotonic() - begin)),
-                              env={**(env or {}), "PYTHONPATH": _python_path()}, cancel=cancel)
+                              env=runner_env(env), cancel=cancel)
                 break
             except NcuPermissionDenied:
                 raise
@@ -117,6 +140,11 @@ def profile_graph(graph: CompiledGraph, *, kernels: list[str] | None = None, ite
                 profile.notes.append(f"ncu could not collect {', '.join(unknown)} here; profiled without it")
         profile.wall_s = time.monotonic() - begin
         profile.command, profile.csv_text = command, run.csv_text
+        profile.steps_s = program_steps(run.log_text, run.started, run.ended)
+        profile.tuned = tuned_kernels(run.log_text)
+        if profile.tuned:
+            profile.notes.append(f"autotuned under ncu (not found tuned in the Inductor cache): "
+                                 f"{', '.join(profile.tuned)}")
         for item in run.launches:
             fresh.setdefault(item.name, []).append(item)
         for name in missing:

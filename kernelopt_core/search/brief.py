@@ -4,6 +4,7 @@ the agents read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..artifacts import TritonKernel
@@ -12,9 +13,12 @@ from .run_context import RunContext
 
 
 class BriefStage:
-    def __init__(self, ctx: RunContext, launch_timing: dict[str, Any] | None):
+    def __init__(self, ctx: RunContext, launch_timing: dict[str, Any] | None,
+                 make_room: Callable[[], bool] = lambda: False):
         self.ctx = ctx
         self.launch_timing = launch_timing or {}  # the dispatch timing: launch times and arguments
+        # runs the work the reserve is kept for (the configuration check); True when it ran
+        self.make_room = make_room
 
     def make(self, kernel: TritonKernel, share: float, facts: dict[str, Any], kernels_left: int,
              share_timed: bool = False) -> KernelBrief:
@@ -26,7 +30,7 @@ class BriefStage:
                             aten_ops=list(kernel.aten_ops))
         metrics = None
         if ctx.config.use_ncu and ctx.device_kind == "cuda":
-            if ctx.schedule.may_profile(kernel.name, kernels_left):
+            if self._may_profile(kernel.name, kernels_left):
                 metrics = self._profile(brief)
             else:
                 brief.evidence.append("ncu skipped: the budget keeps its time for candidates and the final gates")
@@ -43,6 +47,16 @@ class BriefStage:
             brief.evidence.append(f"kernel alone: {brief.baseline_ms:.4f} ms on its captured arguments")
         ctx.journal.record("brief", kernel=kernel.name, value=brief.to_json())
         return brief
+
+    def _may_profile(self, name: str, kernels_left: int) -> bool:
+        """Time for a profile and one candidate; when what the run keeps is all that stops them, that work
+        runs first (the configuration check) and the profile has what it left."""
+        schedule = self.ctx.schedule
+        if schedule.may_profile(name, kernels_left, quiet=True):
+            return True
+        if schedule.profile_blocked_by_reserve(kernels_left) and self.make_room():
+            return schedule.may_profile(name, kernels_left)
+        return schedule.may_profile(name, kernels_left)  # says why not
 
     def _profile(self, brief: KernelBrief) -> dict[str, Any] | None:
         ctx = self.ctx

@@ -5,7 +5,8 @@ the recommended torch.compile configuration change, verified through gates 3-4 w
 check's slot only when there is something to verify. The check runs at the end, in the evaluator's
 worker once the search's working sets are released (one working set on the device at a time), with
 the time that is left as its limit; one that does not fit is reported with the accounting's figure,
-"not verified"."""
+"not verified". When only its slot stops the search's next candidate, it runs then instead
+(:meth:`CallableChecks.check_now`), and the search goes on with what it left."""
 
 from __future__ import annotations
 
@@ -40,6 +41,25 @@ class CallableChecks:
         ctx.journal.record("config_plan", recommended=recommendation is not None,
                            slot_s=round(ctx.schedule.config_slot_s(), 3),
                            title=recommendation.title if recommendation is not None else None)
+
+    def check_now(self, report: DispatchReport) -> bool:
+        """Run the configuration check while the search goes on (its verdicts are journaled, and read back at
+        the end): the search then has what the check leaves of its slot. The search's processes, given back
+        for the check, start again in the background. False when there is no check to run (or it ran)."""
+        ctx = self.ctx
+        schedule = ctx.schedule
+        if not schedule.config_check or schedule.config_slot_used:
+            return False
+        if ctx.budget.limited and schedule.config_time_s() < min(schedule.config_s(), schedule.config_slot_s()):
+            return False  # it would not run now: its slot stays kept, for the end
+        ctx.journal.record("config_now", left_s=round(ctx.budget.left(), 3),
+                           reason="the configuration check's slot alone stopped the search")
+        self.findings(report)
+        schedule.config_slot_used = True
+        if self.released:  # the search takes the device again: a later check gives its working sets back again
+            self.released = False
+            ctx.evaluator.warm_up()
+        return True
 
     def findings(self, report: DispatchReport) -> Any:
         """Overheads, suggestions and the configuration change: from the whole callable when the

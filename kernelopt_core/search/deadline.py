@@ -8,6 +8,9 @@ the run's decisions follow that clock. :class:`Schedule` answers the questions t
   is worth finalizing (none before), the configuration check's slot when one will run, the files;
 * how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve
   (time one kernel leaves unused goes to the next);
+* is it the reserve alone that stops the next candidate (:meth:`Schedule.blocked_by_reserve`)? Then the
+  search runs what the reserve is kept for (the final gates of the candidates worth it, the configuration
+  check) and goes on with what they leave: an estimate larger than what they take is not left idle;
 * is there time for a finalist (full gate 2, gates 3-4), an ncu profile, a configuration check?
 
 Durations come from this run's own measurements where it has any (:class:`TimeSplit`), else from
@@ -59,6 +62,18 @@ FIRST_CANDIDATE_SHARE = 0.5
 MEASURED_MARGIN = 1.25
 # Writing result.json, report.md and final.diff, and the decision itself.
 CLOSING_S = 2.0
+# A caller's own A/B of an accepted rewrite after the run (the bench's confirmation): the same two graphs
+# through the same path as gate 4's A/B, which loaded them in warm processes; the caller loads them fresh.
+# Kept once a rewrite is accepted, at this factor of gate 4's measured seconds (at least the floor).
+CONFIRM_FACTOR = 2.0
+CONFIRM_FLOOR_S = 3.0
+
+
+def confirmation_s(gate4_s: float | None) -> float:
+    """The time a confirmation A/B of an accepted rewrite takes, from gate 4's A/B of it."""
+    if gate4_s is None or not math.isfinite(gate4_s) or gate4_s < 0:
+        return CONFIRM_FLOOR_S
+    return max(CONFIRM_FLOOR_S, CONFIRM_FACTOR * gate4_s)
 
 
 @dataclass
@@ -130,6 +145,11 @@ class Schedule:
     # time kept back from the search (the pipeline asks its finalist stage)
     finalist_pending: Callable[[], bool] = lambda: False
     config_measured: list[float] = field(default_factory=list)  # this run's configuration checks, in seconds
+    config_slot_used: bool = False  # the check ran while the search went on: its slot is no longer kept
+    # kept for the caller's confirmation A/B once a rewrite is accepted (0: none accepted, or no caller's A/B)
+    confirm_s: float = 0.0
+    # kernels whose beam ended with budget left, and why: they had nothing left to try
+    nothing_left: list[dict[str, str]] = field(default_factory=list)
 
     def _prior(self, what: str) -> float:
         return PRIORS_S.get(self.device_kind, PRIORS_S["cuda"])[what]
@@ -170,7 +190,7 @@ class Schedule:
     def config_slot_s(self) -> float:
         """What the search leaves for the configuration check: its estimate, at most CONFIG_SHARE of the
         budget (0 when no check will run)."""
-        if not self.config_check:
+        if not self.config_check or self.config_slot_used:
             return 0.0
         if not self.budget.limited:
             return self.config_s()
@@ -181,7 +201,7 @@ class Schedule:
         one finalist once a candidate is worth finalizing (before that, nothing: the time goes to the
         search), the configuration check's slot, the decision and the files."""
         finalists = 1 if kernels_left > 0 and self.finalist_pending() else 0
-        return finalists * self.finalize_s() + self.config_slot_s() + CLOSING_S
+        return finalists * self.finalize_s() + self.config_slot_s() + self.confirm_s + CLOSING_S
 
     def kernel_deadline(self, kernels_left: int, weight: float | None = None) -> float:
         """The clock time this kernel's beam stops starting candidates: its ``weight`` (its share of the
@@ -193,7 +213,8 @@ class Schedule:
         spare = max(0.0, self.budget.left() - self.reserve_s(kernels_left))
         return self.budget.now() + spare * share
 
-    def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float) -> bool:
+    def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float, quiet: bool = False) -> bool:
+        """Time for one more candidate of this kernel; ``quiet``: only ask (no stop is recorded)."""
         if not self.budget.limited:
             return True
         need = self.candidate_s()
@@ -201,25 +222,48 @@ class Schedule:
         slice_left = deadline - self.budget.now()
         if left >= need and slice_left >= need:
             return True
+        if quiet:
+            return False
         share = f", {max(0.0, slice_left):.0f} s of this kernel's share" if math.isfinite(slice_left) else ""
         kept = "the final gates' reserve" if self.finalist_pending() else "what the run keeps"
         detail = f"{max(0.0, left):.0f} s left after {kept}{share}; a candidate takes about {need:.0f} s"
         self._stop("beam", kernel, max(0.0, left), need, detail)
         return False
 
-    def may_profile(self, kernel: str, kernels_left: int) -> bool:
+    def blocked_by_reserve(self, kernels_left: int, deadline: float) -> bool:
+        """The next candidate would fit but for what the run keeps beyond the files (a finalist's time, the
+        configuration check's slot): running that work now, and searching on with what it leaves, uses the
+        time its estimate would otherwise leave idle."""
+        if not self.budget.limited:
+            return False
+        need = self.candidate_s()
+        kept = self.reserve_s(kernels_left) - CLOSING_S
+        free = self.budget.left() - CLOSING_S
+        return kept > 0 and free - kept < need <= free and deadline - self.budget.now() >= need
+
+    def profile_blocked_by_reserve(self, kernels_left: int) -> bool:
+        """An ncu profile and one candidate would fit but for what the run keeps beyond the files."""
+        if not self.budget.limited:
+            return False
+        kept = self.reserve_s(kernels_left) - CLOSING_S
+        free, need = self.budget.left() - CLOSING_S, self.profile_s() + self.candidate_s()
+        return kept > 0 and free - kept < need <= free
+
+    def may_profile(self, kernel: str, kernels_left: int, quiet: bool = False) -> bool:
         if not self.budget.limited:
             return True
         need = self.profile_s() + self.candidate_s()
         left = self.budget.left() - self.reserve_s(kernels_left)
         if left >= need:
             return True
+        if quiet:
+            return False
         self._stop("profile", kernel, max(0.0, left), need,
                    f"ncu skipped: {max(0.0, left):.0f} s left after the final gates' reserve, a profile and one "
                    f"candidate take about {need:.0f} s")
         return False
 
-    def may_finalize(self, kernel: str) -> bool:
+    def may_finalize(self, kernel: str, quiet: bool = False) -> bool:
         """Time for one more finalist of this kernel. A kernel in hand goes before the kernels after it:
         they are searched with whatever its finalists leave. A found kernel win also goes before the
         configuration check's slot: a check left without time is still reported, "not verified", with the
@@ -230,6 +274,8 @@ class Schedule:
         left = self.budget.left() - CLOSING_S
         if left >= need:
             return True
+        if quiet:
+            return False
         self._stop("finalists", kernel, max(0.0, left), need,
                    f"{max(0.0, left):.0f} s left, a finalist (full gate 2, gates 3-4) takes about {need:.0f} s")
         return False
@@ -271,11 +317,14 @@ class Schedule:
                 self.on_stop(stop)
 
     def to_json(self) -> dict[str, Any]:
+        ended = {"nothing_left": list(self.nothing_left),
+                 "left_s": round(max(0.0, self.budget.left()), 3)} if self.nothing_left and not self.reached else {}
         return {"seconds": self.budget.seconds, "elapsed_s": round(self.budget.elapsed(), 3),
-                "reached": self.reached, "stops": [s.to_json() for s in self.stops],
+                "reached": self.reached, "stops": [s.to_json() for s in self.stops], **ended,
                 "estimates_s": {"finalize": round(self.finalize_s(), 3), "candidate": round(self.candidate_s(), 3),
                                 "profile": round(self.profile_s(), 3),
                                 **({"config": round(self.config_s(), 3), "config_slot": round(self.config_slot_s(), 3)}
-                                   if self.config_check else {})},
+                                   if self.config_check else {}),
+                                **({"confirm": round(self.confirm_s, 3)} if self.confirm_s else {})},
                 "measured": {"finalize": bool(self.times.durations("finalize")),
                              "candidate": bool(self.times.candidate_seconds())}}

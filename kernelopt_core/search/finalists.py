@@ -5,7 +5,9 @@
   verified result at once and the search goes on. A later candidate replaces an accepted one only
   through the same gates, when its kernel is clearly faster and its end-to-end speedup at least as high.
 * **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized go through,
-  the first accepted winning, while the budget leaves time for one more.
+  the first accepted winning, while the budget leaves time for one more. The same runs while the search
+  goes on when only the finalist's kept time stops the next candidate (:meth:`FinalistStage.finalize_waiting`):
+  the search then has what the final gates left, and a later candidate is finalized only when it is faster.
 * **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
 
 A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the
@@ -20,6 +22,7 @@ from collections.abc import Callable
 
 from ..gates.verdict import CascadeResult
 from .beam import BeamNode
+from .deadline import confirmation_s
 from .kernel_search import KernelSearch
 from .run_context import RunContext
 
@@ -120,6 +123,25 @@ class FinalistStage:
             return
         self._finalize(search, node, "early finalist")
 
+    def finalize_waiting(self, search: KernelSearch) -> bool:
+        """The final gates now, on this kernel's candidates worth finalizing (fastest first, at most ``finalists``,
+        the first accepted ending it) while a finalist's time is left; the search goes on after them with what
+        they left. True when any ran (what the schedule keeps has changed)."""
+        ran = False
+        for node in self.waiting(search)[: max(1, self.ctx.config.finalists)]:
+            self.ctx.sink.check_cancelled()
+            if not self.ctx.schedule.may_finalize(search.brief.name, quiet=True):
+                break  # the beam's end reports it (found, not verified) if no time comes free
+            ran = True
+            if self._finalize(search, node, "finalist") and search.accepted is node:
+                break
+        return ran
+
+    def reopen(self, search: KernelSearch) -> None:
+        """The kernel's beam goes on (:meth:`BeamStage.resume`): its candidates worth finalizing count again."""
+        if search in self.done:
+            self.done.remove(search)
+
     def final(self, search: KernelSearch) -> None:
         """Gates 3-4 on the fastest screened candidates not yet finalized; the first accepted wins."""
         self.done.append(search)
@@ -206,6 +228,9 @@ class FinalistStage:
                                                f"end than {search.accepted.id}; {search.accepted.id} stays")
             return True
         search.accepted, search.cascade = node, cascade
+        if ctx.config.keep_for_confirmation:  # the caller's A/B of it follows the run: keep its time from now on
+            gate4 = cascade.verdict(4)
+            ctx.schedule.confirm_s = max(ctx.schedule.confirm_s, confirmation_s(gate4.seconds if gate4 else None))
         ctx.progress(f"{name}: {node.id} verified through all gates"
                      + (f", {cascade.speedup:.3f}x end to end" if cascade.speedup else ""),
                      stage="verified", kernel=name, candidate=node.id, best_speedup=cascade.speedup)

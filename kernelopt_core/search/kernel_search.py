@@ -57,6 +57,12 @@ class KernelSearch:
     out_of_reach: dict[str, str] = field(default_factory=dict)
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
+    nothing_left: str | None = None  # why the beam ended with budget left: it had nothing left to try
+    # where the beam was, so that a beam its share of the time stopped can go on (BeamStage.resume)
+    beam: list[BeamNode] = field(default_factory=list)  # the nodes it expands next
+    tried: set[str] = field(default_factory=set)  # every source digest tried, the original's included
+    iteration: int = 0  # the iteration it was in
+    counter: int = 0  # candidates labelled so far: labels stay unique when it goes on
     not_searched: str | None = None  # why no candidate was tried (the kernel already runs at the speed of light)
     # candidates worth finalizing for which the budget had no finalist's time: "found, not verified"
     found_unverified: list[BeamNode] = field(default_factory=list)

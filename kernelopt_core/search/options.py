@@ -60,6 +60,9 @@ class OptimizeConfig(JsonRecord):
     # against it (kernelopt_core.search.deadline). Like the transport fields, a resumed run takes this
     # invocation's budget, not the one it started with.
     budget_s: float | None = DEFAULT_BUDGET_S
+    # the caller times an accepted rewrite again after the run (the bench's confirmation A/B): once one is
+    # accepted, the budget keeps that A/B's time, sized from gate 4's own A/B of it (deadline.confirmation_s)
+    keep_for_confirmation: bool = False
 
 
 # How to reach the provider, where runs live and how long this invocation may take: a resumed run takes

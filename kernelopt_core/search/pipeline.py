@@ -15,6 +15,7 @@ What each stage does: docs/optimizer.md, "What a run does". Nothing here imports
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..events import EventSink
@@ -71,6 +72,7 @@ class Pipeline:
         self.writer = ResultWriter(ctx)
         self.finalists = FinalistStage(ctx, on_verified=self._write_verified)
         self.checks = CallableChecks(ctx)
+        self.report: Any = None  # the dispatch report, for a configuration check run while the search goes on
 
     def run(self) -> OptimizeResult:
         ctx = self.ctx
@@ -78,6 +80,7 @@ class Pipeline:
                      percentage=0, run_id=ctx.run_folder.id, run_dir=str(ctx.run_folder.path),
                      budget_s=ctx.budget.seconds)
         report, timing = dispatch(ctx)
+        self.report = report
         # a project's kernel timed over its whole harness call says why its share is no figure
         self.writer.share_note = (timing or {}).get("share_note")
         targets = choose_targets(ctx, report)
@@ -88,8 +91,8 @@ class Pipeline:
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
         avoid = ctx.experience.avoid_snapshot()
-        briefs = BriefStage(ctx, timing)
-        beam = BeamStage(ctx, self.finalists)
+        briefs = BriefStage(ctx, timing, make_room=lambda: self.checks.check_now(report))
+        beam = BeamStage(ctx, self.finalists, make_room=self._make_room)
         for index, (kernel, share) in enumerate(targets):
             ctx.sink.check_cancelled()
             kernels_left = len(targets) - index
@@ -98,12 +101,52 @@ class Pipeline:
             rest = sum(s for _, s in targets[index:])
             search = beam.search(brief, avoid, index, len(targets), weight=share / rest if rest > 0 else None)
             self.searches.append(search)
-            self.finalists.final(search)
-            ctx.journal.record("kernel_done", kernel=kernel.name, accepted=search.accepted is not None,
-                               candidates=search.candidates, screened_ok=search.screened_ok)
+            self._kernel_done(search)
+        self._resume_stopped(beam, avoid)
         final = self.finalists.combine(self.searches)
         decision, reason = self._decide(final)
         return self._finish(final, decision, reason, report)
+
+    def _kernel_done(self, search: KernelSearch) -> None:
+        ctx = self.ctx
+        self.finalists.final(search)
+        ended = search.nothing_left or search.not_searched
+        if ended and ctx.budget.limited:
+            ctx.schedule.nothing_left.append({"kernel": search.brief.name, "reason": ended})
+        ctx.journal.record("kernel_done", kernel=search.brief.name, accepted=search.accepted is not None,
+                           candidates=search.candidates, screened_ok=search.screened_ok)
+
+    def _resume_stopped(self, beam: BeamStage, avoid: set[str]) -> None:
+        """After every kernel had its turn: a kernel whose beam its share of the time stopped goes on (largest
+        first) while time for a candidate is left, the time the kernels after it did not use (one not searched
+        at the speed of light, one with nothing left to try, final gates that took less than kept)."""
+        ctx = self.ctx
+        if not ctx.budget.limited:
+            return
+        for search in list(self.searches):
+            if not search.stopped_by_budget or search.not_searched:
+                continue
+            schedule = ctx.schedule
+            if not (schedule.may_start_candidate(search.brief.name, 1, math.inf, quiet=True)
+                    or schedule.blocked_by_reserve(1, math.inf)):
+                continue
+            ctx.journal.record("search_resumed", kernel=search.brief.name, iteration=search.iteration,
+                               left_s=round(ctx.budget.left(), 3))
+            ctx.progress(f"{search.brief.name}: the search goes on with the time the other kernels left",
+                         stage="iteration", kernel=search.brief.name)
+            # its share's stop is history (journaled); where it stops now is recorded afresh
+            schedule.stops[:] = [s for s in schedule.stops if (s.stage, s.kernel) != ("beam", search.brief.name)]
+            self.finalists.reopen(search)
+            beam.resume(search, avoid)
+            self._kernel_done(search)
+
+    def _make_room(self, search: KernelSearch) -> bool:
+        """What the schedule keeps is all that stops the next candidate: run what it is kept for now, the
+        final gates of this kernel's candidates worth it first (a win in hand), else the configuration check,
+        and let the search go on with what they leave. True when something ran."""
+        if self.finalists.finalize_waiting(search):
+            return True
+        return self.report is not None and self.checks.check_now(self.report)
 
     def _decide(self, final: Any) -> tuple[Decision, str]:
         stops = self.ctx.schedule.stops

@@ -139,7 +139,7 @@ class DumpTarget:
             return {"error": f"{type(exc).__name__}: {exc}"}
         metrics = next((m for m in profile.kernels if m.name == kernel or kernel in (m.name or "")), None)
         return {"metrics": metrics.to_json() if metrics else None, "notes": profile.notes,
-                "wall_s": profile.wall_s}
+                "wall_s": profile.wall_s, "steps_s": profile.steps_s, "tuned": profile.tuned}
 
     def time_candidate(self, call: TaskCaller, device: str, kernel: str, source: str, written: str | None,
                        rounds: int | None, workdir: str) -> dict[str, Any]:

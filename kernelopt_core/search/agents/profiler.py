@@ -1,7 +1,8 @@
 """The profiler agent: chooses what Nsight Compute collects for a kernel.
 
-Offline (and whenever the model's answer is unusable) it asks for the measurement layer's
-default sections, which are what the analyst's tiers and directions read.
+Offline it asks for the sections the analyst's tiers, causes and directions read (each section adds
+replay passes of the kernel under ncu); with a model whose answer is unusable, for the measurement
+layer's default sections, since the model's planner reads every figure of the profile.
 """
 
 from __future__ import annotations
@@ -34,10 +35,20 @@ class NcuRequest:
 
 
 def default_request() -> NcuRequest:
+    """What the profiler asks for when the model's answer is unusable: the measurement layer's default sections."""
     from ...measure.ncu import DEFAULT_SECTIONS
 
-    return NcuRequest(tuple(DEFAULT_SECTIONS), "the analyst's default sections: Speed-of-Light for the tier, "
+    return NcuRequest(tuple(DEFAULT_SECTIONS), "the default sections: Speed-of-Light for the tier, "
                                                "occupancy, memory and scheduler statistics for the directions")
+
+
+def analyst_request() -> NcuRequest:
+    """What the offline search asks for: only the sections whose figures the analyst reads."""
+    from ...measure.ncu import ANALYST_SECTIONS
+
+    return NcuRequest(tuple(ANALYST_SECTIONS), "the sections the analyst reads: Speed-of-Light for the tier, "
+                                               "occupancy, launch statistics and memory workload for the "
+                                               "causes and directions")
 
 
 class Profiler:
@@ -48,9 +59,9 @@ class Profiler:
         self.on_response = on_response
 
     def choose(self, brief: KernelBrief) -> NcuRequest:
-        fallback = default_request()
         if self.provider is None or self.prompt is None:
-            return fallback
+            return analyst_request()
+        fallback = default_request()
         system = self.prompt.render(kernel_name=brief.name, sections=", ".join(KNOWN_SECTIONS),
                                     known="; ".join(brief.evidence[:3]) or "nothing yet")
         conversation = Conversation(self.provider, "profiler", system, self.prompt.tools,
