@@ -41,6 +41,18 @@ def _finite(c, o, r):
 
 
 @triton.jit
+def _load(c_ptr, o_ptr, r_ptr, offsets, inside, HAS_REF: tl.constexpr):
+    """Both outputs and the reference (the original itself without one), widened to float64."""
+    c = tl.load(c_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
+    o = tl.load(o_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
+    if HAS_REF:
+        r = tl.load(r_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
+    else:
+        r = o
+    return c, o, r
+
+
+@triton.jit
 def long_rows(c_ptr, o_ptr, r_ptr, out_ptr, group, pieces, HAS_REF: tl.constexpr, BLOCK: tl.constexpr):
     """One program per piece of BLOCK elements of one row (``pieces`` per row of ``group`` elements)."""
     pid = tl.program_id(0).to(tl.int64)
@@ -48,12 +60,7 @@ def long_rows(c_ptr, o_ptr, r_ptr, out_ptr, group, pieces, HAS_REF: tl.constexpr
     within = (pid % pieces) * BLOCK + tl.arange(0, BLOCK)
     inside = within < group
     offsets = row * group + within
-    c = tl.load(c_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    o = tl.load(o_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    if HAS_REF:
-        r = tl.load(r_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    else:
-        r = o
+    c, o, r = _load(c_ptr, o_ptr, r_ptr, offsets, inside, HAS_REF)
     _partials(c, o, r, inside & _finite(c, o, r), out_ptr, pid)
 
 
@@ -66,12 +73,7 @@ def short_rows(c_ptr, o_ptr, r_ptr, out_ptr, row_out_ptr, rows, group, HAS_REF: 
     column = tl.arange(0, WIDTH)
     inside = (row < rows)[:, None] & (column < group)[None, :]
     offsets = row[:, None] * group + column[None, :]
-    c = tl.load(c_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    o = tl.load(o_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    if HAS_REF:
-        r = tl.load(r_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
-    else:
-        r = o
+    c, o, r = _load(c_ptr, o_ptr, r_ptr, offsets, inside, HAS_REF)
     finite = inside & _finite(c, o, r)
     d = tl.where(finite, c - o, 0.0)
     present = row < rows

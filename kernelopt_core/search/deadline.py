@@ -3,18 +3,15 @@
 A :class:`Budget` is an argument of the search, never a global: tests hand it a stand-in clock and
 the run's decisions follow that clock. :class:`Schedule` answers the questions the stages ask:
 
-* may another candidate start? While the time left covers one more candidate (its measured duration
-  in this run, else a prior) and what must stay in hand: one finalist only once a screened candidate
-  is worth finalizing (none before), the configuration check's slot when one will run, the files;
-* how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve
-  (time one kernel leaves unused goes to the next);
-* is it the reserve alone that stops the next candidate (:meth:`Schedule.blocked_by_reserve`)? Then the
-  search runs what the reserve is kept for (the final gates of the candidates worth it, the configuration
-  check) and goes on with what they leave: an estimate larger than what they take is not left idle;
+* may another candidate start? While the time left covers one more candidate and what must stay in
+  hand: a finalist once a candidate is worth finalizing (none before), the configuration check's slot;
+* how long may this kernel's beam run? Its share, by graph time, of what is left after that reserve;
+* is it the reserve alone that stops the next candidate (:meth:`Schedule.blocked_by_reserve`)? Then what
+  it is kept for runs now, and the search goes on with what that leaves (docs/optimizer.md);
 * is there time for a finalist (full gate 2, gates 3-4), an ncu profile, a configuration check?
 
-Durations come from this run's own measurements where it has any (:class:`TimeSplit`), else from
-the priors per device below; the measured figures behind them are in docs/optimizer.md. No torch.
+Durations are this run's own measurements (:class:`TimeSplit`), else the priors per device below
+(measured figures: docs/optimizer.md). No torch.
 """
 
 from __future__ import annotations

@@ -5,15 +5,13 @@
   verified result at once and the search goes on. A later candidate replaces an accepted one only
   through the same gates, when its kernel is clearly faster and its end-to-end speedup at least as high.
 * **Final**: when a kernel's beam ends, its fastest screened candidates not yet finalized go through,
-  the first accepted winning, while the budget leaves time for one more. The same runs while the search
-  goes on when only the finalist's kept time stops the next candidate (:meth:`FinalistStage.finalize_waiting`):
-  the search then has what the final gates left, and a later candidate is finalized only when it is faster.
+  the first accepted winning, while the budget leaves time for one more; also mid-search, when only the
+  finalist's kept time stops the next candidate (:meth:`FinalistStage.finalize_waiting`).
 * **Combined**: several accepted kernels are verified together; if that fails, only the best stands.
 
-A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: the
-rest of the graph is unchanged, so the kernel's share of the graph time bounds what it can give
-(Amdahl's law, at the upper end of its confidence interval), and it would spend a finalist's time in
-the final gates for nothing (measured: docs/optimizer.md, "What the priors rest on").
+A candidate whose kernel speedup cannot give the end-to-end gate's speedup is never a finalist: its
+share of the graph time bounds what it can give (Amdahl's law, at the upper end of its confidence
+interval; docs/optimizer.md, "What the priors rest on").
 """
 
 from __future__ import annotations
