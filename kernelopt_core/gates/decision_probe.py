@@ -142,9 +142,9 @@ def probe_source(source: str, kernel_name: str, decisions: list[Decision]) -> Pr
                 call.keywords.append(ast.keyword(arg=COUNTER_PARAM, value=ast.Name(COUNTER_PARAM, ast.Load())))
     elif kernel_name not in jit:
         raise ProbeError(f"the candidate defines no @triton.jit kernel named {kernel_name}")
-    helpers = ast.parse(_HELPERS).body
+    helper_defs = ast.parse(_HELPERS).body
     position = next((i for i, n in enumerate(tree.body) if isinstance(n, ast.FunctionDef)), len(tree.body))
-    tree.body[position:position] = helpers
+    tree.body[position:position] = helper_defs
     result.source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
     return result
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -145,6 +146,7 @@ class _Function:
                           if a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr")}
         self.nodes = list(ast.walk(func))
         self.bindings: dict[str, list[tuple[ast.AST | None, int]]] = {}
+        self.integer_names: dict[tuple[str, int], bool] = {}  # _integer_valued's judgements of names
         for name, value, line in _bindings(self.nodes):
             self.bindings.setdefault(name, []).append((value, line))
         # what each name's values read: names, names outside memory calls, and whether they read memory
@@ -592,13 +594,16 @@ def _asserted(fn: _Function) -> set[int]:
 def _has_compare(node: ast.AST, fn: _Function, depth: int = 4) -> bool:
     """The condition holds a comparison of data (itself, or in what its names compute): that comparison is
     the decision, listed where it is written."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Compare) and fn.is_data(sub):
-            return True
-        if isinstance(sub, ast.Name) and depth > 0:
-            for bound, _ in fn.bindings.get(sub.id, []):
-                if bound is not None and _has_compare(bound, fn, depth - 1):
-                    return True
+    seen: set[str] = set()  # each name's bindings once (breadth first: at its greatest depth left)
+    queue: deque[tuple[ast.AST, int]] = deque([(node, depth)])
+    while queue:
+        root, level = queue.popleft()
+        for sub in ast.walk(root):
+            if isinstance(sub, ast.Compare) and fn.is_data(sub):
+                return True
+            if isinstance(sub, ast.Name) and level > 0 and sub.id not in seen:
+                seen.add(sub.id)
+                queue.extend((v, level - 1) for v, _ in fn.bindings.get(sub.id, []) if v is not None)
     return False
 
 
@@ -655,22 +660,25 @@ def _integer_valued(node: ast.AST, fn: _Function, depth: int = 6) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (bool, int))
     if isinstance(node, ast.Name) and depth > 0:
-        bound = fn.bindings.get(node.id) or []
-        return bool(bound) and all(v is not None and _integer_valued(v, fn, depth - 1) for v, _ in bound)
+        key = (node.id, depth)  # a name reached by many paths is judged once
+        if key not in fn.integer_names:
+            fn.integer_names[key] = False  # a name bound through itself is not shown integer by that binding
+            bound = fn.bindings.get(node.id) or []
+            fn.integer_names[key] = bool(bound) and all(v is not None and _integer_valued(v, fn, depth - 1)
+                                                        for v, _ in bound)
+        return fn.integer_names[key]
     return False
 
 
 def _through_reduction(node: ast.AST, fn: _Function, depth: int = 8) -> bool:
-    for sub in ast.walk(node):
+    # each name's bindings once (_nodes_feeding): a chain of reassignments, ``acc = max(acc, v)`` unrolled over a
+    # window, would otherwise be walked once per path through it
+    for sub in _nodes_feeding(node, fn, depth):
         if isinstance(sub, ast.Call):
             name = fn.function(sub)
             if name in _REDUCTIONS or (isinstance(sub.func, ast.Attribute) and sub.func.attr in _REDUCTIONS
                                        and name is None):
                 return True
-        if isinstance(sub, ast.Name) and depth > 0 and sub.id in fn.data:
-            for bound, _ in fn.bindings.get(sub.id, []):
-                if bound is not None and _through_reduction(bound, fn, depth - 1):
-                    return True
     return False
 
 
@@ -1075,8 +1083,11 @@ def _write_only_reads(fn: _Function, write_only: tuple[str, ...]) -> list[tuple[
             canonical(mask, fn)
 
     calls = [(c, fn.memory_call(c)) for c in fn.nodes if isinstance(c, ast.Call)]
-    stores = [(c, _pointer_sources(fn, fn.pointer_arg(c)), canonical(fn.pointer_arg(c), fn), mask_text(c, "store"))
-              for c, kind in calls if kind == "store" and fn.pointer_arg(c) is not None]
+    stores = []
+    for c, kind in calls:
+        target = fn.pointer_arg(c) if kind == "store" else None
+        if target is not None:
+            stores.append((c, _pointer_sources(fn, target), canonical(target, fn), mask_text(c, "store")))
     problems = []
     for call, kind in sorted(calls, key=lambda item: (item[0].lineno, item[0].col_offset)):
         pointer = fn.pointer_arg(call) if kind == "load" else None
