@@ -740,10 +740,12 @@ def all_input_sets(dtype: Any, reduction: bool, row_length: int | None, seed: in
 def _more_sweep_draws(value: Any, reduction: bool, row_length: int | None, structured: Sequence[Any],
                       constants: tuple[float, ...]) -> list[ExtraSet]:
     """Further draws of the sweeps for a tensor of few groups of rows, their scales continuing the first
-    draw's sequence: the sweeps meet SWEEP_MIN_SCALES scales whatever the tensor's size."""
+    draw's sequence: the sweeps meet SWEEP_MIN_SCALES scales whatever the tensor's size. The offset sweep's
+    further draws go to reductions only: a pointwise kernel is not invariant to a shift, so the magnitude
+    sweep's draws already meet the magnitudes an offset would."""
     from .structured_input_sets import SWEEPS, sweep_draw, sweep_draws, sweep_groups
 
-    sweeps = [f for f in structured if f.name in SWEEPS]
+    sweeps = [f for f in structured if f.name in SWEEPS and (reduction or f.name != "offset-sweep")]
     if not sweeps or value.dim() == 0:
         return []
     length = row_length or value.shape[-1]
