@@ -375,3 +375,19 @@ def test_a_helper_decision_counts_only_the_lanes_its_caller_loaded() -> None:
     probed = probe_source(candidate, "k", found)
     assert f"def pick(a, b, c, d, {VALID_PARAM}, _kopt_counters)" in probed.source
     assert f"{VALID_PARAM}=xmask" in probed.source and f"1 & {VALID_PARAM}" in probed.source
+
+
+def test_a_window_unrolled_into_a_chain_of_reassignments_is_read_in_linear_time() -> None:
+    """A pooling launcher unrolls its window: ``acc`` is bound 48 times, each binding reading the last. The walks
+    over what a decision reads visit each name once; walking every path through the chain never ended."""
+    import time
+
+    steps = "\n".join(f"acc = tl.maximum(acc, tl.load(in_ptr0 + xindex + {k}, xmask, other=0.0))" for k in range(48))
+    helper = "@triton.jit\ndef pick(a, b):\n    return tl.where(a > b, a, b)\n\n\n"
+    candidate = module(replace=f"acc = x\n{steps}\nout = pick(acc, y) + tl.where(acc > 1.0, acc, y)")
+    candidate = candidate.replace("@triton.jit\ndef k(", helper + "@triton.jit\ndef k(", 1)
+    begin = time.monotonic()
+    result = added_decisions(ORIGINAL, candidate)
+    probed = probe_source(candidate, "k", result.required)
+    assert len(result.required) >= 2 and probed.skipped == []
+    assert time.monotonic() - begin < 5.0
