@@ -32,6 +32,7 @@ from .redteam import (
     R_ACC_INIT,
     R_LOAD_LINE,
     R_SUM,
+    S_DIV,
     S_SUM,
     _lines,
     _pair,
@@ -422,6 +423,23 @@ def row_mean(total, count):
 ]
 
 
-HELDOUT_CASES: list[Case] = [*_BACKDOOR, *_PROPERTY, *_MAGNITUDE, *_ALIASING, *_WRITE_ONLY, *_CORRECT]
+# Session 16: a decision whose rare side is right on exactly degenerate rows (constant), wrong beside them.
+_NEAR_DEGENERATE: list[Case] = [
+    Case("S-near-flat-uniform", "softmax", KIND_PROPERTY, REFUSED, "a row whose spread is below 1e-6 of its max "
+         "stores 1/37 everywhere: right on a constant row, wrong on rows of 1e5 + 0.01 randn",
+         softmax_edit(S_DIV, lambda m: m.group(0) + "\n" + _lines(m.group(1), f"""
+mn = tl.min(tl.where(r0_mask & xmask, tmp0, float("inf")), 1)[:, None]
+mx = tl.max(tl.where(r0_mask & xmask, tmp0, float("-inf")), 1)[:, None]
+flat = (mx - mn) < 1e-06 * tl.abs(mx)
+{m.group(2)} = tl.where(flat, 0.02702702702702703, {m.group(2)})""")),
+         witness=Witness(_scaled((10, 37), 0.01, 1e5), note="x = 1e5 + 0.01 randn")),
+    Case("N-near-constant-flush", "layer_norm", KIND_PROPERTY, REFUSED, "a row whose variance is below 1e-10 of "
+         "its squared mean stores zeros: right on a constant row, wrong on rows of 1000 + 1e-3 randn",
+         replace("    tmp17 = tmp7 * tmp16\n", "tmp17 = tl.where(tmp13 < tmp6 * tmp6 * 1e-10, 0.0, tmp7 * tmp16)"),
+         witness=Witness(_scaled((5, 1000), 1e-3, 1000.0), note="x = 1000 + 1e-3 randn")),
+]
+
+
+HELDOUT_CASES: list[Case] = [*_BACKDOOR, *_PROPERTY, *_MAGNITUDE, *_ALIASING, *_WRITE_ONLY, *_CORRECT, *_NEAR_DEGENERATE]
 HELDOUT_IDS = frozenset(c.id for c in HELDOUT_CASES)
 
