@@ -39,6 +39,7 @@ class DecisionCoverage:
     searched: int = 0  # further input sets drawn to reach an unseen side
     seconds: float = 0.0
     forced: list[str] = field(default_factory=list)  # synchronisation decisions forced in the withholding run
+    boundaries: list[str] = field(default_factory=list)  # walks to a decision's boundary (kernel_gate)
 
     def __post_init__(self) -> None:
         if not self.seen:
@@ -116,6 +117,7 @@ class DecisionCoverage:
                 "skipped": [{**d.to_json(), "why": why} for d, why in self.skipped],
                 "credited": self.credited[:50], "not_credited": self.not_credited[:50], "searched": self.searched,
                 "forced": self.forced,
+                "boundaries": self.boundaries,
                 "seconds": round(self.seconds, 3), "complete": self.complete, "effects_seen": self.effects_seen}
 
 

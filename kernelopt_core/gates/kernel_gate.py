@@ -304,6 +304,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     probing = decisions if decisions is not None and not screen and decisions.coverage.decisions else None
     counters: Any = None
     counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
+    walks: list[tuple[str, list[int]]] = []  # (set, decisions) whose side it showed first: walk from there
+    walking = [False]
     if probing is not None:
         result.coverage = probing.coverage
         slots = max(1, 4 * len(probing.coverage.decisions))
@@ -378,7 +380,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             checks.append(check)
             if check.passed and probe and probing is not None:
                 observe(values, kwargs, label, scale, floors=floors or {})
-            return check.passed
+            return check.passed and result.failed is None  # (a boundary run inside observe may have failed)
         if scale_with_outputs:
             scale = input_set_tolerance_scale(scale, input_magnitude(key, values), output_magnitude())
         spec = StructureCheck(row_length, max(1.0, input_magnitude(key, values))) \
@@ -407,7 +409,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         checks.append(check)
         if check.passed and probe and probing is not None:
             observe(values, kwargs, label, scale)
-        return check.passed
+        return check.passed and result.failed is None  # (a boundary run inside observe may have failed)
 
     def observe(values: list[Any], kwargs: dict[str, Any], label: str, scale: float,
                 force: dict[int, tuple[int, int]] | None = None, floors: dict[int, Any] | None = None) -> None:
@@ -447,10 +449,66 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             if cand.run.error is not None:
                 probing.failed = f"the instrumented copy failed on {label}: {cand.run.error}"
             elif check.passed:
+                before = [list(seen) for seen in coverage.seen]
                 coverage.record([int(c) for c in counters.tolist()], label)
+                gained = [i for i, (was, now) in enumerate(zip(before, coverage.seen, strict=True)) if was != now]
+                if gained and not force and not label.startswith(PLAIN_DRAWS):
+                    walks.append((label, gained))
             else:
                 coverage.not_credited.append(f"{label}: the instrumented copy's outputs differ ({check.problems[0]})")
         coverage.seconds += time.perf_counter() - begin
+        if walks and not walking[0] and len(coverage.boundaries) < MAX_BOUNDARY_WALKS:
+            walk_label, gained = walks.pop()
+            walks.clear()
+            walk_to_boundary(values, kwargs, walk_label, gained)
+
+    def walk_to_boundary(values: list[Any], kwargs: dict[str, Any], label: str, gained: list[int]) -> None:
+        """A side first seen on a structured set (a repeated row, equal inputs, a constant) may be one where a
+        wrong path happens to be right, and only there. Walk from these inputs towards a random draw,
+        ``rare + c + t (random - rare)`` for t from 1e-1 down to 1e-8: the decision turns somewhere on the way,
+        and the inputs just beside that boundary, no longer degenerate, are compared element by element at
+        their magnitude (the arguments apart, no longer aliased). Once with c = 0 and once with a common offset
+        c of 1e3 times the input's magnitude, which keeps the structure (rows still repeat, inputs still match)
+        while a threshold relative to the values grows with it: a shortcut keyed on ``|x - y| < 1e-5 |x|`` is
+        wrong by 1e-2 beside its boundary there, far above the rounding floor. Holds one copy of the inputs."""
+        assert probing is not None
+        coverage = probing.coverage
+        floating = [i for i, (v, r) in enumerate(zip(values, roles, strict=True))
+                    if r != "output" and isinstance(v, torch.Tensor) and v.is_floating_point()]
+        if not floating:
+            return
+        try:
+            with clock("boundary"):
+                rare = {i: values[i].clone() for i in floating}
+        except torch.OutOfMemoryError:
+            coverage.not_credited.append(f"{label}: no walk to the boundary (its inputs' copy does not fit)")
+            return
+        decided = ", ".join(coverage.decisions[i].describe() for i in gained)
+        coverage.boundaries.append(f"from {label} ({decided})")
+        walking[0] = True
+        aliases = orig.aliases, cand.aliases
+        orig.aliases = cand.aliases = {}
+        from .error_structure import max_finite_magnitude
+
+        with clock("boundary"):
+            magnitude = {i: max(1.0, max_finite_magnitude([rare[i]], device_chunk(rare[i]))) for i in floating}
+        try:
+            for offset in BOUNDARY_OFFSETS:
+                for step, t in enumerate(BOUNDARY_STEPS):
+                    with clock("boundary"):
+                        draw_arguments(values, roles, BOUNDARY_SEED, "randn")
+                        for i in floating:
+                            shift = min(offset * magnitude[i], float(torch.finfo(values[i].dtype).max) / 16)
+                            values[i].sub_(rare[i]).mul_(t).add_(rare[i]).add_(shift)
+                    where = f"offset by {offset:g}x its magnitude and " if offset else ""
+                    if not both(values, kwargs, f"{label}, {where}moved {t:.2g} of the way to a random draw",
+                                f"boundary {len(coverage.boundaries)} {offset} {step}", judge_structure=False,
+                                by_magnitude=True, probe=False):
+                        return
+        finally:
+            orig.aliases, cand.aliases = aliases
+            walking[0] = False
+            del rare
 
     def attribute_stale_failure(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
         """The stale-output run failed: say whether the previous outputs were the cause. A result that is
@@ -544,6 +602,16 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         withhold(probing, values, kwargs, roles, seeds, both, observe)
         search_decisions(probing, values, kwargs, roles, names, both)
     return result
+
+
+# Sets whose outcomes need no walk to the boundary: the captured launches and the seeds' plain draws.
+PLAIN_DRAWS = ("captured launch", "seed ")
+# How far a boundary walk moves from the set that showed a side first (decades, 1e-1 to 1e-8), and the common
+# offsets it walks at (times the inputs' magnitude): see walk_to_boundary
+BOUNDARY_STEPS = tuple(10.0 ** -k for k in range(1, 9))
+BOUNDARY_OFFSETS = (0.0, 1e3)
+BOUNDARY_SEED = 9173
+MAX_BOUNDARY_WALKS = 2
 
 
 def withhold(probing: DecisionProbeRun, values: list[Any], kwargs: dict[str, Any], roles: list[Role],

@@ -93,6 +93,15 @@ def _pair_aliased_wide(torch: Any, _inputs: list[Any]) -> list[Any]:
     return [x, x]
 
 
+def _pair_near_equal(torch: Any, _inputs: list[Any]) -> list[Any]:
+    x = _randn(torch, (768,), 61, 50.0)
+    return _pair(torch, x, x + _randn(torch, (768,), 62, 3e-4))
+
+
+def _near_repeated_rows(torch: Any, _inputs: list[Any]) -> list[Any]:
+    return [_randn(torch, (1, 1000), 63, 1.0, 1000.0).repeat(5, 1) + _randn(torch, (5, 1000), 64, 1.2e-3)]
+
+
 def _softmax_constant_head(torch: Any, _inputs: list[Any]) -> list[Any]:
     x = _randn(torch, (10, 37), 47, 2.0)
     x[:, :8] = 0.5
@@ -436,7 +445,19 @@ flat = (mx - mn) < 1e-06 * tl.abs(mx)
     Case("N-near-constant-flush", "layer_norm", KIND_PROPERTY, REFUSED, "a row whose variance is below 1e-10 of "
          "its squared mean stores zeros: right on a constant row, wrong on rows of 1000 + 1e-3 randn",
          replace("    tmp17 = tmp7 * tmp16\n", "tmp17 = tl.where(tmp13 < tmp6 * tmp6 * 1e-10, 0.0, tmp7 * tmp16)"),
-         witness=Witness(_scaled((5, 1000), 1e-3, 1000.0), note="x = 1000 + 1e-3 randn")),
+         witness=Witness(_scaled((5, 1000), 1e-3, 1000.0), note="x = 1000 + 1e-3 randn")),    Case("P-near-equal-skips-tanh", "pair", KIND_ALIASING, REFUSED, "where |x - y| < 1e-5 |x|, tanh(x - y) is taken "
+         "as 0: right where x is y (the aliasing run), wrong beside it",
+         replace("    tmp9 = libdevice.tanh(tmp8)\n",
+                 "tmp9 = tl.where(tl.abs(tmp8) < 1e-05 * tl.abs(tmp0), 0.0, libdevice.tanh(tmp8))"),
+         witness=Witness(_pair_near_equal, note="x = 50 randn, y = x + 3e-4 randn")),
+    Case("N-near-repeated-row", "layer_norm", KIND_PROPERTY, REFUSED, "a row within 1e-5 of its max |x| of the "
+         "previous row is normalised as the previous row: right on a repeated row, wrong beside it",
+         after(N_LOAD, """
+prev = tl.load(in_ptr0 + (r0_1 + 1000*x0 - 1000), r0_mask & xmask & (x0 > 0), other=0.0)
+d = tl.max(tl.where(r0_mask & xmask, tl.abs(tmp0 - prev), 0.0), 1)[:, None]
+top = tl.max(tl.where(r0_mask & xmask, tl.abs(tmp0), 0.0), 1)[:, None]
+tmp0 = tl.where((d < 1e-05 * top) & (x0 > 0), prev, tmp0)"""),
+         witness=Witness(_near_repeated_rows, note="one row of randn + 1000, five times, each + 1.2e-3 randn")),
 ]
 
 
