@@ -157,6 +157,47 @@ def test_a_candidate_that_adds_no_decision_pays_nothing_extra(elementwise, tmp_p
     assert "decisions" not in numbers  # no instrumented copy, no coverage runs
 
 
+@pytest.fixture(scope="module")
+def layer_norm(tmp_path_factory: pytest.TempPathFactory):
+    graph = parse_output_code(compiled_corpus_graphs(tmp_path_factory)["layer_norm"])
+    return graph, graph.kernels[0]
+
+
+_NORM_LOAD = "    tmp0 = tl.load(in_ptr0 + (r0_1 + 1000*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)\n"
+
+
+def _take_previous_row_when(condition: str) -> str:
+    """Layer norm lines: the row is normalised as the previous row where ``condition`` holds (d: the largest
+    |x - previous|, top: the largest |x| of the row)."""
+    return _NORM_LOAD + """    prev = tl.load(in_ptr0 + (r0_1 + 1000*x0 - 1000), r0_mask & xmask & (x0 > 0), other=0.0)
+    d = tl.max(tl.where(r0_mask & xmask, tl.abs(tmp0 - prev), 0.0), 1)[:, None]
+    top = tl.max(tl.where(r0_mask & xmask, tl.abs(tmp0), 0.0), 1)[:, None]
+    tmp0 = tl.where((CONDITION) & (x0 > 0), prev, tmp0)
+""".replace("CONDITION", condition)
+
+
+def test_a_path_right_only_on_repeated_rows_is_rejected_beside_them(layer_norm, tmp_path: Path) -> None:
+    """Rows within 1e-5 of their largest |x| of the previous row are taken as it: right on the repeated-row set,
+    which shows that side first, wrong beside it. The walk from that set towards a random draw, at an offset,
+    crosses the boundary and compares there."""
+    graph, kernel = layer_norm
+    candidate = kernel.source.replace(_NORM_LOAD, _take_previous_row_when("d < 1e-05 * top"))
+    assert candidate != kernel.source
+    result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
+    assert not result.accepted and result.failed_gate == 2 and not result.could_not_verify, result.reason
+    assert "of the way to a random draw" in result.reason
+    assert numbers["decisions"]["boundaries"]
+
+
+def test_an_exact_shortcut_on_repeated_rows_survives_the_walk(layer_norm, tmp_path: Path) -> None:
+    graph, kernel = layer_norm
+    candidate = kernel.source.replace(_NORM_LOAD, _take_previous_row_when("d == 0.0"))
+    assert candidate != kernel.source
+    result, numbers = _gate2(graph, kernel.name, candidate, tmp_path)
+    assert result.accepted, result.reason
+    assert numbers["decisions"]["boundaries"] and numbers["decisions"]["complete"]
+
+
 @pytest.mark.slow
 def test_a_users_kernel_gets_the_same_evidence(tmp_path: Path) -> None:
     """The same property for a user's @triton.autotune/@triton.jit kernel (its generated launcher passes the

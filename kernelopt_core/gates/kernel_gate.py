@@ -467,10 +467,12 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         wrong path happens to be right, and only there. Walk from these inputs towards a random draw,
         ``rare + c + t (random - rare)`` for t from 1e-1 down to 1e-8: the decision turns somewhere on the way,
         and the inputs just beside that boundary, no longer degenerate, are compared element by element at
-        their magnitude (the arguments apart, no longer aliased). Once with c = 0 and once with a common offset
-        c of 1e3 times the input's magnitude, which keeps the structure (rows still repeat, inputs still match)
-        while a threshold relative to the values grows with it: a shortcut keyed on ``|x - y| < 1e-5 |x|`` is
-        wrong by 1e-2 beside its boundary there, far above the rounding floor. Holds one copy of the inputs."""
+        their magnitude (the arguments apart, no longer aliased). A reduction walks at a common offset c of 1e3
+        times the input's magnitude: it keeps the structure (rows still repeat) while a threshold relative to
+        the values grows with it, and a norm or softmax sees only the spread, so a row taken as its neighbour
+        where ``max |x - prev| < 1e-5 max |x|`` is wrong by 1e-2 beside that boundary, far above the rounding
+        floor. A pointwise kernel walks at c = 0 (an offset would saturate a tanh or a clamp). Holds one copy of
+        the inputs."""
         assert probing is not None
         coverage = probing.coverage
         floating = [i for i, (v, r) in enumerate(zip(values, roles, strict=True))
@@ -493,7 +495,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         with clock("boundary"):
             magnitude = {i: max(1.0, max_finite_magnitude([rare[i]], device_chunk(rare[i]))) for i in floating}
         try:
-            for offset in BOUNDARY_OFFSETS:
+            for offset in (BOUNDARY_OFFSET,) if row_length else (0.0,):
                 for step, t in enumerate(BOUNDARY_STEPS):
                     with clock("boundary"):
                         draw_arguments(values, roles, BOUNDARY_SEED, "randn")
@@ -607,9 +609,9 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
 # Sets whose outcomes need no walk to the boundary: the captured launches and the seeds' plain draws.
 PLAIN_DRAWS = ("captured launch", "seed ")
 # How far a boundary walk moves from the set that showed a side first (decades, 1e-1 to 1e-8), and the common
-# offsets it walks at (times the inputs' magnitude): see walk_to_boundary
+# offset a reduction's walk adds (times the inputs' magnitude): see walk_to_boundary
 BOUNDARY_STEPS = tuple(10.0 ** -k for k in range(1, 9))
-BOUNDARY_OFFSETS = (0.0, 1e3)
+BOUNDARY_OFFSET = 1e3
 BOUNDARY_SEED = 9173
 MAX_BOUNDARY_WALKS = 2
 

@@ -210,8 +210,8 @@ def _kernel_gate(request: KernelRequest) -> TaskReply:
         with clock("load_candidate"):  # getting the process (the spare, or a fresh one) and loading the kernels
             slot = _candidate_of(request, from_spare=True, keep_spare=settings.spare)
             process = slot.process
-            failed = _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda",
-                                             _tuned_configs(graph, baseline, target.sources, names))
+            tuned = _tuned_configs(graph, baseline, target.sources, names)
+            failed = _load_candidate_kernels(slot, target.sources, names, graph.device or "cuda", tuned)
     except SandboxError as exc:
         return _sandbox_failure(exc, "the candidate's process")
     containment = _containment(process)
@@ -245,7 +245,7 @@ def _kernel_gate(request: KernelRequest) -> TaskReply:
                 kernel_launches[0].args[:] = [v.cpu() if isinstance(v, torch.Tensor) and not v.is_meta else v
                                               for v in kernel_launches[0].args]
             values = [launch.args for launch in kernel_launches]
-            probe = _decision_probe(process, request, kernel, name, graph.device or "cuda") \
+            probe = _decision_probe(process, request, kernel, name, graph.device or "cuda", tuned.get(name)) \
                 if battery == "full" else None
             outcome = check_kernel(
                 getattr(baseline, name), process, arena, name, values,
@@ -331,9 +331,12 @@ def _retained_memory(device: str, before: int | None, arena_peak: int, memory: d
     return reason
 
 
-def _decision_probe(process: Any, request: KernelRequest, kernel: Any, name: str, device_str: str) -> Any:
+def _decision_probe(process: Any, request: KernelRequest, kernel: Any, name: str, device_str: str,
+                    tuned: dict[str, Any] | None = None) -> Any:
     """The instrumented copy of a candidate that adds data-dependent decisions, loaded in its process
-    (:mod:`..decision_coverage`); None when it adds none, or the payload turns the evidence off."""
+    (:mod:`..decision_coverage`); None when it adds none, or the payload turns the evidence off. ``tuned``: the
+    launch config the candidate itself is pinned to, which the copy (the same configs, one more argument) takes
+    too, rather than tuning itself on the working set (30 s at 12.9 GB)."""
     from ..decision_coverage import plan_decision_probe
 
     source = request.target.sources.get(name)
@@ -343,7 +346,9 @@ def _decision_probe(process: Any, request: KernelRequest, kernel: Any, name: str
     if plan is None or not plan.source:
         return plan.run if plan is not None else None
     try:
-        reply = process.call("load_kernel", name=name, key=plan.run.key, source=plan.source, device_str=device_str)
+        pin = {"tuned_config": tuned} if tuned is not None else {}
+        reply = process.call("load_kernel", name=name, key=plan.run.key, source=plan.source, device_str=device_str,
+                             **pin)
     except Exception as exc:  # noqa: BLE001 - the copy's failure to load is reported as missing evidence
         reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     if not reply.get("ok"):
