@@ -521,8 +521,8 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
         if any("stale result" in problem for problem in failed.problems) or failed.could_not_run \
                 or cand.run.error is not None:
             return
+        checks.remove(failed)  # first: both() reads a failure already listed as its own
         fresh_passed = both(values, kwargs, label, label, scale)
-        checks.remove(failed)
         if not fresh_passed:
             return  # the fresh run's failure stands alone: the previous outputs were not the cause
         failed.problems[0] = ("its result depends on what the output buffers held before the call (with fresh "
