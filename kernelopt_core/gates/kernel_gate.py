@@ -304,8 +304,6 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
     probing = decisions if decisions is not None and not screen and decisions.coverage.decisions else None
     counters: Any = None
     counter_arg: tuple[dict[str, Any], dict[str, Any]] | None = None
-    walks: list[tuple[str, list[int]]] = []  # (set, decisions) whose side it showed first: walk from there
-    walking = [False]
     if probing is not None:
         result.coverage = probing.coverage
         slots = max(1, 4 * len(probing.coverage.decisions))
@@ -425,6 +423,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             coverage.not_credited.append(f"{label}: not run, the instrumented copy's time is spent")
             return
         begin = time.perf_counter()
+        gained: list[int] = []  # decisions whose side this set showed first
         why = degenerate_reason(values, roles)
         if why is not None:
             coverage.not_credited.append(f"{label}: {why}")
@@ -452,15 +451,13 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                 before = [list(seen) for seen in coverage.seen]
                 coverage.record([int(c) for c in counters.tolist()], label)
                 gained = [i for i, (was, now) in enumerate(zip(before, coverage.seen, strict=True)) if was != now]
-                if gained and not force and not label.startswith(PLAIN_DRAWS):
-                    walks.append((label, gained))
             else:
                 coverage.not_credited.append(f"{label}: the instrumented copy's outputs differ ({check.problems[0]})")
         coverage.seconds += time.perf_counter() - begin
-        if walks and not walking[0] and len(coverage.boundaries) < MAX_BOUNDARY_WALKS:
-            walk_label, gained = walks.pop()
-            walks.clear()
-            walk_to_boundary(values, kwargs, walk_label, gained)
+        # (the walk's own runs do not come back here: they are compared with probe=False)
+        if gained and not force and not label.startswith(PLAIN_DRAWS) \
+                and len(coverage.boundaries) < MAX_BOUNDARY_WALKS:
+            walk_to_boundary(values, kwargs, label, gained)
 
     def walk_to_boundary(values: list[Any], kwargs: dict[str, Any], label: str, gained: list[int]) -> None:
         """A side first seen on a structured set (a repeated row, equal inputs, a constant) may be one where a
@@ -487,30 +484,31 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             return
         decided = ", ".join(coverage.decisions[i].describe() for i in gained)
         coverage.boundaries.append(f"from {label} ({decided})")
-        walking[0] = True
+        shift = {i: 0.0 for i in floating}
+        if row_length:  # a reduction: the common offset, from each input's magnitude
+            from .error_structure import max_finite_magnitude
+
+            with clock("boundary"):
+                for i in floating:
+                    magnitude = max(1.0, max_finite_magnitude([rare[i]], device_chunk(rare[i])))
+                    shift[i] = min(BOUNDARY_OFFSET * magnitude, float(torch.finfo(values[i].dtype).max) / 16)
+        where = f"offset by {BOUNDARY_OFFSET:g}x its magnitude and " if row_length else ""
         aliases = orig.aliases, cand.aliases
         orig.aliases = cand.aliases = {}
-        from .error_structure import max_finite_magnitude
-
-        with clock("boundary"):
-            magnitude = {i: max(1.0, max_finite_magnitude([rare[i]], device_chunk(rare[i]))) for i in floating}
         try:
-            for offset in (BOUNDARY_OFFSET,) if row_length else (0.0,):
-                for step, t in enumerate(BOUNDARY_STEPS):
-                    with clock("boundary"):
-                        draw_arguments(values, roles, BOUNDARY_SEED, "randn")
-                        for i in floating:
-                            shift = min(offset * magnitude[i], float(torch.finfo(values[i].dtype).max) / 16)
-                            values[i].sub_(rare[i]).mul_(t).add_(rare[i]).add_(shift)
-                    where = f"offset by {offset:g}x its magnitude and " if offset else ""
-                    if not both(values, kwargs, f"{label}, {where}moved {t:.2g} of the way to a random draw",
-                                f"boundary {len(coverage.boundaries)} {offset} {step}", judge_structure=False,
-                                by_magnitude=True, probe=False):
-                        return
+            for step, t in enumerate(BOUNDARY_STEPS):
+                with clock("boundary"):
+                    draw_arguments(values, roles, BOUNDARY_SEED, "randn")
+                    for i in floating:
+                        values[i].sub_(rare[i]).mul_(t).add_(rare[i])
+                        if shift[i]:
+                            values[i].add_(shift[i])
+                if not both(values, kwargs, f"{label}, {where}moved {t:.2g} of the way to a random draw",
+                            f"boundary {len(coverage.boundaries)} {step}", judge_structure=False, by_magnitude=True,
+                            probe=False):
+                    return
         finally:
             orig.aliases, cand.aliases = aliases
-            walking[0] = False
-            del rare
 
     def attribute_stale_failure(values: list[Any], kwargs: dict[str, Any], label: str, scale: float) -> None:
         """The stale-output run failed: say whether the previous outputs were the cause. A result that is
