@@ -210,3 +210,19 @@ def test_a_campaign_is_seeded_from_an_earlier_one(tmp_path: Path) -> None:
     assert devicescript.seed_campaign(str(target), None) == 0
     assert devicescript.seed_campaign(str(target), str(tmp_path / "nowhere")) == 0
     assert os.listdir(target / "problems") == ["level1"]
+
+
+def test_reverify_applies_a_recorded_diff_by_its_text_and_finds_every_accepted_one() -> None:
+    from benchmarks.gpu.reverify_accepted import accepted_diffs, apply_hunks, parse_hunks
+
+    diff = ("--- a/x/output_code.py\n+++ b/x/output_code.py\n@@ -2,3 +2,3 @@\n"
+            " a = 1\n-b = 2\n+b = 3\n c = 4\n")
+    moved = "header\nextra line\na = 1\nb = 2\nc = 4\n"  # the hunk's line numbers no longer match
+    assert apply_hunks(moved, parse_hunks(diff)) == "header\nextra line\na = 1\nb = 3\nc = 4\n"
+    with pytest.raises(ValueError, match="occur 0 times"):
+        apply_hunks("a = 1\nb = 5\nc = 4\n", parse_hunks(diff))
+    with pytest.raises(ValueError, match="occur 2 times"):
+        apply_hunks("a = 1\nb = 2\nc = 4\na = 1\nb = 2\nc = 4\n", parse_hunks(diff))
+    found = accepted_diffs()
+    assert {problem for problem, _ in found} >= {"avg_pool1d", "l2_norm", "layer_norm_16_rows", "softmax_long_rows"}
+    assert all(os.path.basename(path).endswith("final.diff") for _, path in found)

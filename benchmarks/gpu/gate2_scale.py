@@ -97,7 +97,8 @@ def gate2_run(graph: Any, kernel: str, source: str, battery: str, device: str, w
             "gate_s": round(verdict.seconds, 3) if verdict else None, "steps_s": numbers.get("steps_s"),
             "memory": numbers.get("memory"), "runs": per_kernel.get("runs"),
             "candidate_process": numbers.get("candidate_process"),  # from the spare or not, and its seconds
-            "checks": [{"label": c.get("label"), "passed": c.get("passed"), "seconds": c.get("seconds")}
+            "checks": [{"label": c.get("label"), "passed": c.get("passed"), "seconds": c.get("seconds"),
+                        "compare_peak_bytes": c.get("compare_peak_bytes")}  # which check sets the peak
                        for c in per_kernel.get("checks") or []]}
 
 

@@ -229,6 +229,13 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
     return ran
 
 
+def _note_peak(check: RunCheck, clock: StepClock) -> None:
+    """The worker's device-memory peak during this check's comparison, where it is measured (a GPU): which
+    check sets gate 2's peak."""
+    if clock.last_peak is not None:
+        check.figures["compare_peak_bytes"] = clock.last_peak
+
+
 def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, name: str,
                  launch_values: list[list[Any]], launch_kwargs: list[dict[str, Any]], names: list[str],
                  roles: list[Role], seeds: tuple[int, ...], device: str, *, reruns: int = 2,
@@ -370,6 +377,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
             with clock("compare"):
                 check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
                                      floors=floors or {})
+            _note_peak(check, clock)
             if floors is None:  # the check's own memory ran out: not a verdict on the candidate
                 check.problems.append("the check ran out of memory measuring the original's rounding at each "
                                       "magnitude")
@@ -403,6 +411,7 @@ def check_kernel(original: Any, process: SandboxProcess, arena: ExchangeArena, n
                     check = compare_runs(label, orig.run, cand.run, values, roles, names, poisoned=not prefilled,
                                          stale=stale, input_scale=scale, structure=spec)
                 check.figures["sensitivity"] = {k: list(v) for k, v in spec.sensitivity.items()}
+        _note_peak(check, clock)
         check.figures["seconds"] = round(time.perf_counter() - begin, 4)
         checks.append(check)
         if check.passed and probe and probing is not None:

@@ -25,6 +25,7 @@ class StepClock:
     in_use_before: int | None = None  # every process's device memory when the clock started
     in_use_peak: int | None = None
     allocated_before: int | None = None  # the worker's allocator when the clock started
+    last_peak: int | None = None  # the allocator's peak during the step that ended last
 
     def __post_init__(self) -> None:
         self._cuda = self.device.startswith("cuda")
@@ -53,6 +54,7 @@ class StepClock:
         torch.cuda.synchronize()
         allocated, reserved = int(torch.cuda.max_memory_allocated()), int(torch.cuda.max_memory_reserved())
         self.peaks[step] = max(self.peaks.get(step, 0), allocated)
+        self.last_peak = allocated
         self.peak_allocated = max(self.peak_allocated or 0, allocated)
         self.peak_reserved = max(self.peak_reserved or 0, reserved)
         self.in_use_peak = max(self.in_use_peak or 0, _in_use())
