@@ -62,7 +62,27 @@ case("exact tolerance (atol = rtol = 0)", c, o, atol=0.0, rtol=0.0)
 big = torch.full((n,), 3e38)
 case("|c - o| overflows float32: the eager path widens", big, -big)
 case("one element", torch.tensor([1.0]), torch.tensor([1.5]))
-print(json.dumps({"results": results,
+# the magnitude sweep: the floor per window of 8 outputs, then the comparison against it
+from kernelopt_core.gates.error_structure import MAGNITUDE_RTOL, MagnitudeFloor, magnitude_floor
+from kernelopt_core.gates.fused_tally import fused_floor_figures, fused_magnitude_floor
+
+floor_results = []
+scaled = o * torch.logspace(-20, 20, n, dtype=torch.float64).float()  # every magnitude, as the sweep's sets
+nudged = scaled + scaled * torch.randn(n, generator=generator) * 1e-7
+nudged[3] = math.inf; nudged[40] = math.nan; scaled[41] = math.nan  # windows holding special values
+eager_floor = magnitude_floor(nudged, scaled, 4096, fused=False)
+fused_floor = fused_magnitude_floor(nudged, scaled, 8, 1.1920928955078125e-07 * 64.0, 1.1754943508222875e-38, force=True)
+floor_results.append({"name": "floor", "equal": bool(torch.equal(eager_floor.values, fused_floor)),
+                      "windows": int(fused_floor.numel())})
+floor = MagnitudeFloor(8, fused_floor)
+candidate = scaled + scaled * torch.randn(n, generator=generator) * 3e-7  # rounding: within the floor
+candidate[BLOCK + 9] *= 1.5  # one element far beyond it
+candidate[2 * BLOCK + 5] = math.nan
+for name, c in (("beyond the floor", candidate), ("identical", scaled.clone())):
+    eager = kernel._float_figures(c, scaled, None, 1e-5, 1e-5, floor, fused=False)
+    fused = fused_floor_figures(c, scaled, None, 1e-5, 1e-5, floor, MAGNITUDE_RTOL, force=True)
+    floor_results.append({"name": name, "eager": eager, "fused": fused})
+print(json.dumps({"results": results, "floor": floor_results,
                   "applies": [applies(torch.ones(4), torch.ones(4)), applies(torch.ones(4), torch.ones(4), True),
                               applies(torch.ones(4, 4).t(), torch.ones(4, 4), True),
                               applies(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float16), True)]}))
@@ -89,5 +109,11 @@ def test_the_fused_pass_gives_the_eager_figures_exactly() -> None:
     edge = by_name["the tolerance's edge"]["eager"]
     # every element one step past the edge is bad; of those placed at it, rounding puts some either side
     assert 200 <= edge["bad"] < 400
+    floor, beyond, identical = report["floor"]
+    assert floor["equal"] and floor["windows"] == -(-(3 * 4096 + 123) // 8)
+    for result in (beyond, identical):
+        assert result["fused"] == result["eager"], result["name"]
+    assert beyond["eager"]["bad"] >= 1 and beyond["eager"]["worst_at"] == 4096 + 9 and beyond["eager"]["nonfinite"] == 1
+    assert identical["eager"]["worst_ratio"] == 0 and identical["eager"]["bad"] == 0
     # only float32, contiguous, on a GPU unless forced
     assert report["applies"] == [False, True, False, False]

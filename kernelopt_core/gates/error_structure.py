@@ -376,7 +376,7 @@ class MagnitudeFloor:
 
 
 def magnitude_floor(nudged: Any, original: Any, row_length: int | None, window: int = MAGNITUDE_WINDOW,
-                    chunk: int = DEFAULT_CHUNK) -> MagnitudeFloor:
+                    chunk: int = DEFAULT_CHUNK, fused: bool = True) -> MagnitudeFloor:
     """The floor of each window of outputs from the original's outputs (``original``) and its outputs on
     the inputs moved by one ulp (``nudged``): ``max(max |nudged - original|, eps x max |original| x
     growth(row_length), smallest normal)`` over the window. Both tensors have one shape; chunked (memory:
@@ -384,6 +384,13 @@ def magnitude_floor(nudged: Any, original: Any, row_length: int | None, window: 
     import torch
 
     info = torch.finfo(original.dtype)
+    scale = float(info.eps) * reduction_growth(row_length)
+    if fused:  # one pass on a GPU where it applies (fused_tally.py); the same floor
+        from .fused_tally import fused_magnitude_floor
+
+        in_one_pass = fused_magnitude_floor(nudged, original, window, scale, float(info.tiny))
+        if in_one_pass is not None:
+            return MagnitudeFloor(window, in_one_pass)
     work = torch.float64 if original.dtype == torch.float64 else torch.float32
     windows = -(-original.numel() // window)
     change = torch.zeros(windows, dtype=work, device=original.device)
@@ -396,7 +403,7 @@ def magnitude_floor(nudged: Any, original: Any, row_length: int | None, window: 
         difference = torch.where(torch.isfinite(difference), difference, torch.zeros_like(o))
         change.scatter_reduce_(0, index, difference, "amax")
         largest.scatter_reduce_(0, index, torch.where(finite, o.abs(), torch.zeros_like(o)), "amax")
-    floor = torch.maximum(change, largest * (float(info.eps) * reduction_growth(row_length)))
+    floor = torch.maximum(change, largest * scale)
     return MagnitudeFloor(window, floor.clamp_min_(float(info.tiny)))
 
 

@@ -392,10 +392,11 @@ def _float_figures(cand: Any, orig: Any, poison: int | None, atol: float, rtol: 
     index, values and floor)."""
     import torch
 
-    if floor is None and fused:  # one fused pass on a GPU where it applies (fused_tally.py); the same figures
-        from .fused_tally import fused_float_figures
+    if fused:  # one fused pass on a GPU where it applies (fused_tally.py); the same figures
+        from .fused_tally import fused_float_figures, fused_floor_figures
 
-        in_one_pass = fused_float_figures(cand, orig, poison, atol, rtol)
+        in_one_pass = fused_float_figures(cand, orig, poison, atol, rtol) if floor is None else \
+            fused_floor_figures(cand, orig, poison, atol, rtol, floor, MAGNITUDE_RTOL)
         if in_one_pass is not None:
             return in_one_pass
 
@@ -555,9 +556,12 @@ _INT_OF_WIDTH = {2: "int16", 4: "int32", 8: "int64"}
 
 
 def nudge_last_bit(tensor: Any) -> bool:
-    """Move every finite element of a floating ``tensor`` by one ulp, in place (its last mantissa bit
-    flipped, up or down as the bit falls); calling it again restores the tensor exactly. False for
-    a dtype it cannot nudge."""
+    """Move every finite element of a floating ``tensor`` by one or two ulps, in place (its last or
+    second-last mantissa bit flipped, as a hash of its flat index picks; up or down as the bit falls);
+    calling it again restores the tensor exactly. False for a dtype it cannot nudge.
+
+    Not one ulp everywhere: x and -x (or two equal values) would then move alike, and a sum that cancels
+    them would not move at all, hiding the rounding a reordered sum of them shows."""
     import torch
 
     width = _INT_OF_WIDTH.get(tensor.element_size())
@@ -566,8 +570,10 @@ def nudge_last_bit(tensor: Any) -> bool:
     from .chunks import flat_pieces
 
     integers = tensor.view(getattr(torch, width))
-    for _, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
-        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype))
+    for start, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
+        index = torch.arange(start, start + piece.numel(), device=piece.device, dtype=torch.int64).view(piece.shape)
+        bit = ((index * 2654435761) >> 15 & 1) + 1  # 1 or 2: which of the two last bits flips
+        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype) * bit.to(piece.dtype))
     return True
 
 
