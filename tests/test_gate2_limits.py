@@ -49,7 +49,7 @@ def test_nudge_moves_x_and_minus_x_unlike_so_a_cancelling_sum_moves() -> None:
     pairs = torch.tensor([65536.0, -65536.0] * 64)  # an exactly cancelling window sum, as avg_pool's taps
     assert nudge_last_bit(pairs)
     sums = pairs.view(64, 2).sum(1)
-    assert int((sums != 0).sum()) >= 16  # one ulp of 65536 shows in many pairs' sums
+    assert bool((sums != 0).all())  # one or three ulps of 65536 show in every pair's sum
     assert float(sums.abs().max()) <= 3 * 65536.0 * torch.finfo(torch.float32).eps
 
 

@@ -556,12 +556,13 @@ _INT_OF_WIDTH = {2: "int16", 4: "int32", 8: "int64"}
 
 
 def nudge_last_bit(tensor: Any) -> bool:
-    """Move every finite element of a floating ``tensor`` by one or two ulps, in place (its last or
-    second-last mantissa bit flipped, as a hash of its flat index picks; up or down as the bit falls);
-    calling it again restores the tensor exactly. False for a dtype it cannot nudge.
+    """Move every finite element of a floating ``tensor`` by one or two ulps, in place: a positive one's
+    last mantissa bit flipped, a negative one's second-last (up or down as the bit falls); calling it
+    again restores the tensor exactly. False for a dtype it cannot nudge.
 
-    Not one ulp everywhere: x and -x (or two equal values) would then move alike, and a sum that cancels
-    them would not move at all, hiding the rounding a reordered sum of them shows."""
+    Not one ulp everywhere: x and -x would then move alike, a sum that cancels them would not move at
+    all, and the rounding a reordered sum of them shows would look like an error. Moved by one and two
+    ulps, their sum moves by one or three."""
     import torch
 
     width = _INT_OF_WIDTH.get(tensor.element_size())
@@ -570,10 +571,9 @@ def nudge_last_bit(tensor: Any) -> bool:
     from .chunks import flat_pieces
 
     integers = tensor.view(getattr(torch, width))
-    for start, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
-        index = torch.arange(start, start + piece.numel(), device=piece.device, dtype=torch.int64).view(piece.shape)
-        bit = ((index * 2654435761) >> 15 & 1) + 1  # 1 or 2: which of the two last bits flips
-        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype) * bit.to(piece.dtype))
+    for _, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
+        mask = (piece < 0).to(piece.dtype) + 1  # the sign bit (which the flip leaves alone) picks the bit
+        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype) * mask)
     return True
 
 
