@@ -153,6 +153,10 @@ def reverify(problem: str, diffs: list[str], out_dir: str, device: str, left: An
                    could_not_verify=data.get("could_not_verify"), reason=str(data.get("reason", ""))[:800],
                    gate_s={str(v.get("gate")): v.get("seconds") for v in data.get("gates") or []
                            if isinstance(v, dict)})
+        gate2 = next((v for v in data.get("gates") or [] if isinstance(v, dict) and v.get("gate") == 2), {})
+        coverage = ((gate2.get("kernels") or {}).get(kernel) or {}).get("decisions")
+        if coverage:  # an added decision's evidence: which sides were seen, what was forced or not credited
+            row["decisions"] = coverage
         row["verdict"] = ("accepted" if row["accepted"] else "could not verify" if row["could_not_verify"]
                           else "rejected" if data else f"no result (exit {done.returncode}): {done.log[-600:]}")
     return rows

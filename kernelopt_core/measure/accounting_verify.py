@@ -205,11 +205,13 @@ def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         started = time.perf_counter()
         baseline, _, base_skipped = compile_callable(model, inputs, modes["baseline"])
+        phase_peaks = {"baseline_compile": _peak(device)}  # the running peak after each phase: which one sets it
         # static: the candidate's own inputs, refilled in place for each call (None: it takes the caller's)
         cand_inputs = _static_copies(inputs) if static else None
         candidate, _, cand_skipped = compile_callable_keep(_own_frame(model) if static else model,
                                                            cand_inputs if cand_inputs is not None else inputs,
                                                            modes["candidate"])
+        phase_peaks["candidate_compile"] = _peak(device)
         del inputs  # the seeds bring their own; the last seed's are timed (one input set on the device at a time)
         _free(device)
         # the candidate's replay overwrites the baseline's outputs only when both are CUDA graphs of one tree
@@ -229,6 +231,7 @@ def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
             per_seed.append({"seed": seed, **compare_outputs(base_out, cand_out, ref_out, tol)})
             del base_out, cand_out, ref_out
         inputs = seed_inputs
+        phase_peaks["seeds"] = _peak(device)
         correct = all(item["passed"] for item in per_seed)
         failed = next((item for item in per_seed if not item["passed"]), None)
         gates.append({"gate": 3, "name": "model", "passed": correct, "seconds": time.perf_counter() - started,
@@ -273,7 +276,8 @@ def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
         "notes": notes,
         # the device's allocator peak over the task and the problem's inputs and outputs (None on the CPU)
         "memory": {"peak_bytes": peak, "working_set_bytes": working,
-                   "peak_over_working_set": round(peak / working, 3) if peak and working else None},
+                   "peak_over_working_set": round(peak / working, 3) if peak and working else None,
+                   "peak_bytes_by_phase": {**phase_peaks, "timing": peak}},
     }
 
 
