@@ -19,38 +19,40 @@ def test_launch_limits_follow_the_original_between_floor_and_job_limit() -> None
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
-def test_nudge_moves_finite_elements_one_or_two_ulps_and_restores_exactly(dtype: torch.dtype) -> None:
-    from kernelopt_core.gates.kernel import nudge_last_bit
+def test_the_nudge_moves_every_finite_element_up_and_restores_exactly(dtype: torch.dtype) -> None:
+    from kernelopt_core.gates.kernel import nudge_up, undo_nudge
 
+    info = torch.finfo(dtype)
     base = torch.randn(64, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
-    base[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0]).to(dtype)
-    base[1, 0] = torch.finfo(dtype).max
+    base[0, :6] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, info.max]).to(dtype)
+    base[1, :3] = torch.tensor([-info.smallest_normal * info.eps, info.smallest_normal * info.eps, -info.max]).to(dtype)
+    base[2, :4] = torch.tensor([65536.0, -65536.0, 2.0, -1.0]).to(dtype)
     view = base.t()[::2]  # strided: no contiguous flat view exists
     before = base.clone()
-    assert nudge_last_bit(view)
-    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[base.element_size()]
-    changed = base.view(width) != before.view(width)  # bits: NaN != NaN would say it changed
-    touched = torch.zeros_like(changed)
+    undo = nudge_up(view)
+    assert undo is not None
+    touched = torch.zeros(base.shape, dtype=torch.bool)
     touched.t()[::2] = True
-    finite = torch.isfinite(before)
-    assert bool((changed == (touched & finite)).all())  # every finite element of the view, nothing else
-    spacing = (before.double().abs() * torch.finfo(dtype).eps).clamp_min(torch.finfo(dtype).tiny)
-    moved = (base.double() - before.double()).abs()
-    assert bool((moved[finite] <= 2 * spacing[finite] * 1.01).all())
-    assert bool(torch.isfinite(base[finite]).all())  # the largest finite value stays finite
-    assert nudge_last_bit(view)
-    assert torch.equal(base.view(torch.int8), before.view(torch.int8))  # bit for bit, NaN included
-    assert not nudge_last_bit(torch.arange(4))
+    kept = ~torch.isfinite(before) | (before == 0) | (before == info.max) | (before == -info.smallest_normal * info.eps)
+    rose = base.double() > before.double()
+    assert bool((rose == (touched & ~kept)).all())  # every finite non-zero element of the view went up, no other
+    spacing = (before.double().abs() * info.eps).clamp_min(info.smallest_normal * info.eps)
+    assert bool(((base.double() - before.double())[rose] <= 2 * spacing[rose] * 1.01).all())  # one or two ulps
+    undo_nudge(view, undo)
+    assert torch.equal(base.view(torch.int8), before.view(torch.int8))  # bit for bit, NaN and -0.0 included
+    assert nudge_up(torch.arange(4)) is None
 
 
-def test_nudge_moves_x_and_minus_x_unlike_so_a_cancelling_sum_moves() -> None:
-    from kernelopt_core.gates.kernel import nudge_last_bit
+def test_the_nudge_moves_a_cancelling_sum_whatever_its_terms() -> None:
+    """x and -x, or two terms and a third, moved by a flipped bit can cancel; moved up, a sum always rises."""
+    from kernelopt_core.gates.kernel import nudge_up
 
-    pairs = torch.tensor([65536.0, -65536.0] * 64)  # an exactly cancelling window sum, as avg_pool's taps
-    assert nudge_last_bit(pairs)
-    sums = pairs.view(64, 2).sum(1)
-    assert bool((sums != 0).all())  # one or three ulps of 65536 show in every pair's sum
-    assert float(sums.abs().max()) <= 3 * 65536.0 * torch.finfo(torch.float32).eps
+    generator = torch.Generator().manual_seed(3)
+    big = 65536.0 + torch.randint(0, 64, (3000,), generator=generator).float() * 2 ** -7  # one binade, ulp 2^-7
+    triples = torch.stack([big[:1000], big[1000:2000], -(big[:1000] + big[1000:2000] - big[2000:])], 1)
+    exact = triples.double().sum(1)
+    assert nudge_up(triples) is not None
+    assert bool((triples.double().sum(1) > exact).all())  # every sum rose by at least an ulp of its terms
 
 
 def test_the_sensitivity_floor_accepts_amplified_rounding_and_still_sees_real_errors() -> None:

@@ -555,26 +555,78 @@ class StructureCheck:
 _INT_OF_WIDTH = {2: "int16", 4: "int32", 8: "int64"}
 
 
-def nudge_last_bit(tensor: Any) -> bool:
-    """Move every finite element of a floating ``tensor`` by one or two ulps, in place: a positive one's
-    last mantissa bit flipped, a negative one's second-last (up or down as the bit falls); calling it
-    again restores the tensor exactly. False for a dtype it cannot nudge.
+@dataclass
+class Nudge:
+    """How to undo :func:`nudge_up` on one tensor: the bits of the elements it left alone, per piece."""
 
-    Not one ulp everywhere: x and -x would then move alike, a sum that cancels them would not move at
-    all, and the rounding a reordered sum of them shows would look like an error. Moved by one and two
-    ulps, their sum moves by one or three."""
+    kept: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # piece's flat start -> (indices, bits)
+
+
+def nudge_up(tensor: Any) -> Nudge | None:
+    """Move every finite non-zero element of a floating ``tensor`` up (towards +inf) by one or two ulps, in
+    place, which of the two by a hash of its flat index; :func:`undo_nudge` restores it bit for bit. None
+    for a dtype it cannot nudge.
+
+    Up, all of them: a sum's exact value then rises by at least an ulp of its largest term, whatever its
+    terms cancel (moved by a flipped bit, x and -x, or two terms and a third, can cancel and hide the
+    rounding a reordered sum shows). One or two: the differences of like values move too. Left alone,
+    and kept to restore: zeros, and the few values whose move would cross zero or reach infinity."""
     import torch
 
-    width = _INT_OF_WIDTH.get(tensor.element_size())
-    if width is None or not tensor.is_floating_point() or tensor.numel() == 0:
-        return False
+    if _INT_OF_WIDTH.get(tensor.element_size()) is None or not tensor.is_floating_point() or tensor.numel() == 0:
+        return None
+    undo = Nudge()
+    for start, piece, step, magnitude, moved, negative in _nudge_pieces(tensor):
+        top = _largest_bits(tensor.dtype)
+        crossing = moved & ((negative & (magnitude <= 2)) | (~negative & (magnitude >= top - 1)))
+        if bool(crossing.any()):
+            where = crossing.reshape(-1).nonzero().reshape(-1)
+            undo.kept[start] = (where, piece.reshape(-1)[where].clone())
+        piece.add_(torch.where(moved & ~crossing, torch.where(negative, -step, step), 0).to(piece.dtype))
+    return undo
+
+
+def undo_nudge(tensor: Any, undo: Nudge) -> None:
+    """Restore a tensor :func:`nudge_up` moved, bit for bit: each move kept the element's sign, finiteness
+    and non-zero magnitude, so the same elements move back; those it left alone get their bits back."""
+    import torch
+
+    for start, piece, step, _, moved, negative in _nudge_pieces(tensor):
+        piece.sub_(torch.where(moved, torch.where(negative, -step, step), 0).to(piece.dtype))
+        if start in undo.kept:
+            where, bits = undo.kept[start]
+            if piece.is_contiguous():
+                piece.view(-1)[where] = bits
+            else:
+                flat = piece.reshape(-1)  # a copy: written back whole
+                flat[where] = bits
+                piece.copy_(flat.view(piece.shape))
+
+
+def _nudge_pieces(tensor: Any) -> Iterator[tuple[int, Any, Any, Any, Any, Any]]:
+    """Per flat piece of ``tensor`` as integers: (start, piece, step of one or two ulps by a hash of the flat
+    index, magnitude bits, finite and non-zero, negative)."""
+    import torch
+
     from .chunks import flat_pieces
 
-    integers = tensor.view(getattr(torch, width))
-    for _, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
-        mask = (piece < 0).to(piece.dtype) + 1  # the sign bit (which the flip leaves alone) picks the bit
-        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype) * mask)
-    return True
+    width = tensor.element_size()
+    integers = tensor.view(getattr(torch, _INT_OF_WIDTH[width]))
+    all_but_sign = (1 << (8 * width - 1)) - 1
+    for start, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
+        index = torch.arange(start, start + piece.numel(), device=piece.device, dtype=torch.int64).view(piece.shape)
+        step = ((index * 2654435761) >> 15 & 1) + 1
+        magnitude = piece.to(torch.int64) & all_but_sign
+        moved = torch.isfinite(piece.view(tensor.dtype)) & (magnitude != 0)
+        yield start, piece, step, magnitude, moved, piece < 0
+
+
+def _largest_bits(dtype: Any) -> int:
+    """The bits of the dtype's largest finite value, as an integer."""
+    import torch
+
+    largest = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
+    return int(largest.view(getattr(torch, _INT_OF_WIDTH[largest.element_size()])).item())
 
 
 def _check_structure(check: RunCheck, name: str, cand: Any, orig: Any, structure: StructureCheck) -> None:

@@ -31,8 +31,9 @@ from .kernel import (
     distribution_label,
     draw_arguments,
     fingerprint,
-    nudge_last_bit,
+    nudge_up,
     run_original,
+    undo_nudge,
     unlike_answer,
 )
 from .step_clock import StepClock
@@ -197,7 +198,8 @@ def magnitude_floors(original: Any, orig: Side, values: list[Any], kwargs: dict[
 
 def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
                          device: str, measure: Callable[[int, Any, Any], None]) -> bool | None:
-    """Run the original on its inputs moved by one ulp and call ``measure(index, nudged output, output)``
+    """Run the original on its inputs moved up by one or two ulps (:func:`.kernel.nudge_up`) and call
+    ``measure(index, nudged output, output)``
     per floating output; then restore the inputs and every output of the original's buffers exactly.
     False when the original failed on the nudged inputs, None when the outputs' copy does not fit."""
     import torch
@@ -210,8 +212,12 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
         saved = {i: view.clone() for i, view in written.items()}
     except torch.OutOfMemoryError:
         return None
-    nudged = [v for v, r in zip(values, roles, strict=True)
-              if r != "output" and isinstance(v, torch.Tensor) and nudge_last_bit(v)]
+    nudged: list[tuple[Any, Any]] = []  # (tensor, how to undo its nudge)
+    for v, r in zip(values, roles, strict=True):
+        if r != "output" and isinstance(v, torch.Tensor) and all(v is not t for t, _ in nudged):
+            undo = nudge_up(v)
+            if undo is not None:
+                nudged.append((v, undo))
     try:
         orig.fill(values)
         run_original(original, orig, values, kwargs, device)
@@ -220,8 +226,8 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
             for i, view in outputs.items():
                 measure(i, view, saved[i])
     finally:
-        for v in nudged:
-            nudge_last_bit(v)
+        for v, undo in nudged:
+            undo_nudge(v, undo)
         orig.fill(values)
         for i, view in written.items():
             view.copy_(saved[i])
