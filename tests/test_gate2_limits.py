@@ -55,6 +55,31 @@ def test_the_nudge_moves_a_cancelling_sum_whatever_its_terms() -> None:
     assert bool((triples.double().sum(1) > exact).all())  # every sum rose by at least an ulp of its terms
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_nudge_moves_finite_elements_one_ulp_and_restores_exactly(dtype: torch.dtype) -> None:
+    from kernelopt_core.gates.kernel import nudge_last_bit
+
+    base = torch.randn(64, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
+    base[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0]).to(dtype)
+    base[1, 0] = torch.finfo(dtype).max
+    view = base.t()[::2]  # strided: no contiguous flat view exists
+    before = base.clone()
+    assert nudge_last_bit(view)
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[base.element_size()]
+    changed = base.view(width) != before.view(width)  # bits: NaN != NaN would say it changed
+    touched = torch.zeros_like(changed)
+    touched.t()[::2] = True
+    finite = torch.isfinite(before)
+    assert bool((changed == (touched & finite)).all())  # every finite element of the view, nothing else
+    spacing = (before.double().abs() * torch.finfo(dtype).eps).clamp_min(torch.finfo(dtype).tiny)
+    moved = (base.double() - before.double()).abs()
+    assert bool((moved[finite] <= spacing[finite] * 1.01).all())
+    assert bool(torch.isfinite(base[finite]).all())  # the largest finite value stays finite
+    assert nudge_last_bit(view)
+    assert torch.equal(base.view(torch.int8), before.view(torch.int8))  # bit for bit, NaN included
+    assert not nudge_last_bit(torch.arange(4))
+
+
 def test_the_sensitivity_floor_accepts_amplified_rounding_and_still_sees_real_errors() -> None:
     from kernelopt_core.gates.error_structure import error_structure
 

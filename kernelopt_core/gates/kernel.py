@@ -555,6 +555,23 @@ class StructureCheck:
 _INT_OF_WIDTH = {2: "int16", 4: "int32", 8: "int64"}
 
 
+def nudge_last_bit(tensor: Any) -> bool:
+    """Move every finite element of a floating ``tensor`` by one ulp, in place (its last mantissa bit
+    flipped, up or down as the bit falls); calling it again restores the tensor exactly. False for
+    a dtype it cannot nudge. (The structure check's sensitivity; the magnitude floor's is :func:`nudge_up`.)"""
+    import torch
+
+    width = _INT_OF_WIDTH.get(tensor.element_size())
+    if width is None or not tensor.is_floating_point() or tensor.numel() == 0:
+        return False
+    from .chunks import flat_pieces
+
+    integers = tensor.view(getattr(torch, width))
+    for _, piece in flat_pieces(integers, device_chunk(tensor)):  # views: edited in place
+        piece.bitwise_xor_(torch.isfinite(piece.view(tensor.dtype)).to(piece.dtype))
+    return True
+
+
 @dataclass
 class Nudge:
     """How to undo :func:`nudge_up` on one tensor: the bits of the elements it left alone, per piece."""

@@ -22,6 +22,7 @@ from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
     ExtraSet,
+    Nudge,
     RunCheck,
     Side,
     StructureCheck,
@@ -31,6 +32,7 @@ from .kernel import (
     distribution_label,
     draw_arguments,
     fingerprint,
+    nudge_last_bit,
     nudge_up,
     run_original,
     undo_nudge,
@@ -175,7 +177,7 @@ def original_sensitivity(original: Any, orig: Side, values: list[Any], kwargs: d
         if count:
             sensitivity[names[index]] = (largest, total / count)
 
-    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure)
+    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure, up=False)
     return None if ran is None else sensitivity
 
 
@@ -192,15 +194,16 @@ def magnitude_floors(original: Any, orig: Side, values: list[Any], kwargs: dict[
     def measure(index: int, now: Any, before: Any) -> None:
         floors[index] = magnitude_floor(now, before, row_length, chunk=device_chunk(now))
 
-    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure)
+    ran = _run_original_nudged(original, orig, values, kwargs, roles, device, measure, up=True)
     return None if ran is None else floors
 
 
 def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: dict[str, Any], roles: list[Role],
-                         device: str, measure: Callable[[int, Any, Any], None]) -> bool | None:
-    """Run the original on its inputs moved up by one or two ulps (:func:`.kernel.nudge_up`) and call
-    ``measure(index, nudged output, output)``
-    per floating output; then restore the inputs and every output of the original's buffers exactly.
+                         device: str, measure: Callable[[int, Any, Any], None], up: bool) -> bool | None:
+    """Run the original on its inputs moved by an ulp and call ``measure(index, nudged output, output)``
+    per floating output (``up``: every input up by one or two ulps, :func:`.kernel.nudge_up`, the magnitude
+    floor's; else its last bit flipped, :func:`.kernel.nudge_last_bit`, the structure check's sensitivity,
+    whose bias floor a one-sided move would loosen); then restore the inputs and every output of the original's buffers exactly.
     False when the original failed on the nudged inputs, None when the outputs' copy does not fit."""
     import torch
 
@@ -215,7 +218,7 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
     nudged: list[tuple[Any, Any]] = []  # (tensor, how to undo its nudge)
     for v, r in zip(values, roles, strict=True):
         if r != "output" and isinstance(v, torch.Tensor) and all(v is not t for t, _ in nudged):
-            undo = nudge_up(v)
+            undo = nudge_up(v) if up else (True if nudge_last_bit(v) else None)
             if undo is not None:
                 nudged.append((v, undo))
     try:
@@ -227,7 +230,10 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
                 measure(i, view, saved[i])
     finally:
         for v, undo in nudged:
-            undo_nudge(v, undo)
+            if isinstance(undo, Nudge):
+                undo_nudge(v, undo)
+            else:
+                nudge_last_bit(v)  # a second flip restores it
         orig.fill(values)
         for i, view in written.items():
             view.copy_(saved[i])
