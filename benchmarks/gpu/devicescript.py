@@ -383,6 +383,22 @@ def run_problems_in_turn(script: str, out_dir: str, names: Sequence[str], device
         save(results)
 
 
+def out_dir_main(argv: list[str] | None, description: str, device_variable: str,
+                 run: Callable[[str], Any]) -> int:
+    """The command line of a script that takes ``OUT_DIR [--device D]``: the device goes to ``device_variable``
+    (the script's knob), and ``run(OUT_DIR)``'s summary is printed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out_dir")
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args(argv)
+    if args.device:
+        os.environ[device_variable] = args.device
+    print(run(args.out_dir))
+    return 0
+
+
 def problem_script_main(argv: list[str] | None, description: str, per_problem_s: float,
                         run_problem: Callable[[str, str, str, str, float], dict[str, Any]],
                         write: Callable[[str, str, dict[str, Any]], None],
@@ -533,6 +549,20 @@ def compile_largest_graph(problem: str, work: str, device: str) -> tuple[dict[st
         return {**facts, "error": "torch.compile wrote no graph"}, None
     graph = max((parse_output_code(path) for path in compiled.graphs), key=lambda g: (len(g.launches), len(g.kernels)))
     return {**facts, "dump": graph.path}, graph
+
+
+def compile_in_own_process(problem_path: str, work: str, device: str, timeout_s: float) -> str:
+    """The problem's graph with the most kernels, compiled by ``kernelopt compile`` in a process of its own
+    (max-autotune on a GPU, default on the CPU backend): the script's own process never imports torch."""
+    from kernelopt_core.artifacts import parse_output_code
+
+    mode = "max-autotune" if device.startswith("cuda") else "default"
+    done = kernelopt(["compile", problem_path, "--out", work, "--device", device, "--mode", mode],
+                     timeout_s=timeout_s, cwd=work)
+    graphs = (done.data or {}).get("graphs") or []
+    if not graphs:
+        raise RuntimeError(f"kernelopt compile wrote no graph (exit {done.returncode}): {done.log[-1500:]}")
+    return max(graphs, key=lambda path: len(parse_output_code(path).kernels))
 
 
 def time_graph(graph: Any, device: str) -> Any:

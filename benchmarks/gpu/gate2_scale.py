@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
@@ -46,6 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from benchmarks.gpu.devicescript import compile_in_own_process  # noqa: E402
 
 PROBLEMS_DIR = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
 TARGETS = {"full_s": 10.0, "screen_s": 3.0, "device_peak_ratio": 3.0}
@@ -61,23 +62,6 @@ def nan_as_zero(source: str) -> str:
     if not count:
         raise ValueError("the kernel loads nothing from in_ptr0 the edit recognises")
     return edited
-
-
-def compile_problem(problem: str, out_dir: str, device: str, timeout_s: float) -> str:
-    """The problem compiled by ``kernelopt compile`` in its own process; the path of its graph."""
-    mode = "max-autotune" if device.startswith("cuda") else "default"
-    done = subprocess.run([sys.executable, "-m", "kernelopt_core.cli.main", "compile",
-                           os.path.join(PROBLEMS_DIR, f"{problem}.py"), "--out", out_dir, "--device", device,
-                           "--mode", mode, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if done.returncode != 0:
-        raise RuntimeError(f"kernelopt compile failed ({done.returncode}): {done.stderr[-3000:]}")
-    graphs = json.loads(done.stdout).get("graphs") or []
-    if not graphs:
-        raise RuntimeError("torch.compile wrote no graph")
-    from kernelopt_core.artifacts import parse_output_code
-
-    return max(graphs, key=lambda path: len(parse_output_code(path).kernels))
 
 
 def gate2_run(graph: Any, kernel: str, source: str, battery: str, device: str, workdir: str,
@@ -122,7 +106,8 @@ def run(out_dir: str) -> dict[str, Any]:
         from kernelopt_core.artifacts import parse_output_code
 
         started = time.monotonic()
-        path = compile_problem(problem, os.path.join(out_dir, "work", problem), device, max(60.0, left() - 60))
+        path = compile_in_own_process(os.path.join(PROBLEMS_DIR, f"{problem}.py"),
+                                      os.path.join(out_dir, "work", problem), device, max(60.0, left() - 60))
         report["compile_s"] = round(time.monotonic() - started, 1)
         graph = parse_output_code(path)
         report["graph"] = os.path.relpath(path, out_dir)

@@ -16,13 +16,12 @@ it runs since (``time_kernel_pair``: each process on its own copy, in an arena o
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from typing import Any
 
-from benchmarks.gpu.devicescript import environment, table, write_record
+from benchmarks.gpu.devicescript import environment, out_dir_main, table, write_record
 
 FIXTURE = os.path.join("tests", "fixtures", "inductor-h200-torch2.11", "elementwise", "output_code.py")
 KERNEL = "triton_poi_fused_add_mul_sigmoid_sub_tanh_0"
@@ -179,14 +178,7 @@ def run(out_dir: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--device", default=None)
-    args = parser.parse_args(argv)
-    if args.device:
-        os.environ["KERNELOPT_IPC_DEVICE"] = args.device
-    print(run(args.out_dir))
-    return 0
+    return out_dir_main(argv, __doc__.splitlines()[0], "KERNELOPT_IPC_DEVICE", run)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.devicescript import env_list, environment, kernelopt, table, write_record  # noqa: E402
+from benchmarks.gpu.devicescript import (  # noqa: E402
+    compile_in_own_process,
+    env_list,
+    environment,
+    kernelopt,
+    out_dir_main,
+    table,
+    write_record,
+)
 
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
 PROBLEMS_DIR = os.path.join(ROOT, "benchmarks", "problems", "kbscale")
@@ -98,25 +106,13 @@ def changed_kernel(original_path: str, patched_path: str) -> tuple[str, str]:
     return changed[0], after[changed[0]]
 
 
-def compile_problem(problem: str, work: str, device: str, timeout_s: float) -> str:
-    """The problem's graph with the most kernels, compiled by ``kernelopt compile`` in its own process."""
-    from kernelopt_core.artifacts import parse_output_code
-
-    mode = "max-autotune" if device.startswith("cuda") else "default"
-    done = kernelopt(["compile", os.path.join(PROBLEMS_DIR, f"{problem}.py"), "--out", work, "--device", device,
-                      "--mode", mode], timeout_s=timeout_s, cwd=work)
-    graphs = (done.data or {}).get("graphs") or []
-    if not graphs:
-        raise RuntimeError(f"kernelopt compile wrote no graph (exit {done.returncode}): {done.log[-1500:]}")
-    return max(graphs, key=lambda path: len(parse_output_code(path).kernels))
-
-
 def reverify(problem: str, diffs: list[str], out_dir: str, device: str, left: Any) -> list[dict[str, Any]]:
     """One problem's diffs, each applied to one fresh compile and verified through gates 1-3."""
     work = os.path.join(out_dir, "work", problem)
     rows: list[dict[str, Any]] = []
     try:
-        graph_path = compile_problem(problem, work, device, max(60.0, left() - 30))
+        graph_path = compile_in_own_process(os.path.join(PROBLEMS_DIR, f"{problem}.py"), work, device,
+                                            max(60.0, left() - 30))
     except Exception as exc:  # noqa: BLE001 - recorded against each of its diffs
         return [{"problem": problem, "diff": rel(d), "error": f"compile: {exc}"[:1500]} for d in diffs]
     with open(graph_path, encoding="utf-8") as handle:
@@ -203,16 +199,7 @@ def _write(out_dir: str, report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--device", default=None)
-    args = parser.parse_args(argv)
-    if args.device:
-        os.environ["KERNELOPT_REVERIFY_DEVICE"] = args.device
-    print(run(args.out_dir))
-    return 0
+    return out_dir_main(argv, __doc__.splitlines()[0], "KERNELOPT_REVERIFY_DEVICE", run)
 
 
 if __name__ == "__main__":

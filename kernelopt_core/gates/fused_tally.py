@@ -23,13 +23,16 @@ MAXIMA = ("max_abs_diff", "worst_bad")
 
 @functools.cache
 def _kernel() -> Any:
-    """The Triton kernel, defined on first use (importing triton is for the worker, not the server)."""
+    """The Triton kernel, defined on first use (importing triton is for the worker, not the server).
+    ``USE_FLOOR``: the magnitude sweep's comparison, each element against its window's floor (where both are
+    finite), and per program the largest ratio beyond a floor and its flat index."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def tally(c_ptr, o_ptr, counts_ptr, maxima_ptr, n, atol, rtol, poison,
-              USE_POISON: tl.constexpr, BLOCK: tl.constexpr):
+    def tally(c_ptr, o_ptr, counts_ptr, maxima_ptr, n, atol, rtol, poison, floor_ptr, ratio_ptr, at_ptr, factor,
+              factor_wide_ptr, magnitude_rtol, USE_POISON: tl.constexpr, USE_FLOOR: tl.constexpr,
+              WINDOW: tl.constexpr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = offsets < n
@@ -42,8 +45,16 @@ def _kernel() -> Any:
         # torch.isclose(c, o, atol, rtol, equal_nan=True), in float32
         allowed = atol + tl.abs(rtol * o)
         close = (c == o) | ((c != c) & (o != o)) | ((diff < float("inf")) & (diff <= allowed))
-        not_close = inside & (close == 0)
         diff_both = tl.where(inside & both, diff, 0.0)
+        if USE_FLOOR:
+            limit = tl.load(floor_ptr + offsets // WINDOW, mask=inside, other=1.0) * factor
+            within = (diff_both <= limit) | (diff_both <= magnitude_rtol * tl.abs(o))
+            close = tl.where(both, within, close)
+            ratio = tl.where(inside & both & (within == 0),
+                             diff_both.to(tl.float64) / (limit.to(tl.float64) / tl.load(factor_wide_ptr)), 0.0)
+            tl.store(ratio_ptr + pid, tl.max(ratio, axis=0))
+            tl.store(at_ptr + pid, pid.to(tl.int64) * BLOCK + tl.argmax(ratio, axis=0).to(tl.int64))
+        not_close = inside & (close == 0)
         if USE_POISON:
             unwritten = inside & (c.to(tl.int32, bitcast=True) == poison) & (o.to(tl.int32, bitcast=True) != poison)
         else:
@@ -74,70 +85,40 @@ def fused_float_figures(cand: Any, orig: Any, poison: int | None, atol: float, r
                         force: bool = False) -> dict[str, float] | None:
     """``_float_figures``' unwritten, bad, nonfinite, lost, max_abs_diff and worst_bad in one pass; None
     where the eager path must compute them (see the module's docstring)."""
+    if not applies(cand, orig, force):
+        return None
+    figures, _ = _tally(cand, orig, poison, atol, rtol, None, 0.0)
+    return figures
+
+
+def _tally(cand: Any, orig: Any, poison: int | None, atol: float, rtol: float, floor: Any,
+           magnitude_rtol: float) -> tuple[dict[str, float] | None, tuple[Any, Any] | None]:
+    """The kernel over a pair that applies: the figures (None where |c - o| overflowed float32: the eager
+    path widens), and with a floor the per-program largest ratios and their flat indices."""
     import torch
     import triton
 
-    if not applies(cand, orig, force):
-        return None
     n = cand.numel()
     programs = triton.cdiv(n, BLOCK)
     counts = torch.empty((programs, len(COUNTS)), dtype=torch.int32, device=cand.device)
     maxima = torch.empty((programs, len(MAXIMA)), dtype=torch.float32, device=cand.device)
-    _kernel()[(programs,)](cand, orig, counts, maxima, n, float(atol), float(rtol), int(poison or 0),
-                           USE_POISON=poison is not None, BLOCK=BLOCK, enable_fp_fusion=False)
+    if floor is None:  # the floor's arguments go unread: any buffer stands in
+        floor_values, ratios, places, factor, factor_wide, window = counts, counts, counts, 1.0, counts, 1
+    else:
+        floor_values, factor, window = floor.values, float(floor.factor), floor.window
+        ratios = torch.empty(programs, dtype=torch.float64, device=cand.device)
+        places = torch.empty(programs, dtype=torch.int64, device=cand.device)
+        factor_wide = torch.tensor([factor], dtype=torch.float64, device=cand.device)
+    _kernel()[(programs,)](cand, orig, counts, maxima, n, float(atol), float(rtol), int(poison or 0), floor_values,
+                           ratios, places, factor, factor_wide, float(magnitude_rtol), USE_POISON=poison is not None,
+                           USE_FLOOR=floor is not None, WINDOW=window, BLOCK=BLOCK, enable_fp_fusion=False)
     totals = counts.sum(0, dtype=torch.int64).tolist()
     tops = maxima.amax(0).tolist()
     figures = {name: float(value) for name, value in zip(COUNTS, totals, strict=True)}
     figures.update({name: float(value) for name, value in zip(MAXIMA, tops, strict=True)})
     if not math.isfinite(figures["max_abs_diff"]):  # |c - o| overflowed float32: the eager path widens
-        return None
-    return figures
-
-
-@functools.cache
-def _floor_tally_kernel() -> Any:
-    """The comparison against a magnitude floor (``kernel._float_figures`` with a floor), one pass."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def tally_floor(c_ptr, o_ptr, floor_ptr, counts_ptr, maxima_ptr, ratio_ptr, at_ptr, n, atol, rtol, factor,
-                    factor_wide_ptr, magnitude_rtol, poison, USE_POISON: tl.constexpr, WINDOW: tl.constexpr, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = offsets < n
-        c = tl.load(c_ptr + offsets, mask=inside, other=0.0)
-        o = tl.load(o_ptr + offsets, mask=inside, other=0.0)
-        c_finite = tl.abs(c) < float("inf")
-        o_finite = tl.abs(o) < float("inf")
-        both = c_finite & o_finite
-        raw = tl.abs(c - o)
-        allowed = atol + tl.abs(rtol * o)
-        close = (c == o) | ((c != c) & (o != o)) | ((raw < float("inf")) & (raw <= allowed))
-        diff = tl.where(both, raw, 0.0)  # the eager path zeroes it where either is not finite
-        limit = tl.load(floor_ptr + offsets // WINDOW, mask=inside, other=1.0) * factor
-        within = (diff <= limit) | (diff <= magnitude_rtol * tl.abs(o))
-        close = tl.where(both, within, close)
-        not_close = inside & (close == 0)
-        ratio = tl.where(inside & both & (within == 0),
-                         diff.to(tl.float64) / (limit.to(tl.float64) / tl.load(factor_wide_ptr)), 0.0)
-        if USE_POISON:
-            unwritten = inside & (c.to(tl.int32, bitcast=True) == poison) & (o.to(tl.int32, bitcast=True) != poison)
-        else:
-            unwritten = offsets < 0
-        row = counts_ptr + pid.to(tl.int64) * 4
-        tl.store(row, tl.sum(unwritten.to(tl.int32), axis=0))
-        tl.store(row + 1, tl.sum(not_close.to(tl.int32), axis=0))
-        tl.store(row + 2, tl.sum((inside & o_finite & (c_finite == 0)).to(tl.int32), axis=0))
-        tl.store(row + 3, tl.sum((inside & c_finite & (o_finite == 0)).to(tl.int32), axis=0))
-        diff_in = tl.where(inside, diff, 0.0)
-        top = maxima_ptr + pid.to(tl.int64) * 2
-        tl.store(top, tl.max(diff_in, axis=0))
-        tl.store(top + 1, tl.max(tl.where(not_close, diff_in, 0.0), axis=0))
-        tl.store(ratio_ptr + pid, tl.max(ratio, axis=0))
-        tl.store(at_ptr + pid, pid.to(tl.int64) * BLOCK + tl.argmax(ratio, axis=0).to(tl.int64))
-
-    return tally_floor
+        return None, None
+    return figures, (ratios, places) if floor is not None else None
 
 
 @functools.cache
@@ -201,29 +182,15 @@ def fused_floor_figures(cand: Any, orig: Any, poison: int | None, atol: float, r
     maxima and the element furthest beyond its floor (its ratio, flat index, values and floor); None where
     the eager path must compute them."""
     import torch
-    import triton
 
     window = floor.window
     if (not applies(cand, orig, force) or floor.values.dtype != torch.float32 or window < 1
             or window & (window - 1) or not _is_float32(floor.factor) or floor.values.device != cand.device):
         return None
-    n = cand.numel()
-    programs = triton.cdiv(n, BLOCK)
-    counts = torch.empty((programs, len(COUNTS)), dtype=torch.int32, device=cand.device)
-    maxima = torch.empty((programs, len(MAXIMA)), dtype=torch.float32, device=cand.device)
-    ratios = torch.empty(programs, dtype=torch.float64, device=cand.device)
-    places = torch.empty(programs, dtype=torch.int64, device=cand.device)
-    factor_wide = torch.tensor([float(floor.factor)], dtype=torch.float64, device=cand.device)
-    _floor_tally_kernel()[(programs,)](
-        cand, orig, floor.values, counts, maxima, ratios, places, n, float(atol), float(rtol), float(floor.factor),
-        factor_wide, float(magnitude_rtol), int(poison or 0), USE_POISON=poison is not None, WINDOW=window, BLOCK=BLOCK,
-        enable_fp_fusion=False)
-    totals = counts.sum(0, dtype=torch.int64).tolist()
-    tops = maxima.amax(0).tolist()
-    figures = {name: float(value) for name, value in zip(COUNTS, totals, strict=True)}
-    figures.update({name: float(value) for name, value in zip(MAXIMA, tops, strict=True)})
-    if not math.isfinite(figures["max_abs_diff"]):
+    figures, per_program = _tally(cand, orig, poison, atol, rtol, floor, magnitude_rtol)
+    if figures is None or per_program is None:
         return None
+    ratios, places = per_program
     best = int(ratios.argmax())  # the first program holding the largest ratio, as the eager chunks' order
     at = int(places[best])
     limit = floor.values[at // window] * floor.factor  # float32, as the eager limits

@@ -593,8 +593,8 @@ def nudge_up(tensor: Any) -> Nudge | None:
     if _INT_OF_WIDTH.get(tensor.element_size()) is None or not tensor.is_floating_point() or tensor.numel() == 0:
         return None
     undo = Nudge()
+    top = _largest_bits(tensor.dtype)
     for start, piece, step, magnitude, moved, negative in _nudge_pieces(tensor):
-        top = _largest_bits(tensor.dtype)
         crossing = moved & ((negative & (magnitude <= 2)) | (~negative & (magnitude >= top - 1)))
         if bool(crossing.any()):
             where = crossing.reshape(-1).nonzero().reshape(-1)
@@ -608,6 +608,8 @@ def undo_nudge(tensor: Any, undo: Nudge) -> None:
     and non-zero magnitude, so the same elements move back; those it left alone get their bits back."""
     import torch
 
+    from .chunks import write_flat
+
     for start, piece, step, _, moved, negative in _nudge_pieces(tensor):
         piece.sub_(torch.where(moved, torch.where(negative, -step, step), 0).to(piece.dtype))
         if start in undo.kept:
@@ -617,7 +619,7 @@ def undo_nudge(tensor: Any, undo: Nudge) -> None:
             else:
                 flat = piece.reshape(-1)  # a copy: written back whole
                 flat[where] = bits
-                piece.copy_(flat.view(piece.shape))
+                write_flat(piece, flat)
 
 
 def _nudge_pieces(tensor: Any) -> Iterator[tuple[int, Any, Any, Any, Any, Any]]:

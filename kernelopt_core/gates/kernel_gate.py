@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..artifacts.kernel_arguments import Role
@@ -22,7 +23,6 @@ from .kernel import (
     DISTRIBUTIONS,
     LARGE_MAGNITUDE,
     ExtraSet,
-    Nudge,
     RunCheck,
     Side,
     StructureCheck,
@@ -215,12 +215,18 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
         saved = {i: view.clone() for i, view in written.items()}
     except torch.OutOfMemoryError:
         return None
-    nudged: list[tuple[Any, Any]] = []  # (tensor, how to undo its nudge)
+    restores: list[Callable[[], Any]] = []  # one per nudged input: puts it back bit for bit
+    nudged: set[int] = set()  # an input listed twice is nudged once
     for v, r in zip(values, roles, strict=True):
-        if r != "output" and isinstance(v, torch.Tensor) and all(v is not t for t, _ in nudged):
-            undo = nudge_up(v) if up else (True if nudge_last_bit(v) else None)
+        if r == "output" or not isinstance(v, torch.Tensor) or id(v) in nudged:
+            continue
+        nudged.add(id(v))
+        if up:
+            undo = nudge_up(v)
             if undo is not None:
-                nudged.append((v, undo))
+                restores.append(partial(undo_nudge, v, undo))
+        elif nudge_last_bit(v):
+            restores.append(partial(nudge_last_bit, v))  # a second flip restores it
     try:
         orig.fill(values)
         run_original(original, orig, values, kwargs, device)
@@ -229,11 +235,8 @@ def _run_original_nudged(original: Any, orig: Side, values: list[Any], kwargs: d
             for i, view in outputs.items():
                 measure(i, view, saved[i])
     finally:
-        for v, undo in nudged:
-            if isinstance(undo, Nudge):
-                undo_nudge(v, undo)
-            else:
-                nudge_last_bit(v)  # a second flip restores it
+        for restore in restores:
+            restore()
         orig.fill(values)
         for i, view in written.items():
             view.copy_(saved[i])
