@@ -104,7 +104,10 @@ def test_each_row_has_its_budget_use_configuration_and_late_candidates() -> None
     pool = _problem("avg_pool1d", "optimized", 1.27)
     pool["config_change"] = {"allowed": True, "chosen": "mode", "recommendation": {"change": {"mode": "m"}},
                              "verified": {"speedup": 1.89, "accepted": True},
-                             "verifications": [{"memory": {"peak_over_working_set": 2.04}}, {"memory": None}]}
+                             "verifications": [{"option": "mode", "memory": {
+                                 "peak_over_working_set": 2.04, "working_set_bytes": 100,
+                                 "peak_bytes_by_phase": {"seeds": 150, "timing": 204}, "held_at_start_bytes": 20}},
+                                 {"memory": None}]}
     verdict = script.check(_results([softmax, pool], 1.13, 6.0, 12.0))
     rows = {p["name"]: p for p in verdict["problems"]}
     assert rows["softmax_long_rows"]["budget_used"] == round(170.0 / 180.0, 3)
@@ -113,6 +116,8 @@ def test_each_row_has_its_budget_use_configuration_and_late_candidates() -> None
     assert rows["softmax_long_rows"]["found_unverified"] == ["triton_red_0 i1c3 1.100x"]
     assert rows["avg_pool1d"]["config"] == "mode verified 1.89x" and rows["avg_pool1d"]["found_unverified"] == []
     assert rows["avg_pool1d"]["config_memory"] == [2.04] and rows["softmax_long_rows"]["config_memory"] == []
+    assert rows["avg_pool1d"]["config_memory_phases"] == [
+        {"option": "mode", "phases_over_working_set": {"seeds": 1.5, "timing": 2.04}, "held_at_start_over_working_set": 0.2}]
     table = script.markdown(verdict, 180.0)
     assert "| configuration | config peak / working set | found, not verified |" in table
     assert "94% |" in table and "not verified (measured 2.43x)" in table and "triton_red_0 i1c3 1.100x" in table

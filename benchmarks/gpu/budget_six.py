@@ -113,6 +113,7 @@ def check(results: dict[str, Any], targets: dict[str, float] = TARGETS) -> dict[
             "budget_used": _share(p.get("wall_s"), p.get("budget_s")),
             "config_s": (split.get("stages") or {}).get("config"), "config": config_cell(p.get("config_change")),
             "config_memory": config_memory(p.get("config_change")),
+            "config_memory_phases": config_memory_phases(p.get("config_change")),
             "found_unverified": [f"{f.get('kernel')} {f.get('candidate')} {f.get('kernel_speedup'):.3f}x"
                                  for f in p.get("found_unverified") or []
                                  if isinstance(f, dict) and isinstance(f.get("kernel_speedup"), (int, float))],
@@ -154,6 +155,25 @@ def config_memory(change: Any) -> list[float]:
         if isinstance(ratio, (int, float)):
             ratios.append(float(ratio))
     return ratios
+
+
+def config_memory_phases(change: Any) -> list[dict[str, Any]]:
+    """Per configuration check: the running device peak after each of its phases, and what its worker still
+    held when it began, over the working set (which phase sets the peak)."""
+    if not isinstance(change, dict):
+        return []
+    out = []
+    for verdict in change.get("verifications") or []:
+        memory = verdict.get("memory") if isinstance(verdict, dict) else None
+        if not isinstance(memory, dict) or not memory.get("working_set_bytes"):
+            continue
+        working = float(memory["working_set_bytes"])
+        phases = {k: round(v / working, 3) for k, v in (memory.get("peak_bytes_by_phase") or {}).items()
+                  if isinstance(v, (int, float))}
+        held = memory.get("held_at_start_bytes")
+        out.append({"option": verdict.get("option"), "phases_over_working_set": phases,
+                    "held_at_start_over_working_set": round(held / working, 3) if isinstance(held, int) else None})
+    return out
 
 
 def _at_most(value: Any, target: float) -> bool:

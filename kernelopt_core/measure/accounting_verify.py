@@ -198,7 +198,11 @@ def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
     if static:  # dynamo inlines the model into the wrapper's frame: its class's module must be importable
         sys.modules.setdefault(problem.__name__, problem)
     cuda = device.startswith("cuda")
+    held_at_start = None
     if cuda:
+        # what this worker still held when the task began counts in the peak: recorded apart, to tell it from
+        # what the check itself allocates
+        held_at_start = int(torch.cuda.memory_allocated(device))
         torch.cuda.reset_peak_memory_stats(device)  # this task's peak, not an earlier task's in this worker
     model, inputs = build_problem(problem, device)
     gates: list[dict[str, Any]] = []
@@ -277,7 +281,7 @@ def verify_config_task(payload: dict[str, Any]) -> dict[str, Any]:
         # the device's allocator peak over the task and the problem's inputs and outputs (None on the CPU)
         "memory": {"peak_bytes": peak, "working_set_bytes": working,
                    "peak_over_working_set": round(peak / working, 3) if peak and working else None,
-                   "peak_bytes_by_phase": {**phase_peaks, "timing": peak}},
+                   "peak_bytes_by_phase": {**phase_peaks, "timing": peak}, "held_at_start_bytes": held_at_start},
     }
 
 
