@@ -91,11 +91,11 @@ class BeamStage:
             ctx.journal.record("budget_share", kernel=brief.name, seconds=round(deadline - ctx.budget.now(), 3),
                                left_s=round(ctx.budget.left(), 3), reserve_s=round(ctx.schedule.reserve_s(kernels_left), 3))
 
-        def may_start() -> bool:
+        def may_start(family: str | None = None) -> bool:
             schedule = ctx.schedule
-            while not schedule.may_start_candidate(brief.name, kernels_left, deadline, quiet=True):
-                if not (schedule.blocked_by_reserve(kernels_left, deadline) and self.make_room(search)):
-                    return schedule.may_start_candidate(brief.name, kernels_left, deadline)  # says why not
+            while not schedule.may_start_candidate(brief.name, kernels_left, deadline, quiet=True, family=family):
+                if not (schedule.blocked_by_reserve(kernels_left, deadline, family) and self.make_room(search)):
+                    return schedule.may_start_candidate(brief.name, kernels_left, deadline, family=family)
             return True
 
         width = config.beam_width if config.use_beam else 1

@@ -57,11 +57,12 @@ class CandidateStage:
                               **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms > 0 else {}))
 
     def execute(self, search: KernelSearch, plan: Plan, node: BeamNode, context: RewriteContext, tried: set[str],
-                iteration: int, label: str, may_start: Callable[[], bool]) -> BeamNode | None:
+                iteration: int, label: str, may_start: Callable[[str | None], bool]) -> BeamNode | None:
         """Up to K attempts at ``plan`` from ``node``: the first candidate that passes gates 1-2 and is
         timed becomes the returned child; None when every attempt failed (or the budget stopped them)."""
         ctx, brief = self.ctx, search.brief
-        if not may_start():  # before the executor's work (a GPU family compiles its variants to read registers)
+        family = plan.family or "llm"  # what its proposals are recorded as: its estimate is of its kind
+        if not may_start(family):  # before the executor's work (a GPU family compiles its variants to read registers)
             search.stopped_by_budget = True
             return None
         clock = ctx.times.clock
@@ -75,7 +76,7 @@ class CandidateStage:
         feedback: str | None = None
         for attempt in range(1, ctx.config.retries + 1):
             ctx.sink.check_cancelled()
-            if attempt > 1 and not may_start():
+            if attempt > 1 and not may_start(family):
                 search.stopped_by_budget = True
                 return None
             try:

@@ -57,6 +57,9 @@ SCREEN_FACTOR = 1.5
 FIRST_CANDIDATE_SHARE = 0.5
 # A measured finalist is taken at this factor (the next one may run a larger battery or a busier machine).
 MEASURED_MARGIN = 1.25
+# A candidate is taken at the slowest of the last few of its kind, at this factor: the estimate is already a
+# maximum, and a larger factor leaves the budget's last candidate's time unused (docs/optimizer.md).
+CANDIDATE_MARGIN = 1.1
 # Writing result.json, report.md and final.diff, and the decision itself.
 CLOSING_S = 2.0
 # A caller's own A/B of an accepted rewrite after the run (the bench's confirmation): the same two graphs
@@ -162,17 +165,25 @@ class Schedule:
             return max(FINALIZE_FLOOR_S.get(self.device_kind, 20.0), SCREEN_FACTOR * max(screens))
         return self._prior("finalize")
 
-    def candidate_s(self) -> float:
-        """One candidate from plan to timing: the slowest of the last few this run measured after its
-        first, else a share of the first, else the prior. The run's first candidate pays its one-time
-        costs (the compile pool's and the worker's start, loading the baseline graph; docs/optimizer.md
-        has the figures); taking the first for the next one's cost leaves room for too few."""
-        measured = self.times.candidate_seconds()
+    def candidate_s(self, family: str | None = None) -> float:
+        """One candidate from plan to timing: the slowest of the last few of ``family`` this run measured
+        after its first (a launch-config variant takes a fraction of a rewrite's time), else of any family,
+        else a share of the first, else the prior. The run's first candidate pays its one-time costs (the
+        compile pool's and the worker's start, loading the baseline graph; docs/optimizer.md has the
+        figures); taking the first for the next one's cost leaves room for too few."""
+        measured = self.times.measured_candidates()
         if len(measured) >= 2:
-            return max(measured[1:][-8:]) * MEASURED_MARGIN
+            same = [c.total_s for c in measured[1:] if family is not None and c.family == family]
+            return max((same or [c.total_s for c in measured[1:]])[-8:]) * CANDIDATE_MARGIN
         if measured:
-            return max(self._prior("candidate"), FIRST_CANDIDATE_SHARE * measured[0])
+            return max(self._prior("candidate"), FIRST_CANDIDATE_SHARE * measured[0].total_s)
         return self._prior("candidate")
+
+    def cheapest_candidate_s(self) -> float:
+        """The least any candidate is expected to take (the cheapest family measured): below it, nothing that
+        could be planned fits."""
+        families = {c.family for c in self.times.measured_candidates()[1:]}
+        return min([self.candidate_s(f) for f in families] or [self.candidate_s()])
 
     def profile_s(self) -> float:
         measured = self.times.durations("profile")
@@ -210,11 +221,13 @@ class Schedule:
         spare = max(0.0, self.budget.left() - self.reserve_s(kernels_left))
         return self.budget.now() + spare * share
 
-    def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float, quiet: bool = False) -> bool:
-        """Time for one more candidate of this kernel; ``quiet``: only ask (no stop is recorded)."""
+    def may_start_candidate(self, kernel: str, kernels_left: int, deadline: float, quiet: bool = False,
+                            family: str | None = None) -> bool:
+        """Time for one more candidate of this kernel (of ``family``; None: of the cheapest family measured, as
+        before a plan is made); ``quiet``: only ask (no stop is recorded)."""
         if not self.budget.limited:
             return True
-        need = self.candidate_s()
+        need = self._need(family)
         left = self.budget.left() - self.reserve_s(kernels_left)
         slice_left = deadline - self.budget.now()
         if left >= need and slice_left >= need:
@@ -227,13 +240,16 @@ class Schedule:
         self._stop("beam", kernel, max(0.0, left), need, detail)
         return False
 
-    def blocked_by_reserve(self, kernels_left: int, deadline: float) -> bool:
+    def _need(self, family: str | None) -> float:
+        return self.cheapest_candidate_s() if family is None else self.candidate_s(family)
+
+    def blocked_by_reserve(self, kernels_left: int, deadline: float, family: str | None = None) -> bool:
         """The next candidate would fit but for what the run keeps beyond the files (a finalist's time, the
         configuration check's slot): running that work now, and searching on with what it leaves, uses the
         time its estimate would otherwise leave idle."""
         if not self.budget.limited:
             return False
-        need = self.candidate_s()
+        need = self._need(family)
         kept = self.reserve_s(kernels_left) - CLOSING_S
         free = self.budget.left() - CLOSING_S
         return kept > 0 and free - kept < need <= free and deadline - self.budget.now() >= need

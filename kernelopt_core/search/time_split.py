@@ -106,7 +106,11 @@ class TimeSplit:
         return list(self._measured.get(name, []))
 
     def candidate_seconds(self) -> list[float]:
-        return [c.total_s for c in self.candidates if not c.replayed]
+        return [c.total_s for c in self.measured_candidates()]
+
+    def measured_candidates(self) -> list[CandidateTime]:
+        """The candidates this invocation proposed, screened and timed (not read back from a journal)."""
+        return [c for c in self.candidates if not c.replayed]
 
     def total_s(self) -> float:
         return max(0.0, self.clock() - self.started)
