@@ -450,6 +450,8 @@ def perf_gate(settings: PerfSettings, device: str, sides: Callable[[], tuple[San
         return sandbox_failure(exc, "timing")
     except RuntimeError as exc:
         return verdict(False, f"timing failed: {str(exc)[:1000]}")
+    finally:
+        drop_input_sets(BASELINE.slot)  # before the kernels alone are timed: they need none
     decision = perf_decision(result.speedup, result.ci_low, result.ci_high, settings.min_speedup, result.path)
     speedups: dict[str, float] = {}
     notes: list[str] = []
@@ -473,9 +475,25 @@ def perf_gate(settings: PerfSettings, device: str, sides: Callable[[], tuple[San
                    containment=containment(candidate.process))
 
 
+def drop_input_sets(baseline: SandboxSlot | None) -> None:
+    """The baseline's timing process outlives gate 4 (the search's kernel timing goes on with it), but its
+    graph input sets serve gate 4 alone: held on, they were three working sets the search's next kernel
+    timings lacked (on the H100, softmax_long_rows' 6.4 GB input: every timing after an early finalist ran
+    out of memory, docs/gates.md). The next finalist makes them again."""
+    from ...sandbox.process import SandboxError
+
+    if baseline is None or "inputs" not in baseline.loaded or baseline.process.closed:
+        return
+    baseline.loaded.discard("inputs")
+    try:
+        baseline.process.call("release", inputs=True)
+    except SandboxError:  # a process that cannot answer is replaced when it is next asked for
+        pass
+
+
 __all__ = ["BASELINE", "CANDIDATE", "CouldNotVerify", "ProcessHolder", "SandboxSlot", "SetupError", "baseline_slot",
            "begin_spare", "candidate_failure", "candidate_inputs", "candidate_memory", "candidate_outputs", "candidate_slot",
-           "close_baselines", "close_candidate", "containment", "could_not_verify", "device_of", "flavor",
+           "close_baselines", "close_candidate", "containment", "could_not_verify", "device_of", "drop_input_sets", "flavor",
            "guarded", "is_oom", "model_numbers", "perf_gate", "release_mappings", "reply_json", "run_gate_task",
            "sandbox_failure", "sanitizer_rejection", "settle_spare", "share_inputs",
            "spare_candidate_status", "time_kernel_pair", "verdict"]
