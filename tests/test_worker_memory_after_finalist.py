@@ -101,3 +101,26 @@ def test_a_worker_still_holding_memory_after_the_release_is_replaced(monkeypatch
     assert bool(released.get(RECYCLE_KEY)) is recycled
     if recycled:
         assert "18.03 GiB still allocated" in released[RECYCLE_KEY]
+
+
+def test_a_kernel_timing_says_where_its_seconds_went(cpu_example_dump: Any, tmp_path: Any) -> None:
+    """The search plans each next candidate by the last ones' cost; a timing reports its steps, so that a slow
+    one can be told apart (capturing the launch, loading either side, the A/B itself)."""
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates.restitch import write_restitched
+    from kernelopt_core.measure.worker import get_worker
+    from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
+
+    graph = parse_output_code(str(cpu_example_dump))
+    kernel = graph.kernels[0]
+    module = parse_kernel_module(kernel.source, kernel.name)
+    rewrite = FAMILIES["launch_config"].variants(RewriteContext(module=module, original=module, device="cpu"))[0]
+    path, _ = write_restitched(graph, {kernel.name: rewrite.source}, str(tmp_path / "candidate"))
+    outcome = get_worker("cpu").call("kernelopt_core.search.kernel_tasks:time_candidates", {
+        "graph_path": str(cpu_example_dump), "device": "cpu", "kernel": kernel.name, "rounds": 3,
+        "candidates": {"c1": path}}, timeout_s=600)
+    assert outcome.ok, outcome.failure
+    timed = outcome.value["candidates"]["c1"]
+    assert "error" not in timed, timed
+    assert set(timed["steps_s"]) == {"capture_s", "load_candidate_s", "load_original_s", "time_pair_s"}
+    assert all(seconds >= 0.0 for seconds in timed["steps_s"].values()) and timed["rounds"] == 3

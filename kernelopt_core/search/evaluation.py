@@ -53,16 +53,18 @@ class KernelTime:
     baseline_ms: float | None
     ms: float | None
     error: str | None = None
+    steps_s: dict[str, float] | None = None  # where the timing's seconds went (capture, loading, the A/B)
 
     def to_json(self) -> dict[str, Any]:
         return {"speedup": self.speedup, "ci": list(self.ci) if self.ci else None, "baseline_ms": self.baseline_ms,
-                "ms": self.ms, "error": self.error}
+                "ms": self.ms, "error": self.error, **({"steps_s": self.steps_s} if self.steps_s else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> KernelTime:
         ci = data.get("ci")
+        steps = data.get("steps_s")
         return cls(data.get("speedup"), (float(ci[0]), float(ci[1])) if ci else None, data.get("baseline_ms"),
-                   data.get("ms"), data.get("error"))
+                   data.get("ms"), data.get("error"), dict(steps) if isinstance(steps, dict) else None)
 
 
 def start_gate1_compiler() -> None:
@@ -203,10 +205,10 @@ class GateEvaluator:
         entry = self._measured(lambda call: self.target.time_candidate(
             call, self.device, kernel, source, screen.restitched_path, self.kernel_rounds, self.workdir))
         if "error" in entry:
-            return KernelTime(None, None, None, None, str(entry["error"]))
+            return KernelTime(None, None, None, None, str(entry["error"]), entry.get("steps_s"))
         ci = entry.get("ci")
         return KernelTime(entry.get("speedup"), (ci[0], ci[1]) if ci else None, entry.get("baseline_ms"),
-                          entry.get("ms"))
+                          entry.get("ms"), steps_s=entry.get("steps_s"))
 
     def release(self) -> dict[str, Any]:
         """Give back the working sets the gate tasks keep between candidates (the candidate's, the spare's and

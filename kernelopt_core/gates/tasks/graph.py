@@ -842,39 +842,46 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
     """The kernel-alone speedup of the request's candidate, its CI and both medians (or ``{"error"}``)."""
     from ...sandbox.process import SandboxError
     from ..kernel_gate import _child_kwargs
+    from ..step_clock import StepClock
 
     device = request.device or worker_device()
     name = request.kernel
     resident: list[int | None] = []
-    captured = _captured_launch(request, device, 2000, lambda: resident.append(_allocated(device)))
+    clock = StepClock(device)  # where a candidate's timing goes (the search plans its next candidate by it)
+    with clock("capture"):
+        captured = _captured_launch(request, device, 2000, lambda: resident.append(_allocated(device)))
     if isinstance(captured, dict):
         return captured
     graph, original, launch = captured.graph, captured.kernel, captured.launch
     arena_peak = 0
     _settle_spare()
     try:
-        slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
-        failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda",
-                                         _tuned_configs(graph, captured.module, captured.sources, [name]))
+        with clock("load_candidate"):
+            slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
+            failed = _load_candidate_kernels(slot, captured.sources, [name], graph.device or "cuda",
+                                             _tuned_configs(graph, captured.module, captured.sources, [name]))
         if failed is not None:
             return {"error": failed.reason}
-        baseline = _baseline_process(request.graph, device)
-        reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda",
-                                      getattr(captured.module, name, None))
+        with clock("load_original"):
+            baseline = _baseline_process(request.graph, device)
+            reply = _load_original_kernel(baseline, name, original.source, graph.device or "cuda",
+                                          getattr(captured.module, name, None))
         if reply is not None:
             return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
         values = list(launch.args)
         launch.args.clear()
-        timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
-                                              values, _child_kwargs(launch.kwargs))
+        with clock("time_pair"):
+            timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
+                                                  values, _child_kwargs(launch.kwargs))
         del values
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc), "steps_s": clock.rounded()}
     finally:
         CANDIDATE.close()
     out: dict[str, Any] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
-                           "timed_by": "the checker's clock, each side in its own process"}
+                           "timed_by": "the checker's clock, each side in its own process", "steps_s": clock.rounded(),
+                           "rounds": timing.rounds}
     memory: dict[str, Any] = {}
     recycle = _retained_memory(device, resident[0], arena_peak, memory)
     if memory:
