@@ -311,3 +311,28 @@ def test_the_reserve_holds_one_finalist_once_one_is_worth_it_and_the_largest_ker
     assert not schedule.may_start_candidate("main", 2, float("inf"))
     assert not schedule.stops[-1].detail.startswith("-")
     assert "the final gates' reserve" in schedule.stops[-1].detail
+
+
+class FamilyCostEvaluator(ClockedEvaluator):
+    """Launch-config candidates screen in 2 s, every other family's in 20 s."""
+
+    def screen(self, kernel: str, source: str) -> Screen:
+        self.screen_costs = [2.0 if "fixed_config" in source else 20.0]
+        return super().screen(kernel, source)
+
+
+def test_at_the_tail_a_dear_familys_plan_is_passed_over_for_a_cheap_one(tmp_path: Path) -> None:
+    """With 20 s left a 22-s eviction-hints candidate no longer fits, but a 4-s launch-config one does: the
+    first plan is passed over, not the end of the search."""
+    clock = StandInClock()
+    evaluator = FamilyCostEvaluator(clock, latency=lambda source: 1.0)
+    start = clock.now
+    result, journal = run(tmp_path, evaluator, Budget(170.0, clock), early_stop=False, iterations=20)
+    skipped = kinds(journal, "plan_skipped")
+    assert skipped and all(e["family"] != "launch_config" for e in skipped)
+    order = [e["kind"] for e in journal]
+    after = [e for e in journal[order.index("plan_skipped"):] if e["kind"] == "candidate"]
+    assert after, "a cheaper candidate ran after a dear plan was passed over"
+    assert clock.now - start <= 170.0
+    assert result.budget["reached"]  # the budget, not the plans, ended the search
+    assert not kinds(journal, "nothing_left")

@@ -65,6 +65,7 @@ class BeamStage:
         if resumed is not None:
             search = resumed
             search.stopped_by_budget = False
+            search.passed_over = 0
             first = max(1, search.iteration)  # the iteration it was in, planned again from its beam
         else:
             search = KernelSearch(brief)
@@ -91,11 +92,13 @@ class BeamStage:
             ctx.journal.record("budget_share", kernel=brief.name, seconds=round(deadline - ctx.budget.now(), 3),
                                left_s=round(ctx.budget.left(), 3), reserve_s=round(ctx.schedule.reserve_s(kernels_left), 3))
 
-        def may_start(family: str | None = None) -> bool:
+        def may_start(family: str | None = None, quiet: bool = False) -> bool:
             schedule = ctx.schedule
             while not schedule.may_start_candidate(brief.name, kernels_left, deadline, quiet=True, family=family):
                 if not (schedule.blocked_by_reserve(kernels_left, deadline, family) and self.make_room(search)):
-                    return schedule.may_start_candidate(brief.name, kernels_left, deadline, family=family)
+                    # says why not, unless only asked
+                    return schedule.may_start_candidate(brief.name, kernels_left, deadline, quiet=quiet,
+                                                        family=family)
             return True
 
         width = config.beam_width if config.use_beam else 1
@@ -173,6 +176,8 @@ class BeamStage:
                 ctx.journal.record("early_stop", kernel=brief.name, iteration=iteration,
                                    reason=f"{config.patience} iterations without a faster candidate")
                 break
+        if search.passed_over and not search.stopped_by_budget:
+            search.stopped_by_budget = True  # the budget, not the plans, ended it: plans were passed over for time
         if not search.stopped_by_budget and ctx.budget.limited:
             # under a budget the beam ends before it only when its iterations (--iterations) have all run
             search.nothing_left = f"all {iterations} iterations ran (--iterations)" + (

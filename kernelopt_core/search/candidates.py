@@ -57,12 +57,20 @@ class CandidateStage:
                               **({"multiprocessors": int(sms)} if isinstance(sms, int) and sms > 0 else {}))
 
     def execute(self, search: KernelSearch, plan: Plan, node: BeamNode, context: RewriteContext, tried: set[str],
-                iteration: int, label: str, may_start: Callable[[str | None], bool]) -> BeamNode | None:
+                iteration: int, label: str, may_start: Callable[..., bool]) -> BeamNode | None:
         """Up to K attempts at ``plan`` from ``node``: the first candidate that passes gates 1-2 and is
-        timed becomes the returned child; None when every attempt failed (or the budget stopped them)."""
+        timed becomes the returned child; None when every attempt failed (or the budget stopped them).
+        ``may_start(family, quiet=False)``: time for a candidate of ``family`` (None: of the cheapest)."""
         ctx, brief = self.ctx, search.brief
         family = plan.family or "llm"  # what its proposals are recorded as: its estimate is of its kind
-        if not may_start(family):  # before the executor's work (a GPU family compiles its variants to read registers)
+        # before the executor's work (a GPU family compiles its variants to read registers)
+        if not may_start(family, quiet=True):
+            if may_start(None, quiet=True):  # a cheaper family's plan may still fit: this one is passed over
+                search.passed_over += 1
+                ctx.journal.record("plan_skipped", kernel=brief.name, plan=plan.direction, family=family,
+                                   reason="its family's candidates take longer than the time left")
+                return None
+            may_start(family)  # records why the search stops here
             search.stopped_by_budget = True
             return None
         clock = ctx.times.clock

@@ -57,6 +57,7 @@ class KernelSearch:
     out_of_reach: dict[str, str] = field(default_factory=dict)
     timings: list[VariantTiming] = field(default_factory=list)  # every timed variant, in order
     stopped_by_budget: bool = False  # the budget ended the beam before its iterations did
+    passed_over: int = 0  # plans not tried because their family's candidates no longer fit the time left
     nothing_left: str | None = None  # why the beam ended with budget left: it had nothing left to try
     # where the beam was, so that a beam its share of the time stopped can go on (BeamStage.resume)
     beam: list[BeamNode] = field(default_factory=list)  # the nodes it expands next
