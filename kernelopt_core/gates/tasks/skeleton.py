@@ -322,9 +322,11 @@ def release_mappings(process: Any) -> None:
 # --- exchange buffers -----------------------------------------------------------------------------------
 
 
-def share_inputs(arena: Any, inputs: list[Any], strict: bool = False) -> tuple[list[dict[str, Any]], list[Any]]:
+def share_inputs(arena: Any, inputs: list[Any], strict: bool = False,
+                 copies: list[Any] | None = None) -> tuple[list[dict[str, Any]], list[Any]]:
     """Copy inputs into exchange buffers: (refs, message arguments). A value that is neither a tensor nor a
-    plain value crosses as its text, or, ``strict`` (a user's harness), cannot cross at all."""
+    plain value crosses as its text, or, ``strict`` (a user's harness), cannot cross at all. ``copies``
+    receives each input's copy in the buffers (a plain value as it is)."""
     import torch
 
     from ...sandbox.exchange import TensorView
@@ -338,19 +340,24 @@ def share_inputs(arena: Any, inputs: list[Any], strict: bool = False) -> tuple[l
                 raise CouldNotVerify(f"a harness input of type {type(value).__name__} cannot cross to the "
                                      "candidate's process (inputs are tensors, numbers, strings or None)")
             args.append(value if plain else str(value))
+            if copies is not None:
+                copies.append(value)
             continue
         span = 1 + sum((s - 1) * st for s, st in zip(value.size(), value.stride(), strict=True)) if value.numel() else 1
         buffer, ref = arena.allocate(span * value.element_size())
         view = buffer[: span * value.element_size()].view(value.dtype).as_strided(value.size(), value.stride(), 0)
         view.copy_(value)
+        if copies is not None:
+            copies.append(view)
         refs.append(ref.to_json())
         args.append({"view": TensorView(len(refs) - 1, str(value.dtype), tuple(value.size()), tuple(value.stride()),
                                         0).to_json()})
     return refs, args
 
 
-def share_inputs_strictly(arena: Any, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-    return share_inputs(arena, inputs, strict=True)
+def share_inputs_strictly(arena: Any, inputs: list[Any], copies: list[Any] | None = None
+                          ) -> tuple[list[dict[str, Any]], list[Any]]:
+    return share_inputs(arena, inputs, strict=True, copies=copies)
 
 
 def candidate_outputs(process: Any, reply: dict[str, Any]) -> list[Any]:
@@ -381,7 +388,11 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     after both let go of it, and after both ended (measured: docs/gates.md, gate 2's memory; a buffer mapped
     by one process at a time is given back). A search's kernel timing lost one working set per
     candidate that way. Separate copies also keep a candidate that writes its inputs from touching the
-    baseline's."""
+    baseline's.
+
+    ``values`` is consumed: the list is emptied once the first copy is made, and the second copy is made from
+    the first, so that the worker holds two copies of a working set at a time, not three (a caller that
+    keeps no other reference to the tensors frees them there)."""
     from ...sandbox.exchange import ExchangeArena
     from ...sandbox.process import settle_device_work
     from ..perf import time_processes
@@ -390,8 +401,13 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     arenas = [ExchangeArena(device), ExchangeArena(device)]
     try:
         requests = []
+        source = values
         for arena in arenas:
-            refs, args = share(arena, values)
+            copies: list[Any] = []
+            refs, args = share(arena, source, copies=copies)
+            if source is values:
+                values.clear()
+            source = copies
             requests.append({"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs})
         settle_device_work()  # the copies are complete before another process reads them
         timing = time_processes(baseline, candidate, device, rounds, requests[0], path="kernel",
