@@ -122,5 +122,7 @@ def test_a_kernel_timing_says_where_its_seconds_went(cpu_example_dump: Any, tmp_
     assert outcome.ok, outcome.failure
     timed = outcome.value["candidates"]["c1"]
     assert "error" not in timed, timed
-    assert set(timed["steps_s"]) == {"capture_s", "load_candidate_s", "load_original_s", "time_pair_s"}
+    assert set(timed["steps_s"]) == {"capture_s", "load_candidate_s", "load_original_s", "time_pair_s",
+                                     "close_candidate_s"}
     assert all(seconds >= 0.0 for seconds in timed["steps_s"].values()) and timed["rounds"] == 3
+    assert timed["spare_starting"] in (True, False)  # it no longer waits for a spare that is starting

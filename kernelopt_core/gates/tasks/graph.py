@@ -46,8 +46,8 @@ from .skeleton import could_not_verify as _could_not_verify
 from .skeleton import is_oom as _is_oom
 from .skeleton import release_mappings as _release_mappings
 from .skeleton import sandbox_failure as _sandbox_failure
-from .skeleton import settle_spare as _settle_spare
 from .skeleton import share_inputs as _share_inputs
+from .skeleton import spare_candidate_status as _spare_candidate_status
 from .skeleton import verdict as _verdict
 
 if TYPE_CHECKING:
@@ -854,7 +854,9 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
         return captured
     graph, original, launch = captured.graph, captured.kernel, captured.launch
     arena_peak = 0
-    _settle_spare()
+    # The search's ranking timing goes on while the next spare starts (gate 4's timing waits for it): waiting
+    # cost 3-5 s of every candidate on the H100 (docs/optimizer.md). Whether one was starting is recorded.
+    spare_starting = bool(_spare_candidate_status({}).get("starting"))
     try:
         with clock("load_candidate"):
             slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
@@ -877,11 +879,12 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc), "steps_s": clock.rounded()}
     finally:
-        CANDIDATE.close()
+        with clock("close_candidate"):
+            CANDIDATE.close()
     out: dict[str, Any] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
                            "timed_by": "the checker's clock, each side in its own process", "steps_s": clock.rounded(),
-                           "rounds": timing.rounds}
+                           "rounds": timing.rounds, "spare_starting": spare_starting}
     memory: dict[str, Any] = {}
     recycle = _retained_memory(device, resident[0], arena_peak, memory)
     if memory:
