@@ -126,3 +126,34 @@ def test_a_kernel_timing_says_where_its_seconds_went(cpu_example_dump: Any, tmp_
                                      "close_candidate_s"}
     assert all(seconds >= 0.0 for seconds in timed["steps_s"].values()) and timed["rounds"] == 3
     assert timed["spare_starting"] in (True, False)  # it no longer waits for a spare that is starting
+
+
+@pytest.mark.parametrize("starting", [True, False])
+def test_a_timing_beside_a_starting_spare_is_timed_again_when_it_could_promote_the_candidate(
+        cpu_example_dump: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, starting: bool) -> None:
+    """The ranking timing no longer waits for the next spare to start; a candidate that looks faster is
+    timed again once the spare has started (here every candidate counts as faster: RETIME_ABOVE 0)."""
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates.restitch import write_restitched
+    from kernelopt_core.gates.task_payload import KernelTimingRequest
+    from kernelopt_core.gates.tasks import graph as graph_tasks
+    from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
+
+    settled: list[bool] = []
+    monkeypatch.setattr(graph_tasks, "_spare_candidate_status", lambda payload: {"starting": starting})
+    monkeypatch.setattr(graph_tasks, "_settle_spare", lambda: settled.append(True))
+    monkeypatch.setattr(graph_tasks, "RETIME_ABOVE", 0.0)
+    graph = parse_output_code(str(cpu_example_dump))
+    kernel = graph.kernels[0]
+    module = parse_kernel_module(kernel.source, kernel.name)
+    rewrite = FAMILIES["launch_config"].variants(RewriteContext(module=module, original=module, device="cpu"))[0]
+    path, _ = write_restitched(graph, {kernel.name: rewrite.source}, str(tmp_path / "candidate"))
+    try:
+        timed = graph_tasks.time_candidate_kernel(KernelTimingRequest.from_json({
+            "graph_path": str(cpu_example_dump), "device": "cpu", "kernel": kernel.name, "rounds": 3,
+            "restitched": path}))
+    finally:
+        skeleton.close_baselines({})  # the baseline's timing process this test started in its own process
+    assert "error" not in timed, timed
+    assert timed["spare_starting"] is starting and timed["retimed"] is starting
+    assert ("retime_s" in timed["steps_s"]) is starting and bool(settled) is starting

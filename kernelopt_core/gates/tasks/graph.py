@@ -46,6 +46,7 @@ from .skeleton import could_not_verify as _could_not_verify
 from .skeleton import is_oom as _is_oom
 from .skeleton import release_mappings as _release_mappings
 from .skeleton import sandbox_failure as _sandbox_failure
+from .skeleton import settle_spare as _settle_spare
 from .skeleton import share_inputs as _share_inputs
 from .skeleton import spare_candidate_status as _spare_candidate_status
 from .skeleton import verdict as _verdict
@@ -838,6 +839,12 @@ def _captured_launch(request: KernelTimingRequest, device: str, seed: int,
     return _CapturedLaunch(sources, graph, kernel, module, launches[0])
 
 
+# The search's kernel timing runs while the next spare process starts (waiting for it cost 3-5 s of every
+# candidate on the H100: docs/optimizer.md); a candidate that times faster than this is timed again after the
+# spare has started, so that a figure that could make it a finalist never shares the machine.
+RETIME_ABOVE = 1.0
+
+
 def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
     """The kernel-alone speedup of the request's candidate, its CI and both medians (or ``{"error"}``)."""
     from ...sandbox.process import SandboxError
@@ -854,9 +861,9 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
         return captured
     graph, original, launch = captured.graph, captured.kernel, captured.launch
     arena_peak = 0
-    # The search's ranking timing goes on while the next spare starts (gate 4's timing waits for it): waiting
-    # cost 3-5 s of every candidate on the H100 (docs/optimizer.md). Whether one was starting is recorded.
+    # whether the next spare was starting (RETIME_ABOVE; gate 4's timing always waits for it)
     spare_starting = bool(_spare_candidate_status({}).get("starting"))
+    retimed = False
     try:
         with clock("load_candidate"):
             slot = _candidate(request.restitched, device)  # the screen's process for this candidate, or a fresh one
@@ -876,6 +883,20 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
             timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
                                                   values, _child_kwargs(launch.kwargs))
         del values
+        if spare_starting and timing.speedup > RETIME_ABOVE:
+            # a figure that could make it a finalist is measured with the machine to itself
+            retimed = True
+            with clock("retime"):
+                _settle_spare()
+                again = _captured_launch(request, device, 2000)
+                if isinstance(again, dict):
+                    return again
+                values = list(again.launch.args)
+                again.launch.args.clear()
+                timing, peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
+                                                values, _child_kwargs(again.launch.kwargs))
+                arena_peak = max(arena_peak, peak)
+                del values, again
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc), "steps_s": clock.rounded()}
     finally:
@@ -884,7 +905,7 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
     out: dict[str, Any] = {"speedup": timing.speedup, "ci": [timing.ci_low, timing.ci_high],
                            "baseline_ms": timing.a.median_ms, "ms": timing.b.median_ms,
                            "timed_by": "the checker's clock, each side in its own process", "steps_s": clock.rounded(),
-                           "rounds": timing.rounds, "spare_starting": spare_starting}
+                           "rounds": timing.rounds, "spare_starting": spare_starting, "retimed": retimed}
     memory: dict[str, Any] = {}
     recycle = _retained_memory(device, resident[0], arena_peak, memory)
     if memory:
