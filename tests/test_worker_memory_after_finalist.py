@@ -128,32 +128,50 @@ def test_a_kernel_timing_says_where_its_seconds_went(cpu_example_dump: Any, tmp_
     assert timed["spare_starting"] in (True, False)  # it no longer waits for a spare that is starting
 
 
+RETIME_SCRIPT = """
+import json, sys
+from kernelopt_core.gates.task_payload import KernelTimingRequest
+from kernelopt_core.gates.tasks import graph as graph_tasks, skeleton
+
+starting = sys.argv[1] == "1"
+settled = []
+graph_tasks._spare_candidate_status = lambda payload: {"starting": starting}
+graph_tasks._settle_spare = lambda: settled.append(True)
+graph_tasks.RETIME_ABOVE = 0.0
+try:
+    timed = graph_tasks.time_candidate_kernel(KernelTimingRequest.from_json(json.loads(sys.argv[2])))
+finally:
+    skeleton.close_baselines({})
+print(json.dumps({"timed": timed, "settled": bool(settled)}))
+"""
+
+
 @pytest.mark.parametrize("starting", [True, False])
 def test_a_timing_beside_a_starting_spare_is_timed_again_when_it_could_promote_the_candidate(
-        cpu_example_dump: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, starting: bool) -> None:
+        cpu_example_dump: Any, tmp_path: Any, starting: bool) -> None:
     """The ranking timing no longer waits for the next spare to start; a candidate that looks faster is
-    timed again once the spare has started (here every candidate counts as faster: RETIME_ABOVE 0)."""
+    timed again once the spare has started (here every candidate counts as faster: RETIME_ABOVE 0). In a
+    process of its own, as the worker runs it: the Triton interpreter's state is per process."""
+    import json
+    import subprocess
+    import sys
+
     from kernelopt_core.artifacts import parse_output_code
     from kernelopt_core.gates.restitch import write_restitched
-    from kernelopt_core.gates.task_payload import KernelTimingRequest
-    from kernelopt_core.gates.tasks import graph as graph_tasks
     from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
 
-    settled: list[bool] = []
-    monkeypatch.setattr(graph_tasks, "_spare_candidate_status", lambda payload: {"starting": starting})
-    monkeypatch.setattr(graph_tasks, "_settle_spare", lambda: settled.append(True))
-    monkeypatch.setattr(graph_tasks, "RETIME_ABOVE", 0.0)
     graph = parse_output_code(str(cpu_example_dump))
     kernel = graph.kernels[0]
     module = parse_kernel_module(kernel.source, kernel.name)
     rewrite = FAMILIES["launch_config"].variants(RewriteContext(module=module, original=module, device="cpu"))[0]
     path, _ = write_restitched(graph, {kernel.name: rewrite.source}, str(tmp_path / "candidate"))
-    try:
-        timed = graph_tasks.time_candidate_kernel(KernelTimingRequest.from_json({
-            "graph_path": str(cpu_example_dump), "device": "cpu", "kernel": kernel.name, "rounds": 3,
-            "restitched": path}))
-    finally:
-        skeleton.close_baselines({})  # the baseline's timing process this test started in its own process
+    request = {"graph_path": str(cpu_example_dump), "device": "cpu", "kernel": kernel.name, "rounds": 3,
+               "restitched": path}
+    done = subprocess.run([sys.executable, "-c", RETIME_SCRIPT, "1" if starting else "0", json.dumps(request)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    timed = reply["timed"]
     assert "error" not in timed, timed
     assert timed["spare_starting"] is starting and timed["retimed"] is starting
-    assert ("retime_s" in timed["steps_s"]) is starting and bool(settled) is starting
+    assert ("retime_s" in timed["steps_s"]) is starting and reply["settled"] is starting
