@@ -151,6 +151,11 @@ def _floor_kernel() -> Any:
 FLOOR_WINDOWS = 512  # windows per program of the floor pass
 
 
+def _power_of_two(window: int) -> bool:
+    """The kernels' windows: a power of two (a block of the kernel holds whole windows)."""
+    return window >= 1 and window & (window - 1) == 0
+
+
 def _is_float32(value: float) -> bool:
     import struct
 
@@ -165,7 +170,7 @@ def fused_magnitude_floor(nudged: Any, original: Any, window: int, scale: float,
     import torch
     import triton
 
-    if not applies(nudged, original, force) or window < 1 or window & (window - 1):
+    if not applies(nudged, original, force) or not _power_of_two(window):
         return None
     n = original.numel()
     windows = -(-n // window)
@@ -184,8 +189,8 @@ def fused_floor_figures(cand: Any, orig: Any, poison: int | None, atol: float, r
     import torch
 
     window = floor.window
-    if (not applies(cand, orig, force) or floor.values.dtype != torch.float32 or window < 1
-            or window & (window - 1) or not _is_float32(floor.factor) or floor.values.device != cand.device):
+    if (not applies(cand, orig, force) or floor.values.dtype != torch.float32 or not _power_of_two(window)
+            or not _is_float32(floor.factor) or floor.values.device != cand.device):
         return None
     figures, per_program = _tally(cand, orig, poison, atol, rtol, floor, magnitude_rtol)
     if figures is None or per_program is None:

@@ -120,7 +120,7 @@ class TimeSplit:
         stages = {name: round(self.stages[name], 3) for name in (*STAGES, *sorted(set(self.stages) - set(STAGES)))
                   if name in self.stages}
         stages["other"] = round(max(0.0, total - sum(self.stages.values())), 3)
-        measured = [c for c in self.candidates if not c.replayed]
+        measured = self.measured_candidates()
         screens = [c.screen_s for c in measured]
         search_s = sum(self.stages.get(name, 0.0) for name in SEARCH_STAGES)
         return {

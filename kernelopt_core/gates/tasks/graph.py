@@ -771,8 +771,7 @@ def _kernel_speedups(target: GraphCandidate, device: str, baseline: SandboxSlot,
         from ..kernel_gate import _child_kwargs
 
         timing, _ = time_kernel_pair(baseline.process, slot.process, device, rounds, launch.kernel, launch.args,
-                                     _child_kwargs(launch.kwargs))
-        launch.args.clear()
+                                     _child_kwargs(launch.kwargs))  # (which empties launch.args)
         speedups[launch.kernel] = timing.speedup
     return speedups
 
@@ -877,12 +876,13 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
                                           getattr(captured.module, name, None))
         if reply is not None:
             return {"error": f"the original {name} fails to load in its timing process: {reply.get('error')}"}
-        values = list(launch.args)
-        launch.args.clear()
+
+        def time_pair(captured_launch: Any) -> tuple[Any, int]:  # consumes the launch's captured values
+            return time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
+                                    captured_launch.args, _child_kwargs(captured_launch.kwargs))
+
         with clock("time_pair"):
-            timing, arena_peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
-                                                  values, _child_kwargs(launch.kwargs))
-        del values
+            timing, arena_peak = time_pair(launch)
         if spare_starting and timing.speedup > RETIME_ABOVE:
             # a figure that could make it a finalist is measured with the machine to itself
             retimed = True
@@ -891,12 +891,8 @@ def time_candidate_kernel(request: KernelTimingRequest) -> dict[str, Any]:
                 again = _captured_launch(request, device, 2000)
                 if isinstance(again, dict):
                     return again
-                values = list(again.launch.args)
-                again.launch.args.clear()
-                timing, peak = time_kernel_pair(baseline.process, slot.process, device, request.rounds, name,
-                                                values, _child_kwargs(again.launch.kwargs))
+                timing, peak = time_pair(again.launch)
                 arena_peak = max(arena_peak, peak)
-                del values, again
     except (SandboxError, RuntimeError, _CouldNotVerify) as exc:
         return {"error": str(exc), "steps_s": clock.rounded()}
     finally:

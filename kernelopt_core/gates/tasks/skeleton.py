@@ -400,15 +400,12 @@ def time_kernel_pair(baseline: Any, candidate: Any, device: str, rounds: int | N
     share = share or share_inputs
     arenas = [ExchangeArena(device), ExchangeArena(device)]
     try:
-        requests = []
-        source = values
-        for arena in arenas:
-            copies: list[Any] = []
-            refs, args = share(arena, source, copies=copies)
-            if source is values:
-                values.clear()
-            source = copies
-            requests.append({"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs})
+        first: list[Any] = []  # the first copy, which the second is made from
+        shared = [share(arenas[0], values, copies=first)]
+        values.clear()
+        shared.append(share(arenas[1], first))
+        requests = [{"what": "kernel", "name": name, "refs": refs, "args": args, "kwargs": kwargs}
+                    for refs, args in shared]
         settle_device_work()  # the copies are complete before another process reads them
         timing = time_processes(baseline, candidate, device, rounds, requests[0], path="kernel",
                                 candidate_request=requests[1])
