@@ -838,9 +838,9 @@ def _captured_launch(request: KernelTimingRequest, device: str, seed: int,
     return _CapturedLaunch(sources, graph, kernel, module, launches[0])
 
 
-# The search's kernel timing runs while the next spare process starts (waiting for it cost 3-5 s of every
-# candidate on the H100: docs/optimizer.md); a candidate that times faster than this is timed again after the
-# spare has started, so that a figure that could make it a finalist never shares the machine.
+# The search's kernel timing runs while the next spare process starts (waiting for it is, by inference, most
+# of a candidate's timing on the H100: docs/optimizer.md); a candidate that times faster than this is timed
+# again after the spare has started, so that a figure that could make it a finalist never shares the machine.
 RETIME_ABOVE = 1.0
 
 
