@@ -15,8 +15,8 @@ under a cap (a driver over the public Python API, as families.py):
 2. per Triton kernel of at least 2% of the graph: its launch sizes, the analyst's tier, causes and
    speed of light (timed launch, no ncu), and which rewrite families apply, with every other family's
    reason (what the search would offer for it);
-3. per ``shifted_moments`` variant (at most ``KERNELOPT_LEVEL2_VARIANTS``, default 4), the graph re-stitched
-   with it, then:
+3. per variant of each family in ``KERNELOPT_LEVEL2_FAMILIES`` (default ``shifted_moments``) that applies, at
+   most ``KERNELOPT_LEVEL2_VARIANTS`` (default 4) a family, the graph re-stitched with it, then:
    * correctness against the original graph on ``KERNELOPT_LEVEL2_SEEDS`` (default 3) fresh input sets:
      max abs and relative difference, NaN positions, ``allclose(rtol=1e-4, atol=1e-5 x max|out|)``;
    * the rewritten kernel's own time in the re-stitched graph (the same per-launch timing as step 1);
@@ -26,7 +26,8 @@ under a cap (a driver over the public Python API, as families.py):
    * then the ``KERNELOPT_LEVEL2_GATED`` (default 1) fastest correct variants through the cascade, gates
      ``KERNELOPT_LEVEL2_GATES`` (default 1,2,3,4): verdict, kernel speedup, end-to-end speedup and CI.
 
-Writes ``level2_families.json`` and ``level2_families.md`` after every problem. Knobs:
+Writes ``level2_families.json`` and ``level2_families.md`` after every problem, and each dumped graph's source
+as ``work/<problem>/output_code.txt``. Knobs:
 ``KERNELOPT_GPU_BUDGET_S`` (default 560), ``KERNELOPT_LEVEL2_PER_PROBLEM_S`` (default 270: two problems a call),
 ``KERNELOPT_LEVEL2_PROBLEMS=a,b`` (a subset), and the ones above. Imports only torch, triton and
 kernelopt_core; never changes GPU clocks or settings.
@@ -66,7 +67,7 @@ from benchmarks.gpu.devicescript import (
 LEVEL2 = os.path.join(ROOT, "benchmarks", "problems", "level2")
 PROBLEMS = ("conv2d_add_scale_sigmoid_groupnorm", "conv2d_groupnorm_tanh_hardswish_residual_logsumexp",
             "conv2d_instancenorm_divide", "conv2d_groupnorm_scale_maxpool_clamp")
-FAMILY = "shifted_moments"
+FAMILIES = tuple(env_list("KERNELOPT_LEVEL2_FAMILIES") or ["shifted_moments"])
 PER_PROBLEM_S = env_float("KERNELOPT_LEVEL2_PER_PROBLEM_S", 270.0)
 VARIANTS = env_int("KERNELOPT_LEVEL2_VARIANTS", 4)
 SEEDS = env_int("KERNELOPT_LEVEL2_SEEDS", 3)
@@ -92,6 +93,7 @@ def run_problem(name: str, out_dir: str, device: str, scale: str, cap_s: float) 
     if graph is None:
         return entry
     entry["dump"] = os.path.relpath(graph.path, out_dir)
+    _keep_source(graph.path, os.path.join(out_dir, "work", name, "output_code.txt"))
     timing = time_graph(graph, device)
     entry["graph_ms"] = timing.total_ms
     entry["vendor"] = [{"op": call.op, "ms": timing.launch_times_ms.get(call.order),
@@ -104,9 +106,12 @@ def run_problem(name: str, out_dir: str, device: str, scale: str, cap_s: float) 
     for kernel in graph.kernels:
         row = _kernel_facts(graph, kernel, timing, peaks, device)
         entry["kernels"].append(row)
-        if row.get("note") or FAMILY not in row.get("applies", []):
+        families = [f for f in FAMILIES if f in row.get("applies", [])]
+        context = row.pop("context", None)
+        if row.get("note") or not families:
             continue
-        row["candidates"] = _candidates(graph, kernel, row, out_dir, name, device, begin, cap_s)
+        row["candidates"] = [c for family in families
+                             for c in _candidates(graph, kernel, context, family, out_dir, name, device, begin, cap_s)]
         _write(out_dir, name, entry)
     entry["wall_s"] = round(time.monotonic() - begin, 1)
     return entry
@@ -132,23 +137,28 @@ def _kernel_facts(graph: Any, kernel: Any, timing: Any, peaks: Any, device: str)
     return row
 
 
-def _candidates(graph: Any, kernel: Any, row: dict[str, Any], out_dir: str, name: str, device: str,
-                begin: float, cap_s: float) -> list[dict[str, Any]]:
-    from kernelopt_core.search.rewrites import FAMILIES
+def _keep_source(path: str, copy: str) -> None:
+    """The dumped graph's source beside the results (``.txt``: the packed results leave out ``.py``)."""
+    with open(path, encoding="utf-8") as src, open(copy, "w", encoding="utf-8") as dst:
+        dst.write(src.read())
 
-    ctx = row.pop("context")
+
+def _candidates(graph: Any, kernel: Any, ctx: Any, family: str, out_dir: str, name: str, device: str,
+                begin: float, cap_s: float) -> list[dict[str, Any]]:
+    from kernelopt_core.search.rewrites import FAMILIES as REWRITE_FAMILIES
+
     out: list[dict[str, Any]] = []
     sources: list[str] = []
-    for index, rewrite in enumerate(FAMILIES[FAMILY].variants(ctx)[:VARIANTS]):
-        item: dict[str, Any] = {"title": rewrite.title, "params": rewrite.params}
+    for index, rewrite in enumerate(REWRITE_FAMILIES[family].variants(ctx)[:VARIANTS]):
+        item: dict[str, Any] = {"family": family, "title": rewrite.title, "params": rewrite.params}
         out.append(item)
         sources.append(rewrite.source)
         if cap_s - (time.monotonic() - begin) < 40:
             item["skipped"] = "out of time"
             continue
         try:
-            item.update(_measure(graph, kernel, rewrite.source, os.path.join(out_dir, "work", name, f"v{index}"),
-                                 device))
+            item.update(_measure(graph, kernel, rewrite.source,
+                                 os.path.join(out_dir, "work", name, f"{kernel.name}-{family}-v{index}"), device))
         except Exception as exc:  # noqa: BLE001 - one candidate's failure is recorded, not fatal
             item.update(failure(exc))
         free_device_memory()
@@ -313,11 +323,12 @@ def markdown(results: dict[str, Any]) -> str:
             applies = ", ".join(kernel.get("applies") or []) or kernel.get("note") or "none"
             lines.append(f"| {name} | {kernel['name']} | {cell(kernel.get('share'), '.1%')} | {kernel.get('tier')} | "
                          f"{cell(kernel.get('sol_pct'), '.0f', '%')} | {applies} |")
-    lines += ["", "| problem | candidate | correct (max rel diff) | kernel ms before → after | graph ms original → "
-                  "candidate (spread %) | graph x | gates |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| problem | kernel | candidate | correct (max rel diff) | kernel ms before → after | graph ms original → "
+                  "candidate (spread %) | graph x | gates |", "|---|---|---|---|---|---|---|---|"]
     for name, kernel, row in _rows(results):
         if "error" in row or "skipped" in row:
-            lines.append(f"| {name} | {row['title']} | {row.get('error') or row.get('skipped')} | – | – | – | – |")
+            lines.append(f"| {name} | {kernel['name']} | {row.get('family')}: {row['title']} | "
+                         f"{row.get('error') or row.get('skipped')} | – | – | – | – |")
             continue
         bench = row.get("do_bench") or {}
         o, c = bench.get("original_ms") or {}, bench.get("candidate_ms") or {}
@@ -327,7 +338,8 @@ def markdown(results: dict[str, Any]) -> str:
                    f"gate {gates.get('failed_gate')}: {(gates.get('reason') or '')[:100]}" if gates else "–")
         if gates.get("speedup"):
             verdict += f" (e2e {gates['speedup']:.3f}, kernel {cell(gates.get('kernel_speedup'), '.3f')})"
-        lines.append(f"| {name} | {row['title']} | {row.get('correct')} ({cell(worst, '.1e')}) | "
+        lines.append(f"| {name} | {kernel['name']} | {row.get('family')}: {row['title']} | "
+                     f"{row.get('correct')} ({cell(worst, '.1e')}) | "
                      f"{cell(kernel.get('timed_ms'), '.4f')} → {cell(row.get('kernel_ms_after'), '.4f')} | "
                      f"{cell(o.get('median'), '.4f')} ({cell(o.get('spread_pct'), '.1f')}) → "
                      f"{cell(c.get('median'), '.4f')} ({cell(c.get('spread_pct'), '.1f')}) | "
@@ -343,7 +355,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def _save(out_dir: str, results: dict[str, Any]) -> None:
-    write_record(out_dir, "level2_families", results, "Level-2 graphs: shifted_moments against max-autotune",
+    write_record(out_dir, "level2_families", results, "Level-2 graphs: rewrite families against max-autotune",
                  markdown(results).splitlines())
 
 
