@@ -185,7 +185,7 @@ class StandInUserEvaluator:
 
         return timing_from_profile(self.target, self.profile_reply)
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any]:
+    def profile(self, kernel: str, sections: tuple[str, ...], together: tuple[str, ...] = ()) -> dict[str, Any]:
         return {"error": "ncu needs a CUDA GPU"}
 
     def screen(self, kernel: str, source: str) -> Any:

@@ -54,9 +54,10 @@ class ClockedEvaluator(StandInEvaluator):
         self._spend("facts")
         return super().facts(kernels)
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
         self._spend("profile")
-        return super().profile(kernel, sections)
+        return super().profile(kernel, sections, together)
 
     def screen(self, kernel: str, source: str) -> Screen:
         self._spend("screen")

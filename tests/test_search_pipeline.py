@@ -82,7 +82,8 @@ class StandInEvaluator:
         self.calls["launch_timing"] += 1
         return self._launch_timing
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
         self.calls["profile"] += 1
         return None
 
@@ -358,7 +359,8 @@ class ProfiledEvaluator(StandInEvaluator):
         self.metrics = parse_ncu_csv(text)[0].to_json()
         self.metrics.update(memory_pct=memory_pct, compute_pct=compute_pct)
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
         self.calls["profile"] += 1
         return {"metrics": self.metrics}
 

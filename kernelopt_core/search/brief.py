@@ -1,6 +1,9 @@
 """The brief of a kernel before its search: facts, an ncu profile (when the budget allows one), the
 analyst's tier, directions and speed-of-light evidence. Its output is the :class:`KernelBrief`
-the agents read."""
+the agents read.
+
+The first profile asks ncu for the kernels still to search as well: one runner start and one graph
+load serve them all (most of a profile's time), and the later briefs read ncu's cache."""
 
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from .run_context import RunContext
 
 class BriefStage:
     def __init__(self, ctx: RunContext, launch_timing: dict[str, Any] | None,
-                 make_room: Callable[[], bool] = lambda: False):
+                 make_room: Callable[[], bool] = lambda: False, kernels: tuple[str, ...] = ()):
         self.ctx = ctx
+        self.kernels = kernels  # the run's targets in search order: profiled together
+        self.profiled: set[str] = set()  # kernels an earlier profile already measured (ncu's cache has them)
         self.launch_timing = launch_timing or {}  # the dispatch timing: launch times and arguments
         # runs the work the reserve is kept for (the configuration check); True when it ran
         self.make_room = make_room
@@ -50,7 +55,10 @@ class BriefStage:
 
     def _may_profile(self, name: str, kernels_left: int) -> bool:
         """Time for a profile and one candidate; when what the run keeps is all that stops them, that work
-        runs first (the configuration check) and the profile has what it left."""
+        runs first (the configuration check) and the profile has what it left. A kernel an earlier profile
+        measured costs a cache read."""
+        if name in self.profiled:
+            return True
         schedule = self.ctx.schedule
         if schedule.may_profile(name, kernels_left, quiet=True):
             return True
@@ -63,13 +71,20 @@ class BriefStage:
         request = ctx.profiler.choose(brief)
         ctx.journal.record("ncu_request", kernel=brief.name, request=request.to_json())
         before = ctx.evaluator.replayed
+        together = () if brief.name in self.profiled else self._still_to_profile(brief.name)
         with ctx.times.stage("profile", replayed=lambda: ctx.evaluator.replayed > before):
-            profile = ctx.evaluator.profile(brief.name, request.sections) or {}
+            profile = ctx.evaluator.profile(brief.name, request.sections, together=together) or {}
         if profile.get("error"):
             brief.evidence.append(f"ncu unavailable: {profile['error']}")
         else:
+            self.profiled.update(profile.get("profiled_together") or ())
             ctx.run_folder.write_json(f"ncu/{brief.name}.json", profile)
         return profile.get("metrics")
+
+    def _still_to_profile(self, name: str) -> tuple[str, ...]:
+        """The targets after ``name`` that no profile has measured yet."""
+        later = self.kernels[self.kernels.index(name) + 1:] if name in self.kernels else ()
+        return tuple(k for k in later if k not in self.profiled)
 
     def _peaks(self) -> Any:
         """The device's measured peaks (cached per GPU, measured once) from the evaluator, journaled

@@ -82,7 +82,8 @@ class Evaluator(Protocol):
 
     def launch_timing(self) -> dict[str, Any] | None: ...
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None: ...
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None: ...
 
     def screen(self, kernel: str, source: str) -> Screen: ...
 
@@ -178,10 +179,14 @@ class GateEvaluator:
 
         return device_peaks(self.device, worker=self.worker if self.device.startswith("cuda") else None)
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
+        """ncu's metrics of ``kernel``; ``together``: kernels measured in the same run where the target
+        can (the reply's ``profiled_together`` names them; ncu's cache keeps their figures)."""
         if not self.device.startswith("cuda"):
             return {"error": "ncu needs a CUDA GPU; the CPU backend has no hardware counters"}
-        return self.target.profile(kernel, sections, self.device, self.sink.cancel_event if self.sink else None)
+        return self.target.profile(kernel, sections, self.device, self.sink.cancel_event if self.sink else None,
+                                   together=together)
 
     def screen(self, kernel: str, source: str) -> Screen:
         from ..gates import cascade
@@ -301,8 +306,10 @@ class RecordedEvaluator:
     def launch_timing(self) -> dict[str, Any] | None:
         return self._memo("launch_timing", "graph", self.inner.launch_timing)
 
-    def profile(self, kernel: str, sections: tuple[str, ...]) -> dict[str, Any] | None:
-        return self._memo("profile", f"{kernel}:{','.join(sections)}", lambda: self.inner.profile(kernel, sections))
+    def profile(self, kernel: str, sections: tuple[str, ...],
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
+        return self._memo("profile", f"{kernel}:{','.join(sections)}",
+                          lambda: self.inner.profile(kernel, sections, together=together))
 
     def screen(self, kernel: str, source: str) -> Screen:
         key = candidate_key(kernel, source)

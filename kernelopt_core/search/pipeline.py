@@ -91,7 +91,8 @@ class Pipeline:
         with ctx.times.stage("facts"):
             facts = ctx.evaluator.facts([k.name for k, _ in targets]).get("kernels", {})
         avoid = ctx.experience.avoid_snapshot()
-        briefs = BriefStage(ctx, timing, make_room=lambda: self.checks.check_now(report))
+        briefs = BriefStage(ctx, timing, make_room=lambda: self.checks.check_now(report),
+                            kernels=tuple(k.name for k, _ in targets))
         beam = BeamStage(ctx, self.finalists, make_room=self._make_room)
         for index, (kernel, share) in enumerate(targets):
             ctx.sink.check_cancelled()

@@ -67,8 +67,8 @@ class Target(Protocol):
 
     def launch_timing(self, call: TaskCaller, worker: Any, device: str, workdir: str) -> dict[str, Any] | None: ...
 
-    def profile(self, kernel: str, sections: tuple[str, ...], device: str,
-                cancel: threading.Event | None) -> dict[str, Any] | None: ...
+    def profile(self, kernel: str, sections: tuple[str, ...], device: str, cancel: threading.Event | None,
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None: ...
 
     def time_candidate(self, call: TaskCaller, device: str, kernel: str, source: str, written: str | None,
                        rounds: int | None, workdir: str) -> dict[str, Any]: ...
@@ -128,18 +128,21 @@ class DumpTarget:
         except Exception as exc:  # noqa: BLE001 - the shares fall back to launch counts
             return {"error": f"{type(exc).__name__}: {exc}"}
 
-    def profile(self, kernel: str, sections: tuple[str, ...], device: str,
-                cancel: threading.Event | None) -> dict[str, Any] | None:
+    def profile(self, kernel: str, sections: tuple[str, ...], device: str, cancel: threading.Event | None,
+                together: tuple[str, ...] = ()) -> dict[str, Any] | None:
         from ..measure.ncu import NcuError
         from ..measure.ncu_profile import profile_graph
 
+        names = [kernel, *(k for k in together if k != kernel)]
         try:
-            profile = profile_graph(self._graph, kernels=[kernel], device=device, sections=sections)
+            profile = profile_graph(self._graph, kernels=names, device=device, sections=sections)
         except (NcuError, OSError, ValueError) as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
+        measured = {m.name for m in profile.kernels}
         metrics = next((m for m in profile.kernels if m.name == kernel or kernel in (m.name or "")), None)
         return {"metrics": metrics.to_json() if metrics else None, "notes": profile.notes,
-                "wall_s": profile.wall_s, "steps_s": profile.steps_s, "tuned": profile.tuned}
+                "wall_s": profile.wall_s, "steps_s": profile.steps_s, "tuned": profile.tuned,
+                "profiled_together": sorted(n for n in names[1:] if n in measured)}
 
     def time_candidate(self, call: TaskCaller, device: str, kernel: str, source: str, written: str | None,
                        rounds: int | None, workdir: str) -> dict[str, Any]:
