@@ -29,7 +29,8 @@ under a cap (a driver over the public Python API, as families.py):
 Writes ``level2_families.json`` and ``level2_families.md`` after every problem, and each dumped graph's source
 as ``work/<problem>/output_code.txt``. Knobs:
 ``KERNELOPT_GPU_BUDGET_S`` (default 560), ``KERNELOPT_LEVEL2_PER_PROBLEM_S`` (default 270: two problems a call),
-``KERNELOPT_LEVEL2_PROBLEMS=a,b`` (a subset), and the ones above. Imports only torch, triton and
+``KERNELOPT_LEVEL2_PROBLEMS=a,b`` (a subset), ``KERNELOPT_LEVEL2_NCU=1`` (ncu's seven sections for the
+kernels of at least 2% of the graph, one run a problem, before the candidates), and the ones above. Imports only torch, triton and
 kernelopt_core; never changes GPU clocks or settings.
 """
 
@@ -73,6 +74,7 @@ VARIANTS = env_int("KERNELOPT_LEVEL2_VARIANTS", 4)
 SEEDS = env_int("KERNELOPT_LEVEL2_SEEDS", 3)
 ROUNDS = env_int("KERNELOPT_LEVEL2_ROUNDS", 5)
 GATED = env_int("KERNELOPT_LEVEL2_GATED", 1)
+NCU = env_int("KERNELOPT_LEVEL2_NCU", 0)
 MIN_SHARE = 0.02  # kernels below this share of the graph are not rewritten (the search's own threshold)
 
 
@@ -103,6 +105,9 @@ def run_problem(name: str, out_dir: str, device: str, scale: str, cap_s: float) 
 
     peaks = peaks_in_process(device)
     entry["kernels"] = []
+    if NCU and device.startswith("cuda"):
+        entry["ncu"] = _ncu(graph, timing)
+        _write(out_dir, name, entry)
     for kernel in graph.kernels:
         row = _kernel_facts(graph, kernel, timing, peaks, device)
         entry["kernels"].append(row)
@@ -135,6 +140,34 @@ def _kernel_facts(graph: Any, kernel: Any, timing: Any, peaks: Any, device: str)
     row["declined"] = {n: why for n, why in status.items() if why is not None}
     row["context"] = ctx  # dropped before writing
     return row
+
+
+def _ncu(graph: Any, timing: Any) -> dict[str, Any]:
+    """ncu's seven sections for the Triton kernels of at least MIN_SHARE of the graph, in one run (the figures
+    the analyst reads, the warp stalls and the rules), with the run's wall time."""
+    from kernelopt_core.measure.ncu import DEFAULT_SECTIONS
+    from kernelopt_core.measure.ncu_profile import profile_graph
+
+    names = [k.name for k in graph.kernels
+             if timing.share_basis_ms and kernel_time_ms(graph, timing, k.name) / timing.share_basis_ms >= MIN_SHARE]
+    started = time.monotonic()
+    try:
+        profile = profile_graph(graph, kernels=names, device="cuda:0", sections=DEFAULT_SECTIONS, use_cache=False,
+                                timeout_s=120.0)
+    except Exception as exc:  # noqa: BLE001 - recorded
+        return failure(exc)
+    kept = ("duration_ns", "memory_pct", "dram_pct", "compute_pct", "achieved_occupancy_pct",
+            "theoretical_occupancy_pct", "registers", "block_size", "grid_size", "waves_per_sm", "l1_hit_pct",
+            "l2_hit_pct", "sm_busy_pct", "issue_slots_busy_pct", "no_eligible_pct", "warp_cycles_per_issued",
+            "dram_read_bytes", "dram_write_bytes", "sector_efficiency_pct")
+    kernels = {}
+    for metrics in profile.kernels:
+        row = {k: getattr(metrics, k) for k in kept}
+        row["rules"] = [f"{r.name}: {r.description[:300]}" for r in metrics.top_rules(6)]
+        row["stalls"] = {k: v for k, v in metrics.raw.items() if "Stall" in k or "stall" in k}
+        kernels[metrics.name] = row
+    return {"wall_s": round(time.monotonic() - started, 1), "steps_s": profile.steps_s, "kernels": kernels,
+            "notes": profile.notes}
 
 
 def _keep_source(path: str, copy: str) -> None:
