@@ -259,8 +259,6 @@ def make_inputs(pattern: Pattern, device: str, sizes: tuple[int, int, int, int] 
 
 def check(pattern: Pattern, device: str = "cpu") -> dict[str, Any]:
     """Every variant against the float64 reference at a small size (the interpreter on the CPU)."""
-    import torch
-
     batch, channels, size, groups = CHECK_SIZES[pattern.name]
     small = Pattern(pattern.name, batch, channels, size, groups, pattern.tail, pattern.predicted)
     t = make_inputs(small, device, (batch, channels, size, groups))
@@ -315,7 +313,6 @@ def run_pattern(pattern: Pattern, deadline: float) -> dict[str, Any]:
     stats_compiled = torch.compile(inductor_stats, mode="max-autotune-no-cudagraphs")
     stats_compiled(*args[:3])
     row["inductor_stats_ms"] = time_ms(lambda: stats_compiled(*args[:3]))
-    row["floor_ms_one_read"] = None
     row["stats"] = []
     best_mean, best_rstd, best_ms = None, None, math.inf
     for variant in STATS_VARIANTS:
@@ -350,8 +347,6 @@ def run_pattern(pattern: Pattern, deadline: float) -> dict[str, Any]:
         if best_apply is not None:
             row["best_stats_plus_apply_ms"] = best_ms + best_apply
             row["tail_speedup"] = row["inductor_tail_ms"] / (best_ms + best_apply)
-    del t, args
-    torch.cuda.empty_cache()
     return row
 
 
@@ -399,6 +394,7 @@ def run(out_dir: str) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - one pattern's failure is recorded
             result["patterns"].append({"pattern": pattern.name, **failure(exc)})
         torch._dynamo.reset()
+        torch.cuda.empty_cache()
         with open(os.path.join(out_dir, "explore_groupnorm_tail.json"), "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1, default=str)
         with open(os.path.join(out_dir, "explore_groupnorm_tail.md"), "w", encoding="utf-8") as f:
