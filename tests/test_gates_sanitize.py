@@ -443,7 +443,8 @@ def test_gate_2_starts_the_tools_staged_where_there_is_no_room_and_gate_3_lets_t
     common = CommonSettings.read(PayloadReader({}))  # a default configuration's
     graph_tasks._sanitize_ahead(GateRequest(finalist, common, KernelSettings.from_json({"sanitize_ahead": True})))
     assert waiting.wait(10) and not seen.get("opened")  # staged: begun, waiting for gate 3
-    future, beside = graph_tasks._begin_sanitize(GateRequest(finalist, common, ModelSettings.from_json({})))
+    claimed = sanitize.claim_sanitizer("finalist-e.py")  # gate 3's first step: the gate opens
+    future, beside = graph_tasks._begin_sanitize(GateRequest(finalist, common, ModelSettings.from_json({})), claimed)
     assert future.done() and not beside and seen["opened"] is True
     assert future.result().note == "compute-sanitizer: memcheck 0 errors (1.0 s)"
     assert not os.path.exists(seen["gate"].directory)  # type: ignore[attr-defined]
@@ -485,3 +486,26 @@ def test_the_target_compiles_in_its_own_process_and_only_it_is_instrumented(tmp_
     from kernelopt_core.gates.sanitize import _target_env
 
     assert _target_env(str(tmp_path))["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+
+
+def test_gate_3_opens_a_staged_run_before_it_loads_the_graphs(monkeypatch: Any) -> None:
+    """A run gate 2 began staged takes the device while gate 3 loads the baseline and the candidate (they hold no
+    buffers); when the candidate does not load, the run is ended before gate 3 returns."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from kernelopt_core.gates.tasks import graph
+
+    order: list[str] = []
+    run: Future[Any] = Future()
+    monkeypatch.setattr(sanitize, "claim_sanitizer", lambda key: order.append(f"claim {key}") or (run, True))
+    monkeypatch.setattr(sanitize, "abandon_sanitizer", lambda future: order.append(f"abandon {future is run}"))
+    monkeypatch.setattr(graph, "_load_baseline", lambda path, device: order.append("load baseline"))
+    monkeypatch.setattr(graph, "_candidate_of", lambda request: SimpleNamespace(process=None))
+    failure = {"passed": False, "reason": "the candidate's graph does not load"}
+    monkeypatch.setattr(graph, "_load_candidate_graph",
+                        lambda slot, path: order.append("load candidate") or failure)
+    request = SimpleNamespace(device="cpu", target=SimpleNamespace(graph="g.py", restitched="finalist.py"),
+                              settings=SimpleNamespace(seeds=(0,), tolerance=1e-4))
+    assert graph._model_gate(request) is failure  # type: ignore[arg-type]
+    assert order == ["claim finalist.py", "load baseline", "load candidate", "abandon True"]

@@ -323,6 +323,17 @@ def claim_sanitizer(key: str) -> tuple[Future[SanitizerReport], bool] | None:
     return future, gate is not None
 
 
+def abandon_sanitizer(future: Future[SanitizerReport]) -> None:
+    """A claimed run whose gate 3 ended before reading it (its graph did not load): its tools end now, so that
+    nothing runs beside the next task."""
+    for pid in list(_LIVE):
+        end_tree(pid)
+    try:
+        future.result()
+    except Exception:  # noqa: BLE001 - only its end matters here
+        pass
+
+
 def settle_sanitizer(keep: str | None = None) -> None:
     """End a sanitizer run still going beside other work (its finalist's gates ended without needing it: a
     rejection), unless it is the run of the finalist ``keep`` (its gate 3 takes it)."""

@@ -463,26 +463,36 @@ def _model_gate(request: ModelRequest) -> TaskReply:
     from ...sandbox.process import SandboxError
     from ..float64_reference import ReferenceUnavailable, find_fx_graph_runnable, load_reference
     from ..model import check_seed, judge_structure
+    from ..sanitize import abandon_sanitizer, claim_sanitizer
     from ..step_clock import StepClock
 
     device, target = request.device, request.target
     seeds, tolerance = request.settings.seeds, request.settings.tolerance
     _reset_peak(device)
     clock = StepClock(device)  # where gate 3's time goes (a finalist's cost, which the search's budget plans by)
-    with clock("load_baseline"):
-        baseline = _load_baseline(target.graph, device)
+    with clock("sanitizer_open"):
+        # a run gate 2 began staged takes the device now, while the graphs below load (they hold no buffers)
+        claimed = claim_sanitizer(target.restitched)
     try:
+        with clock("load_baseline"):
+            baseline = _load_baseline(target.graph, device)
         with clock("load_candidate"):
             slot = _candidate_of(request)
             process = slot.process
             load_failure = _load_candidate_graph(slot, target.restitched)
-            if load_failure is not None:
-                return load_failure
     except SandboxError as exc:
-        return _sandbox_failure(exc, "the candidate's process")
+        load_failure = _sandbox_failure(exc, "the candidate's process")
+    except BaseException:
+        if claimed is not None:
+            abandon_sanitizer(claimed[0])
+        raise
+    if load_failure is not None:
+        if claimed is not None:
+            abandon_sanitizer(claimed[0])
+        return load_failure
     containment = _containment(process)
     with clock("sanitizer"):
-        sanitizing, beside = _begin_sanitize(request)  # beside the seeds below where there is room, else now
+        sanitizing, beside = _begin_sanitize(request, claimed)  # beside the seeds below where there is room
     rejected = sanitizer_rejection(sanitizing.result(), containment) if sanitizing.done() else None
     if rejected is not None:
         return rejected
@@ -599,15 +609,15 @@ def _model_gate(request: ModelRequest) -> TaskReply:
                           f"(max |diff| {numbers['max_abs_diff']:.3g}); {sanitizer.note}", **numbers)
 
 
-def _begin_sanitize(request: ModelRequest) -> tuple[Any, bool]:
-    """:func:`_sanitize` for gate 3: the run its gate 2 began, else one on a thread of its own when the device has
-    room for its targets, else now (a future either way); and whether it runs beside other work."""
+def _begin_sanitize(request: ModelRequest, claimed: tuple[Any, bool] | None) -> tuple[Any, bool]:
+    """:func:`_sanitize` for gate 3: the run its gate 2 began (``claimed``: :func:`claim_sanitizer`'s answer),
+    else one on a thread of its own when the device has room for its targets, else now (a future either way);
+    and whether it runs beside other work. A staged run is waited for here: its targets hold the device."""
     from concurrent.futures import wait
 
-    from ..sanitize import begin_sanitizer, claim_sanitizer, graph_working_set_bytes, room_beside
+    from ..sanitize import begin_sanitizer, graph_working_set_bytes, room_beside
 
     target = request.target
-    claimed = claim_sanitizer(target.restitched)
     if claimed is not None:
         ahead, staged = claimed
         if staged:  # its targets loaded beside gate 2 and take the device now: done before the seeds
