@@ -19,7 +19,7 @@ geomean vs max-autotune >= 1.15x with 0 regressions. It writes ``budget_six.json
 (``campaign/``: results.json, report.md, each run's report.md with its per-candidate times under
 ``work/<problem>/runs/``). Knobs: ``KERNELOPT_GPU_BUDGET_S`` (the whole call, default 560: the
 campaign is stopped then), ``KERNELOPT_BUDGET_SIX_S`` (per-problem budget, default 180),
-``KERNELOPT_BUDGET_SIX_PROBLEMS`` (comma-separated subset), ``KERNELOPT_BUDGET_SIX_GPUS``,
+``KERNELOPT_BUDGET_SIX_PROBLEMS`` (comma-separated kbscale names, or ``level2/NAME`` for another set's), ``KERNELOPT_BUDGET_SIX_GPUS``,
 ``KERNELOPT_BUDGET_SIX_DEVICE`` (default auto), ``KERNELOPT_BUDGET_SIX_RESUME_FROM`` (an earlier
 ``campaign/`` folder whose finished problems are kept: the six may span device calls),
 ``KERNELOPT_BUDGET_SIX_CONFIG=1`` (``--allow-config-changes``: each problem's configuration check runs
@@ -64,6 +64,13 @@ def _visible_gpus() -> int:
         return 0
 
 
+def problem_path(name: str) -> str:
+    """A kbscale problem by name, or another set's as ``SET/name`` (``level2/conv2d_add_scale_sigmoid_groupnorm``)."""
+    if "/" in name:
+        return os.path.join(os.path.dirname(SUITE), f"{name}.py")
+    return os.path.join(SUITE, f"{name}.py")
+
+
 def _suite(out_dir: str, problems: list[str]) -> str:
     """A suite folder holding the chosen problems and nothing else (copies: the campaign reads the
     folder's files). It starts empty: on a warm device machine an earlier call's suite is still there,
@@ -72,7 +79,9 @@ def _suite(out_dir: str, problems: list[str]) -> str:
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     for name in problems:
-        shutil.copy(os.path.join(SUITE, f"{name}.py"), os.path.join(folder, f"{name}.py"))
+        copy = os.path.join(folder, f"{name}.py")  # SET/name keeps its folder: the campaign reads the level there
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        shutil.copy(problem_path(name), copy)
     return folder
 
 
@@ -229,9 +238,9 @@ def run(out_dir: str) -> dict[str, Any]:
     budget_s = env_float("KERNELOPT_BUDGET_SIX_S", 180.0)
     device = env_text("KERNELOPT_BUDGET_SIX_DEVICE", "auto")
     problems = env_list("KERNELOPT_BUDGET_SIX_PROBLEMS") or list(SIX)
-    unknown = [n for n in problems if not os.path.isfile(os.path.join(SUITE, f"{n}.py"))]
+    unknown = [n for n in problems if not os.path.isfile(problem_path(n))]
     if unknown:
-        raise SystemExit(f"no such kbscale problem: {', '.join(unknown)}")
+        raise SystemExit(f"no such problem (kbscale, or SET/name under benchmarks/problems): {', '.join(unknown)}")
     os.makedirs(out_dir, exist_ok=True)
     campaign = os.path.join(out_dir, "campaign")
     resumed = seed_campaign(campaign, env_text("KERNELOPT_BUDGET_SIX_RESUME_FROM"))
