@@ -125,6 +125,37 @@ def stats_combine(x_ptr, bias_ptr, scale_ptr, part_ptr, mean_ptr, rstd_ptr, HW, 
 
 
 @triton.jit
+def stats_rows(x_ptr, bias_ptr, scale_ptr, mean_ptr, rstd_ptr, HW, eps, C: tl.constexpr, G: tl.constexpr,
+               XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr, TAIL: tl.constexpr):
+    """Inductor's layout of the work: row x = (n, g) walks its group's Cg channels of every pixel, XBLOCK rows a
+    program. XBLOCK = G puts a sample's groups in one program: each tile then covers whole pixels."""
+    CG: tl.constexpr = C // G
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+    n = x // G
+    g = x % G
+    r_numel = HW * CG
+    base = n.to(tl.int64) * HW * C + g * CG
+    first_c = g * CG + tl.arange(0, R0_BLOCK)[None, :] % CG
+    shift = tl.sum(_pre(tl.load(x_ptr + base + tl.arange(0, R0_BLOCK)[None, :] % CG), tl.load(bias_ptr + first_c),
+                        tl.load(scale_ptr + first_c), TAIL), axis=1)[:, None] / R0_BLOCK
+    acc = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    acc2 = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    for r0 in range(0, r_numel, R0_BLOCK):
+        r = r0 + tl.arange(0, R0_BLOCK)[None, :]
+        inside = r < r_numel
+        c = g * CG + r % CG
+        v = tl.load(x_ptr + base + (r // CG) * C + r % CG, mask=inside, other=0.0)
+        d = tl.where(inside, _pre(v, tl.load(bias_ptr + c), tl.load(scale_ptr + c), TAIL) - shift, 0.0)
+        acc += d
+        acc2 += d * d
+    count = r_numel * 1.0
+    m = tl.sum(acc, axis=1)[:, None] / count
+    var = tl.maximum(tl.sum(acc2, axis=1)[:, None] / count - m * m, 0.0)
+    tl.store(mean_ptr + x, m + shift)
+    tl.store(rstd_ptr + x, 1.0 / tl.sqrt(var + eps))
+
+
+@triton.jit
 def _tanh_exp(y):
     e = tl.exp(-2.0 * tl.abs(y))
     t = (1.0 - e) / (1.0 + e)
@@ -205,6 +236,8 @@ class StatsVariant:
 
 STATS_VARIANTS = tuple(StatsVariant(split, s_block, warps) for split, s_block, warps in (
     (8, 32, 4), (8, 64, 8), (16, 32, 4), (16, 64, 8), (32, 32, 4), (32, 16, 4), (64, 16, 4), (4, 64, 8)))
+# Inductor's rows (x = sample, group): (XBLOCK, R0_BLOCK, warps); XBLOCK = G is filled in per pattern (0 here)
+ROWS_VARIANTS = ((1, 2048, 8), (1, 4096, 16), (0, 256, 8), (0, 512, 16), (0, 128, 4))
 APPLY_VARIANTS = tuple((p_block, warps, fast) for p_block, warps, fast in (
     (16, 4, False), (32, 4, False), (32, 8, False), (64, 8, False), (16, 4, True), (32, 4, True), (64, 8, True)))
 
@@ -226,6 +259,27 @@ def run_stats(pattern: Pattern, variant: StatsVariant, x: Any, bias: Any, scale:
                             TAIL=pattern.tail, num_warps=4)
 
     return launch, mean, rstd
+
+
+def run_rows(pattern: Pattern, xblock: int, r_block: int, warps: int, x: Any, bias: Any, scale: Any
+             ) -> tuple[Any, Any, Any]:
+    import torch
+
+    n, c, hw = x.shape[0], x.shape[1], x.shape[2] * x.shape[3]
+    xblock = xblock or pattern.groups
+    mean = torch.empty(n * pattern.groups, device=x.device, dtype=torch.float32)
+    rstd = torch.empty_like(mean)
+
+    def launch() -> None:
+        stats_rows[(n * pattern.groups // xblock,)](x, bias, scale, mean, rstd, hw, EPS, C=c, G=pattern.groups,
+                                                    XBLOCK=xblock, R0_BLOCK=r_block, TAIL=pattern.tail,
+                                                    num_warps=warps)
+
+    return launch, mean, rstd
+
+
+def rows_name(pattern: Pattern, xblock: int, r_block: int, warps: int) -> str:
+    return f"rows XBLOCK={xblock or pattern.groups} R0_BLOCK={r_block} warps={warps}"
 
 
 def run_apply(pattern: Pattern, p_block: int, warps: int, fast: bool, x: Any, bias: Any, mean: Any, rstd: Any,
@@ -268,6 +322,12 @@ def check(pattern: Pattern, device: str = "cpu") -> dict[str, Any]:
         launch, mean, rstd = run_stats(small, variant, t["x"], t["bias"], t["scale"])
         launch()
         out[variant.name] = {
+            "mean_err": float((mean.double().view(batch, groups) - want_mean).abs().max()),
+            "rstd_rel_err": float(((rstd.double().view(batch, groups) - want_rstd) / want_rstd).abs().max())}
+    for xblock, _, warps in ROWS_VARIANTS[:1] + ROWS_VARIANTS[2:3]:
+        launch, mean, rstd = run_rows(small, xblock, 16, warps, t["x"], t["bias"], t["scale"])
+        launch()
+        out["stats " + rows_name(small, xblock, 16, warps)] = {
             "mean_err": float((mean.double().view(batch, groups) - want_mean).abs().max()),
             "rstd_rel_err": float(((rstd.double().view(batch, groups) - want_rstd) / want_rstd).abs().max())}
     if small.tail == "lse":
@@ -329,6 +389,18 @@ def run_pattern(pattern: Pattern, deadline: float) -> dict[str, Any]:
                              "gb_per_s": ideal / ms / 1e6})
         if ms < best_ms and rstd_err < 1e-4:
             best_mean, best_rstd, best_ms = mean, rstd, ms
+    for xblock, r_block, warps in ROWS_VARIANTS:
+        name = rows_name(pattern, xblock, r_block, warps)
+        if time.monotonic() > deadline:
+            row["stats"].append({"variant": name, "skipped": "out of time"})
+            continue
+        launch, mean, rstd = run_rows(pattern, xblock, r_block, warps, *args[:3])
+        launch()
+        ms = time_ms(launch)
+        row["stats"].append({"variant": name, "ms": ms,
+                             "mean_err": float((mean.double().view(-1, groups) - want_mean).abs().max()),
+                             "rstd_rel_err": float(((rstd.double().view(-1, groups) - want_rstd) / want_rstd).abs().max()),
+                             "speedup_vs_inductor_stats": row["inductor_stats_ms"] / ms, "gb_per_s": ideal / ms / 1e6})
     if pattern.tail == "lse" and best_mean is not None:
         want = got.flatten()
         row["apply"] = []
