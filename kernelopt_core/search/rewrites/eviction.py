@@ -1,7 +1,7 @@
 """Cache and eviction hints on loads and stores.
 
-Data read once per program (indexed by the program's rows) streams through: ``evict_first``,
-optionally ``.cg`` (skip L1). Data every program re-reads (weights, a bias: indexed without
+Data read once per program (indexed by the program's rows) streams through: ``evict_first``, or
+``.cg`` (skip L1; never both on one load: ptxas refuses the pair). Data every program re-reads (weights, a bias: indexed without
 the row index) should stay: ``evict_last``. Stores of results nobody re-reads soon: ``.cs``.
 """
 
@@ -75,7 +75,8 @@ def rewrite_hints(text: str, streaming: str | None, reused: str | None, cache_mo
 
 _VARIANTS = [
     ("stream rows, keep shared data", "evict_first", "evict_last", None, None),
-    ("stream rows through L2 only (.cg), keep shared data", "evict_first", "evict_last", ".cg", None),
+    # .cg alone: ptxas refuses ".evict_first cannot be combined with .cg" (sm_90, H100, session 18)
+    ("stream rows through L2 only (.cg), keep shared data", None, "evict_last", ".cg", None),
     ("streaming stores (.cs), stream rows, keep shared data", "evict_first", "evict_last", None, ".cs"),
     ("no eviction hints", None, None, None, None),
     ("keep everything resident", "evict_last", "evict_last", None, None),
