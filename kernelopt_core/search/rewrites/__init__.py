@@ -9,6 +9,7 @@ passes); the last two propose launcher candidates (docs/launchers.md).
 from __future__ import annotations
 
 from .base import Rewrite, RewriteContext, RewriteFamily
+from .channel_groups import ChannelGroupsFamily
 from .cooperative_rows import CooperativeRowsFamily
 from .declaration import CauseCall, FamilyDeclaration, register_families
 from .eviction import EvictionHintsFamily
@@ -88,6 +89,13 @@ FAMILIES: dict[str, RewriteFamily] = register_families(
     (ShiftedMomentsFamily(), FamilyDeclaration(
         directions={"cheaper-math": 1, "vectorize-loads": 2},
         causes=(), device_order={"cpu": 2, "cuda": 2}, traffic_efficiency=None)),
+    # Applies only to statistics of a channels-last tensor whose rows read part of each pixel (a group or
+    # instance norm after a conv, level 2), so an early place costs other kernels nothing. Its efficiency is
+    # split_programs' (the same partials and finish kernel), not yet measured for this family.
+    (ChannelGroupsFamily(), FamilyDeclaration(
+        directions={"coalesce-access": 3},
+        causes=(CauseCall("strided-access", "launcher", 3),),
+        device_order={"cuda": 2}, traffic_efficiency=0.80)),
     # A project's own kernels (docs/user-kernels.md); not applicable to Inductor's.
     (UserAutotuneFamily(), FamilyDeclaration(
         directions={}, causes=(), device_order={"cpu": 1, "cuda": 1}, traffic_efficiency=None)),

@@ -1,0 +1,112 @@
+"""The channel_groups family: a channels-last tensor's group statistics read a whole pixel at a time.
+
+On a graph compiled for the CPU backend (tests/optimize_problems/conv_group_norms.py: a conv kept
+channels-last, a group norm over groups of 4 channels, an instance norm split by Inductor into chunks):
+which kernels it recognises and with which grouping, what it declines and why, and its launchers through
+gates 2 and 3 (the interpreter, shuffled program orders compared bitwise, the float64 model reference).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import compile_example
+
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.launchers import is_launcher_source
+from kernelopt_core.search.rewrites import FAMILIES, RewriteContext, parse_kernel_module
+from kernelopt_core.search.rewrites.channel_groups import (
+    Grouping,
+    GroupShape,
+    find_grouping,
+    group_shapes,
+    launcher_source,
+)
+from kernelopt_core.search.rewrites.reduction_passes import NotTransformable, decompose
+
+PROBLEM = Path(__file__).resolve().parent / "optimize_problems" / "conv_group_norms.py"
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory):
+    saved = os.environ.get("TORCHINDUCTOR_PERSISTENT_REDUCTIONS")
+    os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = "0"  # looped statistics, as at level 2's sizes
+    try:
+        dump = compile_example(PROBLEM, tmp_path_factory.mktemp("conv_group_norms"))
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_PERSISTENT_REDUCTIONS", None)
+        else:
+            os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = saved
+    return parse_output_code(str(dump))
+
+
+def context(source: str, name: str, device: str = "cuda") -> RewriteContext:
+    module = parse_kernel_module(source, name)
+    ctx = RewriteContext(module=module, original=module, device=device)
+    ctx.evidence.update(sm_count=132)
+    return ctx
+
+
+def _stats(graph, fragment: str):
+    return [k for k in graph.kernels if k.kind == "red" and fragment in k.name and "logsumexp" not in k.name]
+
+
+def test_the_group_statistics_read_whole_pixels_of_a_sample(graph) -> None:
+    (group,) = _stats(graph, "native_group_norm")
+    kernel = decompose(parse_kernel_module(group.source, group.name))
+    # rows (sample, group) of 4 channels over 400 pixels of 16 channels: 2 samples x 4 groups
+    assert find_grouping(kernel) == Grouping(groups=4, per_group=4, pixels=400, samples=2)
+    for shape in group_shapes(find_grouping(kernel), 132):
+        assert shape.chunks * shape.chunk >= 400 and shape.chunk % shape.pixels == 0
+
+
+def test_the_split_instance_statistics_are_recognised_with_groups_of_one_channel(graph) -> None:
+    first_stages = [k for k in _stats(graph, "batch_norm") if k.source.count("6400*(x0 // 16)")]
+    assert first_stages, "Inductor split the instance norm's statistics differently"
+    kernel = decompose(parse_kernel_module(first_stages[0].source, first_stages[0].name))
+    grouping = find_grouping(kernel)
+    assert (grouping.groups, grouping.per_group) == (16, 1)  # a pixel's 16 channels, one row each
+
+
+def test_what_the_family_declines(graph) -> None:
+    family = FAMILIES["channel_groups"]
+    (group,) = _stats(graph, "native_group_norm")
+    assert family.not_applicable(context(group.source, group.name, device="cpu")) == family.cpu_reason
+    assert family.not_applicable(context(group.source, group.name)) is None
+    # the same statistics over a contiguous (NCHW) tensor: nothing to gain
+    contiguous = group.source.replace("r0_2 + 4*x0 + 16*r0_3 + 6400*x1", "r0_index + 1600*xindex")
+    assert "no load reads the pixels of adjacent rows" in family.not_applicable(context(contiguous, group.name))
+    # the logsumexp over channels (max, then the sum of exponentials): two passes
+    (lse,) = [k for k in graph.kernels if "logsumexp" in k.name]
+    assert family.not_applicable(context(lse.source, lse.name)) == "2 passes: rewrites a one-pass statistic"
+    with pytest.raises(NotTransformable):
+        find_grouping(decompose(parse_kernel_module(contiguous, group.name)))
+
+
+def test_the_launchers_pass_gates_2_and_3_on_the_cpu_backend(graph, tmp_path: Path) -> None:
+    from kernelopt_core.gates import CascadeConfig, run_cascade
+    from kernelopt_core.gates.static import check_source
+
+    recognised = [k for k in graph.kernels if k.kind == "red"
+                  and FAMILIES["channel_groups"].not_applicable(context(k.source, k.name)) is None]
+    assert len(recognised) >= 2  # the group norm's statistics and the instance norm's first stage
+    for kernel in recognised:
+        variants = FAMILIES["channel_groups"].variants(context(kernel.source, kernel.name))
+        assert variants and all(is_launcher_source(v.source, kernel.name) for v in variants)
+    (group,) = _stats(graph, "native_group_norm")
+    kernel = decompose(parse_kernel_module(group.source, group.name))
+    # 3 chunks of 160 pixels, 32 a trip: several trips per program (Welford's first-trip flag) and a short last
+    # chunk (400 pixels), what the variants' shapes reach only at real sizes
+    source = launcher_source(kernel, find_grouping(kernel), GroupShape(pixels=32, chunks=3, chunk=160, num_warps=4))
+    report = check_source(group.source, group.name, source)
+    assert report.ok, [f.describe() for f in report.findings]
+    light = {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1, "input_sets": False}
+    result = run_cascade(graph, {group.name: source},
+                         CascadeConfig(run_gates=(2, 3), device="cpu", workdir=str(tmp_path), **light))
+    assert result.accepted, result.reason
+    kernel_gate, model_gate = result.gates
+    assert kernel_gate.passed and model_gate.passed
+    assert "re-runs" in kernel_gate.reason  # shuffled program orders, compared bitwise
