@@ -5,9 +5,10 @@ then gives each program one (sample, group) row, whose elements are that group's
 pixel: Cg contiguous values, C apart. At KernelBench level 2's problem 92 each row reads 16 useful bytes
 of every 256-byte pixel. This launcher runs Inductor's own loop body at the same (row, element) pairs,
 arranged so that one tile holds whole pixels: program (n, k) covers sample n's G rows over its k-th
-chunk of pixels, tile [PIX, C] with row ``x = n*G + c // Cg`` and element ``r = p*Cg + c % Cg``. The
-accumulators are folded into the G rows with Inductor's own reduction call and kept as the chunk's
-partials; split_programs' finish kernel combines a row's partials and runs the post-loop code.
+chunk of pixels, tile [C, PIX] with row ``x = n*G + c // Cg`` and element ``r = p*Cg + c % Cg`` (rows
+down the tile, as in Inductor's [XBLOCK, R0_BLOCK]). The accumulators are folded into the G rows
+with Inductor's own reduction call and kept as the chunk's partials; split_programs' finish kernel combines
+a row's partials and runs the post-loop code.
 
 Every (row, element) pair is visited exactly once whatever the loads are, so the result is Inductor's up
 to the order of the reduction. The loads only decide the speed: the family applies where a load of the
@@ -25,7 +26,7 @@ from .cost_model import near_speed_of_light, plan_text, sm_count, traffic_plan
 from .kernel_source import next_pow2
 from .launcher_text import Lines, launch, prologue, scratch
 from .reduction_family import ReductionLauncherFamily
-from .reduction_passes import ROW_SETUP, NotTransformable, ReductionKernel, decompose, is_call
+from .reduction_passes import ROW_SETUP, NotTransformable, Pass, ReductionKernel, decompose, is_call
 from .split_programs import _final, _part, _partials, finish_kernel, kernel_parameters
 
 MAX_CHANNELS = 512  # C: one tile row holds a pixel's channels
@@ -87,10 +88,11 @@ def _index_value(node: ast.expr, env: dict[str, object]) -> object:
 
 
 def _load_offsets(kernel: ReductionKernel, x: object, r: object) -> list[object]:
-    """The element offset of every load in the pass that depends on the row's elements, at rows ``x`` and
+    """The element offset of every load in the passes that depends on the row's elements, at rows ``x`` and
     elements ``r`` (numpy arrays of one shape)."""
     env: dict[str, object] = {"xindex": x, "r0_index": r, "rindex": r}
-    for stmt in [*kernel.header, *kernel.passes[0].body]:
+    body = [stmt for p in kernel.passes for stmt in p.body]
+    for stmt in [*kernel.header, *body]:
         node = stmt.node
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
@@ -101,7 +103,7 @@ def _load_offsets(kernel: ReductionKernel, x: object, r: object) -> list[object]
             except NotTransformable:
                 continue  # not index arithmetic (a mask, a value): loads that read it are not checked
     offsets = []
-    for stmt in kernel.passes[0].body:
+    for stmt in body:
         for call in ast.walk(stmt.node):
             if not (is_call(call, "tl.load") and call.args):
                 continue
@@ -167,9 +169,9 @@ def row_strided(kernel: ReductionKernel, grouping: Grouping) -> bool:
 # --- the launcher ---------------------------------------------------------------------------------------
 
 
-def group_kernel(kernel: ReductionKernel, grouping: Grouping, name: str) -> str:
-    """The pass over (sample, chunk of pixels), tile [PIX, C]; writes each of the G rows' partials."""
-    p = kernel.passes[0]
+def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str) -> str:
+    """The pass ``p`` over (sample, chunk of pixels), tile [C, PIX] (rows down, as Inductor's [XBLOCK,
+    R0_BLOCK]): writes each of the G rows' partials of its reductions."""
     g, cg, hw = grouping.groups, grouping.per_group, grouping.pixels
     lines = Lines()
     lines.add("@triton.jit")
@@ -177,7 +179,7 @@ def group_kernel(kernel: ReductionKernel, grouping: Grouping, name: str) -> str:
         for stmt in kernel.constants:
             lines.add(stmt.text())
         lines.add("_ko_n = tl.program_id(0)\n_ko_s = tl.program_id(1)")
-        lines.add("_ko_c = tl.arange(0, R0_BLOCK)[None, :]")
+        lines.add("_ko_c = tl.arange(0, XBLOCK)[:, None]")
         lines.add(f"xoffset = _ko_n * {g}\nxindex = xoffset + _ko_c // {cg}\nxmask = xindex < xnumel")
         for stmt in kernel.header:
             if stmt is kernel.xoffset or stmt.targets & HEADER_REPLACED:
@@ -185,8 +187,8 @@ def group_kernel(kernel: ReductionKernel, grouping: Grouping, name: str) -> str:
             lines.add(stmt.text())
         lines.add("_ko_start = _ko_s * CHUNK")
         lines.add(f"_ko_end = tl.minimum(_ko_start + CHUNK, {hw})")
-        with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, XBLOCK):"):
-            lines.add("_ko_pix = _ko_p + tl.arange(0, XBLOCK)[:, None]")
+        with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, R0_BLOCK):"):
+            lines.add("_ko_pix = _ko_p + tl.arange(0, R0_BLOCK)[None, :]")
             lines.add("r0_offset = _ko_p - _ko_start")  # 0 on the first trip: Welford's first-iteration flag
             lines.add(f"r0_index = _ko_pix * {cg} + _ko_c % {cg}")
             lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
@@ -195,18 +197,21 @@ def group_kernel(kernel: ReductionKernel, grouping: Grouping, name: str) -> str:
                 if stmt.targets & set(ROW_SETUP):
                     continue
                 lines.add(stmt.text())
-        for i, reduction in enumerate(p.reductions):
-            folded = []
-            for c, acc in enumerate(reduction.accumulators):
-                name_c = f"_ko_fold{i}_{c}"
-                # [PIX, C] -> [G, Cg x PIX]: a row's elements of this chunk side by side
-                lines.add(f"{name_c} = tl.reshape(tl.trans({acc.name}), [{g}, {cg} * XBLOCK])")
-                folded.append(name_c)
-            results = [f"_ko_p{i}_{c}" for c in range(reduction.arity)]
-            lines.add(f"{', '.join(results)} = {reduction.call_with(folded)}")
-            lines.add(f"_ko_rows = _ko_n * {g} + tl.arange(0, {g})")
-            for c, value in enumerate(results):
-                lines.add(f"tl.store({_part(0, i, c)} + (_ko_rows * S + _ko_s), {value})")
+        if p.reductions:
+            level = kernel.levels.index(p)
+            lines.add(f"_ko_rows = xoffset + tl.arange(0, {g})")
+            for i, reduction in enumerate(p.reductions):
+                folded = []
+                for c, acc in enumerate(reduction.accumulators):
+                    # [C, PIX] -> [G, Cg x PIX]: a row's elements of this chunk side by side
+                    lines.add(f"_ko_fold{i}_{c} = tl.reshape({acc.name}, [{g}, {cg} * R0_BLOCK])")
+                    folded.append(f"_ko_fold{i}_{c}")
+                results = [f"_ko_p{i}_{c}" for c in range(reduction.arity)]
+                lines.add(f"{', '.join(results)} = {reduction.call_with(folded)}")
+                for c, value in enumerate(results):
+                    lines.add(f"tl.store({_part(level, i, c)} + (_ko_rows * S + _ko_s), {value})")
+        elif p.post_stores:
+            raise NotTransformable("stores after a loop that ends in no reduction")
     return lines.text()
 
 
@@ -222,12 +227,17 @@ def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupSha
     args = [*kernel.runtime_params, *(_part(lv, i, c) for lv, i, c, _, _ in values),
             *(_final(lv, i, c) for lv, i, c, _, _ in values)]
     s_meta = {"CHUNK": shape.chunk, "S": shape.chunks, "S_BLOCK": max(2, next_pow2(shape.chunks))}
-    group_name, finish_name = f"{name}_groups", f"{name}_finish0"
-    kernels = [group_kernel(kernel, grouping, group_name), finish_kernel(kernel, kernel.passes[0], finish_name)]
-    body.add(launch(group_name, (grouping.samples, shape.chunks), args,
-                    {"XBLOCK": shape.pixels, "R0_BLOCK": grouping.channels, **s_meta}, shape.num_warps))
-    body.add(launch(finish_name, (kernel.xnumel,), args, {"XBLOCK": 1, "R0_BLOCK": grouping.channels, **s_meta},
-                    4 if shape.chunks >= 128 else 1))
+    kernels: list[str] = []
+    for p in kernel.passes:
+        group_name = f"{name}_groups{p.index}"
+        kernels.append(group_kernel(kernel, p, grouping, group_name))
+        body.add(launch(group_name, (grouping.samples, shape.chunks), args,
+                        {"XBLOCK": grouping.channels, "R0_BLOCK": shape.pixels, **s_meta}, shape.num_warps))
+        if p.reductions:
+            finish_name = f"{name}_finish{p.index}"
+            kernels.append(finish_kernel(kernel, p, finish_name))
+            body.add(launch(finish_name, (kernel.xnumel,), args,
+                            {"XBLOCK": 1, "R0_BLOCK": shape.pixels, **s_meta}, 4 if shape.chunks >= 128 else 1))
     return (prologue(kernel.module) + "\n\n" + "\n\n".join(kernels) + "\n\n"
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
 
@@ -253,7 +263,7 @@ class ChannelGroupsFamily(ReductionLauncherFamily):
     cpu_reason = "the CPU interpreter reads memory the same in any order: nothing to gain"
 
     def declines(self, ctx: RewriteContext, kernel: ReductionKernel) -> str | None:
-        if len(kernel.passes) != 1 or len(kernel.levels) != 1:
+        if len(kernel.passes) != 1 or not kernel.passes[0].reductions:
             return f"{len(kernel.passes)} passes: rewrites a one-pass statistic"
         hazard = kernel.split_hazard()
         if hazard:
