@@ -3,16 +3,14 @@
 After a conv Inductor keeps the output channels-last. A group (or instance) norm's statistics kernel
 then gives each program one (sample, group) row, whose elements are that group's Cg channels of every
 pixel: Cg contiguous values, C apart. At KernelBench level 2's problem 92 each row reads 16 useful bytes
-of every 256-byte pixel. This launcher runs Inductor's own loop body at the same (row, element) pairs,
-arranged so that one tile holds whole pixels: program (n, k) covers sample n's G rows over its k-th
+of every 256-byte pixel. This launcher runs Inductor's loop body at the same (row, element) pairs, arranged
+so that one tile holds whole pixels: program (n, k) covers sample n's G rows over its k-th
 chunk of pixels, tile [C, PIX] with row ``x = n*G + c // Cg`` and element ``r = p*Cg + c % Cg`` (rows
 down the tile, as in Inductor's [XBLOCK, R0_BLOCK]). The accumulators are folded into the G rows
 with Inductor's own reduction call and kept as the chunk's partials; split_programs' finish kernel combines
-a row's partials and runs the post-loop code.
-
-Every (row, element) pair is visited exactly once whatever the loads are, so the result is Inductor's up
-to the order of the reduction. The loads only decide the speed: the family applies where a load of the
-row reads the C channels of a pixel contiguously in that arrangement. Pure Python; no torch or triton.
+a row's partials and runs the post-loop code. Every (row, element) pair is visited once whatever the loads
+are, so the result is Inductor's up to the order of the reduction; the loads only decide the speed: the
+family applies where a load reads a pixel's C channels contiguously in that arrangement. Pure Python.
 """
 
 from __future__ import annotations
