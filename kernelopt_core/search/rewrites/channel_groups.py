@@ -5,8 +5,8 @@ then gives each program one (sample, group) row, whose elements are that group's
 pixel: Cg contiguous values, C apart. At KernelBench level 2's problem 92 each row reads 16 useful bytes
 of every 256-byte pixel. This launcher runs Inductor's loop body at the same (row, element) pairs, arranged
 so that one tile holds whole pixels: program (n, k) covers sample n's G rows over its k-th
-chunk of pixels, tile [C, PIX] with row ``x = n*G + c // Cg`` and element ``r = p*Cg + c % Cg`` (rows
-down the tile, as in Inductor's [XBLOCK, R0_BLOCK]). The accumulators are folded into the G rows
+chunk of pixels, tile [PIX, C] with row ``x = n*G + c // Cg`` and element ``r = p*Cg + c % Cg``
+(channels on the fast axis: a warp's loads walk a pixel). The accumulators are folded into the G rows
 with Inductor's own reduction call and kept as the chunk's partials; split_programs' finish kernel combines
 a row's partials and runs the post-loop code. Every (row, element) pair is visited once whatever the loads
 are, so the result is Inductor's up to the order of the reduction; the loads only decide the speed: the
@@ -168,8 +168,8 @@ def row_strided(kernel: ReductionKernel, grouping: Grouping) -> bool:
 
 
 def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str) -> str:
-    """The pass ``p`` over (sample, chunk of pixels), tile [C, PIX] (rows down, as Inductor's [XBLOCK,
-    R0_BLOCK]): writes each of the G rows' partials of its reductions."""
+    """The pass ``p`` over (sample, chunk of pixels), tile [PIX, C]: channels along the tile's fast axis, so a
+    warp's loads walk a pixel's contiguous values. Writes each of the G rows' partials of its reductions."""
     g, cg, hw = grouping.groups, grouping.per_group, grouping.pixels
     lines = Lines()
     lines.add("@triton.jit")
@@ -177,7 +177,7 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
         for stmt in kernel.constants:
             lines.add(stmt.text())
         lines.add("_ko_n = tl.program_id(0)\n_ko_s = tl.program_id(1)")
-        lines.add("_ko_c = tl.arange(0, XBLOCK)[:, None]")
+        lines.add("_ko_c = tl.arange(0, R0_BLOCK)[None, :]")
         lines.add(f"xoffset = _ko_n * {g}\nxindex = xoffset + _ko_c // {cg}\nxmask = xindex < xnumel")
         for stmt in kernel.header:
             if stmt is kernel.xoffset or stmt.targets & HEADER_REPLACED:
@@ -185,8 +185,8 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             lines.add(stmt.text())
         lines.add("_ko_start = _ko_s * CHUNK")
         lines.add(f"_ko_end = tl.minimum(_ko_start + CHUNK, {hw})")
-        with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, R0_BLOCK):"):
-            lines.add("_ko_pix = _ko_p + tl.arange(0, R0_BLOCK)[None, :]")
+        with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, XBLOCK):"):
+            lines.add("_ko_pix = _ko_p + tl.arange(0, XBLOCK)[:, None]")
             lines.add("r0_offset = _ko_p - _ko_start")  # 0 on the first trip: Welford's first-iteration flag
             lines.add(f"r0_index = _ko_pix * {cg} + _ko_c % {cg}")
             lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
@@ -195,21 +195,18 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
                 if stmt.targets & set(ROW_SETUP):
                     continue
                 lines.add(stmt.text())
-        if p.reductions:
-            level = kernel.levels.index(p)
-            lines.add(f"_ko_rows = xoffset + tl.arange(0, {g})")
-            for i, reduction in enumerate(p.reductions):
-                folded = []
-                for c, acc in enumerate(reduction.accumulators):
-                    # [C, PIX] -> [G, Cg x PIX]: a row's elements of this chunk side by side
-                    lines.add(f"_ko_fold{i}_{c} = tl.reshape({acc.name}, [{g}, {cg} * R0_BLOCK])")
-                    folded.append(f"_ko_fold{i}_{c}")
-                results = [f"_ko_p{i}_{c}" for c in range(reduction.arity)]
-                lines.add(f"{', '.join(results)} = {reduction.call_with(folded)}")
-                for c, value in enumerate(results):
-                    lines.add(f"tl.store({_part(level, i, c)} + (_ko_rows * S + _ko_s), {value})")
-        elif p.post_stores:
-            raise NotTransformable("stores after a loop that ends in no reduction")
+        level = kernel.levels.index(p)
+        lines.add(f"_ko_rows = xoffset + tl.arange(0, {g})")
+        for i, reduction in enumerate(p.reductions):
+            folded = []
+            for c, acc in enumerate(reduction.accumulators):
+                # [PIX, C] -> [G, Cg x PIX]: a row's elements of this chunk side by side
+                lines.add(f"_ko_fold{i}_{c} = tl.reshape(tl.trans({acc.name}), [{g}, {cg} * XBLOCK])")
+                folded.append(f"_ko_fold{i}_{c}")
+            results = [f"_ko_p{i}_{c}" for c in range(reduction.arity)]
+            lines.add(f"{', '.join(results)} = {reduction.call_with(folded)}")
+            for c, value in enumerate(results):
+                lines.add(f"tl.store({_part(level, i, c)} + (_ko_rows * S + _ko_s), {value})")
     return lines.text()
 
 
@@ -224,13 +221,13 @@ def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupSha
         body.add(scratch(_final(level, i, c), kernel.xnumel, dtype, device))
     args = [*kernel.runtime_params, *(_part(lv, i, c) for lv, i, c, _, _ in values),
             *(_final(lv, i, c) for lv, i, c, _, _ in values)]
-    s_meta = {"CHUNK": shape.chunk, "S": shape.chunks, "S_BLOCK": max(2, next_pow2(shape.chunks))}
+    s_meta = {"CHUNK": shape.chunk, "S": shape.chunks, "S_BLOCK": shape.chunks}  # a power of two: no empty lane
     kernels: list[str] = []
     for p in kernel.passes:
         group_name = f"{name}_groups{p.index}"
         kernels.append(group_kernel(kernel, p, grouping, group_name))
         body.add(launch(group_name, (grouping.samples, shape.chunks), args,
-                        {"XBLOCK": grouping.channels, "R0_BLOCK": shape.pixels, **s_meta}, shape.num_warps))
+                        {"XBLOCK": shape.pixels, "R0_BLOCK": grouping.channels, **s_meta}, shape.num_warps))
         if p.reductions:
             finish_name = f"{name}_finish{p.index}"
             kernels.append(finish_kernel(kernel, p, finish_name))
@@ -240,17 +237,30 @@ def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupSha
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
 
 
+def _pow2_at_most(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
+
+
 def group_shapes(grouping: Grouping, sms: int) -> list[GroupShape]:
+    """Tiles and chunks, each with every lane of every program given at least one element: a power-of-two
+    count of chunks (the finish kernel combines them with no empty lane) and a last chunk of at least a step.
+    An empty Welford partial combined with a full one gives NaN where the sums overflow (0 x inf in
+    ``welford_combine``; gate 2's near-max inputs on the H100), where Inductor's own lanes give +inf."""
     shapes: list[GroupShape] = []
     for waves, tile in zip(WAVES, TILE_ELEMENTS, strict=True):
         pixels = max(1, min(next_pow2(grouping.pixels), tile // grouping.channels))
-        wanted = max(1, -(-waves * sms // grouping.samples))
-        chunk = max(MIN_CHUNK_PIXELS, pixels, -(-grouping.pixels // wanted))
-        chunk = -(-chunk // pixels) * pixels
-        chunks = -(-grouping.pixels // chunk)
-        shape = GroupShape(pixels, chunks, chunk, 8 if pixels * grouping.channels >= 4096 else 4)
-        if shape not in shapes:
-            shapes.append(shape)
+        fits = grouping.pixels // max(MIN_CHUNK_PIXELS, pixels)  # chunks of at least that many pixels
+        wanted = min(next_pow2(max(1, -(-waves * sms // grouping.samples))), _pow2_at_most(max(1, fits)))
+        for chunks in (wanted, wanted // 2, wanted // 4):
+            if chunks < 2:  # the finish kernel's vector of partials has at least two lanes
+                break
+            chunk = -(-max(MIN_CHUNK_PIXELS, pixels, -(-grouping.pixels // chunks)) // pixels) * pixels
+            last = grouping.pixels - (chunks - 1) * chunk
+            if last >= pixels:
+                shape = GroupShape(pixels, chunks, chunk, 8 if pixels * grouping.channels >= 4096 else 4)
+                if shape not in shapes:
+                    shapes.append(shape)
+                break
     return shapes
 
 
@@ -272,6 +282,8 @@ class ChannelGroupsFamily(ReductionLauncherFamily):
             return str(exc)
         if not row_strided(kernel, grouping):
             return "each row already reads its pixels' values contiguously"
+        if not group_shapes(grouping, sm_count(ctx)):
+            return f"{grouping.pixels} pixels per row: too few for two chunks of at least {MIN_CHUNK_PIXELS}"
         return near_speed_of_light(ctx)
 
     def applicable_variants(self, ctx: RewriteContext) -> list[Rewrite]:
