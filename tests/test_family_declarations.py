@@ -37,8 +37,8 @@ DEFAULT_ORDER = {
     "cpu": ("user_autotune", "launch_config", "shifted_moments", "single_read", "mask_removal", "fast_math", "user_fast_math",
             "split_reduction", "split_programs", "eviction_hints", "vector_hints", "int32_index", "cooperative_rows",
             "program_order"),
-    "cuda": ("user_autotune", "program_order", "shifted_moments", "channel_groups", "launch_config", "single_read", "cooperative_rows", "split_programs",
-             "eviction_hints", "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction",
+    "cuda": ("user_autotune", "program_order", "shifted_moments", "launch_config", "single_read", "cooperative_rows", "split_programs",
+             "eviction_hints", "channel_groups", "vector_hints", "mask_removal", "fast_math", "user_fast_math", "split_reduction",
              "int32_index"),
 }
 EVIDENCE_FAMILIES = {
