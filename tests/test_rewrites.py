@@ -293,3 +293,23 @@ def test_split_family_declines_tuple_assignments_instead_of_crashing():
     status = applicable_families(RewriteContext(module=module, original=module, tier="memory-bound"))
     assert "multiple assignment targets" in (status["split_reduction"] or "")
     assert FAMILIES["split_reduction"].variants(RewriteContext(module=module, original=module)) == []
+
+
+def test_fast_math_writes_tanh_on_the_fast_exp_and_keeps_its_special_values() -> None:
+    import numpy as np
+
+    kernel = kernel_of("elementwise")
+    assert "libdevice.tanh(tmp0)" in kernel.source
+    (variant,) = FAMILIES["fast_math"].variants(context(kernel.source, kernel.name))
+    assert "tanh" in variant.params["functions"] and "libdevice.tanh(" not in variant.source
+    assert "(2.0 / (1.0 + tl_math.exp(-2.0 * (tmp0))) - 1.0)" in variant.source
+    assert check_source(kernel.source, kernel.name, variant.source).ok
+    # the formula in float32, against float64's tanh: +-inf and NaN as tanh's, about 1e-7 absolute elsewhere
+    x = np.concatenate([np.linspace(-30, 30, 20001), [0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30, np.inf, -np.inf, np.nan]])
+    x = x.astype(np.float32)
+    with np.errstate(over="ignore"):
+        fast = np.float32(2.0) / (np.float32(1.0) + np.exp(np.float32(-2.0) * x)) - np.float32(1.0)
+    exact = np.tanh(x.astype(np.float64))
+    assert np.array_equal(np.isnan(fast), np.isnan(exact))
+    finite = ~np.isnan(exact)
+    assert np.max(np.abs(fast[finite] - exact[finite])) < 2.5e-7
