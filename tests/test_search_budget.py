@@ -173,7 +173,8 @@ def two_wins(source: str) -> float:
 
 def test_an_early_finalist_is_verified_before_the_search_ends_and_a_better_one_replaces_it(tmp_path: Path) -> None:
     evaluator = StandInEvaluator(latency=two_wins)
-    result, journal = run(tmp_path, evaluator, None, early_stop=False, iterations=2)
+    # three iterations: fast_math (the kernel's tanh) takes one of the first plans
+    result, journal = run(tmp_path, evaluator, None, early_stop=False, iterations=3)
     finalists = kinds(journal, "finalist")
     early = [f for f in finalists if f["early"]]
     assert len(early) >= 2 and early[0]["accepted"] and early[0]["speedup"] == pytest.approx(1.25)
