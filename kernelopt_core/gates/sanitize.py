@@ -324,8 +324,8 @@ def claim_sanitizer(key: str) -> tuple[Future[SanitizerReport], bool] | None:
 
 
 def abandon_sanitizer(future: Future[SanitizerReport]) -> None:
-    """A claimed run whose gate 3 ended before reading it (its graph did not load): its tools end now, so that
-    nothing runs beside the next task."""
+    """End a run nobody will read (a claimed run whose gate 3 ended before reading it, or one its finalist's
+    gates left): its tools and their targets end now, so that nothing runs beside the next task."""
     for pid in list(_LIVE):
         end_tree(pid)
     try:
@@ -344,14 +344,8 @@ def settle_sanitizer(keep: str | None = None) -> None:
     gate = _BESIDE.pop("gate", None)
     if gate is not None:  # a staged run still waiting: its tools return without taking the device
         gate.cancel()
-    if future is None:
-        return
-    for pid in list(_LIVE):  # its tools and their targets: nobody reads their verdict any more
-        end_tree(pid)
-    try:
-        future.result()
-    except Exception:  # noqa: BLE001 - only its end matters here
-        pass
+    if future is not None:
+        abandon_sanitizer(future)
 
 
 def not_checked(device: str, enabled: bool = True) -> SanitizerReport | None:

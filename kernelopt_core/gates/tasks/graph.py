@@ -473,6 +473,7 @@ def _model_gate(request: ModelRequest) -> TaskReply:
     with clock("sanitizer_open"):
         # a run gate 2 began staged takes the device now, while the graphs below load (they hold no buffers)
         claimed = claim_sanitizer(target.restitched)
+    loaded = False
     try:
         with clock("load_baseline"):
             baseline = _load_baseline(target.graph, device)
@@ -480,16 +481,14 @@ def _model_gate(request: ModelRequest) -> TaskReply:
             slot = _candidate_of(request)
             process = slot.process
             load_failure = _load_candidate_graph(slot, target.restitched)
+            if load_failure is not None:
+                return load_failure
+        loaded = True
     except SandboxError as exc:
-        load_failure = _sandbox_failure(exc, "the candidate's process")
-    except BaseException:
-        if claimed is not None:
+        return _sandbox_failure(exc, "the candidate's process")
+    finally:
+        if claimed is not None and not loaded:  # gate 3 ends here: nobody reads the run
             abandon_sanitizer(claimed[0])
-        raise
-    if load_failure is not None:
-        if claimed is not None:
-            abandon_sanitizer(claimed[0])
-        return load_failure
     containment = _containment(process)
     with clock("sanitizer"):
         sanitizing, beside = _begin_sanitize(request, claimed)  # beside the seeds below where there is room
