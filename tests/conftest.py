@@ -135,9 +135,10 @@ def compile_cpu_problems(problems: dict[str, Path], out: Path, **env: str) -> di
     return found
 
 
-def compile_example(problem: Path, out: Path) -> Path:
-    """Compile a KernelBench-format problem with the CPU Triton backend in a subprocess."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+def compile_example(problem: Path, out: Path, **environment: str) -> Path:
+    """Compile a KernelBench-format problem with the CPU Triton backend in a subprocess (``environment``: extra
+    variables for it, e.g. ``TORCHINDUCTOR_PERSISTENT_REDUCTIONS="0"`` for looped reductions)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **environment}
     subprocess.run(
         [sys.executable, "-m", "kernelopt_core.cli.main", "compile", str(problem), "--out", str(out),
          "--device", "cpu"],

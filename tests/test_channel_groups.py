@@ -8,7 +8,6 @@ gates 2 and 3 (the interpreter, shuffled program orders compared bitwise, the fl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -31,15 +30,8 @@ PROBLEM = Path(__file__).resolve().parent / "optimize_problems" / "conv_group_no
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    saved = os.environ.get("TORCHINDUCTOR_PERSISTENT_REDUCTIONS")
-    os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = "0"  # looped statistics, as at level 2's sizes
-    try:
-        dump = compile_example(PROBLEM, tmp_path_factory.mktemp("conv_group_norms"))
-    finally:
-        if saved is None:
-            os.environ.pop("TORCHINDUCTOR_PERSISTENT_REDUCTIONS", None)
-        else:
-            os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = saved
+    # looped statistics, as at level 2's sizes
+    dump = compile_example(PROBLEM, tmp_path_factory.mktemp("conv_group_norms"), TORCHINDUCTOR_PERSISTENT_REDUCTIONS="0")
     return parse_output_code(str(dump))
 
 

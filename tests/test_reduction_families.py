@@ -529,15 +529,8 @@ def test_the_cooperative_kernel_alone_and_its_redo_on_the_interpreter(tmp_path: 
 
 @pytest.fixture(scope="module")
 def long_rows_graph(tmp_path_factory: pytest.TempPathFactory):
-    saved = os.environ.get("TORCHINDUCTOR_PERSISTENT_REDUCTIONS")
-    os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = "0"  # looped reductions, as for long rows
-    try:
-        dump = compile_example(LONG_ROWS, tmp_path_factory.mktemp("long_rows"))
-    finally:
-        if saved is None:
-            os.environ.pop("TORCHINDUCTOR_PERSISTENT_REDUCTIONS", None)
-        else:
-            os.environ["TORCHINDUCTOR_PERSISTENT_REDUCTIONS"] = saved
+    # looped reductions, as for long rows
+    dump = compile_example(LONG_ROWS, tmp_path_factory.mktemp("long_rows"), TORCHINDUCTOR_PERSISTENT_REDUCTIONS="0")
     return parse_output_code(str(dump))
 
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from .base import Rewrite, RewriteContext
 from .cost_model import near_speed_of_light, plan_text, sm_count, traffic_plan
 from .kernel_source import next_pow2
-from .launcher_text import Lines, launch, prologue, scratch
+from .launcher_text import Lines
 from .reduction_family import ReductionLauncherFamily
 from .reduction_passes import ROW_SETUP, NotTransformable, Pass, ReductionKernel, decompose, is_call
-from .split_programs import _final, _part, _partials, finish_kernel, kernel_parameters
+from .split_programs import PassLaunch, _part, chunked_launcher, kernel_parameters
 
 MAX_CHANNELS = 512  # C: one tile row holds a pixel's channels
 TILE_ELEMENTS = (2048, 4096, 1024)  # PIX x C per loop step, in order of preference
@@ -159,11 +159,6 @@ def find_grouping(kernel: ReductionKernel) -> Grouping:
     return best
 
 
-def row_strided(kernel: ReductionKernel, grouping: Grouping) -> bool:
-    """Whether Inductor's own rows read the pixels strided: a row's consecutive elements are not adjacent."""
-    return grouping.per_group < kernel.r0_numel and grouping.groups > 1
-
-
 # --- the launcher ---------------------------------------------------------------------------------------
 
 
@@ -211,30 +206,11 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
 
 
 def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupShape) -> str:
-    name = kernel.name
-    device = kernel.pointer_params[0]
-    values = _partials(kernel)
-    body = Lines(1)
-    for level, i, c, dtype, _ in values:
-        body.add(scratch(_part(level, i, c), kernel.xnumel * shape.chunks, dtype, device))
-    for level, i, c, dtype, _ in values:
-        body.add(scratch(_final(level, i, c), kernel.xnumel, dtype, device))
-    args = [*kernel.runtime_params, *(_part(lv, i, c) for lv, i, c, _, _ in values),
-            *(_final(lv, i, c) for lv, i, c, _, _ in values)]
     s_meta = {"CHUNK": shape.chunk, "S": shape.chunks, "S_BLOCK": shape.chunks}  # a power of two: no empty lane
-    kernels: list[str] = []
-    for p in kernel.passes:
-        group_name = f"{name}_groups{p.index}"
-        kernels.append(group_kernel(kernel, p, grouping, group_name))
-        body.add(launch(group_name, (grouping.samples, shape.chunks), args,
-                        {"XBLOCK": shape.pixels, "R0_BLOCK": grouping.channels, **s_meta}, shape.num_warps))
-        if p.reductions:
-            finish_name = f"{name}_finish{p.index}"
-            kernels.append(finish_kernel(kernel, p, finish_name))
-            body.add(launch(finish_name, (kernel.xnumel,), args,
-                            {"XBLOCK": 1, "R0_BLOCK": shape.pixels, **s_meta}, 4 if shape.chunks >= 128 else 1))
-    return (prologue(kernel.module) + "\n\n" + "\n\n".join(kernels) + "\n\n"
-            + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
+    return chunked_launcher(kernel, shape.chunks, lambda p, name: PassLaunch(
+        group_kernel(kernel, p, grouping, name), (grouping.samples, shape.chunks),
+        {"XBLOCK": shape.pixels, "R0_BLOCK": grouping.channels, **s_meta}, shape.num_warps),
+        {"XBLOCK": 1, "R0_BLOCK": shape.pixels, **s_meta})
 
 
 def _pow2_at_most(n: int) -> int:
@@ -280,8 +256,6 @@ class ChannelGroupsFamily(ReductionLauncherFamily):
             grouping = find_grouping(kernel)
         except NotTransformable as exc:
             return str(exc)
-        if not row_strided(kernel, grouping):
-            return "each row already reads its pixels' values contiguously"
         if not group_shapes(grouping, sm_count(ctx)):
             return f"{grouping.pixels} pixels per row: too few for two chunks of at least {MIN_CHUNK_PIXELS}"
         return near_speed_of_light(ctx)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
@@ -147,29 +148,49 @@ def finish_kernel(kernel: ReductionKernel, p: Pass, name: str) -> str:
     return lines.text()
 
 
-def launcher_source(kernel: ReductionKernel, shape: SplitShape) -> str:
+@dataclass(frozen=True)
+class PassLaunch:
+    """How a chunked launcher runs one pass: its kernel's text, grid, meta-parameters and warps."""
+
+    text: str
+    grid: tuple[int, ...]
+    meta: dict[str, int]
+    num_warps: int
+
+
+def chunked_launcher(kernel: ReductionKernel, chunks: int, pass_launch: Callable[[Pass, str], PassLaunch],
+                     finish_meta: dict[str, int]) -> str:
+    """A launcher module whose passes write per-chunk partials (``chunks`` a row) to scratch and whose finish
+    kernels combine them per row: the scratch, each pass as ``pass_launch(pass, name)`` makes it, and
+    :func:`finish_kernel` after each pass that ends in reductions."""
     name = kernel.name
     device = kernel.pointer_params[0]
     values = _partials(kernel)
     body = Lines(1)
     for level, i, c, dtype, _ in values:
-        body.add(scratch(_part(level, i, c), kernel.xnumel * shape.chunks, dtype, device))
+        body.add(scratch(_part(level, i, c), kernel.xnumel * chunks, dtype, device))
     for level, i, c, dtype, _ in values:
         body.add(scratch(_final(level, i, c), kernel.xnumel, dtype, device))
     args = [*kernel.runtime_params, *(_part(lv, i, c) for lv, i, c, _, _ in values),
             *(_final(lv, i, c) for lv, i, c, _, _ in values)]
-    meta = _meta(shape)
     kernels: list[str] = []
     for p in kernel.passes:
         pass_name = f"{name}_pass{p.index}"
-        kernels.append(pass_kernel(kernel, p, pass_name))
-        body.add(launch(pass_name, (kernel.xnumel, shape.chunks), args, meta, shape.num_warps))
+        launched = pass_launch(p, pass_name)
+        kernels.append(launched.text)
+        body.add(launch(pass_name, launched.grid, args, launched.meta, launched.num_warps))
         if p.reductions:
             finish_name = f"{name}_finish{p.index}"
             kernels.append(finish_kernel(kernel, p, finish_name))
-            body.add(launch(finish_name, (kernel.xnumel,), args, meta, 4 if shape.chunks >= 128 else 1))
+            body.add(launch(finish_name, (kernel.xnumel,), args, finish_meta, 4 if chunks >= 128 else 1))
     return (prologue(kernel.module) + "\n\n" + "\n\n".join(kernels) + "\n\n"
             + f"def {name}({', '.join(kernel.runtime_params)}):\n" + body.text())
+
+
+def launcher_source(kernel: ReductionKernel, shape: SplitShape) -> str:
+    meta = _meta(shape)
+    return chunked_launcher(kernel, shape.chunks, lambda p, name: PassLaunch(
+        pass_kernel(kernel, p, name), (kernel.xnumel, shape.chunks), meta, shape.num_warps), meta)
 
 
 def _meta(shape: SplitShape) -> dict[str, int]:
