@@ -33,6 +33,7 @@ from .static_dataflow import (
     qualified,
     target_names,
 )
+from .value_ranges import always_ordered
 
 _TRITON_PREFIXES = ("triton.", "torch._inductor.runtime.triton_helpers")
 _LOADS = frozenset({"load"})
@@ -844,7 +845,8 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
     if name in _ROUNDING:
         out.kinds.append(KindUse("integer view", node.lineno, ast.unparse(node)))
     elif name in MIN_MAX and len(node.args) >= 2:
-        out.decisions.append(_decision(fn, node, "min/max", "clamp" if name == "clamp" else "lt"))
+        if not _never_decides(fn, node):
+            out.decisions.append(_decision(fn, node, "min/max", "clamp" if name == "clamp" else "lt"))
     elif name in _DIVISIONS and len(node.args) >= 2 and fn.is_data(node.args[1]):
         out.decisions.append(_division(fn, node, node.args[1]))
     elif name == "where" and node.args and fn.is_data(node.args[0]) and \
@@ -854,6 +856,16 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
         out.decisions.append(_decision(fn, node, "saturation", _SATURATING[name]))
     if name in _RECIPROCALS:
         out.kinds.append(KindUse("reciprocal", node.lineno, ast.unparse(node)))
+
+
+def _never_decides(fn: _Function, node: ast.Call) -> bool:
+    """A NaN-propagating min/max of two values one of which exceeds the other on every input (hardswish's
+    ``maximum(tanh(x) + 3, 0)``): it has one path, NaN or not, so there is no other outcome to see."""
+    qualified_name = qualified(node.func, fn.aliases) or ""
+    propagates = qualified_name.startswith("torch._inductor.runtime.triton_helpers.") or any(
+        k.arg == "propagate_nan" and ast.unparse(k.value).endswith("ALL") for k in node.keywords)
+    return propagates and len(node.args) == 2 and \
+        always_ordered(node.args[0], node.args[1], fn)
 
 
 def _division(fn: _Function, node: ast.AST, divisor: ast.AST) -> Decision:

@@ -1,0 +1,143 @@
+"""Interval bounds of a jit function's values, to tell a min/max that can only ever pick one side.
+
+``maximum(tanh(x) + 3.0, 0.0)`` (Inductor's hardswish) is a min/max on data whose first argument is at
+least 2 on every input: it never decides anything, and no input can show its other outcome. Gate 2's
+evidence rule would wait for that outcome forever once a candidate rewrites the tanh (and so the
+decision's text). :func:`always_ordered` proves such an order with interval arithmetic over the
+function's own expressions; what it cannot bound (a load, a reduction, an unknown call) is unbounded,
+so the proof only ever holds where the arithmetic alone decides it. Values are float32's: every step
+widens its bounds outward by a relative 1e-6 (rounding) and past 1e30 to infinity (overflow). NaN is
+not a value here: a NaN-propagating min/max gives NaN on either side, which is why only those count.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable
+from typing import Protocol
+
+Range = tuple[float, float]
+UNBOUNDED: Range = (-math.inf, math.inf)
+_BIG = 1e30  # beyond this a float32 step may overflow to infinity
+_ROUNDING = 1e-6  # relative widening a step (float32's unit roundoff is 6e-8; fast math is coarser)
+_MARGIN = 1e-5  # a proven order must hold by this much, relative, beyond the widened bounds
+
+
+class FunctionFacts(Protocol):
+    """What :mod:`.decisions` knows of one jit function (its ``_Function``)."""
+
+    bindings: dict[str, list[tuple[ast.AST | None, int]]]
+    params: list[str]
+
+    def fold(self, node: ast.AST) -> float | None: ...
+
+    def function(self, call: ast.Call) -> str | None: ...
+
+
+def _widen(lo: float, hi: float) -> Range:
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        return UNBOUNDED
+    lo = lo - abs(lo) * _ROUNDING - 1e-38
+    hi = hi + abs(hi) * _ROUNDING + 1e-38
+    lo = -math.inf if lo < -_BIG else min(lo, _BIG)
+    hi = math.inf if hi > _BIG else max(hi, -_BIG)
+    return lo, hi
+
+
+def _monotone(f: Callable[[float], float], span: Range) -> Range:
+    try:
+        return _widen(f(span[0]), f(span[1]))
+    except (OverflowError, ValueError):
+        return UNBOUNDED
+
+
+def _exp(v: float) -> float:
+    return math.inf if v > 700 else math.exp(v)
+
+
+def _products(a: Range, b: Range, op: Callable[[float, float], float]) -> Range:
+    values = [op(x, y) for x in a for y in b]
+    if any(math.isnan(v) for v in values):
+        return UNBOUNDED
+    return _widen(min(values), max(values))
+
+
+def _binop(op: ast.operator, a: Range, b: Range) -> Range:
+    if isinstance(op, ast.Add):
+        return _widen(a[0] + b[0], a[1] + b[1])
+    if isinstance(op, ast.Sub):
+        return _widen(a[0] - b[1], a[1] - b[0])
+    if isinstance(op, ast.Mult):
+        return _products(a, b, lambda x, y: x * y)
+    if isinstance(op, ast.Div) and (b[0] > 0 or b[1] < 0):
+        return _products(a, b, lambda x, y: x / y if math.isfinite(y) else (0.0 if math.isfinite(x) else math.nan))
+    return UNBOUNDED
+
+
+_MONOTONE: dict[str, Callable[[float], float]] = {
+    "exp": _exp, "exp2": lambda v: _exp(v * math.log(2.0)), "tanh": math.tanh,
+    "sigmoid": lambda v: 1.0 / (1.0 + _exp(-v)),
+}
+_TRANSPARENT = frozenset({"broadcast_to", "reshape", "view", "expand_dims", "max2", "min2", "max", "min"})
+
+
+def _call(node: ast.Call, fn: FunctionFacts, depth: int) -> Range:
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and fn.function(node) is None:
+        target = ast.unparse(node.args[0]) if node.args else ""
+        return value_range(node.func.value, fn, depth - 1) if "float" in target else UNBOUNDED
+    name = fn.function(node)
+    args = [value_range(a, fn, depth - 1) for a in node.args]
+    if name is None or not args:
+        return UNBOUNDED
+    if name in _MONOTONE and len(args) == 1:
+        return _monotone(_MONOTONE[name], args[0])
+    if name in ("maximum", "fmax") and len(args) == 2:
+        return _widen(max(args[0][0], args[1][0]), max(args[0][1], args[1][1]))
+    if name in ("minimum", "fmin") and len(args) == 2:
+        return _widen(min(args[0][0], args[1][0]), min(args[0][1], args[1][1]))
+    if name == "where" and len(args) == 3:
+        return _widen(min(args[1][0], args[2][0]), max(args[1][1], args[2][1]))
+    if name in ("abs", "fabs") and len(args) == 1:
+        lo, hi = args[0]
+        return _widen(0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
+    if name == "sqrt" and len(args) == 1:
+        return _monotone(lambda v: math.sqrt(max(v, 0.0)), args[0])
+    if name in _TRANSPARENT:
+        return args[0]
+    return UNBOUNDED
+
+
+def value_range(node: ast.AST, fn: FunctionFacts, depth: int = 24) -> Range:
+    """Bounds of every non-NaN value ``node`` takes (``UNBOUNDED`` where nothing bounds it)."""
+    folded = fn.fold(node)
+    if folded is not None:
+        return UNBOUNDED if math.isnan(folded) else _widen(folded, folded)
+    if depth <= 0:
+        return UNBOUNDED
+    if isinstance(node, ast.Name):
+        bound = fn.bindings.get(node.id)
+        if node.id in fn.params or not bound or len(bound) > 1 or bound[0][0] is None:
+            return UNBOUNDED
+        return value_range(bound[0][0], fn, depth - 1)
+    if isinstance(node, ast.Subscript):
+        return value_range(node.value, fn, depth - 1)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        lo, hi = value_range(node.operand, fn, depth - 1)
+        return (-hi, -lo) if isinstance(node.op, ast.USub) else (lo, hi)
+    if isinstance(node, ast.BinOp):
+        return _binop(node.op, value_range(node.left, fn, depth - 1), value_range(node.right, fn, depth - 1))
+    if isinstance(node, ast.Call):
+        return _call(node, fn, depth)
+    return UNBOUNDED
+
+
+def always_ordered(first: ast.AST, second: ast.AST, fn: FunctionFacts) -> bool:
+    """True when, on every input, one argument exceeds the other (so a min/max of them picks one side)."""
+    a, b = value_range(first, fn), value_range(second, fn)
+
+    def above(x: Range, y: Range) -> bool:
+        gap = _MARGIN * max(1.0, abs(x[0]), abs(y[1]))
+        return math.isfinite(x[0]) and math.isfinite(y[1]) and x[0] - y[1] > gap
+
+    return above(a, b) or above(b, a)
