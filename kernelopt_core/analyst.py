@@ -552,7 +552,13 @@ def _directions(analysis: KernelAnalysis, m: KernelMetrics | None, kernel: Trito
             if direction.name not in {d.name for d in out}:
                 out.append(direction)
         return out
-    for direction in _tier_directions(tier, m, kernel, analysis.achieved):
+    tiered = _tier_directions(tier, m, kernel, analysis.achieved)
+    if tier == "compute-bound":
+        # instructions, not bytes, set the time: the tier's directions lead (problem 92's apply kernel, 81%
+        # compute, tried coalescing first and found fast math third)
+        out = [*tiered, *(d for d in out if d.name not in {t.name for t in tiered})]
+        return out
+    for direction in tiered:
         if direction.name not in {d.name for d in out}:
             out.append(direction)
     return out

@@ -253,6 +253,22 @@ def test_strided_access_measured_or_from_the_source() -> None:
     assert [c.source for c in source_only.causes if c.id == "strided-access"] == ["kernel source"]
 
 
+def test_a_compute_bound_kernel_tries_cheaper_math_before_coalescing() -> None:
+    """Like problem 92's apply kernel on the H100 (compute 80.5%, memory 47.9%, 58.8% of each sector used; its
+    SOL of 52.9% made it compute-bound, which without launch sizes takes compute under the paper's 80%)."""
+    pool = _kernel(POOL_SOURCE, "triton_poi_fused_max_pool2d_0", "poi")
+    busy = KernelMetrics(name="k", duration_ns=331_200, memory_pct=47.9, dram_pct=47.9, compute_pct=75.0,
+                         achieved_occupancy_pct=36.1, registers=80, block_size=128, grid_size=63_504,
+                         sector_efficiency_pct=58.8)
+    analysis = analyze_kernel(busy, None, PEAKS, pool)
+    assert analysis.tier == "compute-bound" and "strided-access" in analysis.cause_ids
+    names = [d.name for d in analysis.directions]
+    assert names[0] == "cheaper-math" and "coalesce-access" in names[1:]
+    # memory-bound, the cause's direction still leads
+    idle = KernelMetrics(**{**busy.__dict__, "memory_pct": 40.0, "dram_pct": 40.0, "compute_pct": 10.0})
+    assert [d.name for d in analyze_kernel(idle, None, PEAKS, pool).directions][0] == "coalesce-access"
+
+
 def test_cpu_backend_keeps_ideal_bytes_and_says_why_sol_is_unknown() -> None:
     args = [tensor("in_ptr0", 0, "input", [8, 64], [64, 1]), tensor("out_ptr0", 1, "output", [8, 64], [64, 1])]
     analysis = analyze_kernel(None, None, None, _kernel("", "k", "poi", device="cpu"), launch_args=args,
