@@ -33,7 +33,7 @@ from .static_dataflow import (
     qualified,
     target_names,
 )
-from .value_ranges import always_ordered
+from .value_ranges import always_ordered, propagates_nan
 
 _TRITON_PREFIXES = ("triton.", "torch._inductor.runtime.triton_helpers")
 _LOADS = frozenset({"load"})
@@ -861,11 +861,7 @@ def _call(fn: _Function, node: ast.Call, out: FunctionDecisions, report: Callabl
 def _never_decides(fn: _Function, node: ast.Call) -> bool:
     """A NaN-propagating min/max of two values one of which exceeds the other on every input (hardswish's
     ``maximum(tanh(x) + 3, 0)``): it has one path, NaN or not, so there is no other outcome to see."""
-    qualified_name = qualified(node.func, fn.aliases) or ""
-    propagates = qualified_name.startswith("torch._inductor.runtime.triton_helpers.") or any(
-        k.arg == "propagate_nan" and ast.unparse(k.value).endswith("ALL") for k in node.keywords)
-    return propagates and len(node.args) == 2 and \
-        always_ordered(node.args[0], node.args[1], fn)
+    return len(node.args) == 2 and propagates_nan(node, fn) and always_ordered(node.args[0], node.args[1], fn)
 
 
 def _division(fn: _Function, node: ast.AST, divisor: ast.AST) -> Decision:

@@ -4,10 +4,11 @@
 least 2 on every input: it never decides anything, and no input can show its other outcome. Gate 2's
 evidence rule would wait for that outcome forever once a candidate rewrites the tanh (and so the
 decision's text). :func:`always_ordered` proves such an order with interval arithmetic over the
-function's own expressions; what it cannot bound (a load, a reduction, an unknown call) is unbounded,
-so the proof only ever holds where the arithmetic alone decides it. Values are float32's: every step
-widens its bounds outward by a relative 1e-6 (rounding) and past 1e30 to infinity (overflow). NaN is
-not a value here: a NaN-propagating min/max gives NaN on either side, which is why only those count.
+function's own expressions. A load, a reduction, an unknown call, integer arithmetic (it wraps), a
+narrower float than float32 and a folded in-kernel expression are unbounded, so the proof only ever
+holds where float arithmetic alone decides it. Every step widens its bounds by bfloat16's roundoff and
+past 60,000 to infinity (float16 overflows there); the order must hold by a sixteenth. NaN is not a
+value here: a NaN-propagating min/max gives NaN on either side, which is why only those count.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
+from .static_dataflow import qualified
+
 Range = tuple[float, float]
 UNBOUNDED: Range = (-math.inf, math.inf)
-_BIG = 1e30  # beyond this a float32 step may overflow to infinity
-_ROUNDING = 1e-6  # relative widening a step (float32's unit roundoff is 6e-8; fast math is coarser)
-_MARGIN = 1e-5  # a proven order must hold by this much, relative, beyond the widened bounds
+# Beyond this a step may overflow to infinity (float16's largest value is 65,504).
+_BIG = 6.0e4
+# Relative widening a step: bfloat16's unit roundoff (a candidate may compute in bfloat16 or with fast math).
+_ROUNDING = 2.0 ** -8
+_MARGIN = 1.0 / 16.0  # a proven order must hold by this much, relative, beyond the widened bounds
+_EXACT_FLOATS = ("float32", "float64", "fp32", "fp64")
 
 
 class FunctionFacts(Protocol):
@@ -29,6 +35,7 @@ class FunctionFacts(Protocol):
 
     bindings: dict[str, list[tuple[ast.AST | None, int]]]
     params: list[str]
+    aliases: dict[str, str]
 
     def fold(self, node: ast.AST) -> float | None: ...
 
@@ -38,8 +45,8 @@ class FunctionFacts(Protocol):
 def _widen(lo: float, hi: float) -> Range:
     if math.isnan(lo) or math.isnan(hi) or lo > hi:
         return UNBOUNDED
-    lo = lo - abs(lo) * _ROUNDING - 1e-38
-    hi = hi + abs(hi) * _ROUNDING + 1e-38
+    lo = lo - abs(lo) * _ROUNDING - 1e-30
+    hi = hi + abs(hi) * _ROUNDING + 1e-30
     lo = -math.inf if lo < -_BIG else min(lo, _BIG)
     hi = math.inf if hi > _BIG else max(hi, -_BIG)
     return lo, hi
@@ -72,7 +79,7 @@ def _binop(op: ast.operator, a: Range, b: Range) -> Range:
         return _products(a, b, lambda x, y: x * y)
     if isinstance(op, ast.Div) and (b[0] > 0 or b[1] < 0):
         return _products(a, b, lambda x, y: x / y if math.isfinite(y) else (0.0 if math.isfinite(x) else math.nan))
-    return UNBOUNDED
+    return UNBOUNDED  # //, %, shifts: integer arithmetic, which wraps
 
 
 _MONOTONE: dict[str, Callable[[float], float]] = {
@@ -82,20 +89,38 @@ _MONOTONE: dict[str, Callable[[float], float]] = {
 _TRANSPARENT = frozenset({"broadcast_to", "reshape", "view", "expand_dims", "max2", "min2", "max", "min"})
 
 
+def _exact_float(dtype: ast.AST | None) -> bool:
+    """A float32 or float64 type: an integer type may wrap, a narrower float round or overflow early."""
+    return dtype is not None and ast.unparse(dtype).endswith(_EXACT_FLOATS)
+
+
+def _full(node: ast.Call, fn: FunctionFacts, depth: int) -> Range:
+    value = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "value"), None)
+    dtype = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+    return value_range(value, fn, depth - 1) if value is not None and _exact_float(dtype) else UNBOUNDED
+
+
 def _call(node: ast.Call, fn: FunctionFacts, depth: int) -> Range:
     if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and fn.function(node) is None:
-        target = ast.unparse(node.args[0]) if node.args else ""
-        return value_range(node.func.value, fn, depth - 1) if "float" in target else UNBOUNDED
+        exact = bool(node.args) and _exact_float(node.args[0]) and not node.keywords
+        return value_range(node.func.value, fn, depth - 1) if exact else UNBOUNDED
+    if isinstance(node.func, ast.Name) and node.func.id == "float" and len(node.args) == 1:
+        folded = fn.fold(node)  # Python's own float(): float("inf"), float(2)
+        return UNBOUNDED if folded is None or math.isnan(folded) else _widen(folded, folded)
     name = fn.function(node)
+    if name in ("full", "full_like"):
+        return _full(node, fn, depth)
     args = [value_range(a, fn, depth - 1) for a in node.args]
     if name is None or not args:
         return UNBOUNDED
     if name in _MONOTONE and len(args) == 1:
         return _monotone(_MONOTONE[name], args[0])
-    if name in ("maximum", "fmax") and len(args) == 2:
-        return _widen(max(args[0][0], args[1][0]), max(args[0][1], args[1][1]))
-    if name in ("minimum", "fmin") and len(args) == 2:
-        return _widen(min(args[0][0], args[1][0]), min(args[0][1], args[1][1]))
+    if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
+        pick = max if name in ("maximum", "fmax") else min
+        if propagates_nan(node, fn):
+            return _widen(pick(args[0][0], args[1][0]), pick(args[0][1], args[1][1]))
+        # without NaN propagation a NaN argument yields the other one, whatever it is
+        return _widen(min(args[0][0], args[1][0]), max(args[0][1], args[1][1]))
     if name == "where" and len(args) == 3:
         return _widen(min(args[1][0], args[2][0]), max(args[1][1], args[2][1]))
     if name in ("abs", "fabs") and len(args) == 1:
@@ -108,18 +133,38 @@ def _call(node: ast.Call, fn: FunctionFacts, depth: int) -> Range:
     return UNBOUNDED
 
 
+def propagates_nan(node: ast.Call, fn: FunctionFacts) -> bool:
+    """Inductor's ``triton_helpers.maximum``/``minimum``, or ``tl.maximum(..., propagate_nan=ALL)``."""
+    qualified_name = qualified(node.func, fn.aliases) or ""
+    return qualified_name.startswith("torch._inductor.runtime.triton_helpers.") or any(
+        k.arg == "propagate_nan" and ast.unparse(k.value).endswith("ALL") for k in node.keywords)
+
+
 def value_range(node: ast.AST, fn: FunctionFacts, depth: int = 24) -> Range:
-    """Bounds of every non-NaN value ``node`` takes (``UNBOUNDED`` where nothing bounds it)."""
-    folded = fn.fold(node)
-    if folded is not None:
-        return UNBOUNDED if math.isnan(folded) else _widen(folded, folded)
+    """Bounds of every non-NaN value ``node`` takes (``UNBOUNDED`` where nothing bounds it).
+
+    Constants are read from literals and module-level names only (``tl.full`` of a float32 value counts
+    too): a folded in-kernel expression may have wrapped (integer tensors) or rounded (narrow floats)."""
     if depth <= 0:
+        return UNBOUNDED
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+            return _widen(float(value), float(value))
         return UNBOUNDED
     if isinstance(node, ast.Name):
         bound = fn.bindings.get(node.id)
-        if node.id in fn.params or not bound or len(bound) > 1 or bound[0][0] is None:
+        if node.id in fn.params:
+            return UNBOUNDED
+        if not bound:  # a module-level constant, computed by Python (no wrapping)
+            folded = fn.fold(node)
+            return UNBOUNDED if folded is None or math.isnan(folded) else _widen(folded, folded)
+        if len(bound) > 1 or bound[0][0] is None:
             return UNBOUNDED
         return value_range(bound[0][0], fn, depth - 1)
+    if isinstance(node, ast.Attribute):  # math.pi
+        folded = fn.fold(node)
+        return UNBOUNDED if folded is None or math.isnan(folded) else _widen(folded, folded)
     if isinstance(node, ast.Subscript):
         return value_range(node.value, fn, depth - 1)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
