@@ -165,8 +165,10 @@ class FinalistStage:
 
     def _found_too_late(self, search: KernelSearch, node: BeamNode) -> None:
         """``node`` was worth finalizing but the budget had no finalist's time left: it is reported with its
-        kernel speedup, "found, not verified within the budget"."""
-        if search.accepted is not None or any(n.id == node.id for n in search.found_unverified):
+        kernel speedup, "found, not verified within the budget" (beside an accepted one only when faster)."""
+        accepted = search.accepted
+        if (accepted is not None and node.speedup <= accepted.speedup) or \
+                any(n.id == node.id for n in search.found_unverified):
             return
         search.found_unverified.append(node)
         ci = f" [{node.ci_low:.3f}, {node.ci_high:.3f}]" if node.ci_low is not None and node.ci_high is not None else ""

@@ -70,7 +70,7 @@ class ResultWriter:
             device=ctx.evaluator.device, llm_usage=ctx.ledger.totals() if ctx.provider is not None else {},
             environment=environment(ctx.evaluator.device), budget=ctx.schedule.to_json(),
             time_split=ctx.times.to_json(), final=done,
-            found_unverified=[] if decision == "optimized" else found_unverified(searches))
+            found_unverified=found_unverified(searches))
 
     def write(self, result: OptimizeResult, searches: list[KernelSearch], findings: Any = None) -> None:
         ctx = self.ctx
