@@ -67,6 +67,39 @@ def test_every_edit_applies_and_parses(tmp_path_factory: pytest.TempPathFactory)
         ast.parse(candidate)
 
 
+def test_the_interval_proof_drops_no_decision_of_any_case(tmp_path_factory: pytest.TempPathFactory,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A min/max that interval bounds order is no decision (gates/value_ranges.py). On every corpus and red-team
+    case the decisions gate 2 wants evidence for are the same with and without that proof: no attack written so
+    far leans on it (176 cases on 2026-12-07), and one that does must keep its decision (test_value_ranges.py)."""
+    from kernelopt_core.artifacts import parse_output_code
+    from kernelopt_core.gates import decisions
+
+    from .corpus import CASES
+
+    graphs = compiled_corpus_graphs(tmp_path_factory)
+    kernels = {problem: parse_output_code(path).kernels[0] for problem, path in graphs.items()}
+
+    def added(original: str, candidate: str) -> list[str]:
+        decisions.source_decisions.cache_clear()
+        return [d.key for d in decisions.added_decisions(original, candidate).added]
+
+    checked = 0
+    for case in CASES:
+        kernel = kernels.get(case.problem)
+        if kernel is None:
+            continue
+        candidate = case.candidate(kernel.source, kernel.name)
+        with_proof = added(kernel.source, candidate)
+        with monkeypatch.context() as patch:
+            patch.setattr(decisions, "_never_decides", lambda fn, node: False)
+            without = added(kernel.source, candidate)
+        assert with_proof == without, case.id
+        checked += 1
+    assert checked >= len(REDTEAM_CASES)
+    decisions.source_decisions.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def witnesses(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, WitnessOutcome]:
     chosen = {item.callspec.params["case_id"] for item in request.session.items
