@@ -14,6 +14,7 @@ Pure Python: no torch. The rules in full: docs/design-notes.md, "analyst.py".
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -545,23 +546,25 @@ def _directions(analysis: KernelAnalysis, m: KernelMetrics | None, kernel: Trito
     tier = analysis.tier
     if tier == "near-optimal":
         return []
-    out: list[Direction] = [Direction(name, rationale, cause.text) for cause in analysis.causes
-                            for name, rationale in [_CAUSE_DIRECTIONS[cause.id]]]
+    caused = [Direction(name, rationale, cause.text) for cause in analysis.causes
+              for name, rationale in [_CAUSE_DIRECTIONS[cause.id]]]
     if m is None:
-        for direction in _static_directions(kernel):
-            if direction.name not in {d.name for d in out}:
-                out.append(direction)
-        return out
+        return _merged(caused, _static_directions(kernel))
     tiered = _tier_directions(tier, m, kernel, analysis.achieved)
     if tier == "compute-bound":
         # instructions, not bytes, set the time: the tier's directions lead (problem 92's apply kernel, 81%
         # compute, tried coalescing first and found fast math third)
-        out = [*tiered, *(d for d in out if d.name not in {t.name for t in tiered})]
-        return out
-    for direction in tiered:
-        if direction.name not in {d.name for d in out}:
-            out.append(direction)
-    return out
+        return _merged(tiered, caused)
+    return _merged(caused, tiered)
+
+
+def _merged(*groups: Iterable[Direction]) -> list[Direction]:
+    """The groups' directions in order, each name once (its first)."""
+    out: dict[str, Direction] = {}
+    for group in groups:
+        for direction in group:
+            out.setdefault(direction.name, direction)
+    return list(out.values())
 
 
 def _tier_directions(tier: Tier, m: KernelMetrics, kernel: TritonKernel | None,
