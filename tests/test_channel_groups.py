@@ -86,6 +86,71 @@ def test_what_the_family_declines(graph) -> None:
         find_grouping(decompose(parse_kernel_module(contiguous, group.name)))
 
 
+def test_the_shifted_form_accumulates_sums_and_leaves_welford_to_the_fold(graph) -> None:
+    (group,) = _stats(graph, "native_group_norm")
+    kernel = decompose(parse_kernel_module(group.source, group.name))
+    shape = GroupShape(pixels=32, chunks=4, chunk=128, num_warps=4)
+    source = launcher_source(kernel, find_grouping(kernel), shape, shifted=True)
+    loop = source.split("for _ko_p in")[1].split("_ko_rows =")[0]
+    assert "welford_reduce" not in loop and "/" not in loop.split("if r0_offset == 0:")[1].split("\n", 2)[2]
+    assert "tl.reshape(_ko_w0_mean, [4, 4])" in source  # a sample's 16 channels folded into its 4 groups
+    variants = FAMILIES["channel_groups"].variants(context(group.source, group.name))
+    assert [v.params["shifted"] for v in variants][:1] == [True]  # the shifted form is offered first
+    # a pass without a Welford statistic has nothing to shift
+    summed = group.source.replace("triton_helpers.welford_reduce(", "triton_helpers.welford_reduce_other(")
+    with pytest.raises(NotTransformable):
+        launcher_source(decompose(parse_kernel_module(summed, group.name)), find_grouping(kernel), shape,
+                        shifted=True)
+
+
+OVERFLOW_SCRIPT = """
+import json, sys
+from kernelopt_core.graph_module import prepare_backend
+prepare_backend("cpu")
+import torch
+from kernelopt_core.artifacts import parse_output_code
+from kernelopt_core.launchers import load_launcher
+from kernelopt_core.search.rewrites import parse_kernel_module
+from kernelopt_core.search.rewrites.channel_groups import GroupShape, find_grouping, launcher_source
+from kernelopt_core.search.rewrites.reduction_passes import decompose
+
+(kernel,) = [k for k in parse_output_code(sys.argv[1]).kernels
+             if k.kind == "red" and "native_group_norm" in k.name and "logsumexp" not in k.name]
+reduction = decompose(parse_kernel_module(kernel.source, kernel.name))
+source = launcher_source(reduction, find_grouping(reduction), GroupShape(32, 4, 128, 4), shifted=True)
+launcher = load_launcher(kernel.name, source, "cpu", directory=sys.argv[2])
+out = {}
+for label, scale in (("normal", 3.0), ("overflowing", 1e30)):
+    torch.manual_seed(0)
+    x = torch.randn(2, 400, 16) * scale + scale / 3  # channels-last: sample, pixel, channel
+    mean, m2 = torch.empty(8), torch.empty(8)
+    launcher.run(x, mean, m2, 8, 1600)
+    rows = x.double().reshape(2, 400, 4, 4).permute(0, 2, 1, 3).reshape(8, 1600)
+    ref_m2 = ((rows - rows.mean(1, keepdim=True)) ** 2).sum(1)
+    out[label] = {"mean_error": ((mean.double() - rows.mean(1)).abs() / rows.abs().max()).max().item(),
+                  "m2_error": ((m2.double() - ref_m2).abs() / ref_m2).max().item(),
+                  "m2": [str(v) for v in m2.tolist()]}
+print(json.dumps(out))
+"""
+
+
+def test_the_shifted_sums_match_float64_and_overflow_to_inf_like_welford(graph, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", OVERFLOW_SCRIPT, graph.path, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["normal"]["mean_error"] < 1e-6 and result["normal"]["m2_error"] < 1e-5
+    # squares past float32's range: Welford's M2 is +inf there (its lanes all full); S2 - S1 * S1 / n in float32
+    # would be inf - inf = NaN
+    assert result["overflowing"]["m2"] == ["inf"] * 8
+
+
 def test_the_launchers_pass_gates_2_and_3_on_the_cpu_backend(graph, tmp_path: Path) -> None:
     from kernelopt_core.gates import CascadeConfig, run_cascade
     from kernelopt_core.gates.static import check_source
@@ -100,13 +165,15 @@ def test_the_launchers_pass_gates_2_and_3_on_the_cpu_backend(graph, tmp_path: Pa
     kernel = decompose(parse_kernel_module(group.source, group.name))
     # 4 chunks of 128 pixels, 32 a trip: several trips per program (Welford's first-trip flag) and a short last
     # chunk (400 pixels), what the variants' shapes reach only at real sizes
-    source = launcher_source(kernel, find_grouping(kernel), GroupShape(pixels=32, chunks=4, chunk=128, num_warps=4))
-    report = check_source(group.source, group.name, source)
-    assert report.ok, [f.describe() for f in report.findings]
-    light = {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1, "input_sets": False}
-    result = run_cascade(graph, {group.name: source},
-                         CascadeConfig(run_gates=(2, 3), device="cpu", workdir=str(tmp_path), **light))
-    assert result.accepted, result.reason
-    kernel_gate, model_gate = result.gates
-    assert kernel_gate.passed and model_gate.passed
-    assert "re-runs" in kernel_gate.reason  # shuffled program orders, compared bitwise
+    for shifted in (False, True):
+        source = launcher_source(kernel, find_grouping(kernel), GroupShape(pixels=32, chunks=4, chunk=128, num_warps=4),
+                                 shifted)
+        report = check_source(group.source, group.name, source)
+        assert report.ok, [f.describe() for f in report.findings]
+        light = {"seeds_kernel": (0,), "seeds_model": (0,), "determinism_reruns": 1, "input_sets": False}
+        result = run_cascade(graph, {group.name: source},
+                             CascadeConfig(run_gates=(2, 3), device="cpu", workdir=str(tmp_path / str(shifted)), **light))
+        assert result.accepted, (shifted, result.reason)
+        kernel_gate, model_gate = result.gates
+        assert kernel_gate.passed and model_gate.passed
+        assert "re-runs" in kernel_gate.reason  # shuffled program orders, compared bitwise

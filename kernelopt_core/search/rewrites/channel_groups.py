@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
+from .channel_moments import channel_lines, initial_lines, replaced, step_lines, welford_sites
 from .cost_model import near_speed_of_light, plan_text, sm_count, traffic_plan
 from .kernel_source import next_pow2
 from .launcher_text import Lines
@@ -162,10 +163,16 @@ def find_grouping(kernel: ReductionKernel) -> Grouping:
 # --- the launcher ---------------------------------------------------------------------------------------
 
 
-def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str) -> str:
+def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str, shifted: bool = False) -> str:
     """The pass ``p`` over (sample, chunk of pixels), tile [PIX, C]: channels along the tile's fast axis, so a
-    warp's loads walk a pixel's contiguous values. Writes each of the G rows' partials of its reductions."""
+    warp's loads walk a pixel's contiguous values. Writes each of the G rows' partials of its reductions.
+    ``shifted``: its Welford statistics kept as shifted sums per channel (channel_moments)."""
     g, cg, hw = grouping.groups, grouping.per_group, grouping.pixels
+    sites = welford_sites(p) if shifted else []
+    if shifted and not sites:
+        raise NotTransformable("no Welford statistic to keep as shifted sums")
+    skipped = set().union(*(replaced(site) for site in sites))
+    site_of = {id(site.reduction): site for site in sites}
     lines = Lines()
     lines.add("@triton.jit")
     with lines.block(f"def {name}({', '.join(kernel_parameters(kernel))}):"):
@@ -178,6 +185,8 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             if stmt is kernel.xoffset or stmt.targets & HEADER_REPLACED:
                 continue
             lines.add(stmt.text())
+        for site in sites:
+            lines.add("\n".join(initial_lines(site)))
         lines.add("_ko_start = _ko_s * CHUNK")
         lines.add(f"_ko_end = tl.minimum(_ko_start + CHUNK, {hw})")
         with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, XBLOCK):"):
@@ -187,14 +196,23 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
             lines.add("roffset = r0_offset\nrindex = r0_index")
             for stmt in p.body:
-                if stmt.targets & set(ROW_SETUP):
+                if stmt.targets & set(ROW_SETUP) or id(stmt) in skipped:
                     continue
                 lines.add(stmt.text())
+            for site in sites:
+                lines.add("\n".join(step_lines(site)))
         level = kernel.levels.index(p)
         lines.add(f"_ko_rows = xoffset + tl.arange(0, {g})")
         for i, reduction in enumerate(p.reductions):
             folded = []
-            for c, acc in enumerate(reduction.accumulators):
+            site = site_of.get(id(reduction))
+            if site is not None:  # [C] per-channel Welford values -> [G, Cg]
+                channel, values = channel_lines(site)
+                lines.add("\n".join(channel))
+                for c, value in enumerate(values):
+                    lines.add(f"_ko_fold{i}_{c} = tl.reshape({value}, [{g}, {cg}])")
+                    folded.append(f"_ko_fold{i}_{c}")
+            for c, acc in enumerate(reduction.accumulators if site is None else ()):
                 # [PIX, C] -> [G, Cg x PIX]: a row's elements of this chunk side by side
                 lines.add(f"_ko_fold{i}_{c} = tl.reshape(tl.trans({acc.name}), [{g}, {cg} * XBLOCK])")
                 folded.append(f"_ko_fold{i}_{c}")
@@ -205,10 +223,10 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
     return lines.text()
 
 
-def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupShape) -> str:
+def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupShape, shifted: bool = False) -> str:
     s_meta = {"CHUNK": shape.chunk, "S": shape.chunks, "S_BLOCK": shape.chunks}  # a power of two: no empty lane
     return chunked_launcher(kernel, shape.chunks, lambda p, name: PassLaunch(
-        group_kernel(kernel, p, grouping, name), (grouping.samples, shape.chunks),
+        group_kernel(kernel, p, grouping, name, shifted), (grouping.samples, shape.chunks),
         {"XBLOCK": shape.pixels, "R0_BLOCK": grouping.channels, **s_meta}, shape.num_warps),
         {"XBLOCK": 1, "R0_BLOCK": shape.pixels, **s_meta})
 
@@ -265,22 +283,25 @@ class ChannelGroupsFamily(ReductionLauncherFamily):
         grouping = find_grouping(kernel)
         plan = traffic_plan(ctx, self.declaration, [])
         out: list[Rewrite] = []
-        for shape in group_shapes(grouping, sm_count(ctx))[:MAX_VARIANTS]:
+        shapes = group_shapes(grouping, sm_count(ctx))[:MAX_VARIANTS]
+        # shifted sums first: Welford's division per element is what the whole-pixel tile leaves to win
+        for shifted, shape in [(True, s) for s in shapes] + [(False, s) for s in shapes]:
             try:
-                source = launcher_source(kernel, grouping, shape)
+                source = launcher_source(kernel, grouping, shape, shifted)
             except Exception:  # noqa: BLE001 - one variant's blind spot must not stop the search
                 continue
             programs = grouping.samples * shape.chunks
             useful = grouping.per_group / grouping.channels
+            body = "shifted sums per channel" if shifted else "Inductor's loop body"
             out.append(Rewrite(
-                family=self.name, title=f"channel groups, {shape.label(grouping)}",
+                family=self.name, title=f"channel groups{', shifted sums' if shifted else ''}, {shape.label(grouping)}",
                 detail=(f"{programs} programs read whole pixels ({grouping.channels} channels) where each of "
                         f"Inductor's {kernel.xnumel} rows read {math.floor(100 * useful)}% of every pixel it "
-                        f"touched; partials in scratch, a finish kernel per row; {plan_text(plan)}"),
+                        f"touched; {body}; partials in scratch, a finish kernel per row; {plan_text(plan)}"),
                 source=source,
                 params={"launcher": True, "groups": grouping.groups, "per_group": grouping.per_group,
                         "pixels": shape.pixels, "chunks": shape.chunks, "chunk": shape.chunk,
-                        "num_warps": shape.num_warps, "programs": programs,
+                        "num_warps": shape.num_warps, "programs": programs, "shifted": shifted,
                         "efficiency": self.declaration.traffic_efficiency, **plan},
             ))
         return out
