@@ -195,27 +195,29 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             lines.add(f"r0_index = _ko_pix * {cg} + _ko_c % {cg}")
             lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
             lines.add("roffset = r0_offset\nrindex = r0_index")
+            steps = {id(site.step): site for site in sites}
             for stmt in p.body:
+                if id(stmt) in steps:  # at the Welford step's place: its value is computed above it
+                    lines.add("\n".join(step_lines(steps[id(stmt)])))
                 if stmt.targets & set(ROW_SETUP) or id(stmt) in skipped:
                     continue
                 lines.add(stmt.text())
-            for site in sites:
-                lines.add("\n".join(step_lines(site)))
         level = kernel.levels.index(p)
         lines.add(f"_ko_rows = xoffset + tl.arange(0, {g})")
         for i, reduction in enumerate(p.reductions):
-            folded = []
-            site = site_of.get(id(reduction))
-            if site is not None:  # [C] per-channel Welford values -> [G, Cg]
-                channel, values = channel_lines(site)
+            folded: list[str] = []
+            shifted_site = site_of.get(id(reduction))
+            if shifted_site is not None:  # [C] per-channel Welford values -> [G, Cg]
+                channel, values = channel_lines(shifted_site)
                 lines.add("\n".join(channel))
                 for c, value in enumerate(values):
                     lines.add(f"_ko_fold{i}_{c} = tl.reshape({value}, [{g}, {cg}])")
                     folded.append(f"_ko_fold{i}_{c}")
-            for c, acc in enumerate(reduction.accumulators if site is None else ()):
-                # [PIX, C] -> [G, Cg x PIX]: a row's elements of this chunk side by side
-                lines.add(f"_ko_fold{i}_{c} = tl.reshape(tl.trans({acc.name}), [{g}, {cg} * XBLOCK])")
-                folded.append(f"_ko_fold{i}_{c}")
+            else:
+                for c, acc in enumerate(reduction.accumulators):
+                    # [PIX, C] -> [G, Cg x PIX]: a row's elements of this chunk side by side
+                    lines.add(f"_ko_fold{i}_{c} = tl.reshape(tl.trans({acc.name}), [{g}, {cg} * XBLOCK])")
+                    folded.append(f"_ko_fold{i}_{c}")
             results = [f"_ko_p{i}_{c}" for c in range(reduction.arity)]
             lines.add(f"{', '.join(results)} = {reduction.call_with(folded)}")
             for c, value in enumerate(results):
