@@ -94,6 +94,7 @@ def test_the_shifted_form_accumulates_sums_and_leaves_welford_to_the_fold(graph)
     loop = source.split("for _ko_p in")[1].split("_ko_rows =")[0]
     assert "welford_reduce" not in loop and "/" not in loop.split("if r0_offset == 0:")[1].split("\n", 2)[2]
     assert "tl.reshape(_ko_w0_mean, [4, 4])" in source  # a sample's 16 channels folded into its 4 groups
+    assert "_ko_w0_count" not in source  # every pixel of a chunk counts: no per-lane count is kept
     variants = FAMILIES["channel_groups"].variants(context(group.source, group.name))
     assert [v.params["shifted"] for v in variants][:1] == [True]  # the shifted form is offered first
     # a pass without a Welford statistic has nothing to shift

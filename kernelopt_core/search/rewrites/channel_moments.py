@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from .reduction_passes import NotTransformable, Pass, Reduction, Stmt, is_call
-from .shifted_moments import WELFORD_STEP, _target_names, _update_mask
+from .shifted_moments import ROW_MASKS, WELFORD_STEP, _target_names, _update_mask
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,16 @@ def welford_sites(p: Pass) -> list[ChannelSite]:
     return sites
 
 
+def counts_whole_chunks(site: ChannelSite) -> bool:
+    """Whether a channel's count is its chunk's pixels: the update masks only the row's end and rows beyond
+    ``xnumel`` (channel_groups' ``r0_mask`` holds for every pixel of the chunk), so no per-lane count is kept."""
+    return site.mask is None or site.mask.replace("(", "").replace(")", "") in ROW_MASKS
+
+
 def initial_lines(site: ChannelSite) -> list[str]:
     p = site.prefix
-    return [*(f"{p}_{name} = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)" for name in ("sum", "squares", "count")),
+    kept = ("sum", "squares") if counts_whole_chunks(site) else ("sum", "squares", "count")
+    return [*(f"{p}_{name} = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)" for name in kept),
             f"{p}_shift = tl.zeros([1, R0_BLOCK], tl.float32)"]
 
 
@@ -91,15 +98,17 @@ def step_lines(site: ChannelSite) -> list[str]:
         f"{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
         f"{p}_sum = {p}_sum + {p}_delta",
         f"{p}_squares = {p}_squares + {p}_delta * {p}_delta",
-        f"{p}_count = {p}_count + tl.where({p}_live, 1.0, 0.0)",
+        *([] if counts_whole_chunks(site) else [f"{p}_count = {p}_count + tl.where({p}_live, 1.0, 0.0)"]),
     ]
 
 
 def channel_lines(site: ChannelSite) -> tuple[list[str], tuple[str, str, str]]:
     """After the loop: each channel's Welford mean, M2 and count ([R0_BLOCK] vectors) and their names."""
     p = site.prefix
+    count = ("tl.sum(tl.where(tl.broadcast_to(xmask, [1, R0_BLOCK]), 1.0, 0.0), 0) * (_ko_end - _ko_start)"
+             if counts_whole_chunks(site) else f"tl.sum({p}_count, 0)")
     lines = [
-        f"{p}_n = tl.sum({p}_count, 0)",
+        f"{p}_n = {count}",
         f"{p}_s1 = tl.sum({p}_sum, 0)",
         f"{p}_s2 = tl.sum({p}_squares, 0)",
         f"{p}_offset = {p}_s1 / tl.maximum({p}_n, 1.0)",
