@@ -207,19 +207,43 @@ def probe_source(kernel: ReductionKernel, shape: SplitShape) -> str:
                         _meta(shape), shape.num_warps)
 
 
+def _has_welford(kernel: ReductionKernel) -> bool:
+    return any(r.kind == "welford" for p in kernel.passes for r in p.reductions)
+
+
+def _shape_for(kernel: ReductionKernel, target: int, welford: bool) -> SplitShape | None:
+    """About ``target`` chunks per row, each a multiple of its block; None when that gives too few or many."""
+    chunk = max(MIN_CHUNK, -(-kernel.r0_numel // max(1, target)))
+    block = min(MAX_BLOCK, next_pow2(chunk))
+    chunk = -(-chunk // block) * block
+    chunks = -(-kernel.r0_numel // chunk)
+    if chunks < 2 or chunks > MAX_CHUNKS or (welford and chunks & (chunks - 1)):
+        return None
+    while welford and kernel.r0_numel - (chunks - 1) * chunk < block:  # a lane of the last chunk empty
+        block //= 2
+    return SplitShape(chunks, chunk, block, max(1, min(8, block // 256)))
+
+
 def split_shapes(kernel: ReductionKernel, sms: int) -> list[SplitShape]:
+    """Chunks per row for each of WAVES. A Welford statistic gets a power-of-two count of chunks and a block
+    no longer than its last chunk, so no lane of the finish or of a chunk is empty: an empty Welford partial
+    combined with a full one gives NaN (0 x inf in ``welford_combine``) where the squares overflow and
+    Inductor's full lanes give +inf, and gate 2's near-max inputs would reject the candidate for it."""
+    welford = _has_welford(kernel)
     shapes: list[SplitShape] = []
     for waves in WAVES:
         wanted = max(2, -(-waves * sms // kernel.xnumel))
-        chunk = max(MIN_CHUNK, -(-kernel.r0_numel // wanted))
-        block = min(MAX_BLOCK, next_pow2(chunk))
-        chunk = -(-chunk // block) * block
-        chunks = -(-kernel.r0_numel // chunk)
-        if chunks < 2 or chunks > MAX_CHUNKS:
-            continue
-        shape = SplitShape(chunks, chunk, block, max(1, min(8, block // 256)))
-        if shape not in shapes:
-            shapes.append(shape)
+        targets = [wanted]
+        if welford:  # the nearest powers of two, then smaller ones down to two chunks
+            above, below = next_pow2(wanted), next_pow2(wanted) // 2
+            targets = [above, below] if above - wanted <= wanted - below else [below, above]
+            targets += [1 << k for k in range(below.bit_length() - 2, 0, -1)]
+        for target in targets:
+            shape = _shape_for(kernel, target, welford)
+            if shape is not None:
+                if shape not in shapes:
+                    shapes.append(shape)
+                break
     return shapes
 
 
