@@ -96,7 +96,7 @@ def test_the_shifted_form_accumulates_sums_and_leaves_welford_to_the_fold(graph)
     assert "tl.reshape(_ko_w0_mean, [4, 4])" in source  # a sample's 16 channels folded into its 4 groups
     assert "_ko_w0_count" not in source  # every pixel of a chunk counts: no per-lane count is kept
     variants = FAMILIES["channel_groups"].variants(context(group.source, group.name))
-    assert [v.params["shifted"] for v in variants][:1] == [True]  # the shifted form is offered first
+    assert variants and all(v.params["shifted"] for v in variants)  # a Welford statistic only as shifted sums
     # a pass without a Welford statistic has nothing to shift
     summed = group.source.replace("triton_helpers.welford_reduce(", "triton_helpers.welford_reduce_other(")
     with pytest.raises(NotTransformable):
@@ -130,3 +130,21 @@ def test_the_launchers_pass_gates_2_and_3_on_the_cpu_backend(graph, tmp_path: Pa
         kernel_gate, model_gate = result.gates
         assert kernel_gate.passed and model_gate.passed
         assert "re-runs" in kernel_gate.reason  # shuffled program orders, compared bitwise
+
+
+def test_measured_strided_access_calls_for_the_shifted_form_on_problem_92s_statistics() -> None:
+    from kernelopt_core.search.agents.context import KernelBrief
+    from kernelopt_core.search.agents.planner import PlanRequest, offline_plans
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "level2_h100" / "p92_output_code.txt"
+    (stats,) = [k for k in parse_output_code(str(fixture)).kernels if k.kind == "red" and "group_norm" in k.name]
+    strided = context(stats.source, stats.name)
+    strided.evidence.update(causes=["strided-access"])
+    brief = KernelBrief(name=stats.name, kind="red", device="cuda", original_source=stats.source)
+    plans = offline_plans(PlanRequest(brief=brief, node_source=stats.source, context=strided, n=2))
+    # the launcher stage comes first; windowed and strided_access decline this kernel
+    assert plans[0].family == "channel_groups" and any("strided-access" in e for e in plans[0].evidence)
+    unmeasured = offline_plans(PlanRequest(brief=brief, node_source=stats.source,
+                                           context=context(stats.source, stats.name), n=20))
+    families = [p.family for p in unmeasured]  # no measured cause: after every family the defaults order
+    assert families[0] != "channel_groups" and families.index("channel_groups") > families.index("shifted_moments")

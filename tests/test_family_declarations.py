@@ -19,7 +19,7 @@ from kernelopt_core.search.rewrites.declaration import (
 
 # The hand-written tables as they stood before the declarations (agents/context.py, agents/planner.py
 # and rewrites/budget.py, now rewrites/cost_model.py, at 932595b), copied literally; shifted_moments (added
-# after them) placed where its declaration puts it; channel_groups (later still) is called for by nothing.
+# after them) placed where its declaration puts it; channel_groups (later still) by measured strided access alone.
 DIRECTION_FAMILIES = {
     "vectorize-loads": ("launch_config", "vector_hints", "shifted_moments"),
     "fuse-rereads": ("single_read", "cooperative_rows"),
@@ -42,7 +42,7 @@ DEFAULT_ORDER = {
              "int32_index"),
 }
 EVIDENCE_FAMILIES = {
-    "strided-access": ("windowed", "strided_access"),
+    "strided-access": ("windowed", "strided_access", "channel_groups"),
     "low-parallelism": ("strided_access",),
 }
 LATER_EVIDENCE_FAMILIES = {
