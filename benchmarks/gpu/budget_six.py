@@ -3,7 +3,7 @@
 Run on the device (4 GPUs: the six problems in two waves of about 4 minutes each):
 
     PYTHONPATH=$PWD:$PWD/server python3 benchmarks/gpu/run_all.py --out $OUT budget_six:560
-    # with KERNELOPT_BUDGET_SIX_GPUS=4 (default: every visible GPU, at most 6)
+    # with KERNELOPT_BUDGET_SIX_GPUS=4 (default: every visible GPU, at most one a problem)
 
 On the CPU first, at the problems' tiny scale (plumbing only; the figures mean nothing there):
 
