@@ -146,7 +146,7 @@ def test_measured_strided_access_calls_for_the_shifted_form_on_problem_92s_stati
     assert plans[0].family == "channel_groups" and any("strided-access" in e for e in plans[0].evidence)
     unmeasured = offline_plans(PlanRequest(brief=brief, node_source=stats.source,
                                            context=context(stats.source, stats.name), n=20))
-    families = [p.family for p in unmeasured]  # no measured cause: after the families of the default order
+    families = [p.family for p in unmeasured]  # no measured cause: not first, and after shifted_moments
     from kernelopt_core.gates.decisions import added_decisions
     from kernelopt_core.gates.static import check_source
 
