@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from .reduction_passes import NotTransformable, Pass, Reduction, Stmt, is_call
-from .shifted_moments import ROW_MASKS, WELFORD_STEP, _target_names, _update_mask
+from .shifted_moments import ROW_MASKS, WELFORD_STEP, target_names, update_mask
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def welford_sites(p: Pass) -> list[ChannelSite]:
         if not (isinstance(node, ast.Assign) and is_call(node.value, WELFORD_STEP)):
             continue
         call = node.value
-        nexts = _target_names(node)
+        nexts = target_names(node)
         if nexts is None or len(nexts) != 3 or len(call.args) != 5 or call.keywords:
             raise NotTransformable(f"line {node.lineno}: not welford_reduce(value, mean, m2, weight, first)")
         if not all(isinstance(a, ast.Name) for a in call.args[1:4]):
@@ -51,7 +51,7 @@ def welford_sites(p: Pass) -> list[ChannelSite]:
         updates = body[position + 1:position + 4]
         masks: set[str | None] = set()
         for acc, nxt, update in zip(accumulators, nexts, updates, strict=False):
-            ok, mask = _update_mask(update.node, acc, nxt)
+            ok, mask = update_mask(update.node, acc, nxt)
             if not ok:
                 raise NotTransformable(f"the update of {acc} is not tl.where(mask, {nxt}, {acc})")
             masks.add(mask)

@@ -56,7 +56,7 @@ class WelfordSite:
         return "_ko_" + self.accumulators[0].removesuffix("_mean")
 
 
-def _target_names(node: ast.Assign) -> list[str] | None:
+def target_names(node: ast.Assign) -> list[str] | None:
     if len(node.targets) != 1:
         return None
     target = node.targets[0]
@@ -67,9 +67,9 @@ def _target_names(node: ast.Assign) -> list[str] | None:
     return None
 
 
-def _update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool, str | None]:
+def update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool, str | None]:
     """Whether ``node`` is ``acc = tl.where(mask, acc_next, acc)`` (or ``acc = acc_next``), and its mask."""
-    if not isinstance(node, ast.Assign) or _target_names(node) != [accumulator]:
+    if not isinstance(node, ast.Assign) or target_names(node) != [accumulator]:
         return False, None
     value = node.value
     if isinstance(value, ast.Name) and value.id == following:
@@ -84,7 +84,7 @@ def _update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool
 
 def _init_dtype(node: ast.stmt, accumulator: str) -> str | None:
     """The dtype of ``acc = tl.zeros([XBLOCK, R0_BLOCK], dtype)``, else None."""
-    if not isinstance(node, ast.Assign) or _target_names(node) != [accumulator]:
+    if not isinstance(node, ast.Assign) or target_names(node) != [accumulator]:
         return None
     value = node.value
     if not is_call(value, "tl.zeros") or len(value.args) != 2:
@@ -128,7 +128,7 @@ def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: 
         raise NotShiftable(f"the loop at line {loop.lineno} does not run r0_offset from 0")
     call = step.value
     assert isinstance(call, ast.Call)
-    nexts = _target_names(step)
+    nexts = target_names(step)
     if nexts is None or len(nexts) != 3 or len(call.args) != 5 or call.keywords:
         raise NotShiftable(f"line {step.lineno}: not welford_reduce(value, mean, m2, weight, first) into three names")
     if not all(isinstance(a, ast.Name) for a in call.args[1:4]):
@@ -140,7 +140,7 @@ def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: 
     masks: set[str | None] = set()
     following = loop.body[position + 1:position + 4]
     for acc, nxt, node in zip(accumulators, nexts, following, strict=False):
-        ok, mask = _update_mask(node, acc, nxt)
+        ok, mask = update_mask(node, acc, nxt)
         if not ok:
             raise NotShiftable(f"line {node.lineno}: the update of {acc} is not tl.where(mask, {nxt}, {acc})")
         assert isinstance(node, ast.Assign)
@@ -156,7 +156,7 @@ def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: 
         raise NotShiftable(f"the loop at line {loop.lineno} reads Welford's accumulators outside its update")
     inits, dtypes = [], set()
     for acc in accumulators:
-        found = [s for s in body[:index] if isinstance(s, ast.Assign) and _target_names(s) == [acc]]
+        found = [s for s in body[:index] if isinstance(s, ast.Assign) and target_names(s) == [acc]]
         dtype = _init_dtype(found[-1], acc) if found else None
         if dtype is None:
             raise NotShiftable(f"{acc} is not initialised as tl.zeros([XBLOCK, R0_BLOCK], dtype) before the loop")
@@ -178,7 +178,7 @@ def _combine(after: list[ast.stmt], accumulators: tuple[str, ...]) -> ast.Assign
         raise NotShiftable(f"line {node.lineno}: the accumulators are not combined by {WELFORD_COMBINE}")
     call = node.value
     assert isinstance(call, ast.Call)
-    targets = _target_names(node)
+    targets = target_names(node)
     args = [ast.unparse(a) for a in call.args]
     if targets is None or len(targets) != 3 or args[:3] != list(accumulators) or args[3:] != ["1"]:
         raise NotShiftable(f"line {node.lineno}: not a, b, c = {WELFORD_COMBINE}(mean, m2, weight, 1)")
@@ -237,7 +237,7 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
         step_lines.append(f"{inner}{count} = {count} + tl.where({p}_live, 1.0, 0.0)")
     last_update = max(site.updates, key=lambda n: n.end_lineno or n.lineno)
     edits.append((site.step.lineno, last_update.end_lineno or last_update.lineno, step_lines))
-    mean, m2, weight = _target_names(site.combine) or ("", "", "")  # find_sites checked: three names
+    mean, m2, weight = target_names(site.combine) or ("", "", "")  # find_sites checked: three names
     after = _indent(text, site.combine)
     combine_lines = [
         f"{after}{p}_n = tl.sum({count}, 1)" if counted else f"{after}{p}_n = tl.zeros([XBLOCK], tl.float32) + r0_numel",
