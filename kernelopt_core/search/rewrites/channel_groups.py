@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from .base import Rewrite, RewriteContext
-from .channel_moments import channel_lines, initial_lines, replaced, shift_lines, step_lines, welford_sites
+from .channel_moments import channel_lines, initial_lines, replaced, step_lines, welford_sites
 from .cost_model import near_speed_of_light, plan_text, sm_count, traffic_plan
 from .kernel_source import next_pow2
 from .launcher_text import Lines
@@ -189,22 +189,16 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             lines.add("\n".join(initial_lines(site)))
         lines.add("_ko_start = _ko_s * CHUNK")
         lines.add(f"_ko_end = tl.minimum(_ko_start + CHUNK, {hw})")
-        steps = {id(site.step): site for site in sites}
-        # The shifts from the chunk's first step, its loads run once more before the loop (one step of the
-        # chunk's pixels: 1/32 of its reads or less at problems 92 and 21), where the loop body stores nothing.
-        peeled = bool(sites) and not any(stmt.is_store for stmt in p.body)
-        if peeled:
-            _step(lines, grouping, "_ko_start")
-            for stmt in p.body:
-                if id(stmt) in steps:
-                    lines.add("\n".join(shift_lines(steps[id(stmt)])))
-                if not (stmt.targets & set(ROW_SETUP) or id(stmt) in skipped):
-                    lines.add(stmt.text())
         with lines.block("for _ko_p in tl.range(_ko_start, _ko_end, XBLOCK):"):
-            _step(lines, grouping, "_ko_p")
+            lines.add("_ko_pix = _ko_p + tl.arange(0, XBLOCK)[:, None]")
+            lines.add("r0_offset = _ko_p - _ko_start")  # 0 on the first trip: Welford's first-iteration flag
+            lines.add(f"r0_index = _ko_pix * {cg} + _ko_c % {cg}")
+            lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
+            lines.add("roffset = r0_offset\nrindex = r0_index")
+            steps = {id(site.step): site for site in sites}
             for stmt in p.body:
                 if id(stmt) in steps:  # at the Welford step's place: its value is computed above it
-                    lines.add("\n".join(step_lines(steps[id(stmt)], peeled)))
+                    lines.add("\n".join(step_lines(steps[id(stmt)])))
                 if stmt.targets & set(ROW_SETUP) or id(stmt) in skipped:
                     continue
                 lines.add(stmt.text())
@@ -229,15 +223,6 @@ def group_kernel(kernel: ReductionKernel, p: Pass, grouping: Grouping, name: str
             for c, value in enumerate(results):
                 lines.add(f"tl.store({_part(level, i, c)} + (_ko_rows * S + _ko_s), {value})")
     return lines.text()
-
-
-def _step(lines: Lines, grouping: Grouping, first_pixel: str) -> None:
-    """The row setup of the step of pixels starting at ``first_pixel``, in Inductor's names."""
-    lines.add(f"_ko_pix = {first_pixel} + tl.arange(0, XBLOCK)[:, None]")
-    lines.add(f"r0_offset = {first_pixel} - _ko_start")  # 0 on the first trip: Welford's first-iteration flag
-    lines.add(f"r0_index = _ko_pix * {grouping.per_group} + _ko_c % {grouping.per_group}")
-    lines.add("r0_mask = (_ko_pix < _ko_end) & (r0_index < r0_numel)")
-    lines.add("roffset = r0_offset\nrindex = r0_index")
 
 
 def launcher_source(kernel: ReductionKernel, grouping: Grouping, shape: GroupShape, shifted: bool = False) -> str:

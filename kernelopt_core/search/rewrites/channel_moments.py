@@ -83,34 +83,18 @@ def initial_lines(site: ChannelSite) -> list[str]:
             f"{p}_shift = tl.zeros([1, R0_BLOCK], tl.float32)"]
 
 
-def _value_lines(site: ChannelSite) -> list[str]:
+def step_lines(site: ChannelSite) -> list[str]:
+    """The loop's lines in place of the Welford step and its three updates."""
     p = site.prefix
     live = (f"tl.broadcast_to({site.mask}, [XBLOCK, R0_BLOCK])" if site.mask
             else "tl.full([XBLOCK, R0_BLOCK], True, tl.int1)")
-    return [f"{p}_value = tl.broadcast_to({site.value}, [XBLOCK, R0_BLOCK])", f"{p}_live = {live}"]
-
-
-def _shift(site: ChannelSite) -> str:
-    """Each channel's mean over the step of pixels just computed: the shift."""
-    p = site.prefix
-    return (f"{p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), 0)[None, :] / "
-            f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), 0)[None, :], 1.0)")
-
-
-def shift_lines(site: ChannelSite) -> list[str]:
-    """Before the loop, after the loop body's statements ran once for the chunk's first step: the shift."""
-    return [*_value_lines(site), _shift(site)]
-
-
-def step_lines(site: ChannelSite, shifted_before: bool) -> list[str]:
-    """The loop's lines in place of the Welford step and its three updates. ``shifted_before``: the shift was
-    set before the loop (:func:`shift_lines`); otherwise the loop's first trip sets it, a branch that takes
-    registers (on problem 92's [32, 64] tile at 4 warps for sm90, 96 and 8 spilled against 69 and none)."""
-    p = site.prefix
-    first = [] if shifted_before else ["if r0_offset == 0:", "    " + _shift(site)]
     return [
-        *_value_lines(site),
-        *first,
+        f"{p}_value = tl.broadcast_to({site.value}, [XBLOCK, R0_BLOCK])",
+        f"{p}_live = {live}",
+        "if r0_offset == 0:",
+        # the shift: each channel's mean over the chunk's first step of pixels
+        f"    {p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), 0)[None, :] / "
+        f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), 0)[None, :], 1.0)",
         f"{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
         f"{p}_sum = {p}_sum + {p}_delta",
         f"{p}_squares = {p}_squares + {p}_delta * {p}_delta",
@@ -141,4 +125,4 @@ def replaced(site: ChannelSite) -> set[int]:
     return {id(site.step), *(id(u) for u in site.updates)}
 
 
-__all__ = ["ChannelSite", "channel_lines", "initial_lines", "replaced", "shift_lines", "step_lines", "welford_sites"]
+__all__ = ["ChannelSite", "channel_lines", "initial_lines", "replaced", "step_lines", "welford_sites"]
