@@ -32,6 +32,9 @@ MAX_CHANNELS = 512  # C: one tile row holds a pixel's channels
 TILE_ELEMENTS = (2048, 4096, 1024)  # PIX x C per loop step, in order of preference
 WAVES = (8, 4, 16)  # programs per multiprocessor to aim at
 MIN_CHUNK_PIXELS = 64
+# Tiles of at least this many elements get 8 warps. The shifted form's first-trip branch spilled at a
+# [32, 64] tile with 4 warps (PTX for sm90: 96 registers, 8 spilled); with 8 warps, 48 and none.
+WARPS_8_AT = 2048
 MAX_VARIANTS = 3
 HEADER_REPLACED = {"xoffset", "xindex", "xmask", "r0_base", "rbase"}  # the tile's own index replaces them
 SAMPLES = 6  # rows and pixels sampled when checking the arrangement
@@ -253,7 +256,7 @@ def group_shapes(grouping: Grouping, sms: int) -> list[GroupShape]:
             chunk = -(-max(MIN_CHUNK_PIXELS, pixels, -(-grouping.pixels // chunks)) // pixels) * pixels
             last = grouping.pixels - (chunks - 1) * chunk
             if last >= pixels:
-                shape = GroupShape(pixels, chunks, chunk, 8 if pixels * grouping.channels >= 4096 else 4)
+                shape = GroupShape(pixels, chunks, chunk, 8 if pixels * grouping.channels >= WARPS_8_AT else 4)
                 if shape not in shapes:
                     shapes.append(shape)
                 break
