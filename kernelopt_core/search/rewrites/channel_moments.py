@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from .reduction_passes import NotTransformable, Pass, Reduction, Stmt, is_call
-from .shifted_moments import ROW_MASKS, WELFORD_STEP, target_names, update_mask
+from .shifted_moments import ROW_MASKS, WELFORD_STEP, NotShiftable, read_welford_step
 
 
 @dataclass(frozen=True)
@@ -38,35 +38,19 @@ def welford_sites(p: Pass) -> list[ChannelSite]:
     sites: list[ChannelSite] = []
     body = p.body
     for position, stmt in enumerate(body):
-        node = stmt.node
-        if not (isinstance(node, ast.Assign) and is_call(node.value, WELFORD_STEP)):
+        if not (isinstance(stmt.node, ast.Assign) and is_call(stmt.node.value, WELFORD_STEP)):
             continue
-        call = node.value
-        nexts = target_names(node)
-        if nexts is None or len(nexts) != 3 or len(call.args) != 5 or call.keywords:
-            raise NotTransformable(f"line {node.lineno}: not welford_reduce(value, mean, m2, weight, first)")
-        if not all(isinstance(a, ast.Name) for a in call.args[1:4]):
-            raise NotTransformable(f"line {node.lineno}: Welford's accumulators are not plain names")
-        accumulators = [a.id for a in call.args[1:4] if isinstance(a, ast.Name)]
-        updates = body[position + 1:position + 4]
-        masks: set[str | None] = set()
-        for acc, nxt, update in zip(accumulators, nexts, updates, strict=False):
-            ok, mask = update_mask(update.node, acc, nxt)
-            if not ok:
-                raise NotTransformable(f"the update of {acc} is not tl.where(mask, {nxt}, {acc})")
-            masks.add(mask)
-        if len(updates) != 3 or len(masks) != 1:
-            raise NotTransformable(f"line {node.lineno}: Welford's accumulators are not updated together")
-        others = [s for s in body if s is not stmt and s not in updates]
-        if any(s.reads & (set(accumulators) | set(nexts)) for s in others):
-            raise NotTransformable("the loop reads Welford's accumulators outside their update")
-        reductions = [r for r in p.reductions if [a.name for a in r.accumulators] == accumulators]
+        try:
+            read = read_welford_step([s.node for s in body], position)
+        except NotShiftable as exc:
+            raise NotTransformable(str(exc)) from exc
+        reductions = [r for r in p.reductions if tuple(a.name for a in r.accumulators) == read.accumulators]
         if len(reductions) != 1 or reductions[0].kind != "welford":
             raise NotTransformable("Welford's accumulators are not combined by one triton_helpers.welford")
         if any(a.dtype != "tl.float32" for a in reductions[0].accumulators):
             raise NotTransformable("Welford's accumulators are not tl.float32")
-        sites.append(ChannelSite(len(sites), stmt, tuple(updates), reductions[0], ast.unparse(call.args[0]),
-                                 masks.pop()))
+        sites.append(ChannelSite(len(sites), stmt, tuple(body[i] for i in read.updates), reductions[0], read.value,
+                                 read.mask))
     return sites
 
 

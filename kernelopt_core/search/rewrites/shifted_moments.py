@@ -56,7 +56,7 @@ class WelfordSite:
         return "_ko_" + self.accumulators[0].removesuffix("_mean")
 
 
-def target_names(node: ast.Assign) -> list[str] | None:
+def _target_names(node: ast.Assign) -> list[str] | None:
     if len(node.targets) != 1:
         return None
     target = node.targets[0]
@@ -67,9 +67,9 @@ def target_names(node: ast.Assign) -> list[str] | None:
     return None
 
 
-def update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool, str | None]:
+def _update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool, str | None]:
     """Whether ``node`` is ``acc = tl.where(mask, acc_next, acc)`` (or ``acc = acc_next``), and its mask."""
-    if not isinstance(node, ast.Assign) or target_names(node) != [accumulator]:
+    if not isinstance(node, ast.Assign) or _target_names(node) != [accumulator]:
         return False, None
     value = node.value
     if isinstance(value, ast.Name) and value.id == following:
@@ -84,7 +84,7 @@ def update_mask(node: ast.stmt, accumulator: str, following: str) -> tuple[bool,
 
 def _init_dtype(node: ast.stmt, accumulator: str) -> str | None:
     """The dtype of ``acc = tl.zeros([XBLOCK, R0_BLOCK], dtype)``, else None."""
-    if not isinstance(node, ast.Assign) or target_names(node) != [accumulator]:
+    if not isinstance(node, ast.Assign) or _target_names(node) != [accumulator]:
         return None
     value = node.value
     if not is_call(value, "tl.zeros") or len(value.args) != 2:
@@ -123,40 +123,56 @@ def find_sites(module: KernelModule) -> list[WelfordSite]:
     return sites
 
 
-def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: ast.Assign) -> WelfordSite:
-    if not _loop_starts_at_zero(loop):
-        raise NotShiftable(f"the loop at line {loop.lineno} does not run r0_offset from 0")
-    call = step.value
-    assert isinstance(call, ast.Call)
-    nexts = target_names(step)
+@dataclass(frozen=True)
+class WelfordStep:
+    """A loop's ``welford_reduce`` with the three updates after it: what both shifted forms rebuild."""
+
+    value: str  # the source of the value accumulated
+    accumulators: tuple[str, str, str]  # mean, m2, weight
+    updates: tuple[int, int, int]  # the updates' positions in the loop body
+    mask: str | None  # the updates' mask (None: every lane of every trip)
+
+
+def read_welford_step(loop_body: list[ast.stmt], position: int) -> WelfordStep:
+    """The ``welford_reduce`` at ``loop_body[position]``, updated together under one mask by the next three
+    statements, its accumulators and results read nowhere else in the loop; else :class:`NotShiftable`."""
+    step = loop_body[position]
+    call = step.value if isinstance(step, ast.Assign) else None
+    assert isinstance(step, ast.Assign) and isinstance(call, ast.Call)
+    nexts = _target_names(step)
     if nexts is None or len(nexts) != 3 or len(call.args) != 5 or call.keywords:
         raise NotShiftable(f"line {step.lineno}: not welford_reduce(value, mean, m2, weight, first) into three names")
     if not all(isinstance(a, ast.Name) for a in call.args[1:4]):
         raise NotShiftable(f"line {step.lineno}: Welford's accumulators are not plain names")
     names = [a.id for a in call.args[1:4] if isinstance(a, ast.Name)]
     accumulators = (names[0], names[1], names[2])
-    value = ast.unparse(call.args[0])
-    updates: list[ast.Assign] = []
     masks: set[str | None] = set()
-    following = loop.body[position + 1:position + 4]
+    following = loop_body[position + 1:position + 4]
     for acc, nxt, node in zip(accumulators, nexts, following, strict=False):
-        ok, mask = update_mask(node, acc, nxt)
+        ok, mask = _update_mask(node, acc, nxt)
         if not ok:
             raise NotShiftable(f"line {node.lineno}: the update of {acc} is not tl.where(mask, {nxt}, {acc})")
-        assert isinstance(node, ast.Assign)
-        updates.append(node)
         masks.add(mask)
-    if len(updates) != 3 or len(masks) != 1:
+    if len(following) != 3 or len(masks) != 1:
         raise NotShiftable(f"line {step.lineno}: the three accumulators are not updated together under one mask")
-    mask = masks.pop()
     # The accumulators and the step's results are read nowhere else in the loop.
-    rest = [s for s in loop.body if s is not step and s not in updates]
+    rest = [s for s in loop_body if s is not step and s not in following]
     used = set(accumulators) | set(nexts)
     if any(names_read(s) & used for s in rest):
-        raise NotShiftable(f"the loop at line {loop.lineno} reads Welford's accumulators outside its update")
+        raise NotShiftable(f"line {step.lineno}: the loop reads Welford's accumulators outside their update")
+    return WelfordStep(ast.unparse(call.args[0]), accumulators, (position + 1, position + 2, position + 3),
+                       masks.pop())
+
+
+def _site(body: list[ast.stmt], index: int, loop: ast.For, position: int, step: ast.Assign) -> WelfordSite:
+    if not _loop_starts_at_zero(loop):
+        raise NotShiftable(f"the loop at line {loop.lineno} does not run r0_offset from 0")
+    read = read_welford_step(loop.body, position)
+    accumulators, value, mask = read.accumulators, read.value, read.mask
+    updates = [u for u in (loop.body[i] for i in read.updates) if isinstance(u, ast.Assign)]  # all three
     inits, dtypes = [], set()
     for acc in accumulators:
-        found = [s for s in body[:index] if isinstance(s, ast.Assign) and target_names(s) == [acc]]
+        found = [s for s in body[:index] if isinstance(s, ast.Assign) and _target_names(s) == [acc]]
         dtype = _init_dtype(found[-1], acc) if found else None
         if dtype is None:
             raise NotShiftable(f"{acc} is not initialised as tl.zeros([XBLOCK, R0_BLOCK], dtype) before the loop")
@@ -178,7 +194,7 @@ def _combine(after: list[ast.stmt], accumulators: tuple[str, ...]) -> ast.Assign
         raise NotShiftable(f"line {node.lineno}: the accumulators are not combined by {WELFORD_COMBINE}")
     call = node.value
     assert isinstance(call, ast.Call)
-    targets = target_names(node)
+    targets = _target_names(node)
     args = [ast.unparse(a) for a in call.args]
     if targets is None or len(targets) != 3 or args[:3] != list(accumulators) or args[3:] != ["1"]:
         raise NotShiftable(f"line {node.lineno}: not a, b, c = {WELFORD_COMBINE}(mean, m2, weight, 1)")
@@ -237,7 +253,7 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
         step_lines.append(f"{inner}{count} = {count} + tl.where({p}_live, 1.0, 0.0)")
     last_update = max(site.updates, key=lambda n: n.end_lineno or n.lineno)
     edits.append((site.step.lineno, last_update.end_lineno or last_update.lineno, step_lines))
-    mean, m2, weight = target_names(site.combine) or ("", "", "")  # find_sites checked: three names
+    mean, m2, weight = _target_names(site.combine) or ("", "", "")  # find_sites checked: three names
     after = _indent(text, site.combine)
     combine_lines = [
         f"{after}{p}_n = tl.sum({count}, 1)" if counted else f"{after}{p}_n = tl.zeros([XBLOCK], tl.float32) + r0_numel",
