@@ -132,7 +132,7 @@ def test_the_launchers_pass_gates_2_and_3_on_the_cpu_backend(graph, tmp_path: Pa
         assert "re-runs" in kernel_gate.reason  # shuffled program orders, compared bitwise
 
 
-def test_measured_strided_access_calls_for_the_shifted_form_on_problem_92s_statistics() -> None:
+def test_nothing_calls_for_the_family_and_its_variants_add_no_decision() -> None:
     from kernelopt_core.search.agents.context import KernelBrief
     from kernelopt_core.search.agents.planner import PlanRequest, offline_plans
 
@@ -141,12 +141,13 @@ def test_measured_strided_access_calls_for_the_shifted_form_on_problem_92s_stati
     strided = context(stats.source, stats.name)
     strided.evidence.update(causes=["strided-access"])
     brief = KernelBrief(name=stats.name, kind="red", device="cuda", original_source=stats.source)
-    plans = offline_plans(PlanRequest(brief=brief, node_source=stats.source, context=strided, n=2))
-    # the launcher stage comes first; windowed and strided_access decline this kernel
-    assert plans[0].family == "channel_groups" and any("strided-access" in e for e in plans[0].evidence)
-    unmeasured = offline_plans(PlanRequest(brief=brief, node_source=stats.source,
-                                           context=context(stats.source, stats.name), n=20))
-    families = [p.family for p in unmeasured]  # no measured cause: not first, and after shifted_moments
+    # measured on the H100 in session 22, slower than Inductor's kernel in every form: even measured strided
+    # access does not call for it; it comes after every other applicable family, past a node's 4 plans
+    for ctx in (strided, context(stats.source, stats.name)):
+        families = [p.family for p in offline_plans(PlanRequest(brief=brief, node_source=stats.source, context=ctx,
+                                                                n=20))]
+        first = families.index("channel_groups")
+        assert first >= 4 and set(families[:first]) == set(families) - {"channel_groups"}
     from kernelopt_core.gates.decisions import added_decisions
     from kernelopt_core.gates.static import check_source
 
@@ -160,4 +161,3 @@ def test_measured_strided_access_calls_for_the_shifted_form_on_problem_92s_stati
         for variant in variants:
             assert check_source(kernel.source, kernel.name, variant.source).ok  # gate 1
             assert added_decisions(kernel.source, variant.source).required == []  # no data-dependent path added
-    assert families[0] != "channel_groups" and families.index("channel_groups") > families.index("shifted_moments")

@@ -3,7 +3,7 @@
 Times the full compiled callable (as the user calls it), each compiled module's ``call()``, eager
 and the same mode with CUDA graphs toggled, and splits the callable's time into kernels,
 CUDA-graph input copy, launch gaps and guard + wrapper. Prints the deterministic configuration
-recommendation when overhead dominates; ``--verify`` checks each of its options like any
+recommendation when the overhead it removes is worth it (10% of the callable); ``--verify`` checks each of its options like any
 candidate (gate 3 on seeds 0/42/123, gate 4 through the full callable) and says which one was
 accepted and what it assumes about the caller.
 """

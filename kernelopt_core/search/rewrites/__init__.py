@@ -90,15 +90,14 @@ FAMILIES: dict[str, RewriteFamily] = register_families(
         directions={"cheaper-math": 1, "vectorize-loads": 2},
         causes=(), device_order={"cpu": 2, "cuda": 2}, traffic_efficiency=None)),
     # Applies only to statistics of a channels-last tensor whose rows read part of each pixel (a group or
-    # instance norm after a conv, level 2). With Inductor's Welford body it was slower than Inductor's kernel
-    # on problem 92 (H100: 0.23 ms against [C, PIX] 0.35 ms, [PIX, C] 0.63-0.68 ms), so a Welford statistic
-    # is offered only as shifted sums (channel_moments), the arithmetic of session 19's hand-written 0.190 ms
-    # kernel, not yet measured as a family. Measured strided access calls for it after the other launchers, so
-    # a search measures it on the kernels it recognises; elsewhere it declines at once. Its efficiency is the
-    # Welford form's, the only one measured: 520 MB in 0.63 ms at a 3,016 GB/s copy peak.
+    # instance norm after a conv, level 2). Slower than Inductor's kernel in every form measured on the H100
+    # (Welford and shifted sums, [C, PIX] and [PIX, C]: 0.35-0.68 ms against 0.23 ms on problem 92, 1.6-2.3 ms
+    # against 0.50 ms on problem 21), although session 19's hand-written kernel of the same tile and grid took
+    # 0.18 ms; until that difference is found (benchmarks/gpu/README.md), nothing calls for it and no device
+    # tries it by default. A planner (or KERNELOPT_LEVEL2_FAMILIES) may still name it. Its efficiency is the
+    # best measured: 520 MB in 0.55 ms at a 3,016 GB/s copy peak.
     (ChannelGroupsFamily(), FamilyDeclaration(
-        directions={}, causes=(CauseCall("strided-access", "launcher", 3),), device_order={},
-        traffic_efficiency=0.27)),
+        directions={}, causes=(), device_order={}, traffic_efficiency=0.31)),
     # A project's own kernels (docs/user-kernels.md); not applicable to Inductor's.
     (UserAutotuneFamily(), FamilyDeclaration(
         directions={}, causes=(), device_order={"cpu": 1, "cuda": 1}, traffic_efficiency=None)),
