@@ -52,12 +52,15 @@ def test_the_group_statistics_read_whole_pixels_of_a_sample(graph) -> None:
     # rows (sample, group) of 4 channels over 400 pixels of 16 channels: 2 samples x 4 groups
     assert find_grouping(kernel) == Grouping(groups=4, per_group=4, pixels=400, samples=2)
     for shape in group_shapes(find_grouping(kernel), 132):
-        assert shape.chunks * shape.chunk >= 400 and shape.chunk % shape.pixels == 0
+        assert shape.chunks * shape.chunk >= 400 > (shape.chunks - 1) * shape.chunk
         # every lane of every program gets an element: a power-of-two count of chunks, a last chunk of a step
         assert shape.chunks >= 2 and shape.chunks & (shape.chunks - 1) == 0
         assert 400 - (shape.chunks - 1) * shape.chunk >= shape.pixels
     at_92 = group_shapes(Grouping(groups=16, per_group=4, pixels=15876, samples=128), 132)
     assert at_92 and all(s.chunks * s.chunk >= 15876 > (s.chunks - 1) * s.chunk + s.pixels - 1 for s in at_92)
+    # the even split, as session 19's hand-written kernel (0.17 ms on the H100): not rounded up to a multiple
+    # of the step, which made problem 92's 993 pixels a power of two, 1024
+    assert [(s.chunks, s.chunk) for s in at_92] == [(16, 993), (8, 1985), (32, 497)]
 
 
 def test_the_split_instance_statistics_are_recognised_with_groups_of_one_channel(graph) -> None:

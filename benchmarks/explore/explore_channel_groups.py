@@ -8,8 +8,8 @@ of the same tile and grid took 0.19 ms on problem 92. This script times, on the 
 fixtures (tests/fixtures/level2_h100), the family's launcher as generated and with one thing changed at
 a time: no eviction hints, no first-trip shift, software pipelining, 4 warps, the loop-invariant loads
 hoisted (``KERNELOPT_EXPLORE_CG=chunks``: the chunk's length and the grid's order instead); each through
-``do_bench`` (host and device) and through a CUDA-graph replay (device alone), beside (problem 92) the
-hand-written kernel. Each variant's statistics are checked
+``do_bench`` (host and device) and through a CUDA-graph replay (device alone), beside Inductor's own kernel
+and (problem 92) the hand-written kernel. Each variant's statistics are checked
 against float64. Writes ``explore_channel_groups.{json,md}``.
 """
 
@@ -75,23 +75,24 @@ def variants(source: str) -> dict[str, str]:
 
 
 def chunk_variants(source: str) -> dict[str, str]:
-    """The chunk's length (a power of two times the step, now) and the grid's order changed, nothing else:
-    is it where the programs read, not what they run, that makes the launcher slow?"""
+    """The chunk's length and the grid's order changed, nothing else: is it where the programs read, not
+    what they run, that makes the launcher slow? The family splits evenly since session 22 (problem 92: 993
+    pixels); before, it rounded up to a multiple of its step (1024)."""
     chunk = int(re.search(r"CHUNK=(\d+),", source).group(1))  # type: ignore[union-attr]
-    chunks = int(re.search(r", S=(\d+),", source).group(1))  # type: ignore[union-attr]
-    pixels = int(re.search(r"tl.minimum\(_ko_start \+ CHUNK, (\d+)\)", source).group(1))  # type: ignore[union-attr]
-    least = -(-pixels // chunks)
+    step = int(re.search(r"XBLOCK=(\d+), R0_BLOCK=\d+, CHUNK=", source).group(1))  # type: ignore[union-attr]
+    rounded = -(-chunk // step) * step
     out = {"generated": source}
-    for length in (least, least + 8, chunk - 16):
-        if length * chunks >= pixels and length != chunk:
-            out[f"CHUNK={length} (not {chunk})"] = source.replace(f"CHUNK={chunk},", f"CHUNK={length},")
+    for length, why in ((rounded, "rounded up to the step, before session 22"), (rounded + step, "a step more"),
+                        (chunk + 7, "7 pixels more")):
+        if length != chunk:
+            out[f"CHUNK={length} ({why})"] = source.replace(f"CHUNK={chunk},", f"CHUNK={length},")
     grid = re.search(r"_pass0\[\((\d+), (\d+)\)\]", source)
     if grid:
         swapped = source.replace("_ko_n = tl.program_id(0)\n    _ko_s = tl.program_id(1)",
                                  "_ko_n = tl.program_id(1)\n    _ko_s = tl.program_id(0)")
         swapped = swapped.replace(grid.group(0), f"_pass0[({grid.group(2)}, {grid.group(1)})]")
         out["grid (chunk, sample)"] = swapped
-        out[f"grid (chunk, sample), CHUNK={least}"] = swapped.replace(f"CHUNK={chunk},", f"CHUNK={least},")
+        out[f"grid (chunk, sample), CHUNK={rounded}"] = swapped.replace(f"CHUNK={chunk},", f"CHUNK={rounded},")
     return out
 
 
@@ -219,6 +220,33 @@ def hand_written_p92(work: Path, chunk: int = 0) -> dict[str, Any]:
             **timings(launch)}
 
 
+def inductor_kernel(problem: str, work: Path) -> dict[str, Any]:
+    """Inductor's own statistics kernel, autotuned on its first launch as in the graph, through its ``run``."""
+    import shutil
+
+    import torch
+
+    from kernelopt_core.graph_module import load_graph_module
+
+    fixture, prefix, (n, c, hw), extra = PROBLEMS[problem]
+    path = work / f"{problem}_output_code.py"  # the importer wants a .py name
+    shutil.copyfile(FIXTURES / fixture, path)
+    module = load_graph_module(str(path), device="cuda")
+    name = next(k for k in dir(module) if k.startswith(prefix))
+    kernel = getattr(module, name)
+    groups = {"p92": 16, "p21": 8}[problem]
+    x = torch.randn(n * hw * c, device="cuda")
+    params = [torch.randn(c, device="cuda") for _ in range(extra)]
+    mean, m2 = torch.empty(n * groups, device="cuda"), torch.empty(n * groups, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def launch() -> None:
+        kernel.run(x, *params, mean, m2, n * groups, (c // groups) * hw, stream=stream)
+
+    launch()
+    return {"variant": f"Inductor's {name}", **timings(launch)}
+
+
 def run(out_dir: str) -> dict[str, Any]:
     budget = float(os.environ.get("KERNELOPT_GPU_BUDGET_S", "300"))
     started = time.monotonic()
@@ -228,7 +256,8 @@ def run(out_dir: str) -> dict[str, Any]:
     result: dict[str, Any] = {"problems": []}
     for problem in PROBLEMS:
         references = []
-        for extra in (lambda: hand_written_p92(work), lambda: hand_written_p92(work, 1024)) * (problem == "p92"):
+        for extra in (lambda problem=problem: inductor_kernel(problem, work),) + (
+                lambda: hand_written_p92(work), lambda: hand_written_p92(work, 1024)) * (problem == "p92"):
             try:
                 references.append(extra())
             except Exception as exc:  # noqa: BLE001
