@@ -4,7 +4,8 @@ An empty Welford partial (weight 0) combined with a full one gives NaN once the 
 (0 x inf in ``welford_combine``), where Inductor's kernel, whose lanes all hold elements at real sizes, gives
 +inf; gate 2's near-max inputs then reject a correct candidate. On the group statistics of
 tests/optimize_problems/conv_group_norms.py (2 samples x 4 groups of 1,600 elements, channels-last), in
-Triton's CPU interpreter: split_programs' chunks and channel_groups' shifted sums, against float64 on
+Triton's CPU interpreter: split_programs' chunks, channel_groups' shifted sums and shifted_moments' (one
+program a row, no chunks: there ``S2 - S1 * S1 / n`` in float32 gave inf - inf = NaN), against float64 on
 ordinary inputs and against +inf where the squares overflow.
 """
 
@@ -34,7 +35,8 @@ import torch
 from kernelopt_core.artifacts import parse_output_code
 from kernelopt_core.launchers import load_launcher
 from kernelopt_core.search.rewrites import parse_kernel_module
-from kernelopt_core.search.rewrites import channel_groups, split_programs
+from kernelopt_core.search.rewrites import channel_groups, shifted_moments, split_programs
+from torch._inductor.async_compile import AsyncCompile
 from kernelopt_core.search.rewrites.reduction_passes import decompose
 
 (kernel,) = [k for k in parse_output_code(sys.argv[1]).kernels
@@ -44,10 +46,16 @@ sources = {
     "channel_groups": channel_groups.launcher_source(reduction, channel_groups.find_grouping(reduction),
                                                      channel_groups.GroupShape(32, 4, 128, 4), shifted=True),
     "split_programs": split_programs.launcher_source(reduction, split_programs.split_shapes(reduction, 132)[0]),
+    "shifted_moments": shifted_moments.shifted_source(parse_kernel_module(kernel.source, kernel.name)),
 }
 out = {}
 for family, source in sources.items():
-    launcher = load_launcher(kernel.name, source, "cpu", directory=sys.argv[2])
+    if family == "shifted_moments":  # Inductor's kernel with its Welford step replaced: compiled as Inductor's
+        compiled = AsyncCompile().triton(kernel.name, source, "cpu")
+        compiled = compiled.result() if hasattr(compiled, "result") else compiled
+        launcher = type("Run", (), {"run": staticmethod(lambda *a: compiled.run(*a, stream=0))})
+    else:
+        launcher = load_launcher(kernel.name, source, "cpu", directory=sys.argv[2])
     for label, scale in (("normal", 3.0), ("overflowing", 1e30)):
         torch.manual_seed(0)
         x = torch.randn(2, 400, 16) * scale + scale / 3  # channels-last: sample, pixel, channel
@@ -85,7 +93,7 @@ def test_the_chunked_statistics_match_float64_and_overflow_to_inf_like_welford(d
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    for family in ("channel_groups", "split_programs"):
+    for family in ("channel_groups", "split_programs", "shifted_moments"):
         normal = result[f"{family}|normal"]
         assert normal["mean_error"] < 1e-6 and normal["m2_error"] < 1e-5, (family, normal)
         # squares past float32's range: Welford's M2 with every lane full is +inf, not NaN

@@ -264,7 +264,9 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
         # + S1 * 0: NaN where S1 is not finite. Welford's running mean turns NaN once a finite value follows
         # an inf in its lane, so the mean of a row holding an inf is NaN, not inf.
         f"{after}{mean} = tl.sum({p}_shift, 1) + {p}_offset + {p}_s1 * 0.0",
-        f"{after}{m2} = {p}_s2 - {p}_s1 * {p}_offset",
+        # in float64, once a row: S1 * S1 / n <= S2 overflows float32 only where S2 is +inf already, and
+        # inf - inf would be NaN where Welford's M2 is +inf (inputs near 1e30)
+        f"{after}{m2} = ({p}_s2.to(tl.float64) - {p}_s1.to(tl.float64) * {p}_offset.to(tl.float64)).to(tl.float32)",
         f"{after}{weight} = {p}_n",
     ]
     edits.append((site.combine.lineno, site.combine.end_lineno or site.combine.lineno, combine_lines))
