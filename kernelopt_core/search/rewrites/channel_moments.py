@@ -14,7 +14,15 @@ import ast
 from dataclasses import dataclass
 
 from .reduction_passes import NotTransformable, Pass, Reduction, Stmt, is_call
-from .shifted_moments import ROW_MASKS, WELFORD_STEP, NotShiftable, read_welford_step
+from .shifted_moments import (
+    CHANNEL_AXIS,
+    ROW_MASKS,
+    WELFORD_STEP,
+    NotShiftable,
+    moment_lines,
+    read_welford_step,
+    shifted_step_lines,
+)
 
 
 @dataclass(frozen=True)
@@ -68,22 +76,9 @@ def initial_lines(site: ChannelSite) -> list[str]:
 
 
 def step_lines(site: ChannelSite) -> list[str]:
-    """The loop's lines in place of the Welford step and its three updates."""
-    p = site.prefix
-    live = (f"tl.broadcast_to({site.mask}, [XBLOCK, R0_BLOCK])" if site.mask
-            else "tl.full([XBLOCK, R0_BLOCK], True, tl.int1)")
-    return [
-        f"{p}_value = tl.broadcast_to({site.value}, [XBLOCK, R0_BLOCK])",
-        f"{p}_live = {live}",
-        "if r0_offset == 0:",
-        # the shift: each channel's mean over the chunk's first step of pixels
-        f"    {p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), 0)[None, :] / "
-        f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), 0)[None, :], 1.0)",
-        f"{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
-        f"{p}_sum = {p}_sum + {p}_delta",
-        f"{p}_squares = {p}_squares + {p}_delta * {p}_delta",
-        *([] if counts_whole_chunks(site) else [f"{p}_count = {p}_count + tl.where({p}_live, 1.0, 0.0)"]),
-    ]
+    """The loop's lines in place of the Welford step and its three updates; the shift is each channel's mean
+    over the chunk's first step of pixels."""
+    return shifted_step_lines(site.prefix, site.value, site.mask, CHANNEL_AXIS, not counts_whole_chunks(site))
 
 
 def channel_lines(site: ChannelSite) -> tuple[list[str], tuple[str, str, str]]:
@@ -91,16 +86,7 @@ def channel_lines(site: ChannelSite) -> tuple[list[str], tuple[str, str, str]]:
     p = site.prefix
     count = ("tl.sum(tl.where(tl.broadcast_to(xmask, [1, R0_BLOCK]), 1.0, 0.0), 0) * (_ko_end - _ko_start)"
              if counts_whole_chunks(site) else f"tl.sum({p}_count, 0)")
-    lines = [
-        f"{p}_n = {count}",
-        f"{p}_s1 = tl.sum({p}_sum, 0)",
-        f"{p}_s2 = tl.sum({p}_squares, 0)",
-        f"{p}_offset = {p}_s1 / tl.maximum({p}_n, 1.0)",
-        f"{p}_mean = tl.sum({p}_shift, 0) + {p}_offset + {p}_s1 * 0.0",
-        # in float64, once a channel: S1 * S1 / n <= S2 overflows float32 only where S2 is +inf already, and
-        # inf - inf would give NaN where Welford's M2 is +inf
-        f"{p}_m2 = ({p}_s2.to(tl.float64) - {p}_s1.to(tl.float64) * {p}_offset.to(tl.float64)).to(tl.float32)",
-    ]
+    lines = [f"{p}_n = {count}", *moment_lines(p, CHANNEL_AXIS, f"{p}_mean", f"{p}_m2")]
     return lines, (f"{p}_mean", f"{p}_m2", f"{p}_n")
 
 

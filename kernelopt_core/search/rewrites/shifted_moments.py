@@ -220,6 +220,45 @@ def _counts_every_lane(site: WelfordSite) -> bool:
     return ends_at_numel and (site.mask is None or site.mask.replace("(", "").replace(")", "") in ROW_MASKS)
 
 
+ROW_AXIS = 1  # shifted_moments: a row's lanes along axis 1 of [XBLOCK, R0_BLOCK]
+CHANNEL_AXIS = 0  # channel_moments: a channel's pixels along axis 0 of [PIX, C]
+
+
+def shifted_step_lines(p: str, value: str, mask: str | None, axis: int, counted: bool) -> list[str]:
+    """In the loop, in place of a Welford step and its three updates (both shifted forms): on the first trip
+    the shift, the mean of the live values along ``axis``; then each lane's shifted value and its square
+    added to ``{p}_sum`` and ``{p}_squares`` (``counted``: and 1 to ``{p}_count`` where live)."""
+    expand = "[:, None]" if axis == 1 else "[None, :]"
+    live = f"tl.broadcast_to({mask}, [XBLOCK, R0_BLOCK])" if mask else "tl.full([XBLOCK, R0_BLOCK], True, tl.int1)"
+    lines = [
+        f"{p}_value = tl.broadcast_to({value}, [XBLOCK, R0_BLOCK])",
+        f"{p}_live = {live}",
+        "if r0_offset == 0:",
+        f"    {p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), {axis}){expand} / "
+        f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), {axis}){expand}, 1.0)",
+        f"{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
+        f"{p}_sum = {p}_sum + {p}_delta",
+        f"{p}_squares = {p}_squares + {p}_delta * {p}_delta",
+    ]
+    return lines + ([f"{p}_count = {p}_count + tl.where({p}_live, 1.0, 0.0)"] if counted else [])
+
+
+def moment_lines(p: str, axis: int, mean: str, m2: str) -> list[str]:
+    """After the loop (both shifted forms), from ``{p}_n`` and the loop's sums: Welford's mean and M2 into
+    ``mean`` and ``m2``, reduced along ``axis``."""
+    return [
+        f"{p}_s1 = tl.sum({p}_sum, {axis})",
+        f"{p}_s2 = tl.sum({p}_squares, {axis})",
+        f"{p}_offset = {p}_s1 / tl.maximum({p}_n, 1.0)",
+        # + S1 * 0: NaN where S1 is not finite. Welford's running mean turns NaN once a finite value follows
+        # an inf in its lane, so the mean of lanes holding an inf is NaN, not inf.
+        f"{mean} = tl.sum({p}_shift, {axis}) + {p}_offset + {p}_s1 * 0.0",
+        # in float64, once a row or channel: S1 * S1 / n <= S2 overflows float32 only where S2 is +inf
+        # already, and inf - inf would be NaN where Welford's M2 is +inf (inputs near 1e30)
+        f"{m2} = ({p}_s2.to(tl.float64) - {p}_s1.to(tl.float64) * {p}_offset.to(tl.float64)).to(tl.float32)",
+    ]
+
+
 def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]]:
     """(first line, last line, replacement lines) edits, 1-based inclusive line numbers."""
     p = site.prefix
@@ -236,37 +275,16 @@ def _site_edits(text: str, site: WelfordSite) -> list[tuple[int, int, list[str]]
             lines.append(f"{pad}{p}_shift = tl.zeros([XBLOCK, 1], tl.float32)")
         edits.append((node.lineno, node.end_lineno or node.lineno, lines))
     inner = _indent(text, site.step)
-    live = f"tl.broadcast_to({mask}, [XBLOCK, R0_BLOCK])" if mask else "tl.full([XBLOCK, R0_BLOCK], True, tl.int1)"
-    value = f"tl.broadcast_to({site.value}, [XBLOCK, R0_BLOCK])"
-    step_lines = [
-        f"{inner}{p}_value = {value}",
-        f"{inner}{p}_live = {live}",
-        f"{inner}if r0_offset == 0:",
-        # the shift: the first block's mean, once per row
-        f"{inner}    {p}_shift = tl.sum(tl.where({p}_live, {p}_value, 0.0), 1)[:, None] / "
-        f"tl.maximum(tl.sum(tl.where({p}_live, 1.0, 0.0), 1)[:, None], 1.0)",
-        f"{inner}{p}_delta = tl.where({p}_live, {p}_value - {p}_shift, 0.0)",
-        f"{inner}{s1} = {s1} + {p}_delta",
-        f"{inner}{s2} = {s2} + {p}_delta * {p}_delta",
-    ]
-    if counted:
-        step_lines.append(f"{inner}{count} = {count} + tl.where({p}_live, 1.0, 0.0)")
+    # the shift: the first block's mean, once per row
+    step_lines = [inner + line for line in shifted_step_lines(p, site.value, mask, ROW_AXIS, counted)]
     last_update = max(site.updates, key=lambda n: n.end_lineno or n.lineno)
     edits.append((site.step.lineno, last_update.end_lineno or last_update.lineno, step_lines))
     mean, m2, weight = _target_names(site.combine) or ("", "", "")  # find_sites checked: three names
     after = _indent(text, site.combine)
     combine_lines = [
         f"{after}{p}_n = tl.sum({count}, 1)" if counted else f"{after}{p}_n = tl.zeros([XBLOCK], tl.float32) + r0_numel",
-        f"{after}{p}_s1 = tl.sum({s1}, 1)",
-        f"{after}{p}_s2 = tl.sum({s2}, 1)",
         # a row with no live lane (beyond xnumel) has S1 = 0: its mean is the shift, never stored
-        f"{after}{p}_offset = {p}_s1 / tl.maximum({p}_n, 1.0)",
-        # + S1 * 0: NaN where S1 is not finite. Welford's running mean turns NaN once a finite value follows
-        # an inf in its lane, so the mean of a row holding an inf is NaN, not inf.
-        f"{after}{mean} = tl.sum({p}_shift, 1) + {p}_offset + {p}_s1 * 0.0",
-        # in float64, once a row: S1 * S1 / n <= S2 overflows float32 only where S2 is +inf already, and
-        # inf - inf would be NaN where Welford's M2 is +inf (inputs near 1e30)
-        f"{after}{m2} = ({p}_s2.to(tl.float64) - {p}_s1.to(tl.float64) * {p}_offset.to(tl.float64)).to(tl.float32)",
+        *(after + line for line in moment_lines(p, ROW_AXIS, mean, m2)),
         f"{after}{weight} = {p}_n",
     ]
     edits.append((site.combine.lineno, site.combine.end_lineno or site.combine.lineno, combine_lines))
