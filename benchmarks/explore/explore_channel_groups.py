@@ -47,10 +47,18 @@ def generated(problem: str, shape_index: int) -> tuple[str, str, Any]:
     return launcher_source(reduction, grouping, shape, shifted=True), kernel.name, (grouping, shape, kernel)
 
 
+def _no_eviction_hints(source: str) -> str:
+    return re.sub(r", eviction_policy='evict_\w+'", "", source)
+
+
+def _no_first_trip_shift(source: str) -> str:
+    return re.sub(r"\n(\s*)if r0_offset == 0:\n\s*_ko_w0_shift = [^\n]*", r"\n\1pass", source)
+
+
 def variants(source: str) -> dict[str, str]:
     """One change at a time to the generated module's text."""
-    noevict = re.sub(r", eviction_policy='evict_\w+'", "", source)
-    noshift = re.sub(r"\n(\s*)if r0_offset == 0:\n\s*_ko_w0_shift = [^\n]*", r"\n\1pass", source)
+    noevict = _no_eviction_hints(source)
+    noshift = _no_first_trip_shift(source)
     stages3 = source.replace("num_stages=1)", "num_stages=3)", 1)
     warps4 = re.sub(r"num_warps=8, num_stages=1\)", "num_warps=4, num_stages=1)", source, count=1)
     # loads whose address reads no pixel index: hoisted out of the loop (per-channel parameters)
@@ -71,7 +79,7 @@ def variants(source: str) -> dict[str, str]:
         hoisted[loop_at:loop_at] = [indent + m.replace("CG", cg.group(1) if cg else "1") for m in moved]
     return {"generated": source, "no eviction hints": noevict, "no first-trip shift": noshift,
             "num_stages=3": stages3, "4 warps": warps4, "per-channel loads hoisted": "\n".join(hoisted),
-            "hoisted + no eviction + no shift": _combine("\n".join(hoisted))}
+            "hoisted + no eviction + no shift": _no_first_trip_shift(_no_eviction_hints("\n".join(hoisted)))}
 
 
 def chunk_variants(source: str) -> dict[str, str]:
@@ -94,11 +102,6 @@ def chunk_variants(source: str) -> dict[str, str]:
         out["grid (chunk, sample)"] = swapped
         out[f"grid (chunk, sample), CHUNK={rounded}"] = swapped.replace(f"CHUNK={chunk},", f"CHUNK={rounded},")
     return out
-
-
-def _combine(source: str) -> str:
-    source = re.sub(r", eviction_policy='evict_\w+'", "", source)
-    return re.sub(r"\n(\s*)if r0_offset == 0:\n\s*_ko_w0_shift = [^\n]*", r"\n\1pass", source)
 
 
 def load_module(text: str, name: str, work: Path) -> Any:
